@@ -1,0 +1,189 @@
+"""Type stubs of the native module ``tflux._tflux`` (the Rust core's Python face)."""
+
+from collections.abc import Iterator, Sequence
+from os import PathLike
+from typing import Literal, final
+
+import pyarrow
+
+__version__: str
+
+SyncPolicy = Literal["always", "batch", "never"]
+
+@final
+class Entry:
+    """One log record: its LSN, its Raft term and its data bytes."""
+
+    def __init__(self, lsn: int, term: int, data: bytes) -> None: ...
+    @property
+    def lsn(self) -> int: ...
+    @property
+    def term(self) -> int: ...
+    @property
+    def data(self) -> bytes: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class SegmentInfo:
+    """One segment file of a log."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def start_lsn(self) -> int: ...
+    @property
+    def count(self) -> int:
+        """Number of records in the segment."""
+    @property
+    def last_lsn(self) -> int:
+        """``start_lsn + count - 1`` (``start_lsn - 1`` for an empty segment)."""
+    @property
+    def size(self) -> int:
+        """Offset just past the last record (header included, end marker excluded)."""
+    @property
+    def file_size(self) -> int:
+        """Physical size of the file (preallocated segments are larger than ``size``)."""
+    @property
+    def sealed(self) -> bool: ...
+
+@final
+class RecoveryReport:
+    """What opening the log had to do to the tail of the last segment (and what repair moved)."""
+
+    @property
+    def truncated(self) -> bool:
+        """True when a torn or corrupt tail was cut."""
+    @property
+    def cut_path(self) -> str | None: ...
+    @property
+    def cut_offset(self) -> int | None: ...
+    @property
+    def bytes_cut(self) -> int:
+        """Bytes of data discarded after the cut (up to the last non-zero byte)."""
+    @property
+    def records_kept(self) -> int:
+        """Records kept in the segment that was cut."""
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def moved(self) -> list[str]:
+        """Files moved aside by ``repair=True`` (their new paths under ``data/temp``)."""
+
+@final
+class Problem:
+    """One finding of :func:`verify`."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def offset(self) -> int | None: ...
+    @property
+    def kind(self) -> Literal["torn_tail", "corruption", "gap", "ignored_file"]: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def fatal(self) -> bool:
+        """False for a torn tail (the next open trims it) and ignored files."""
+
+@final
+class VerifyReport:
+    @property
+    def path(self) -> str:
+        """The log directory that was checked."""
+    @property
+    def segments(self) -> list[SegmentInfo]: ...
+    @property
+    def records(self) -> int: ...
+    @property
+    def bytes(self) -> int:
+        """Bytes of records scanned (sum of segment sizes)."""
+    @property
+    def problems(self) -> list[Problem]: ...
+    @property
+    def ok(self) -> bool:
+        """No fatal problem (a torn tail alone is not fatal)."""
+
+@final
+class EntryBatch:
+    """A contiguous run of entries in columnar form: a few buffers, not one object per record.
+
+    ``lsn`` and ``term`` are native-endian ``int64``/``int32`` memoryviews, ``offsets`` an ``int32``
+    memoryview of ``len(batch) + 1`` positions into ``data`` (Arrow's binary layout).
+    """
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> Entry: ...
+    def __iter__(self) -> Iterator[Entry]: ...
+    @property
+    def lsn(self) -> memoryview: ...
+    @property
+    def term(self) -> memoryview: ...
+    @property
+    def offsets(self) -> memoryview: ...
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def nbytes(self) -> int: ...
+    def to_arrow(self) -> pyarrow.RecordBatch:
+        """Columns ``lsn`` (int64), ``term`` (int32), ``data`` (binary), without copying."""
+
+@final
+class Log:
+    """The segmented Raft log of one directory (``data/log``). One writer per directory."""
+
+    @staticmethod
+    def open(
+        path: str | PathLike[str],
+        *,
+        soft_limit: int = 16 << 20,
+        hard_limit: int = 32 << 20,
+        preallocate: bool = True,
+        sync: SyncPolicy = "always",
+        repair: bool = False,
+        readonly: bool = False,
+        commit_index: int | None = None,
+    ) -> Log: ...
+    def append(self, term: int, data: bytes) -> int: ...
+    def append_many(self, term: int, items: Sequence[bytes]) -> int: ...
+    def insert_range(self, start: int, entries: Sequence[tuple[int, bytes]]) -> None: ...
+    def commit(self, lsn: int) -> None: ...
+    def truncate_after(self, lsn: int) -> None: ...
+    def read(self, start: int, max_bytes: int | None = None) -> list[Entry]: ...
+    def read_batch(
+        self, start: int | None = None, end: int | None = None, max_bytes: int = 64 << 20
+    ) -> EntryBatch: ...
+    def entries(self, start: int | None = None, end: int | None = None) -> Iterator[Entry]: ...
+    def term_at(self, lsn: int) -> int: ...
+    def compact(self, snapshot_index: int) -> int: ...
+    def sync(self) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def readonly(self) -> bool: ...
+    @property
+    def start_index(self) -> int: ...
+    @property
+    def last_index(self) -> int: ...
+    @property
+    def commit_index(self) -> int: ...
+    @property
+    def last_entry(self) -> tuple[int, int] | None: ...
+    @property
+    def segments(self) -> list[SegmentInfo]: ...
+    @property
+    def recovery(self) -> RecoveryReport: ...
+    def __len__(self) -> int: ...
+    def __enter__(self) -> Log: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+def verify(path: str | PathLike[str]) -> VerifyReport:
+    """Check every record of every segment without writing anything."""
+
+def crc32(data: bytes) -> int:
+    """CRC-32 (ISO-HDLC) as used by every tflux checksum."""
