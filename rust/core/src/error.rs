@@ -1,0 +1,70 @@
+//! Errors of the core. Each variant carries what a user needs to find the problem: the file, the
+//! byte offset where the bad record or header starts, and the reason.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bytes on disk that do not follow the format (never produced by a clean torn tail).
+    #[error("corrupt {}{}: {reason}", path.display(), offset.map(|o| format!(" at offset {o}")).unwrap_or_default())]
+    Corruption {
+        path: PathBuf,
+        offset: Option<u64>,
+        reason: String,
+    },
+    /// An operating-system error, with the operation and file it happened on.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// Another writer holds the directory lock.
+    #[error("{} is locked by another writer (one writer per log directory)", path.display())]
+    Locked { path: PathBuf },
+    /// A write through a read-only log.
+    #[error("the log at {} was opened read-only", path.display())]
+    ReadOnly { path: PathBuf },
+    /// A write after an earlier write-path I/O error (fail-stop until reopened).
+    #[error("the log refuses writes after an earlier I/O error ({0}); reopen it")]
+    Poisoned(String),
+    /// An argument outside its valid domain (bad term, bad limits, committed index...).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// An index outside the entries the log holds.
+    #[error("{0}")]
+    OutOfRange(String),
+}
+
+impl Error {
+    pub fn corruption(path: &Path, offset: Option<u64>, reason: impl Into<String>) -> Self {
+        Error::Corruption {
+            path: path.to_path_buf(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn io(op: &'static str, path: &Path, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Attaches an operation and a path to an `io::Result`.
+pub trait IoContext<T> {
+    fn ctx(self, op: &'static str, path: &Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn ctx(self, op: &'static str, path: &Path) -> Result<T> {
+        self.map_err(|e| Error::io(op, path, e))
+    }
+}

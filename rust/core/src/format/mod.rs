@@ -1,0 +1,4 @@
+//! Byte layouts, one module per file kind. Each module opens with the table it implements.
+
+pub mod record;
+pub mod segment;

@@ -1,0 +1,18 @@
+//! tflux-core: the storage engine of TaskFlux.
+//!
+//! Layers, bottom up: [`codec`] (big-endian primitives and the CRC), [`format`] (byte layouts of
+//! records and segment headers), [`segment`] (one segment file: scan, append, cut), [`log`] (the
+//! segmented Raft log), [`verify`] (read-only checking of a log directory).
+//! Nothing here knows about Python; the `tflux-py` crate wraps these types.
+
+pub mod codec;
+pub mod error;
+pub mod format;
+pub mod log;
+mod mmap;
+pub mod segment;
+pub mod verify;
+
+pub use error::{Error, Result};
+pub use log::{Entry, EntryBatch, Log, LogOptions, RecoveryReport, SegmentInfo, SyncPolicy};
+pub use verify::{verify, Problem, ProblemKind, VerifyReport};

@@ -1,0 +1,938 @@
+//! The segmented Raft log of one directory (spec section 3).
+//!
+//! Segments are kept in LSN order; only the last one (the active segment) is written. Opening
+//! scans every segment: sealed ones must be perfect, the active one may end in a torn record,
+//! which is cut. Every operation that discards records deletes obsolete segments first (newest
+//! first) and then zeroes the records at the cut, so a crash in between never leaves a gap.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::record;
+use crate::format::segment::{self as seg_format, Header};
+use crate::segment::{self, scan_file, FileScan, ScanStop, Segment};
+
+/// When appended records are fsynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Before every append call returns (durable acknowledgement).
+    Always,
+    /// Only on `sync()`, at roll-over and at close.
+    Batch,
+    /// Only on an explicit `sync()`; the operating system decides otherwise.
+    Never,
+}
+
+impl std::str::FromStr for SyncPolicy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "always" => Ok(SyncPolicy::Always),
+            "batch" => Ok(SyncPolicy::Batch),
+            "never" => Ok(SyncPolicy::Never),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown sync policy {other:?} (expected \"always\", \"batch\" or \"never\")"
+            ))),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    pub soft_limit: u64,
+    pub hard_limit: u64,
+    pub preallocate: bool,
+    pub sync: SyncPolicy,
+    /// Cut at the first bad record anywhere and move later segments to `../temp`.
+    pub repair: bool,
+    /// No lock, no writes (a torn tail is reported, not cut).
+    pub readonly: bool,
+    /// Commit index after open (default: `start_index - 1`).
+    pub commit_index: Option<i64>,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            soft_limit: 16 << 20,
+            hard_limit: 32 << 20,
+            preallocate: true,
+            sync: SyncPolicy::Always,
+            repair: false,
+            readonly: false,
+            commit_index: None,
+        }
+    }
+}
+
+impl LogOptions {
+    fn validate(&self) -> Result<()> {
+        if self.soft_limit == 0 || self.soft_limit > self.hard_limit {
+            return Err(Error::InvalidArgument(format!(
+                "segment limits must satisfy 0 < soft_limit <= hard_limit (got soft_limit={}, hard_limit={})",
+                self.soft_limit, self.hard_limit
+            )));
+        }
+        if self.repair && self.readonly {
+            return Err(Error::InvalidArgument(
+                "repair=True needs a writable log (readonly=False)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One log entry, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub lsn: i64,
+    pub term: i32,
+    pub data: Vec<u8>,
+}
+
+/// Contiguous entries in columnar form (Arrow's binary layout for `data`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EntryBatch {
+    pub first_lsn: i64,
+    pub terms: Vec<i32>,
+    /// `len + 1` positions into `data`.
+    pub offsets: Vec<i32>,
+    pub data: Vec<u8>,
+}
+
+impl EntryBatch {
+    pub fn len(&self) -> usize {
+        self.terms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    pub fn entry(&self, i: usize) -> Entry {
+        Entry {
+            lsn: self.first_lsn + i as i64,
+            term: self.terms[i],
+            data: self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize].to_vec(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub name: String,
+    pub path: PathBuf,
+    pub start_lsn: i64,
+    pub count: u64,
+    pub size: u64,
+    pub file_size: u64,
+    pub sealed: bool,
+}
+
+/// What opening had to do: the torn tail it cut (or, read-only, would cut) and what repair moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub cut_path: Option<PathBuf>,
+    pub cut_offset: Option<u64>,
+    pub bytes_cut: u64,
+    pub records_kept: u64,
+    pub reason: Option<String>,
+    pub moved: Vec<PathBuf>,
+}
+
+impl RecoveryReport {
+    pub fn truncated(&self) -> bool {
+        self.cut_offset.is_some()
+    }
+}
+
+/// A problem found while loading that repair would fix by cutting here.
+struct Fatal {
+    /// Index into the file list of the segment where the problem is.
+    file: usize,
+    /// Cut inside that segment at this offset; `None` = the whole file goes.
+    offset: Option<u64>,
+    error: Error,
+}
+
+pub struct Log {
+    dir: PathBuf,
+    opts: LogOptions,
+    segments: Vec<Segment>,
+    commit_index: i64,
+    _lock: Option<File>,
+    recovery: RecoveryReport,
+    ignored: Vec<PathBuf>,
+    poisoned: Option<String>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("dir", &self.dir)
+            .field("start_index", &self.start_index())
+            .field("last_index", &self.last_index())
+            .field("commit_index", &self.commit_index)
+            .finish()
+    }
+}
+
+impl Log {
+    /// Opens (creating it if needed, unless read-only) the log in `dir`.
+    pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<Log> {
+        opts.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        if opts.readonly {
+            if !dir.is_dir() {
+                return Err(Error::io(
+                    "open log directory",
+                    &dir,
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ));
+            }
+        } else {
+            fs::create_dir_all(&dir).ctx("create log directory", &dir)?;
+        }
+        let lock = if opts.readonly {
+            None
+        } else {
+            Some(lock_dir(&dir)?)
+        };
+        let (files, ignored) = list_segments(&dir)?;
+        let mut log = Log {
+            dir,
+            opts,
+            segments: Vec::new(),
+            commit_index: -1,
+            _lock: lock,
+            recovery: RecoveryReport::default(),
+            ignored,
+            poisoned: None,
+        };
+        if let Err(fatal) = log.load(&files) {
+            if !log.opts.repair {
+                return Err(fatal.error);
+            }
+            log.repair(&files, fatal)?;
+        }
+        if log.segments.is_empty() && !log.opts.readonly {
+            let first = files.first().map_or(0, |f| f.0);
+            log.create_segment(first)?;
+        }
+        let floor = log.start_index() - 1;
+        log.commit_index = match log.opts.commit_index {
+            None => floor,
+            Some(ci) if ci >= floor && ci <= log.last_index() => ci,
+            Some(ci) => {
+                return Err(Error::InvalidArgument(format!(
+                    "commit_index {ci} is outside the log [{floor}, {}]",
+                    log.last_index()
+                )))
+            }
+        };
+        Ok(log)
+    }
+
+    /// Scans every file; stops at the first problem that only repair may fix.
+    fn load(&mut self, files: &[(i64, PathBuf)]) -> Result<(), Fatal> {
+        let writable = !self.opts.readonly;
+        let mut previous_term = 0;
+        for (k, (first_lsn, path)) in files.iter().enumerate() {
+            let is_last = k + 1 == files.len();
+            let fatal = |offset, error| Fatal {
+                file: k,
+                offset,
+                error,
+            };
+            if let Some(prev) = self.segments.last() {
+                let expected = prev.last_lsn() + 1;
+                if *first_lsn != expected {
+                    let what = if *first_lsn > expected {
+                        "gap"
+                    } else {
+                        "overlap"
+                    };
+                    let reason = format!(
+                        "{what} between segments: {} ends at LSN {}, this segment starts at {first_lsn}",
+                        prev.path().display(),
+                        expected - 1
+                    );
+                    return Err(fatal(None, Error::corruption(path, Some(0), reason)));
+                }
+            }
+            let scan = scan_file(path, writable && is_last, !is_last, previous_term, true)
+                .map_err(|e| fatal(None, e))?;
+            match scan.header {
+                Header::Valid => {}
+                Header::Uninitialised if is_last => {
+                    // A crash while the segment was being created: nothing was ever in it.
+                    if writable {
+                        segment::initialise(&scan.file, path).map_err(|e| fatal(None, e))?;
+                    }
+                    self.segments.push(Segment::from_file_scan(
+                        path.clone(),
+                        *first_lsn,
+                        scan,
+                        writable,
+                        false,
+                    ));
+                    continue;
+                }
+                Header::Uninitialised => {
+                    let reason = "segment header missing (file empty or all zeros)";
+                    return Err(fatal(None, Error::corruption(path, Some(0), reason)));
+                }
+                Header::BadMarker => {
+                    let reason = "bad segment file marker (expected 12 76 AD 55)";
+                    return Err(fatal(None, Error::corruption(path, Some(0), reason)));
+                }
+                Header::UnknownVersion(v) => {
+                    let reason = format!("unknown segment format version {v} (expected 1)");
+                    return Err(fatal(None, Error::corruption(path, Some(0), reason)));
+                }
+            }
+            match &scan.stop {
+                ScanStop::Clean => {}
+                ScanStop::Bad { offset, .. } if is_last => {
+                    self.cut_torn_tail(path, &scan, *offset)
+                        .map_err(|e| fatal(None, e))?;
+                }
+                stop => {
+                    let offset = stop.offset().unwrap_or(0);
+                    let error = Error::corruption(path, Some(offset), stop.describe());
+                    return Err(fatal(Some(offset), error));
+                }
+            }
+            if let Some(t) = scan.last_term {
+                previous_term = t;
+            }
+            self.segments.push(Segment::from_file_scan(
+                path.clone(),
+                *first_lsn,
+                scan,
+                writable && is_last,
+                !is_last,
+            ));
+        }
+        if let Some(last) = self.segments.last_mut() {
+            if last.sealed() {
+                // Only reachable after repair dropped later files.
+                last.unseal().map_err(|e| Fatal {
+                    file: 0,
+                    offset: None,
+                    error: e,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Zeroes a torn tail of the active segment (unless read-only) and records it.
+    fn cut_torn_tail(&mut self, path: &Path, scan: &FileScan, offset: u64) -> Result<()> {
+        let garbage_end = scan.nonzero_end(offset);
+        if !self.opts.readonly {
+            segment::zero_range(&scan.file, path, offset, garbage_end)?;
+            scan.file.sync_data().ctx("fsync segment", path)?;
+        }
+        self.recovery.cut_path = Some(path.to_path_buf());
+        self.recovery.cut_offset = Some(offset);
+        self.recovery.bytes_cut = garbage_end.saturating_sub(offset);
+        self.recovery.records_kept = scan.index.len() as u64;
+        self.recovery.reason = Some(scan.stop.describe());
+        Ok(())
+    }
+
+    /// Cuts the log where loading failed: keeps a copy of the damaged segment, cuts it at the bad
+    /// record, and moves every later file into `../temp` (nothing is deleted).
+    fn repair(&mut self, files: &[(i64, PathBuf)], fatal: Fatal) -> Result<()> {
+        let temp = self.temp_dir()?;
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let aside = |path: &Path, suffix: &str| {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            temp.join(format!(
+                "repair-{stamp}-{}{suffix}",
+                name.unwrap_or_default()
+            ))
+        };
+        // Segments loaded before the bad file stay; drop anything partially loaded from it.
+        self.segments.truncate(fatal.file);
+        let first_moved = match fatal.offset {
+            Some(offset) => {
+                let path = &files[fatal.file].1;
+                let backup = aside(path, ".orig");
+                fs::copy(path, &backup).ctx("back up damaged segment", path)?;
+                File::open(&backup)
+                    .and_then(|f| f.sync_all())
+                    .ctx("fsync backup", &backup)?;
+                self.recovery.moved.push(backup);
+                let scan = scan_file(path, true, false, self.last_term_or_zero(), true)?;
+                let end = scan.nonzero_end(offset);
+                segment::zero_range(&scan.file, path, offset, end)?;
+                scan.file.sync_data().ctx("fsync segment", path)?;
+                self.recovery.cut_path = Some(path.clone());
+                self.recovery.cut_offset = Some(offset);
+                self.recovery.bytes_cut = end.saturating_sub(offset);
+                self.recovery.reason = Some(fatal.error.to_string());
+                let kept = scan.index.iter_until(offset);
+                let mut scan = scan;
+                scan.index.truncate(kept);
+                scan.end = if kept == 0 {
+                    seg_format::HEADER_LEN as u64
+                } else {
+                    offset
+                };
+                self.recovery.records_kept = kept as u64;
+                let first_lsn = files[fatal.file].0;
+                self.segments.push(Segment::from_file_scan(
+                    path.clone(),
+                    first_lsn,
+                    scan,
+                    true,
+                    false,
+                ));
+                fatal.file + 1
+            }
+            None => {
+                self.recovery.reason = Some(fatal.error.to_string());
+                fatal.file
+            }
+        };
+        for (_, path) in &files[first_moved..] {
+            let target = aside(path, "");
+            fs::rename(path, &target).ctx("move segment aside", path)?;
+            self.recovery.moved.push(target);
+        }
+        sync_dir(&temp)?;
+        sync_dir(&self.dir)?;
+        if let Some(last) = self.segments.last_mut() {
+            last.unseal()?;
+        }
+        Ok(())
+    }
+
+    fn temp_dir(&self) -> Result<PathBuf> {
+        let parent = self.dir.parent().unwrap_or(Path::new("."));
+        let temp = parent.join("temp");
+        fs::create_dir_all(&temp).ctx("create temp directory", &temp)?;
+        Ok(temp)
+    }
+
+    fn last_term_or_zero(&self) -> i32 {
+        self.last_term().unwrap_or(0)
+    }
+
+    // ----- state -----
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn readonly(&self) -> bool {
+        self.opts.readonly
+    }
+
+    /// LSN of the first entry held (of the first segment, even when it is empty).
+    pub fn start_index(&self) -> i64 {
+        self.segments.first().map_or(0, |s| s.first_lsn())
+    }
+
+    /// LSN of the last entry; `start_index - 1` when the log holds none.
+    pub fn last_index(&self) -> i64 {
+        self.segments
+            .last()
+            .map_or(self.start_index() - 1, |s| s.last_lsn())
+    }
+
+    pub fn commit_index(&self) -> i64 {
+        self.commit_index
+    }
+
+    pub fn len(&self) -> u64 {
+        (self.last_index() - self.start_index() + 1) as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn last_term(&self) -> Option<i32> {
+        self.segments.iter().rev().find_map(|s| s.last_term())
+    }
+
+    /// `(lsn, term)` of the last entry.
+    pub fn last_entry(&self) -> Option<(i64, i32)> {
+        let last = self.last_index();
+        (last >= self.start_index()).then(|| (last, self.term_at(last).unwrap_or_default()))
+    }
+
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub fn ignored_files(&self) -> &[PathBuf] {
+        &self.ignored
+    }
+
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        self.segments.iter().map(segment_info).collect()
+    }
+
+    fn segment_of(&self, lsn: i64) -> usize {
+        self.segments
+            .partition_point(|s| s.first_lsn() <= lsn)
+            .saturating_sub(1)
+    }
+
+    pub fn term_at(&self, lsn: i64) -> Result<i32> {
+        self.check_held(lsn)?;
+        Ok(self.segments[self.segment_of(lsn)].term_at(lsn))
+    }
+
+    fn check_held(&self, lsn: i64) -> Result<()> {
+        let (start, last) = (self.start_index(), self.last_index());
+        if lsn < start || lsn > last {
+            return Err(Error::OutOfRange(format!(
+                "LSN {lsn} is not in the log (it holds [{start}, {last}])"
+            )));
+        }
+        Ok(())
+    }
+
+    // ----- reads -----
+
+    /// Calls `f` for entries `start..end` in order while it returns true. `budget` limits the
+    /// data bytes: the first entry is always visited, a further one only if the running total
+    /// stays within the budget.
+    fn visit(
+        &mut self,
+        start: i64,
+        end: i64,
+        budget: u64,
+        mut f: impl FnMut(i64, i32, &[u8]),
+    ) -> Result<()> {
+        let mut lsn = start;
+        let mut used = 0u64;
+        let mut stopped = false;
+        while lsn < end && !stopped {
+            let k = self.segment_of(lsn);
+            let seg = &mut self.segments[k];
+            let last = (end - 1).min(seg.last_lsn());
+            let remaining = budget.saturating_sub(used);
+            let chunk_last = seg.chunk_end(lsn, last, remaining.saturating_add(4096).min(8 << 20));
+            seg.visit(lsn, chunk_last, |l, term, data| {
+                if stopped {
+                    return false;
+                }
+                let n = data.len() as u64;
+                if l != start && used.saturating_add(n) > budget {
+                    stopped = true;
+                    return false;
+                }
+                used += n;
+                f(l, term, data);
+                true
+            })?;
+            lsn = chunk_last + 1;
+        }
+        Ok(())
+    }
+
+    fn check_read_start(&self, start: i64) -> Result<()> {
+        let (first, last) = (self.start_index(), self.last_index());
+        if start < first {
+            return Err(Error::OutOfRange(format!(
+                "LSN {start} was compacted away (the log starts at {first})"
+            )));
+        }
+        if start > last + 1 {
+            return Err(Error::OutOfRange(format!(
+                "LSN {start} is past the end of the log (last LSN {last})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Contiguous entries from `start`: at least one (if any), then while the data bytes stay
+    /// within `max_bytes`. `read(last_index + 1)` is empty.
+    pub fn read(&mut self, start: i64, max_bytes: Option<u64>) -> Result<Vec<Entry>> {
+        self.check_read_start(start)?;
+        let end = self.last_index() + 1;
+        let mut out = Vec::new();
+        self.visit(
+            start,
+            end,
+            max_bytes.unwrap_or(u64::MAX),
+            |lsn, term, data| {
+                out.push(Entry {
+                    lsn,
+                    term,
+                    data: data.to_vec(),
+                })
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Entries `start..end` (end exclusive, clamped to the log) as columns, within `max_bytes`
+    /// of data (and always under 2 GiB, so offsets fit Arrow's int32).
+    pub fn read_batch(&mut self, start: i64, end: i64, max_bytes: u64) -> Result<EntryBatch> {
+        self.check_read_start(start)?;
+        let end = end.min(self.last_index() + 1);
+        let mut batch = EntryBatch {
+            first_lsn: start,
+            terms: Vec::new(),
+            offsets: vec![0],
+            data: Vec::new(),
+        };
+        if end <= start {
+            return Ok(batch);
+        }
+        let budget = max_bytes.min(i32::MAX as u64);
+        let expected = ((end - start) as usize).min(1 << 20);
+        batch.terms.reserve(expected);
+        batch.offsets.reserve(expected);
+        self.visit(start, end, budget, |_, term, data| {
+            batch.terms.push(term);
+            batch.data.extend_from_slice(data);
+            batch.offsets.push(batch.data.len() as i32);
+        })?;
+        Ok(batch)
+    }
+
+    // ----- writes -----
+
+    fn check_writable(&self) -> Result<()> {
+        if self.opts.readonly {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+            });
+        }
+        if let Some(reason) = &self.poisoned {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        Ok(())
+    }
+
+    /// Runs a write operation; an I/O error poisons the log (fail-stop until reopened).
+    fn write_op<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.check_writable()?;
+        let result = op(self);
+        if let Err(Error::Io { .. }) = &result {
+            if let Err(e) = &result {
+                self.poisoned = Some(e.to_string());
+            }
+        }
+        result
+    }
+
+    /// Appends one entry; returns its LSN.
+    pub fn append(&mut self, term: i32, data: &[u8]) -> Result<i64> {
+        self.append_many(term, &[data])
+    }
+
+    /// Appends entries of one term with one write (and one sync); returns the first LSN.
+    pub fn append_many<D: AsRef<[u8]>>(&mut self, term: i32, items: &[D]) -> Result<i64> {
+        self.write_op(|log| {
+            let first = log.last_index() + 1;
+            log.append_entries(items.iter().map(|d| (term, d.as_ref())))?;
+            Ok(first)
+        })
+    }
+
+    /// Validates terms and sizes, then writes the entries into the active segment.
+    fn append_entries<'a>(
+        &mut self,
+        entries: impl Iterator<Item = (i32, &'a [u8])> + Clone,
+    ) -> Result<()> {
+        let mut previous = self.last_term_or_zero();
+        let mut bytes = 0usize;
+        for (term, data) in entries.clone() {
+            check_term(term, previous)?;
+            if data.len() > i32::MAX as usize {
+                return Err(Error::InvalidArgument(format!(
+                    "entry of {} bytes exceeds the format's limit of {} bytes",
+                    data.len(),
+                    i32::MAX
+                )));
+            }
+            previous = term;
+            bytes += record::record_len(data.len());
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        let mut encoded = Vec::with_capacity(bytes + record::END_MARKER.len());
+        let mut placed = Vec::new();
+        for (term, data) in entries {
+            placed.push((encoded.len() as u64, term));
+            record::encode(&mut encoded, term, data);
+        }
+        let active = self.active();
+        active.append_encoded(&mut encoded, &placed)?;
+        if self.opts.sync == SyncPolicy::Always {
+            self.active().sync()?;
+        }
+        self.maybe_roll()
+    }
+
+    fn active(&mut self) -> &mut Segment {
+        self.segments
+            .last_mut()
+            .expect("a writable log always has an active segment")
+    }
+
+    /// Follower path: entries replace the log from `start` on; a gap restarts the log at `start`.
+    pub fn insert_range<D: AsRef<[u8]>>(&mut self, start: i64, entries: &[(i32, D)]) -> Result<()> {
+        self.write_op(|log| {
+            if start < log.start_index() {
+                return Err(Error::InvalidArgument(format!(
+                    "insert_range at {start} is before the start of the log ({})",
+                    log.start_index()
+                )));
+            }
+            if start <= log.commit_index {
+                return Err(Error::InvalidArgument(format!(
+                    "insert_range at {start} would overwrite committed entries (commit index {})",
+                    log.commit_index
+                )));
+            }
+            let gap = start > log.last_index() + 1;
+            // Validate every term before discarding anything.
+            let mut previous = if gap || start == log.start_index() {
+                0
+            } else {
+                log.term_at(start - 1)?
+            };
+            for (term, _) in entries {
+                check_term(*term, previous)?;
+                previous = *term;
+            }
+            if gap {
+                log.restart(start)?;
+            } else {
+                log.discard_from(start)?;
+            }
+            log.append_entries(entries.iter().map(|(t, d)| (*t, d.as_ref())))?;
+            if entries.is_empty() {
+                log.sync_if(SyncPolicy::Always)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Raises the commit index (never lowers it); may roll the active segment over.
+    pub fn commit(&mut self, lsn: i64) -> Result<()> {
+        self.write_op(|log| {
+            if lsn > log.last_index() {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot commit {lsn}: the last LSN is {}",
+                    log.last_index()
+                )));
+            }
+            if lsn > log.commit_index {
+                log.commit_index = lsn;
+                log.maybe_roll()?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Drops the uncommitted entries after `lsn`.
+    pub fn truncate_after(&mut self, lsn: i64) -> Result<()> {
+        self.write_op(|log| {
+            if lsn < log.commit_index {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot truncate after {lsn}: entries up to {} are committed",
+                    log.commit_index
+                )));
+            }
+            if lsn >= log.last_index() {
+                return Ok(());
+            }
+            log.discard_from(lsn + 1)?;
+            log.sync_if(SyncPolicy::Always)
+        })
+    }
+
+    /// Deletes the leading sealed segments whose entries are all `<= snapshot_index`.
+    /// Returns how many segment files were deleted.
+    pub fn compact(&mut self, snapshot_index: i64) -> Result<usize> {
+        self.write_op(|log| {
+            if snapshot_index > log.commit_index {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot compact up to {snapshot_index}: only entries up to {} are committed",
+                    log.commit_index
+                )));
+            }
+            let obsolete = log.segments[..log.segments.len() - 1]
+                .iter()
+                .take_while(|s| s.last_lsn() <= snapshot_index)
+                .count();
+            for seg in log.segments.drain(..obsolete) {
+                fs::remove_file(seg.path()).ctx("delete compacted segment", seg.path())?;
+            }
+            if obsolete > 0 {
+                sync_dir(&log.dir)?;
+            }
+            Ok(obsolete)
+        })
+    }
+
+    /// Makes every written entry durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.write_op(|log| log.active().sync())
+    }
+
+    /// Syncs per policy and releases the directory lock.
+    pub fn close(mut self) -> Result<()> {
+        if !self.opts.readonly && self.poisoned.is_none() && self.opts.sync == SyncPolicy::Batch {
+            self.active().sync()?;
+        }
+        Ok(())
+    }
+
+    fn sync_if(&mut self, policy: SyncPolicy) -> Result<()> {
+        if self.opts.sync == policy {
+            self.active().sync()?;
+        }
+        Ok(())
+    }
+
+    /// Discards entries from `lsn` on: delete obsolete segments newest first, then zero the cut.
+    fn discard_from(&mut self, lsn: i64) -> Result<()> {
+        if lsn > self.last_index() {
+            return Ok(());
+        }
+        let k = self.segment_of(lsn);
+        while self.segments.len() > k + 1 {
+            let seg = self.segments.pop().expect("len > k + 1");
+            fs::remove_file(seg.path()).ctx("delete discarded segment", seg.path())?;
+        }
+        if self.segments.len() > 1 || k > 0 {
+            sync_dir(&self.dir)?;
+        }
+        let seg = self.active();
+        seg.unseal()?;
+        seg.cut_at(lsn)
+    }
+
+    /// Discards the whole log and starts it again, empty, at `start`.
+    fn restart(&mut self, start: i64) -> Result<()> {
+        while let Some(seg) = self.segments.pop() {
+            fs::remove_file(seg.path()).ctx("delete discarded segment", seg.path())?;
+        }
+        sync_dir(&self.dir)?;
+        self.create_segment(start)?;
+        self.commit_index = start - 1;
+        Ok(())
+    }
+
+    fn maybe_roll(&mut self) -> Result<()> {
+        let (soft, hard) = (self.opts.soft_limit, self.opts.hard_limit);
+        let committed = self.commit_index;
+        let active = self.active();
+        if active.is_empty() {
+            return Ok(());
+        }
+        let size = active.size();
+        let all_committed = committed >= active.last_lsn();
+        if (soft < size && all_committed) || hard < size {
+            let next = active.last_lsn() + 1;
+            if self.opts.sync == SyncPolicy::Batch {
+                self.active().sync()?;
+            }
+            self.active().seal();
+            self.create_segment(next)?;
+        }
+        Ok(())
+    }
+
+    fn create_segment(&mut self, first_lsn: i64) -> Result<()> {
+        let prealloc = if self.opts.preallocate {
+            self.opts.soft_limit
+        } else {
+            0
+        };
+        let seg = Segment::create(&self.dir, first_lsn, prealloc)?;
+        sync_dir(&self.dir)?;
+        self.segments.push(seg);
+        Ok(())
+    }
+}
+
+fn check_term(term: i32, previous: i32) -> Result<()> {
+    if term < 0 {
+        return Err(Error::InvalidArgument(format!(
+            "term must be >= 0 (got {term})"
+        )));
+    }
+    if term < previous {
+        return Err(Error::InvalidArgument(format!(
+            "terms never decrease along the log: {term} after {previous}"
+        )));
+    }
+    Ok(())
+}
+
+fn segment_info(s: &Segment) -> SegmentInfo {
+    SegmentInfo {
+        name: s
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        path: s.path().to_path_buf(),
+        start_lsn: s.first_lsn(),
+        count: s.len() as u64,
+        size: s.size(),
+        file_size: s.file_size(),
+        sealed: s.sealed(),
+    }
+}
+
+/// Takes the exclusive writer lock: an `flock` on the directory itself, released by the kernel
+/// when the process dies (no stale lock files).
+fn lock_dir(dir: &Path) -> Result<File> {
+    let handle = File::open(dir).ctx("open log directory", dir)?;
+    match handle.try_lock() {
+        Ok(()) => Ok(handle),
+        Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            path: dir.to_path_buf(),
+        }),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock log directory", dir, e)),
+    }
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .ctx("fsync directory", dir)
+}
+
+/// Segment files as `(first LSN, path)`, sorted.
+pub type SegmentFiles = Vec<(i64, PathBuf)>;
+
+/// Segment files of `dir` sorted by first LSN, and the names that are not segments.
+pub fn list_segments(dir: &Path) -> Result<(SegmentFiles, Vec<PathBuf>)> {
+    let mut segments = Vec::new();
+    let mut ignored = Vec::new();
+    for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
+        let entry = entry.ctx("list log directory", dir)?;
+        let path = entry.path();
+        let parsed = entry
+            .file_name()
+            .to_str()
+            .and_then(seg_format::parse_file_name);
+        match parsed {
+            Some(lsn) if path.is_file() => segments.push((lsn, path)),
+            _ => ignored.push(path),
+        }
+    }
+    segments.sort();
+    ignored.sort();
+    Ok((segments, ignored))
+}

@@ -1,0 +1,592 @@
+//! One segment file: scanning its records, appending to it, cutting it.
+//!
+//! The segment keeps an in-memory index (the start offset of each record and the runs of equal
+//! terms) built by the scan at open, so reads go straight to a record. Sealed segments are read
+//! through a read-only memory map; the active (last) segment is read and written with positioned
+//! reads and writes.
+
+use std::borrow::Cow;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::record::{self, BadRecord, Frame, END_MARKER};
+use crate::format::segment as header;
+use crate::mmap::map_readonly;
+
+/// Where a scan stopped when it did not reach a clean end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanStop {
+    /// End marker or physical end of file at a record boundary.
+    Clean,
+    /// A record that cannot be read: torn (last segment) or corrupt (sealed segment).
+    Bad { offset: u64, reason: BadRecord },
+    /// A complete record whose term is negative or lower than the one before it.
+    Term {
+        offset: u64,
+        term: i32,
+        previous: i32,
+    },
+}
+
+impl ScanStop {
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            ScanStop::Clean => None,
+            ScanStop::Bad { offset, .. } | ScanStop::Term { offset, .. } => Some(*offset),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            ScanStop::Clean => "clean".into(),
+            ScanStop::Bad { reason, .. } => reason.to_string(),
+            ScanStop::Term { term, previous, .. } if *term < 0 => {
+                format!("negative term {term} (previous {previous})")
+            }
+            ScanStop::Term { term, previous, .. } => {
+                format!("term {term} lower than the previous record's term {previous}")
+            }
+        }
+    }
+}
+
+/// Walks the records of `buf` from offset 8, calling `visit(offset, term, data)` for each good
+/// record. Stops at the end marker, the first bad record, or the first decreasing term.
+/// Returns the offset just past the last good record and why it stopped.
+#[inline]
+pub fn scan_records<'a>(
+    buf: &'a [u8],
+    mut previous_term: i32,
+    mut visit: impl FnMut(u64, i32, &'a [u8]),
+) -> (u64, ScanStop) {
+    let mut at = header::HEADER_LEN;
+    loop {
+        match record::parse(buf, at) {
+            Frame::Record { term, data, next } => {
+                if term < previous_term || term < 0 {
+                    let stop = ScanStop::Term {
+                        offset: at as u64,
+                        term,
+                        previous: previous_term,
+                    };
+                    return (at as u64, stop);
+                }
+                visit(at as u64, term, data);
+                previous_term = term;
+                at = next;
+            }
+            Frame::End => return (at as u64, ScanStop::Clean),
+            Frame::Bad(reason) => {
+                return (
+                    at as u64,
+                    ScanStop::Bad {
+                        offset: at as u64,
+                        reason,
+                    },
+                )
+            }
+        }
+    }
+}
+
+/// Start offsets of the records of one segment and the runs of equal terms.
+#[derive(Debug, Default, Clone)]
+pub struct RecordIndex {
+    offsets: Vec<u64>,
+    /// `(first record index, term)` for each run of equal terms, ascending.
+    term_runs: Vec<(usize, i32)>,
+}
+
+impl RecordIndex {
+    pub fn push(&mut self, offset: u64, term: i32) {
+        if self.term_runs.last().is_none_or(|&(_, t)| t != term) {
+            self.term_runs.push((self.offsets.len(), term));
+        }
+        self.offsets.push(offset);
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    pub fn offset(&self, i: usize) -> u64 {
+        self.offsets[i]
+    }
+
+    pub fn term(&self, i: usize) -> i32 {
+        let run = self.term_runs.partition_point(|&(first, _)| first <= i);
+        self.term_runs[run - 1].1
+    }
+
+    pub fn last_term(&self) -> Option<i32> {
+        self.term_runs.last().map(|&(_, t)| t)
+    }
+
+    /// Number of records that start before `offset`.
+    pub fn iter_until(&self, offset: u64) -> usize {
+        self.offsets.partition_point(|&o| o < offset)
+    }
+
+    pub fn truncate(&mut self, len: usize) {
+        self.offsets.truncate(len);
+        let runs = self.term_runs.partition_point(|&(first, _)| first < len);
+        self.term_runs.truncate(runs);
+    }
+}
+
+/// An open segment file.
+#[derive(Debug)]
+pub struct Segment {
+    path: PathBuf,
+    first_lsn: i64,
+    index: RecordIndex,
+    /// Offset just past the last record (header included, end marker excluded).
+    size: u64,
+    file: File,
+    writable: bool,
+    sealed: bool,
+    /// Read-only map of a sealed segment, made on first read.
+    map: Option<Mmap>,
+}
+
+impl Segment {
+    /// Wraps an already scanned file.
+    pub fn from_scan(
+        path: PathBuf,
+        first_lsn: i64,
+        file: File,
+        writable: bool,
+        index: RecordIndex,
+        size: u64,
+        sealed: bool,
+    ) -> Segment {
+        Segment {
+            path,
+            first_lsn,
+            index,
+            size,
+            file,
+            writable,
+            sealed,
+            map: None,
+        }
+    }
+
+    /// Creates a new, empty segment file: reserve `preallocate` bytes, write the header and the
+    /// end marker, sync the file. The caller syncs the directory.
+    pub fn create(dir: &Path, first_lsn: i64, preallocate: u64) -> Result<Segment> {
+        let path = dir.join(header::file_name(first_lsn));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .ctx("create segment", &path)?;
+        if preallocate > 0 {
+            reserve(&file, preallocate).ctx("preallocate segment", &path)?;
+        }
+        initialise(&file, &path)?;
+        Ok(Segment::from_scan(
+            path,
+            first_lsn,
+            file,
+            true,
+            RecordIndex::default(),
+            header::HEADER_LEN as u64,
+            false,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn first_lsn(&self) -> i64 {
+        self.first_lsn
+    }
+
+    /// LSN of the last record, `first_lsn - 1` when empty.
+    pub fn last_lsn(&self) -> i64 {
+        self.first_lsn + self.index.len() as i64 - 1
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn sealed(&self) -> bool {
+        self.sealed
+    }
+
+    pub fn file_size(&self) -> u64 {
+        self.file.metadata().map(|m| m.len()).unwrap_or(0)
+    }
+
+    pub fn last_term(&self) -> Option<i32> {
+        self.index.last_term()
+    }
+
+    /// Term of the record at `lsn` (must be inside this segment).
+    pub fn term_at(&self, lsn: i64) -> i32 {
+        self.index.term((lsn - self.first_lsn) as usize)
+    }
+
+    fn record_offset(&self, lsn: i64) -> u64 {
+        self.index.offset((lsn - self.first_lsn) as usize)
+    }
+
+    /// End offset of the record at `lsn`.
+    fn record_end(&self, lsn: i64) -> u64 {
+        let next = (lsn - self.first_lsn + 1) as usize;
+        if next < self.index.len() {
+            self.index.offset(next)
+        } else {
+            self.size
+        }
+    }
+
+    /// Marks the segment read-only; it will be memory-mapped for reads.
+    pub fn seal(&mut self) {
+        self.sealed = true;
+    }
+
+    /// Makes a sealed segment the active one again (after a cut reached into it): drops the map
+    /// before anything writes to the file.
+    pub fn unseal(&mut self) -> Result<()> {
+        self.map = None;
+        self.sealed = false;
+        if !self.writable {
+            self.file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&self.path)
+                .ctx("reopen segment for writing", &self.path)?;
+            self.writable = true;
+        }
+        Ok(())
+    }
+
+    /// Bytes `[start, end)` of the file: borrowed from the map when sealed, read otherwise.
+    fn bytes(&mut self, start: u64, end: u64) -> Result<Cow<'_, [u8]>> {
+        if self.sealed {
+            if self.map.is_none() {
+                self.map = map_readonly(&self.file, self.size).ctx("map segment", &self.path)?;
+            }
+            if let Some(map) = &self.map {
+                return Ok(Cow::Borrowed(&map[start as usize..end as usize]));
+            }
+        }
+        let mut buf = vec![0u8; (end - start) as usize];
+        self.file
+            .read_exact_at(&mut buf, start)
+            .ctx("read segment", &self.path)?;
+        Ok(Cow::Owned(buf))
+    }
+
+    /// The last LSN in `from..=to` such that the records `from..=last` span at most `max_span`
+    /// bytes on disk (always at least `from`).
+    pub fn chunk_end(&self, from: i64, to: i64, max_span: u64) -> i64 {
+        let start = self.record_offset(from);
+        let (lo, hi) = (
+            (from - self.first_lsn) as usize,
+            (to - self.first_lsn) as usize,
+        );
+        // First record index in lo+1..=hi whose end would exceed the span.
+        let mut a = lo + 1;
+        let mut b = hi + 1;
+        while a < b {
+            let mid = a + (b - a) / 2;
+            let end = self.record_end(self.first_lsn + mid as i64);
+            if end - start <= max_span {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        self.first_lsn + a as i64 - 1
+    }
+
+    /// Visits the records `from..=to` (LSNs inside this segment) in order while `f` returns
+    /// true, re-checking each record's framing and checksum.
+    pub fn visit(
+        &mut self,
+        from: i64,
+        to: i64,
+        mut f: impl FnMut(i64, i32, &[u8]) -> bool,
+    ) -> Result<()> {
+        if from > to {
+            return Ok(());
+        }
+        let start = self.record_offset(from);
+        let end = self.record_end(to);
+        let first_lsn = self.first_lsn;
+        let path = self.path.clone();
+        let bytes = self.bytes(start, end)?;
+        let mut at = 0usize;
+        for lsn in from..=to {
+            match record::parse(&bytes, at) {
+                Frame::Record { term, data, next } => {
+                    if !f(lsn, term, data) {
+                        return Ok(());
+                    }
+                    at = next;
+                }
+                Frame::End => {
+                    return Err(Error::corruption(
+                        &path,
+                        Some(start + at as u64),
+                        format!("record {lsn} vanished (segment starts at {first_lsn})"),
+                    ))
+                }
+                Frame::Bad(reason) => {
+                    return Err(Error::corruption(
+                        &path,
+                        Some(start + at as u64),
+                        reason.to_string(),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes already framed records (`encoded`, followed here by the end marker) at the end
+    /// of the data, then records their offsets and terms. Returns nothing until the bytes are
+    /// written; syncing is the caller's decision.
+    pub fn append_encoded(&mut self, encoded: &mut Vec<u8>, records: &[(u64, i32)]) -> Result<()> {
+        debug_assert!(!self.sealed && self.writable);
+        encoded.extend_from_slice(&END_MARKER);
+        self.file
+            .write_all_at(encoded, self.size)
+            .ctx("write segment", &self.path)?;
+        encoded.truncate(encoded.len() - END_MARKER.len());
+        let base = self.size;
+        for &(rel, term) in records {
+            self.index.push(base + rel, term);
+        }
+        self.size += encoded.len() as u64;
+        Ok(())
+    }
+
+    /// Discards the records from `lsn` on: zeroes their bytes (the first zero word is the new
+    /// end marker, and no stale record can ever be read back), then forgets them.
+    pub fn cut_at(&mut self, lsn: i64) -> Result<()> {
+        let keep = (lsn - self.first_lsn) as usize;
+        if keep >= self.index.len() {
+            return Ok(());
+        }
+        let cut = self.index.offset(keep);
+        zero_range(
+            &self.file,
+            &self.path,
+            cut,
+            self.size + END_MARKER.len() as u64,
+        )?;
+        self.index.truncate(keep);
+        self.size = cut;
+        Ok(())
+    }
+
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_data().ctx("fsync segment", &self.path)
+    }
+}
+
+/// Reserves `len` bytes for the file (never shrinking it); falls back to a sparse extension on
+/// file systems without `fallocate`.
+fn reserve(file: &File, len: u64) -> std::io::Result<()> {
+    match fs4::fs_std::FileExt::allocate(file, len) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(95) => {
+            // EOPNOTSUPP
+            if file.metadata()?.len() < len {
+                file.set_len(len)?;
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes a fresh header and end marker at the start of `file` and syncs it.
+pub fn initialise(file: &File, path: &Path) -> Result<()> {
+    let mut first = header::header().to_vec();
+    first.extend_from_slice(&END_MARKER);
+    file.write_all_at(&first, 0)
+        .ctx("write segment header", path)?;
+    file.sync_all().ctx("fsync segment", path)
+}
+
+/// Overwrites `[start, end)` with zeros, in bounded chunks.
+pub fn zero_range(file: &File, path: &Path, start: u64, end: u64) -> Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let zeros = vec![0u8; CHUNK.min(end.saturating_sub(start)) as usize];
+    let mut at = start;
+    while at < end {
+        let n = CHUNK.min(end - at) as usize;
+        file.write_all_at(&zeros[..n], at)
+            .ctx("zero discarded records", path)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// The bytes of a whole segment file, mapped (sealed segments) or read (the active one).
+pub enum FileBytes {
+    Mapped(Mmap),
+    Read(Vec<u8>),
+    Empty,
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(m) => m,
+            FileBytes::Read(v) => v,
+            FileBytes::Empty => &[],
+        }
+    }
+}
+
+/// Everything a first look at a segment file tells.
+pub struct FileScan {
+    pub file: File,
+    pub bytes: FileBytes,
+    pub header: header::Header,
+    /// Record offsets and terms (empty when scanned with `build_index = false`).
+    pub index: RecordIndex,
+    pub count: usize,
+    pub first_term: Option<i32>,
+    pub last_term: Option<i32>,
+    /// Offset just past the last good record.
+    pub end: u64,
+    pub stop: ScanStop,
+}
+
+impl FileScan {
+    /// Offset just past the last non-zero byte at or after `from`: how far garbage reaches.
+    pub fn nonzero_end(&self, from: u64) -> u64 {
+        let from = (from as usize).min(self.bytes.len());
+        self.bytes[from..]
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(from as u64, |i| (from + i + 1) as u64)
+    }
+}
+
+/// Opens and scans one segment file. `map` chooses a memory map (sealed segments, verify) over
+/// ordinary reads (the active segment, which is about to be written). Terms must not go below
+/// `previous_term`.
+pub fn scan_file(
+    path: &Path,
+    writable: bool,
+    map: bool,
+    previous_term: i32,
+    build_index: bool,
+) -> Result<FileScan> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(writable)
+        .open(path)
+        .ctx("open segment", path)?;
+    let len = file.metadata().ctx("stat segment", path)?.len();
+    let bytes = if map {
+        match map_readonly(&file, len).ctx("map segment", path)? {
+            Some(m) => FileBytes::Mapped(m),
+            None => FileBytes::Empty,
+        }
+    } else {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut &file, &mut buf).ctx("read segment", path)?;
+        FileBytes::Read(buf)
+    };
+    let rest_is_zero = |b: &[u8]| {
+        b.get(header::HEADER_LEN..)
+            .is_none_or(|r| r.iter().all(|&x| x == 0))
+    };
+    let head = header::check_header(&bytes, {
+        // Only consult the (possibly long) rest when the header is not valid.
+        bytes.get(..header::HEADER_LEN) != Some(&header::header()[..]) && rest_is_zero(&bytes)
+    });
+    let mut scan = FileScan {
+        file,
+        bytes,
+        header: head,
+        index: RecordIndex::default(),
+        count: 0,
+        first_term: None,
+        last_term: None,
+        end: 0,
+        stop: ScanStop::Clean,
+    };
+    if scan.header != header::Header::Valid {
+        return Ok(scan);
+    }
+    let mut index = RecordIndex::default();
+    let mut count = 0usize;
+    let mut first_term = None;
+    let (end, stop) = if build_index {
+        scan_records(&scan.bytes, previous_term, |offset, term, _| {
+            index.push(offset, term);
+        })
+    } else {
+        let mut last = None;
+        let r = scan_records(&scan.bytes, previous_term, |_, term, _| {
+            count += 1;
+            first_term.get_or_insert(term);
+            last = Some(term);
+        });
+        scan.last_term = last;
+        r
+    };
+    if build_index {
+        count = index.len();
+        first_term = (!index.is_empty()).then(|| index.term(0));
+        scan.last_term = index.last_term();
+    }
+    scan.index = index;
+    scan.count = count;
+    scan.first_term = first_term;
+    scan.end = end;
+    scan.stop = stop;
+    Ok(scan)
+}
+
+impl Segment {
+    /// Builds the segment from a scan (keeping a sealed segment's map for later reads).
+    pub fn from_file_scan(
+        path: PathBuf,
+        first_lsn: i64,
+        scan: FileScan,
+        writable: bool,
+        sealed: bool,
+    ) -> Segment {
+        let size = scan.end.max(header::HEADER_LEN as u64);
+        let map = match scan.bytes {
+            FileBytes::Mapped(m) if sealed => Some(m),
+            _ => None,
+        };
+        let mut seg = Segment::from_scan(
+            path, first_lsn, scan.file, writable, scan.index, size, sealed,
+        );
+        seg.map = map;
+        seg
+    }
+}

@@ -1,0 +1,64 @@
+//! Maps core errors onto the Python exception tree defined in `tflux/errors.py`.
+
+use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::prelude::*;
+use tflux_core::Error;
+
+/// A failure of a binding call: a core error, or use of a closed object.
+pub enum Fail {
+    Core(Error),
+    Closed,
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail::Core(e)
+    }
+}
+
+fn tflux_error<'py>(py: Python<'py>, class: &str, args: impl pyo3::call::PyCallArgs<'py>) -> PyErr {
+    let made = py
+        .import("tflux.errors")
+        .and_then(|m| m.getattr(class))
+        .and_then(|cls| cls.call1(args));
+    match made {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(e) => e,
+    }
+}
+
+pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
+    let err = match fail {
+        Fail::Closed => return tflux_error(py, "ClosedError", ("I/O operation on a closed log",)),
+        Fail::Core(err) => err,
+    };
+    let message = err.to_string();
+    match err {
+        Error::Corruption { path, offset, .. } => tflux_error(
+            py,
+            "CorruptionError",
+            (message, path.display().to_string(), offset),
+        ),
+        Error::Io { path, source, .. } => tflux_error(
+            py,
+            "TfluxIOError",
+            (message, path.display().to_string(), source.raw_os_error()),
+        ),
+        Error::Locked { path } => tflux_error(
+            py,
+            "LockedError",
+            (message, path.display().to_string(), None::<i32>),
+        ),
+        Error::ReadOnly { .. } => tflux_error(py, "ReadOnlyError", (message,)),
+        Error::Poisoned(_) => {
+            tflux_error(py, "TfluxIOError", (message, None::<String>, None::<i32>))
+        }
+        Error::InvalidArgument(_) => PyValueError::new_err(message),
+        Error::OutOfRange(_) => PyIndexError::new_err(message),
+    }
+}
+
+/// Converts a core result for Python.
+pub fn py_result<T>(py: Python<'_>, r: Result<T, Fail>) -> PyResult<T> {
+    r.map_err(|e| to_pyerr(py, e))
+}

@@ -1,0 +1,23 @@
+//! `tflux._tflux`: the thin Python face of `tflux-core`. Each file wraps one concept; all logic
+//! stays in the core. The public API is curated by `python/tflux/__init__.py`.
+
+use pyo3::prelude::*;
+
+mod errors;
+mod log;
+mod verify;
+
+#[pyfunction]
+/// CRC-32 (ISO-HDLC), the checksum of every tflux file.
+fn crc32(py: Python<'_>, data: pyo3::pybacked::PyBackedBytes) -> u32 {
+    py.detach(|| tflux_core::codec::crc32(&data))
+}
+
+#[pymodule]
+fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(crc32, m)?)?;
+    log::register(m)?;
+    verify::register(m)?;
+    Ok(())
+}

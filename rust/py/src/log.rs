@@ -1,0 +1,680 @@
+//! `tflux.Log`, `tflux.Entry`, `tflux.EntryBatch` and the log's small report types.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyMemoryView};
+use tflux_core::log as core;
+
+use crate::errors::{py_result, Fail};
+
+type Shared = Arc<Mutex<Option<core::Log>>>;
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Option<core::Log>> {
+    // A panic never leaves the log half-updated in a way a later call could not detect, so a
+    // poisoned mutex is still usable.
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f` on the open log with the GIL released.
+fn with_log<T: Send>(
+    py: Python<'_>,
+    shared: &Shared,
+    f: impl FnOnce(&mut core::Log) -> tflux_core::Result<T> + Send,
+) -> PyResult<T> {
+    let result = py.detach(|| match lock(shared).as_mut() {
+        Some(log) => f(log).map_err(Fail::Core),
+        None => Err(Fail::Closed),
+    });
+    py_result(py, result)
+}
+
+/// Python's spelling of an optional value in reprs.
+pub fn py_opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "None".to_string(), |v| v.to_string())
+}
+
+pub fn py_bool(v: bool) -> &'static str {
+    if v {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+fn to_term(term: i64) -> PyResult<i32> {
+    i32::try_from(term).ok().filter(|t| *t >= 0).ok_or_else(|| {
+        PyValueError::new_err(format!("term must be in 0..=2147483647 (got {term})"))
+    })
+}
+
+#[pyclass(module = "tflux", name = "Entry", frozen)]
+pub struct PyEntry {
+    #[pyo3(get)]
+    lsn: i64,
+    #[pyo3(get)]
+    term: i32,
+    #[pyo3(get)]
+    data: Py<PyBytes>,
+}
+
+impl PyEntry {
+    fn new(py: Python<'_>, lsn: i64, term: i32, data: &[u8]) -> PyEntry {
+        PyEntry {
+            lsn,
+            term,
+            data: PyBytes::new(py, data).unbind(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyEntry {
+    #[new]
+    fn py_new(lsn: i64, term: i32, data: Py<PyBytes>) -> Self {
+        PyEntry { lsn, term, data }
+    }
+
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> bool {
+        match other.cast::<PyEntry>() {
+            Ok(o) => {
+                let o = o.get();
+                self.lsn == o.lsn
+                    && self.term == o.term
+                    && self.data.as_bytes(py) == o.data.as_bytes(py)
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        (self.lsn, self.term, self.data.clone_ref(py))
+            .into_pyobject(py)?
+            .hash()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let data = self.data.bind(py);
+        let shown = if data.as_bytes().len() > 32 {
+            format!("<{} bytes>", data.as_bytes().len())
+        } else {
+            data.repr()?.to_string()
+        };
+        Ok(format!(
+            "Entry(lsn={}, term={}, data={shown})",
+            self.lsn, self.term
+        ))
+    }
+
+    fn __reduce__(slf: &Bound<'_, Self>) -> PyResult<(Py<PyAny>, (i64, i32, Py<PyBytes>))> {
+        let me = slf.get();
+        let py = slf.py();
+        Ok((
+            slf.get_type().into_any().unbind(),
+            (me.lsn, me.term, me.data.clone_ref(py)),
+        ))
+    }
+}
+
+#[pyclass(module = "tflux", name = "SegmentInfo", frozen)]
+pub struct PySegmentInfo {
+    inner: core::SegmentInfo,
+}
+
+impl From<core::SegmentInfo> for PySegmentInfo {
+    fn from(inner: core::SegmentInfo) -> Self {
+        PySegmentInfo { inner }
+    }
+}
+
+#[pymethods]
+impl PySegmentInfo {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+    #[getter]
+    fn path(&self) -> String {
+        self.inner.path.display().to_string()
+    }
+    #[getter]
+    fn start_lsn(&self) -> i64 {
+        self.inner.start_lsn
+    }
+    #[getter]
+    fn count(&self) -> u64 {
+        self.inner.count
+    }
+    #[getter]
+    fn last_lsn(&self) -> i64 {
+        self.inner.start_lsn + self.inner.count as i64 - 1
+    }
+    #[getter]
+    fn size(&self) -> u64 {
+        self.inner.size
+    }
+    #[getter]
+    fn file_size(&self) -> u64 {
+        self.inner.file_size
+    }
+    #[getter]
+    fn sealed(&self) -> bool {
+        self.inner.sealed
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "SegmentInfo(name={:?}, start_lsn={}, count={}, size={}, sealed={})",
+            self.inner.name,
+            self.inner.start_lsn,
+            self.inner.count,
+            self.inner.size,
+            py_bool(self.inner.sealed)
+        )
+    }
+}
+
+#[pyclass(module = "tflux", name = "RecoveryReport", frozen)]
+pub struct PyRecoveryReport {
+    inner: core::RecoveryReport,
+}
+
+#[pymethods]
+impl PyRecoveryReport {
+    #[getter]
+    fn truncated(&self) -> bool {
+        self.inner.truncated()
+    }
+    #[getter]
+    fn cut_path(&self) -> Option<String> {
+        self.inner
+            .cut_path
+            .as_ref()
+            .map(|p| p.display().to_string())
+    }
+    #[getter]
+    fn cut_offset(&self) -> Option<u64> {
+        self.inner.cut_offset
+    }
+    #[getter]
+    fn bytes_cut(&self) -> u64 {
+        self.inner.bytes_cut
+    }
+    #[getter]
+    fn records_kept(&self) -> u64 {
+        self.inner.records_kept
+    }
+    #[getter]
+    fn reason(&self) -> Option<String> {
+        self.inner.reason.clone()
+    }
+    #[getter]
+    fn moved(&self) -> Vec<String> {
+        self.inner
+            .moved
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "RecoveryReport(truncated={}, cut_path={}, cut_offset={}, bytes_cut={}, records_kept={}, moved={})",
+            py_bool(self.inner.truncated()),
+            py_opt(self.cut_path().map(|p| format!("{p:?}"))),
+            py_opt(self.inner.cut_offset),
+            self.inner.bytes_cut,
+            self.inner.records_kept,
+            self.inner.moved.len()
+        )
+    }
+}
+
+/// Entries in columnar buffers: the bulk path hands Python a few buffers, not one object per
+/// record.
+#[pyclass(module = "tflux", name = "EntryBatch", frozen)]
+pub struct PyEntryBatch {
+    len: usize,
+    first_lsn: i64,
+    lsn: Py<PyBytes>,
+    term: Py<PyBytes>,
+    offsets: Py<PyBytes>,
+    data: Py<PyBytes>,
+}
+
+fn native_bytes<'py, T: Copy, const N: usize>(
+    py: Python<'py>,
+    values: &[T],
+    to_bytes: impl Fn(T) -> [u8; N],
+) -> Bound<'py, PyBytes> {
+    PyBytes::new_with(py, values.len() * N, |buf| {
+        for (chunk, v) in buf.chunks_exact_mut(N).zip(values) {
+            chunk.copy_from_slice(&to_bytes(*v));
+        }
+        Ok(())
+    })
+    .expect("filling a fresh bytes object cannot fail")
+}
+
+impl PyEntryBatch {
+    fn new(py: Python<'_>, batch: core::EntryBatch) -> PyEntryBatch {
+        let lsns: Vec<i64> = (0..batch.len() as i64)
+            .map(|i| batch.first_lsn + i)
+            .collect();
+        PyEntryBatch {
+            len: batch.len(),
+            first_lsn: batch.first_lsn,
+            lsn: native_bytes(py, &lsns, i64::to_ne_bytes).unbind(),
+            term: native_bytes(py, &batch.terms, i32::to_ne_bytes).unbind(),
+            offsets: native_bytes(py, &batch.offsets, i32::to_ne_bytes).unbind(),
+            data: PyBytes::new(py, &batch.data).unbind(),
+        }
+    }
+
+    fn offset(&self, py: Python<'_>, i: usize) -> usize {
+        let raw = &self.offsets.as_bytes(py)[i * 4..i * 4 + 4];
+        i32::from_ne_bytes(raw.try_into().expect("4 bytes")) as usize
+    }
+
+    fn entry(&self, py: Python<'_>, i: usize) -> PyEntry {
+        let raw = &self.term.as_bytes(py)[i * 4..i * 4 + 4];
+        let term = i32::from_ne_bytes(raw.try_into().expect("4 bytes"));
+        let data = &self.data.as_bytes(py)[self.offset(py, i)..self.offset(py, i + 1)];
+        PyEntry::new(py, self.first_lsn + i as i64, term, data)
+    }
+}
+
+fn cast_view<'py>(
+    bytes: &Py<PyBytes>,
+    py: Python<'py>,
+    format: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    PyMemoryView::from(bytes.bind(py).as_any())?.call_method1("cast", (format,))
+}
+
+#[pymethods]
+impl PyEntryBatch {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<PyEntry> {
+        let i = if index < 0 {
+            index + self.len as isize
+        } else {
+            index
+        };
+        if i < 0 || i as usize >= self.len {
+            return Err(PyIndexError::new_err("EntryBatch index out of range"));
+        }
+        Ok(self.entry(py, i as usize))
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let entries: Vec<PyEntry> = (0..self.len).map(|i| self.entry(py, i)).collect();
+        Ok(entries.into_pyobject(py)?.try_iter()?.into_any().unbind())
+    }
+
+    /// Native-endian int64 LSNs.
+    #[getter]
+    fn lsn<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        cast_view(&self.lsn, py, "q")
+    }
+
+    /// Native-endian int32 terms.
+    #[getter]
+    fn term<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        cast_view(&self.term, py, "i")
+    }
+
+    /// `len + 1` native-endian int32 positions into `data`.
+    #[getter]
+    fn offsets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        cast_view(&self.offsets, py, "i")
+    }
+
+    #[getter]
+    fn data(&self, py: Python<'_>) -> Py<PyBytes> {
+        self.data.clone_ref(py)
+    }
+
+    #[getter]
+    fn nbytes(&self, py: Python<'_>) -> usize {
+        self.data.as_bytes(py).len()
+    }
+
+    /// A `pyarrow.RecordBatch` (lsn int64, term int32, data binary) over these buffers.
+    fn to_arrow<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("tflux._arrow")?
+            .call_method1("entry_batch_to_arrow", (slf,))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("EntryBatch(first_lsn={}, len={})", self.first_lsn, self.len)
+    }
+}
+
+/// Iterator over a range of entries, fetched from the core in chunks.
+#[pyclass(module = "tflux", name = "EntryIterator")]
+pub struct PyEntryIterator {
+    log: Shared,
+    next: i64,
+    end: i64,
+    chunk: core::EntryBatch,
+    pos: usize,
+}
+
+const ITER_CHUNK_BYTES: u64 = 4 << 20;
+
+#[pymethods]
+impl PyEntryIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyEntry>> {
+        if self.pos >= self.chunk.len() {
+            if self.next >= self.end {
+                return Ok(None);
+            }
+            let (next, end) = (self.next, self.end);
+            self.chunk = with_log(py, &self.log, |log| {
+                log.read_batch(next, end, ITER_CHUNK_BYTES)
+            })?;
+            self.pos = 0;
+            if self.chunk.is_empty() {
+                self.end = self.next;
+                return Ok(None);
+            }
+            self.next += self.chunk.len() as i64;
+        }
+        let i = self.pos;
+        self.pos += 1;
+        let c = &self.chunk;
+        let data = &c.data[c.offsets[i] as usize..c.offsets[i + 1] as usize];
+        Ok(Some(PyEntry::new(
+            py,
+            c.first_lsn + i as i64,
+            c.terms[i],
+            data,
+        )))
+    }
+}
+
+/// The segmented Raft log of one directory. One writer per directory.
+#[pyclass(module = "tflux", name = "Log", frozen)]
+pub struct PyLog {
+    inner: Shared,
+    path: String,
+    readonly: bool,
+}
+
+impl PyLog {
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut core::Log) -> tflux_core::Result<T> + Send,
+    ) -> PyResult<T> {
+        with_log(py, &self.inner, f)
+    }
+
+    /// Quick state reads: no GIL release (a mutex holder never waits for the GIL).
+    fn peek<T>(&self, py: Python<'_>, f: impl FnOnce(&core::Log) -> T) -> PyResult<T> {
+        match lock(&self.inner).as_ref() {
+            Some(log) => Ok(f(log)),
+            None => py_result(py, Err(Fail::Closed)),
+        }
+    }
+
+    fn bounds(&self, py: Python<'_>, start: Option<i64>, end: Option<i64>) -> PyResult<(i64, i64)> {
+        self.peek(py, |log| {
+            (
+                start.unwrap_or(log.start_index()),
+                end.unwrap_or(log.last_index() + 1),
+            )
+        })
+    }
+}
+
+#[pymethods]
+impl PyLog {
+    #[staticmethod]
+    #[pyo3(signature = (path, *, soft_limit=16 << 20, hard_limit=32 << 20, preallocate=true,
+                        sync="always", repair=false, readonly=false, commit_index=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn open(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        soft_limit: u64,
+        hard_limit: u64,
+        preallocate: bool,
+        sync: &str,
+        repair: bool,
+        readonly: bool,
+        commit_index: Option<i64>,
+    ) -> PyResult<PyLog> {
+        let sync = py_result(py, sync.parse().map_err(Fail::Core))?;
+        let opts = core::LogOptions {
+            soft_limit,
+            hard_limit,
+            preallocate,
+            sync,
+            repair,
+            readonly,
+            commit_index,
+        };
+        let display = path.display().to_string();
+        let log = py.detach(|| core::Log::open(&path, opts).map_err(Fail::Core));
+        Ok(PyLog {
+            inner: Arc::new(Mutex::new(Some(py_result(py, log)?))),
+            path: display,
+            readonly,
+        })
+    }
+
+    fn append(&self, py: Python<'_>, term: i64, data: PyBackedBytes) -> PyResult<i64> {
+        let term = to_term(term)?;
+        self.run(py, |log| log.append(term, &data))
+    }
+
+    fn append_many(&self, py: Python<'_>, term: i64, items: Vec<PyBackedBytes>) -> PyResult<i64> {
+        let term = to_term(term)?;
+        self.run(py, |log| log.append_many(term, &items))
+    }
+
+    fn insert_range(
+        &self,
+        py: Python<'_>,
+        start: i64,
+        entries: Vec<(i64, PyBackedBytes)>,
+    ) -> PyResult<()> {
+        let entries = entries
+            .into_iter()
+            .map(|(t, d)| Ok((to_term(t)?, d)))
+            .collect::<PyResult<Vec<_>>>()?;
+        self.run(py, |log| log.insert_range(start, &entries))
+    }
+
+    fn commit(&self, py: Python<'_>, lsn: i64) -> PyResult<()> {
+        self.run(py, |log| log.commit(lsn))
+    }
+
+    fn truncate_after(&self, py: Python<'_>, lsn: i64) -> PyResult<()> {
+        self.run(py, |log| log.truncate_after(lsn))
+    }
+
+    #[pyo3(signature = (start, max_bytes=None))]
+    fn read(&self, py: Python<'_>, start: i64, max_bytes: Option<u64>) -> PyResult<Vec<PyEntry>> {
+        let batch = self.run(py, |log| {
+            log.read_batch(start, i64::MAX, max_bytes.unwrap_or(u64::MAX))
+        });
+        let batch = match batch {
+            // read() has no 2 GiB cap in spirit; a batch is capped, so keep reading.
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        let mut out: Vec<PyEntry> = (0..batch.len())
+            .map(|i| {
+                let e = batch.entry(i);
+                PyEntry::new(py, e.lsn, e.term, &e.data)
+            })
+            .collect();
+        if max_bytes.is_none() && !batch.is_empty() {
+            let mut next = batch.first_lsn + batch.len() as i64;
+            loop {
+                let more = self.run(py, |log| log.read_batch(next, i64::MAX, i32::MAX as u64))?;
+                if more.is_empty() {
+                    break;
+                }
+                next += more.len() as i64;
+                out.extend((0..more.len()).map(|i| {
+                    let e = more.entry(i);
+                    PyEntry::new(py, e.lsn, e.term, &e.data)
+                }));
+            }
+        }
+        Ok(out)
+    }
+
+    #[pyo3(signature = (start=None, end=None, max_bytes=64 << 20))]
+    fn read_batch(
+        &self,
+        py: Python<'_>,
+        start: Option<i64>,
+        end: Option<i64>,
+        max_bytes: u64,
+    ) -> PyResult<PyEntryBatch> {
+        let (start, end) = self.bounds(py, start, end)?;
+        let batch = self.run(py, |log| log.read_batch(start, end, max_bytes))?;
+        Ok(PyEntryBatch::new(py, batch))
+    }
+
+    #[pyo3(signature = (start=None, end=None))]
+    fn entries(
+        &self,
+        py: Python<'_>,
+        start: Option<i64>,
+        end: Option<i64>,
+    ) -> PyResult<PyEntryIterator> {
+        let (start, end) = self.bounds(py, start, end)?;
+        // Validate the start now, so a bad start fails at the call and not at the first next().
+        self.run(py, |log| log.read_batch(start, start, 0))?;
+        Ok(PyEntryIterator {
+            log: self.inner.clone(),
+            next: start,
+            end,
+            chunk: core::EntryBatch::default(),
+            pos: 0,
+        })
+    }
+
+    fn term_at(&self, py: Python<'_>, lsn: i64) -> PyResult<i32> {
+        let r = self.peek(py, |log| log.term_at(lsn).map_err(Fail::Core))?;
+        py_result(py, r)
+    }
+
+    fn compact(&self, py: Python<'_>, snapshot_index: i64) -> PyResult<usize> {
+        self.run(py, |log| log.compact(snapshot_index))
+    }
+
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |log| log.sync())
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = lock(&self.inner).take();
+        match taken {
+            Some(log) => py_result(py, py.detach(|| log.close().map_err(Fail::Core))),
+            None => Ok(()),
+        }
+    }
+
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        lock(&self.inner).is_none()
+    }
+
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.readonly
+    }
+
+    #[getter]
+    fn start_index(&self, py: Python<'_>) -> PyResult<i64> {
+        self.peek(py, |log| log.start_index())
+    }
+
+    #[getter]
+    fn last_index(&self, py: Python<'_>) -> PyResult<i64> {
+        self.peek(py, |log| log.last_index())
+    }
+
+    #[getter]
+    fn commit_index(&self, py: Python<'_>) -> PyResult<i64> {
+        self.peek(py, |log| log.commit_index())
+    }
+
+    #[getter]
+    fn last_entry(&self, py: Python<'_>) -> PyResult<Option<(i64, i32)>> {
+        self.peek(py, |log| log.last_entry())
+    }
+
+    #[getter]
+    fn segments(&self, py: Python<'_>) -> PyResult<Vec<PySegmentInfo>> {
+        self.peek(py, |log| {
+            log.segments()
+                .into_iter()
+                .map(PySegmentInfo::from)
+                .collect()
+        })
+    }
+
+    #[getter]
+    fn recovery(&self, py: Python<'_>) -> PyResult<PyRecoveryReport> {
+        self.peek(py, |log| PyRecoveryReport {
+            inner: log.recovery().clone(),
+        })
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.peek(py, |log| log.len() as usize)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close(py)
+    }
+
+    fn __repr__(&self) -> String {
+        match lock(&self.inner).as_ref() {
+            Some(log) => format!(
+                "Log(path={:?}, start_index={}, last_index={}, commit_index={})",
+                self.path,
+                log.start_index(),
+                log.last_index(),
+                log.commit_index()
+            ),
+            None => format!("Log(path={:?}, closed)", self.path),
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyLog>()?;
+    m.add_class::<PyEntry>()?;
+    m.add_class::<PyEntryBatch>()?;
+    m.add_class::<PyEntryIterator>()?;
+    m.add_class::<PySegmentInfo>()?;
+    m.add_class::<PyRecoveryReport>()?;
+    Ok(())
+}

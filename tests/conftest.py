@@ -1,0 +1,195 @@
+"""Shared fixtures and an independent encoder/decoder of log segments.
+
+Everything here is written from docs/spec section 3 with ``struct`` and ``zlib.crc32`` only, so the tests
+compare tflux against a second implementation of the format instead of against itself. Nothing in this
+module calls tflux.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+DATA_DIR = Path(__file__).parent / "data"
+
+FILE_MARKER = bytes.fromhex("1276ad55")
+VERSION = 1
+HEADER = FILE_MARKER + struct.pack(">i", VERSION)
+HEADER_SIZE = 8
+RECORD_MARKER = bytes.fromhex("aaf534c4")
+END_MARKER = bytes(4)
+RECORD_HEADER_SIZE = 16
+
+# Offsets of the fields inside one record (spec section 3: marker | term | crc | length | data | pad).
+MARKER_AT = 0
+TERM_AT = 4
+CRC_AT = 8
+LENGTH_AT = 12
+DATA_AT = 16
+
+
+def pad_len(n: int) -> int:
+    """Zero bytes after N data bytes so that N + padding is a multiple of 4."""
+    return -n % 4
+
+
+def record_size(n: int) -> int:
+    return RECORD_HEADER_SIZE + n + pad_len(n)
+
+
+def encode_record(
+    term: int,
+    data: bytes,
+    *,
+    crc: int | None = None,
+    length: int | None = None,
+    marker: bytes = RECORD_MARKER,
+    padding: bytes | None = None,
+) -> bytes:
+    """One record as the spec lays it out; keyword overrides build deliberately broken records."""
+    crc = zlib.crc32(data) if crc is None else crc
+    length = len(data) if length is None else length
+    padding = bytes(pad_len(len(data))) if padding is None else padding
+    return marker + struct.pack(">iIi", term, crc, length) + data + padding
+
+
+def encode_segment(
+    records: Iterable[tuple[int, bytes]],
+    *,
+    end_marker: bool = True,
+    file_size: int | None = None,
+) -> bytes:
+    """Header, records, end marker, then zeros up to ``file_size`` (a preallocated file)."""
+    buf = HEADER + b"".join(encode_record(t, d) for t, d in records)
+    if end_marker:
+        buf += END_MARKER
+    if file_size is not None:
+        assert file_size >= len(buf), "file_size too small for the records"
+        buf += bytes(file_size - len(buf))
+    return buf
+
+
+def record_offsets(records: Sequence[tuple[int, bytes]]) -> list[int]:
+    """Start offset of each record in a segment, plus the offset just past the last one."""
+    offsets = [HEADER_SIZE]
+    for _, data in records:
+        offsets.append(offsets[-1] + record_size(len(data)))
+    return offsets
+
+
+def segment_size(records: Sequence[tuple[int, bytes]]) -> int:
+    """The spec's segment *size*: the offset just past the last record."""
+    return record_offsets(records)[-1]
+
+
+def segment_name(lsn: int) -> str:
+    return f"{lsn:019d}.log"
+
+
+def write_segment(
+    log_dir: Path,
+    start_lsn: int,
+    records: Sequence[tuple[int, bytes]],
+    **kwargs,
+) -> Path:
+    path = log_dir / segment_name(start_lsn)
+    path.write_bytes(encode_segment(records, **kwargs))
+    return path
+
+
+def segment_files(log_dir: Path) -> list[str]:
+    """Names in ``log_dir`` that follow the segment naming rule, sorted."""
+    return sorted(
+        p.name
+        for p in Path(log_dir).iterdir()
+        if len(p.name) == 23 and p.name.endswith(".log") and p.name[:19].isdigit()
+    )
+
+
+def last_nonzero_end(buf: bytes, start: int) -> int:
+    """Number of bytes from ``start`` up to and including the last non-zero byte of ``buf``."""
+    stripped = buf[start:].rstrip(b"\x00")
+    return len(stripped)
+
+
+@dataclass
+class ParsedSegment:
+    records: list[tuple[int, bytes]]
+    end: int  # offset just past the last record
+    end_marker: bool  # False when the file ends exactly at ``end``
+    tail: bytes  # everything after the end marker
+
+
+def parse_segment(buf: bytes) -> ParsedSegment:
+    """Strict reader for files tflux wrote: any deviation from the spec fails the test."""
+    assert buf[:4] == FILE_MARKER, f"bad file marker {buf[:4].hex()}"
+    assert buf[4:8] == struct.pack(">i", VERSION), f"bad version {buf[4:8].hex()}"
+    pos = HEADER_SIZE
+    records = []
+    while True:
+        if pos == len(buf):
+            return ParsedSegment(records, pos, False, b"")
+        word = buf[pos : pos + 4]
+        if word == END_MARKER:
+            return ParsedSegment(records, pos, True, buf[pos + 4 :])
+        assert word == RECORD_MARKER, f"neither record nor end marker at {pos}: {word.hex()}"
+        assert pos + RECORD_HEADER_SIZE <= len(buf), f"short record header at {pos}"
+        term, crc, length = struct.unpack_from(">iIi", buf, pos + 4)
+        assert 0 <= length <= len(buf) - pos - RECORD_HEADER_SIZE, f"bad length at {pos}"
+        data = buf[pos + DATA_AT : pos + DATA_AT + length]
+        assert zlib.crc32(data) == crc, f"bad checksum at {pos}"
+        padding = buf[pos + DATA_AT + length : pos + record_size(length)]
+        assert padding == bytes(pad_len(length)), f"bad padding at {pos}"
+        records.append((term, data))
+        pos += record_size(length)
+
+
+def entry_tuples(entries) -> list[tuple[int, int, bytes]]:
+    return [(e.lsn, e.term, e.data) for e in entries]
+
+
+def load_manifest() -> dict:
+    return json.loads((DATA_DIR / "manifest.json").read_text())
+
+
+def manifest_records(name: str) -> list[tuple[int, int, bytes]]:
+    return [
+        (r["lsn"], r["term"], bytes.fromhex(r["data_hex"])) for r in load_manifest()[name]["records"]
+    ]
+
+
+@pytest.fixture
+def base_dir(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def log_dir(base_dir: Path) -> Path:
+    """``<base>/data/log``, created and empty."""
+    path = base_dir / "data" / "log"
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def manifest() -> dict:
+    return load_manifest()
+
+
+@pytest.fixture
+def copy_vector(log_dir: Path):
+    """Copy a golden vector into the log directory under a segment name."""
+
+    def copy(vector: str, start_lsn: int = 0) -> Path:
+        dest = log_dir / segment_name(start_lsn)
+        shutil.copyfile(DATA_DIR / vector, dest)
+        return dest
+
+    return copy
