@@ -1,8 +1,8 @@
 """Shared fixtures and an independent encoder/decoder of log segments.
 
-Everything here is written from docs/spec section 3 with ``struct`` and ``zlib.crc32`` only, so the tests
-compare tflux against a second implementation of the format instead of against itself. Nothing in this
-module calls tflux.
+Everything here is written from docs/spec section 3 with ``struct`` and ``zlib.crc32`` only, so the
+tests compare tflux against a second implementation of the format instead of against itself.
+Nothing in this module calls tflux.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ RECORD_MARKER = bytes.fromhex("aaf534c4")
 END_MARKER = bytes(4)
 RECORD_HEADER_SIZE = 16
 
-# Offsets of the fields inside one record (spec section 3: marker | term | crc | length | data | pad).
+# Field offsets inside one record (spec 3: marker | term | crc | length | data | pad).
 MARKER_AT = 0
 TERM_AT = 4
 CRC_AT = 8
@@ -161,7 +161,8 @@ def load_manifest() -> dict:
 
 def manifest_records(name: str) -> list[tuple[int, int, bytes]]:
     return [
-        (r["lsn"], r["term"], bytes.fromhex(r["data_hex"])) for r in load_manifest()[name]["records"]
+        (r["lsn"], r["term"], bytes.fromhex(r["data_hex"]))
+        for r in load_manifest()[name]["records"]
     ]
 
 

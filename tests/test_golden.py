@@ -1,7 +1,7 @@
 """Golden vectors: tflux must read the hand-written files of tests/data and write the same bytes.
 
-The vectors and the encoder in conftest.py come from the spec, not from tflux, so a byte-level mismatch
-means tflux (or the spec) is wrong.
+The vectors and the encoder in conftest.py come from the spec, not from tflux, so a byte-level
+mismatch means tflux (or the spec) is wrong.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+import tflux
 from conftest import (
     DATA_DIR,
     END_MARKER,
@@ -27,8 +28,6 @@ from conftest import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-import tflux
-
 PADDING_LENGTHS = [0, 1, 2, 3, 4, 34, 1024, 2051]
 
 
@@ -41,16 +40,14 @@ def assert_prefix_then_zeros(actual: bytes, expected: bytes) -> None:
     assert actual[len(expected) :].count(0) == len(actual) - len(expected), "stale bytes after data"
 
 
-# --- the vectors themselves ------------------------------------------------------------------------
+# --- the vectors themselves ----------------------------------------------------------------------
 
 
 def test_the_hand_encoder_reproduces_the_golden_segment_vectors():
     recs = [(t, d) for _, t, d in manifest_records("0000000000000000000.log")]
     assert encode_segment(recs) == (DATA_DIR / "0000000000000000000.log").read_bytes()
     recs = [(t, d) for _, t, d in manifest_records("preallocated_4096.log")]
-    assert (
-        encode_segment(recs, file_size=4096) == (DATA_DIR / "preallocated_4096.log").read_bytes()
-    )
+    assert encode_segment(recs, file_size=4096) == (DATA_DIR / "preallocated_4096.log").read_bytes()
 
 
 @pytest.mark.parametrize("readonly", [False, True], ids=["writable", "readonly"])
@@ -96,7 +93,7 @@ def test_verify_counts_the_records_and_bytes_of_the_padding_vector(copy_vector, 
     assert report.problems == []
 
 
-# --- writing the same records ------------------------------------------------------------------
+# --- writing the same records --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("preallocate", [False, True], ids=["sparse", "preallocated"])
@@ -140,7 +137,9 @@ def test_a_preallocated_log_with_two_records_is_exactly_the_4096_byte_vector(log
 @pytest.mark.parametrize("n", PADDING_LENGTHS)
 def test_a_record_of_each_padding_class_is_encoded_as_the_spec_says(log_dir, n, preallocate):
     data = pattern(n, seed=n)
-    with tflux.Log.open(log_dir, soft_limit=8192, hard_limit=1 << 20, preallocate=preallocate) as log:
+    with tflux.Log.open(
+        log_dir, soft_limit=8192, hard_limit=1 << 20, preallocate=preallocate
+    ) as log:
         assert log.append(9, data) == 0
         assert log.segments[0].size == 8 + 16 + n + (-n % 4)
     actual = (log_dir / segment_name(0)).read_bytes()
@@ -197,14 +196,19 @@ def test_appending_after_a_trimmed_vector_overwrites_the_damage(copy_vector, log
         assert log.append(last_term, b"replacement") == len(expected)
     with tflux.Log.open(log_dir, preallocate=False) as log:
         assert not log.recovery.truncated
-        assert entry_tuples(log.entries()) == [*expected, (len(expected), last_term, b"replacement")]
+        assert entry_tuples(log.entries()) == [
+            *expected,
+            (len(expected), last_term, b"replacement"),
+        ]
     after = parse_segment(path.read_bytes())
     assert after.records == [(t, d) for _, t, d in expected] + [(last_term, b"replacement")]
     assert path.read_bytes()[:cut] == original[:cut]
 
 
 @pytest.mark.parametrize(("vector", "bad"), [("torn_tail.log", 72), ("bad_crc_tail.log", 48)])
-def test_a_damaged_vector_as_a_sealed_segment_is_a_corruption_error(log_dir, copy_vector, vector, bad):
+def test_a_damaged_vector_as_a_sealed_segment_is_a_corruption_error(
+    log_dir, copy_vector, vector, bad
+):
     path = copy_vector(vector)
     original = path.read_bytes()
     # The damaged record is LSN 3 (torn) or 2 (bad crc); the next segment continues after it.

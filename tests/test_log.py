@@ -1,12 +1,13 @@
 """Behaviour of tflux.Log through its Python API: the Raft operations, roll-over, compaction, read
 budget, locking, read-only and closed logs, and the error types.
 
-Expected values come from the spec (section 3 and 3.1), the implementer's documented semantics and the
-hand encoder in conftest.py.
+Expected values come from the spec (section 3 and 3.1), the implementer's documented semantics and
+the hand encoder in conftest.py.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import tflux
 from conftest import (
     END_MARKER,
     RECORD_MARKER,
@@ -27,8 +29,6 @@ from conftest import (
     segment_files,
     segment_name,
 )
-
-import tflux
 from tflux import Entry, Log
 
 D16 = b"0123456789abcdef"  # 16 data bytes: a 32-byte record
@@ -94,7 +94,7 @@ def test_the_context_manager_closes_the_log(log_dir):
     assert log.closed
 
 
-# --- append ----------------------------------------------------------------------------------------
+# --- append --------------------------------------------------------------------------------------
 
 
 def test_append_returns_consecutive_lsns_and_entries_read_back(log):
@@ -110,7 +110,12 @@ def test_append_many_writes_every_item_with_the_one_term(log):
     log.append(1, b"first")
     ret = log.append_many(2, [b"x", b"yy", b"zzz"])
     assert ret in (1, 3)  # the spec only says "returns the LSN(s)": first or last of the batch
-    assert entry_tuples(log.entries()) == [(0, 1, b"first"), (1, 2, b"x"), (2, 2, b"yy"), (3, 2, b"zzz")]
+    assert entry_tuples(log.entries()) == [
+        (0, 1, b"first"),
+        (1, 2, b"x"),
+        (2, 2, b"yy"),
+        (3, 2, b"zzz"),
+    ]
 
 
 @pytest.mark.parametrize("preallocate", [False, True], ids=["sparse", "preallocated"])
@@ -171,10 +176,15 @@ def test_a_negative_term_raises_value_error(log):
     assert log.last_index == -1
 
 
-def test_a_term_beyond_int32_raises_overflow_error(log):
-    with pytest.raises(OverflowError):
+def test_a_term_beyond_int32_is_refused_never_wrapped(log):
+    # Spec 4: a term that does not fit Int32 is refused at write time (OverflowError or ValueError).
+    with pytest.raises((OverflowError, ValueError)):
         log.append(2**31, b"a")
+    with pytest.raises((OverflowError, ValueError)):
+        log.append_many(2**32 + 1, [b"a"])
     assert log.last_index == -1
+    log.append(1, b"b")
+    assert log.term_at(0) == 1
 
 
 def test_insert_range_refuses_terms_that_decrease_and_changes_nothing(log):
@@ -477,7 +487,7 @@ def test_truncate_after_start_minus_one_empties_the_log(log_dir):
 
 
 def seven_in_three_segments(log_dir) -> Log:
-    """LSNs 0-2 | 3-5 | 6: with 32-byte records a segment passes hard_limit=100 at its 3rd record."""
+    """LSNs 0-2 | 3-5 | 6: 32-byte records pass hard_limit=100 at the 3rd record of a segment."""
     log = open_log(log_dir, soft_limit=64, hard_limit=100)
     for i in range(7):
         log.append(1, bytes([65 + i]) * 16)
@@ -747,7 +757,7 @@ def test_segments_are_named_by_their_first_lsn_in_nineteen_digits(log_dir):
             log.append(1, bytes([i]) * 16)
         segs = log.segments
         assert [s.sealed for s in segs] == [True] * (len(segs) - 1) + [False]
-        for prev, seg in zip(segs, segs[1:], strict=False):
+        for prev, seg in itertools.pairwise(segs):
             assert seg.start_lsn == prev.last_lsn + 1
             assert prev.last_lsn == prev.start_lsn + prev.count - 1
         for seg in segs:
@@ -897,7 +907,7 @@ def test_a_lock_held_by_another_process_blocks_until_that_process_closes(log_dir
 
 
 def test_the_lock_of_a_killed_process_does_not_outlive_it(log_dir):
-    # Recovery at open presumes a crashed writer can be replaced: the lock must die with its process.
+    # Recovery at open presumes a crashed writer can be replaced: its lock must die with it.
     child = subprocess.Popen(
         [sys.executable, "-c", HOLD_OPEN, str(log_dir)],
         stdin=subprocess.PIPE,

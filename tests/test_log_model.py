@@ -2,9 +2,10 @@
 
 The model keeps the entries in a list and the segment layout as a list of first LSNs, applying the
 roll-over rule of spec section 3 literally (after each append batch and each commit: roll when
-``soft < size`` and everything is committed, or ``hard < size``; never roll an empty segment). Limits are
-tiny so that segments roll, get truncated, emptied, compacted and restarted all the time. After every
-step the log, its segment list and the bytes of every segment file are compared with the model.
+``soft < size`` and everything is committed, or ``hard < size``; never roll an empty segment).
+Limits are tiny so that segments roll, get truncated, emptied, compacted and restarted all the
+time. After every step the log, its segment list and the bytes of every segment file are compared
+with the model.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import tflux
 from conftest import (
     HEADER_SIZE,
     entry_tuples,
@@ -31,8 +33,6 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
-
-import tflux
 
 SOFT = 64
 HARD = 160
