@@ -145,7 +145,13 @@ class Log:
         repair: bool = False,
         readonly: bool = False,
         commit_index: int | None = None,
-    ) -> Log: ...
+        empty_entries: bool = True,
+    ) -> Log:
+        """Open (or create) the log in ``path``.
+
+        ``empty_entries=False`` refuses empty data and lets recovery treat a trailing empty
+        record as a header torn after its term (the two are identical on disk).
+        """
     def append(self, term: int, data: bytes) -> int: ...
     def append_many(self, term: int, items: Sequence[bytes]) -> int: ...
     def insert_range(self, start: int, entries: Sequence[tuple[int, bytes]]) -> None: ...

@@ -51,6 +51,10 @@ pub struct LogOptions {
     pub readonly: bool,
     /// Commit index after open (default: `start_index - 1`).
     pub commit_index: Option<i64>,
+    /// Whether entries may have empty data. A header torn just after its term reads back as an
+    /// empty record; when empty entries are not allowed, such a trailing record in the last
+    /// segment is cut as torn (and appending empty data is refused).
+    pub empty_entries: bool,
 }
 
 impl Default for LogOptions {
@@ -63,6 +67,7 @@ impl Default for LogOptions {
             repair: false,
             readonly: false,
             commit_index: None,
+            empty_entries: true,
         }
     }
 }
@@ -293,8 +298,24 @@ impl Log {
                     return Err(fatal(None, Error::corruption(path, Some(0), reason)));
                 }
             }
+            let mut scan = scan;
+            if is_last && !self.opts.empty_entries && scan.ends_with_ambiguous_empty_record() {
+                let last = scan.index.len() - 1;
+                let offset = scan.index.offset(last);
+                scan.index.truncate(last);
+                scan.last_term = scan.index.last_term();
+                scan.end = offset;
+                scan.stop = ScanStop::Bad {
+                    offset,
+                    reason: record::BadRecord::TornHeader,
+                };
+            }
             match &scan.stop {
                 ScanStop::Clean => {}
+                ScanStop::Term { offset, .. } if is_last && scan.stop_is_torn_header() => {
+                    self.cut_torn_tail(path, &scan, *offset)
+                        .map_err(|e| fatal(None, e))?;
+                }
                 ScanStop::Bad { offset, .. } if is_last => {
                     self.cut_torn_tail(path, &scan, *offset)
                         .map_err(|e| fatal(None, e))?;
@@ -652,6 +673,11 @@ impl Log {
         let mut bytes = 0usize;
         for (term, data) in entries.clone() {
             check_term(term, previous)?;
+            if data.is_empty() && !self.opts.empty_entries {
+                return Err(Error::InvalidArgument(
+                    "empty entries are disabled for this log (empty_entries=False)".into(),
+                ));
+            }
             if data.len() > i32::MAX as usize {
                 return Err(Error::InvalidArgument(format!(
                     "entry of {} bytes exceeds the format's limit of {} bytes",

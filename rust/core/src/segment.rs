@@ -481,6 +481,33 @@ pub struct FileScan {
 }
 
 impl FileScan {
+    /// In the last segment, a scan that stopped on a term violation may have met a torn header:
+    /// a record marker followed by nothing but zeros reads as an empty record of term 0. That
+    /// cannot be a real record (its term would decrease), so it is a torn write, not corruption.
+    pub fn stop_is_torn_header(&self) -> bool {
+        match self.stop {
+            ScanStop::Term {
+                offset, term: 0, ..
+            } => self.zero_after(offset + 4),
+            _ => false,
+        }
+    }
+
+    /// True when the last record read is empty and nothing but zeros follows its term: either a
+    /// genuine empty record or a header torn after its term (the two are identical on disk).
+    pub fn ends_with_ambiguous_empty_record(&self) -> bool {
+        let Some(last) = self.index.len().checked_sub(1) else {
+            return false;
+        };
+        let at = self.index.offset(last) as usize;
+        self.end as usize == at + record::HEADER_LEN && self.zero_after(at as u64 + 8)
+    }
+
+    fn zero_after(&self, offset: u64) -> bool {
+        let from = (offset as usize).min(self.bytes.len());
+        self.bytes[from..].iter().all(|&b| b == 0)
+    }
+
     /// Offset just past the last non-zero byte at or after `from`: how far garbage reaches.
     pub fn nonzero_end(&self, from: u64) -> u64 {
         let from = (from as usize).min(self.bytes.len());

@@ -118,7 +118,7 @@ pub fn verify(path: impl AsRef<Path>) -> Result<VerifyReport> {
         }
         let scan = scan_file(path, false, true, previous_term, false)?;
         let mut damaged = false;
-        match scan.header {
+        match &scan.header {
             Header::Valid => {}
             Header::Uninitialised if is_last => {
                 problem(
@@ -145,6 +145,12 @@ pub fn verify(path: impl AsRef<Path>) -> Result<VerifyReport> {
         }
         match &scan.stop {
             ScanStop::Clean => {}
+            ScanStop::Term { offset, .. } if is_last && scan.stop_is_torn_header() => problem(
+                Some(*offset),
+                ProblemKind::TornTail,
+                "torn tail: record header never completed; the next open cuts it".into(),
+                false,
+            ),
             ScanStop::Bad { offset, reason } if is_last => problem(
                 Some(*offset),
                 ProblemKind::TornTail,

@@ -108,13 +108,12 @@ impl PyEntry {
         ))
     }
 
-    fn __reduce__(slf: &Bound<'_, Self>) -> PyResult<(Py<PyAny>, (i64, i32, Py<PyBytes>))> {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let me = slf.get();
-        let py = slf.py();
-        Ok((
-            slf.get_type().into_any().unbind(),
-            (me.lsn, me.term, me.data.clone_ref(py)),
-        ))
+        let args = (me.lsn, me.term, me.data.clone_ref(slf.py()));
+        (slf.get_type(), args)
+            .into_pyobject(slf.py())
+            .map(Bound::into_any)
     }
 }
 
@@ -441,7 +440,8 @@ impl PyLog {
 impl PyLog {
     #[staticmethod]
     #[pyo3(signature = (path, *, soft_limit=16 << 20, hard_limit=32 << 20, preallocate=true,
-                        sync="always", repair=false, readonly=false, commit_index=None))]
+                        sync="always", repair=false, readonly=false, commit_index=None,
+                        empty_entries=true))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -453,6 +453,7 @@ impl PyLog {
         repair: bool,
         readonly: bool,
         commit_index: Option<i64>,
+        empty_entries: bool,
     ) -> PyResult<PyLog> {
         let sync = py_result(py, sync.parse().map_err(Fail::Core))?;
         let opts = core::LogOptions {
@@ -463,6 +464,7 @@ impl PyLog {
             repair,
             readonly,
             commit_index,
+            empty_entries,
         };
         let display = path.display().to_string();
         let log = py.detach(|| core::Log::open(&path, opts).map_err(Fail::Core));
@@ -506,35 +508,11 @@ impl PyLog {
 
     #[pyo3(signature = (start, max_bytes=None))]
     fn read(&self, py: Python<'_>, start: i64, max_bytes: Option<u64>) -> PyResult<Vec<PyEntry>> {
-        let batch = self.run(py, |log| {
-            log.read_batch(start, i64::MAX, max_bytes.unwrap_or(u64::MAX))
-        });
-        let batch = match batch {
-            // read() has no 2 GiB cap in spirit; a batch is capped, so keep reading.
-            Ok(b) => b,
-            Err(e) => return Err(e),
-        };
-        let mut out: Vec<PyEntry> = (0..batch.len())
-            .map(|i| {
-                let e = batch.entry(i);
-                PyEntry::new(py, e.lsn, e.term, &e.data)
-            })
-            .collect();
-        if max_bytes.is_none() && !batch.is_empty() {
-            let mut next = batch.first_lsn + batch.len() as i64;
-            loop {
-                let more = self.run(py, |log| log.read_batch(next, i64::MAX, i32::MAX as u64))?;
-                if more.is_empty() {
-                    break;
-                }
-                next += more.len() as i64;
-                out.extend((0..more.len()).map(|i| {
-                    let e = more.entry(i);
-                    PyEntry::new(py, e.lsn, e.term, &e.data)
-                }));
-            }
-        }
-        Ok(out)
+        let entries = self.run(py, |log| log.read(start, max_bytes))?;
+        Ok(entries
+            .iter()
+            .map(|e| PyEntry::new(py, e.lsn, e.term, &e.data))
+            .collect())
     }
 
     #[pyo3(signature = (start=None, end=None, max_bytes=64 << 20))]

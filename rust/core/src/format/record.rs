@@ -58,6 +58,9 @@ pub enum BadRecord {
         available: usize,
     },
     NonZeroPadding,
+    /// An empty record with nothing but zeros after its term, in a log that holds no empty
+    /// entries: a header torn after the term.
+    TornHeader,
     BadChecksum {
         stored: u32,
         computed: u32,
@@ -81,6 +84,7 @@ impl std::fmt::Display for BadRecord {
                 "data length field {len} runs past end of file ({available} bytes available)"
             ),
             BadRecord::NonZeroPadding => write!(f, "non-zero padding byte"),
+            BadRecord::TornHeader => write!(f, "record header torn after its term"),
             BadRecord::BadChecksum { stored, computed } => write!(
                 f,
                 "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
