@@ -99,7 +99,7 @@ fn with_empty_entries_allowed_only_a_header_torn_right_after_its_term_is_ambiguo
         bytes.resize(full.len() + 64, 0);
         std::fs::write(dir.path().join(seg_name(0)), &bytes).unwrap();
         let mut want = expected_after_cut(&recs, &bounds, &full, cut, true);
-        let record_start = *bounds.iter().filter(|&&b| b <= cut).next_back().unwrap();
+        let record_start = *bounds.iter().rfind(|&&b| b <= cut).unwrap();
         if cut == record_start + 8 && record_start <= last_start {
             let i = want.len();
             want.push((i as i64, recs[i].0, vec![]));
