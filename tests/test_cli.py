@@ -19,6 +19,9 @@ import pytest
 import tflux
 
 SEGMENT_SUFFIX = ".log"
+GOLDEN = Path(__file__).parent / "data"
+MANIFEST = json.loads((GOLDEN / "manifest.json").read_text())
+EMPTY_SEGMENT = bytes.fromhex("1276AD550000000100000000")  # header, then the end marker
 
 
 def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -69,6 +72,15 @@ def write_log(
     ) as log:
         for term, data in records:
             log.commit(log.append(term, data))
+    return log_dir
+
+
+def golden_log(base: Path, segments: dict[str, bytes]) -> Path:
+    """``base/data/log`` holding the given segment files (name -> bytes)."""
+    log_dir = base / "data" / "log"
+    log_dir.mkdir(parents=True)
+    for name, raw in segments.items():
+        (log_dir / name).write_bytes(raw)
     return log_dir
 
 
@@ -336,6 +348,62 @@ def test_directory_without_segments_or_a_plain_file_is_a_clear_error(tmp_path, v
         assert result.stderr.startswith("error:")
         assert str(path) in result.stderr
     assert list((tmp_path / "empty").iterdir()) == []
+
+
+# --------------------------------------------------------------------------------------------
+# golden files (written from the spec by an independent encoder, see tests/data/README.md)
+
+
+@pytest.mark.parametrize("golden", ["0000000000000000000.log", "preallocated_4096.log"])
+def test_dump_of_a_golden_segment_matches_the_manifest(tmp_path, golden):
+    golden_log(tmp_path, {"0000000000000000000.log": (GOLDEN / golden).read_bytes()})
+    result = run_cli("dump", tmp_path, "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json_lines(result.stdout)
+    expected = MANIFEST[golden]["records"]
+    assert [(r["lsn"], r["term"], r["data"]) for r in rows] == [
+        (r["lsn"], r["term"], r["data_hex"]) for r in expected
+    ]
+    assert [r["crc"] for r in rows] == [zlib.crc32(bytes.fromhex(r["data_hex"])) for r in expected]
+
+
+def test_verify_golden_torn_tail_warns_at_the_cut_offset(tmp_path):
+    log_dir = golden_log(
+        tmp_path, {"0000000000000000000.log": (GOLDEN / "torn_tail.log").read_bytes()}
+    )
+    result = run_cli("verify", log_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    offset = MANIFEST["torn_tail.log"]["cut_at_offset"]
+    assert f"0000000000000000000.log at offset {offset}" in result.stdout
+    assert "warning" in result.stdout
+
+
+def test_verify_golden_bad_checksum_in_a_sealed_segment_is_fatal(tmp_path):
+    golden_log(
+        tmp_path,
+        {
+            "0000000000000000000.log": (GOLDEN / "bad_crc_tail.log").read_bytes(),
+            "0000000000000000003.log": EMPTY_SEGMENT,
+        },
+    )
+    result = run_cli("verify", tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    offset = MANIFEST["bad_crc_tail.log"]["bad_record_offset"]
+    assert f"0000000000000000000.log at offset {offset}" in result.stdout
+
+
+def test_demo_delta_encoder_matches_the_golden_deltas():
+    from tflux import cli  # the private stand-in for tflux.encode_delta
+
+    deltas = json.loads((GOLDEN / "deltas.json").read_text())
+    create = deltas["create_heap_no_limits"]
+    assert cli._encode_create_queue(cli._queue_name(create["queue"])).hex() == create["hex"]
+    for name in ("add_default_queue", "add_extreme_key"):
+        add = deltas[name]
+        encoded = cli._encode_add_record(
+            cli._queue_name(add["queue"]), add["key"], bytes.fromhex(add["message_hex"])
+        )
+        assert encoded.hex() == add["hex"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -165,6 +165,10 @@ def _rate(amount: float, seconds: float, digits: int = 0) -> str:
     return f"{amount / seconds:,.{digits}f}" if seconds > 0 else "-"
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
 def _size(nbytes: int) -> str:
     return f"{nbytes / MB:,.1f} MB" if nbytes >= MB else f"{nbytes:,} B"
 
@@ -392,7 +396,7 @@ def demo(
         timings = {"write": write_s, "reopen": open_s(), "verify": verify_s(), "scan": scan_s()}
         _demo_summary(base, temporary and not keep, records, payload_size, segments, terms, timings)
         _print_problems(report)
-        out.print(f"\ndone in {time.perf_counter() - began:.1f} s")
+        out.print(f"\ndone in {time.perf_counter() - began:.2f} s")
         if not temporary or keep:
             out.print(f"try: tflux verify {base}   |   tflux dump {base} --to 9")
     finally:
@@ -524,24 +528,22 @@ def dump(path: Path, as_json: bool, first: int | None, last: int | None, encodin
 # tflux verify
 
 
+def _problem_line(problem: tflux.Problem) -> str:
+    """``error:``/``warning:`` KIND in FILE at offset N: MESSAGE (markup-escaped)."""
+    kind = problem.kind.replace("_", " ")
+    where = problem.path if problem.offset is None else f"{problem.path} at offset {problem.offset}"
+    message = problem.message
+    if message.lower().startswith(kind + ": "):  # the kind is already said once
+        message = message[len(kind) + 2 :]
+    if problem.kind == "torn_tail" and "next open" not in message:
+        message += " (the next open trims it)"
+    level = "[bold red]error:[/]" if problem.fatal else "[yellow]warning:[/]"
+    return f"{level} {kind} in {escape(where)}: {escape(message)}"
+
+
 def _print_problems(report: tflux.VerifyReport) -> None:
     for problem in report.problems:
-        where = (
-            problem.path if problem.offset is None else f"{problem.path} at offset {problem.offset}"
-        )
-        if problem.fatal:
-            out.print(
-                f"[bold red]error:[/] {problem.kind} in {escape(where)}: {escape(problem.message)}"
-            )
-        elif problem.kind == "torn_tail":
-            out.print(
-                f"[yellow]warning:[/] torn tail in {escape(where)}: {escape(problem.message)} "
-                "(the next open trims it)"
-            )
-        else:
-            out.print(
-                f"[yellow]warning:[/] {problem.kind} {escape(where)}: {escape(problem.message)}"
-            )
+        out.print(_problem_line(problem))
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -571,7 +573,8 @@ def verify(path: Path, verbose: bool) -> None:
     seconds = elapsed()
     segments = report.segments
     out.print(
-        f"verified {escape(str(log_dir))}: {len(segments)} segments, {report.records:,} records, "
+        f"verified {escape(str(log_dir))}: {_plural(len(segments), 'segment')}, "
+        f"{_plural(report.records, 'record')}, "
         f"{_size(report.bytes)} in {seconds:.3f} s ({_rate(report.bytes / MB, seconds)} MB/s)"
     )
     if verbose:
