@@ -269,6 +269,10 @@ def _demo_records(start: int, count: int, messages: Sequence[bytes]) -> list[byt
     ]
 
 
+def _demo_open(log_dir: Path, soft_limit: int) -> tflux.Log:
+    return tflux.Log.open(log_dir, sync="batch", soft_limit=soft_limit, hard_limit=2 * soft_limit)
+
+
 def _demo_write(
     log_dir: Path, records: int, payload_size: int, soft_limit: int
 ) -> tuple[float, int]:
@@ -278,12 +282,7 @@ def _demo_write(
     # batches, so a batch much larger than a segment would make few, oversized segments.
     batch = max(1, min(10_000, min(8 * MiB, soft_limit // 8) // (payload_size + 40)))
     spent, data_bytes = 0.0, 0
-    with (
-        _progress() as progress,
-        tflux.Log.open(
-            log_dir, sync="batch", soft_limit=soft_limit, hard_limit=2 * soft_limit
-        ) as log,
-    ):
+    with _progress() as progress, _demo_open(log_dir, soft_limit) as log:
         task = progress.add_task("writing", total=records)
         for start in range(0, records, batch):
             items = _demo_records(start, min(batch, records - start), messages)
@@ -327,7 +326,10 @@ def _demo_dir(directory: Path | None) -> Path:
     return directory
 
 
-@cli.command(context_settings=CONTEXT_SETTINGS)
+@cli.command(
+    context_settings=CONTEXT_SETTINGS,
+    short_help="Write, reopen, verify and scan a sample log; print the throughput.",
+)
 @click.option(
     "--dir",
     "directory",
@@ -380,7 +382,7 @@ def demo(
         log_dir.mkdir(parents=True, exist_ok=True)
         write_s, written_bytes = _demo_write(log_dir, records, payload_size, soft_limit)
         with _stopwatch() as open_s:
-            log = tflux.Log.open(log_dir, sync="batch")
+            log = _demo_open(log_dir, soft_limit)
         with log:
             segments = log.segments
             with _stopwatch() as verify_s:
@@ -398,7 +400,9 @@ def demo(
         _print_problems(report)
         out.print(f"\ndone in {time.perf_counter() - began:.2f} s")
         if not temporary or keep:
-            out.print(f"try: tflux verify {base}   |   tflux dump {base} --to 9")
+            out.print(
+                f"try: tflux verify {escape(str(base))}  or  tflux dump {escape(str(base))} --to 9"
+            )
     finally:
         if temporary and not keep:
             shutil.rmtree(base, ignore_errors=True)
@@ -442,6 +446,7 @@ def _demo_summary(
             step, f"{seconds:.3f}", _rate(records, seconds), _rate(used / MB, seconds, 1)
         )
     out.print(speeds)
+    out.print("[dim]write: time inside append_many + commit (building the deltas not counted)[/]")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -465,7 +470,10 @@ _ENCODINGS: dict[str, Callable[[bytes], str]] = {
 }
 
 
-@cli.command(context_settings=CONTEXT_SETTINGS)
+@cli.command(
+    context_settings=CONTEXT_SETTINGS,
+    short_help="Print the records of a log, one per line (or JSON Lines).",
+)
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line (JSON Lines).")
 @click.option("--from", "first", type=click.IntRange(min=0), help="First LSN to print.")
@@ -546,7 +554,10 @@ def _print_problems(report: tflux.VerifyReport) -> None:
         out.print(_problem_line(problem))
 
 
-@cli.command(context_settings=CONTEXT_SETTINGS)
+@cli.command(
+    context_settings=CONTEXT_SETTINGS,
+    short_help="Check every record of a log; exit 1 on corruption.",
+)
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("-v", "--verbose", is_flag=True, help="List the segments too.")
 def verify(path: Path, verbose: bool) -> None:
