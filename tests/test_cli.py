@@ -272,7 +272,7 @@ def test_verify_clean_log_exits_0_with_a_summary(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(records):,} records" in result.stdout
     assert "OK" in result.stdout
-    assert "error" not in result.stdout and "warning" not in result.stdout
+    assert "error:" not in result.stdout and "warning:" not in result.stdout
 
 
 def test_verify_flipped_byte_in_sealed_segment_exits_1_naming_file_and_offset(tmp_path):
