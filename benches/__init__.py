@@ -1,0 +1,1 @@
+"""Benchmarks of tflux (pytest-benchmark); see conftest.py and report.py."""

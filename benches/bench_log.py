@@ -1,0 +1,216 @@
+"""Benchmarks of the segmented log: tflux beside its baselines, one group per workload.
+
+Groups ``scan-64B`` and ``scan-1KiB`` scan the same cached segments with
+- ``tflux.verify`` (framing + CRC of every record, GIL released),
+- ``Log.read_batch`` in a loop (the bulk path that hands every entry to Python as buffers),
+- ``Log.entries`` and the pure-Python reader ``pyref`` (struct + zlib.crc32) on a subset of the
+  leading segments, since they need seconds per GiB; the report normalises them per record,
+- ``tflux.crc32`` (crc32fast) and ``zlib.crc32`` over the same bytes as one buffer: the ceiling.
+Group ``append-64B`` times ``Log.append_many`` with the sync policies.
+
+Every body asserts what it computed, so the default (``--benchmark-disable``) run is a smoke test.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import zlib
+from collections.abc import Callable
+from itertools import count
+from pathlib import Path
+
+import pytest
+import tflux
+
+from benches._benchdata import LogData, record_size
+from benches.pyref import scan_log as pyref_scan_log
+
+ROUNDS = int(os.environ.get("TFLUX_BENCH_ROUNDS", "5"))
+# Slow readers scan the leading segments up to this many bytes (at least one segment).
+SUBSET_BYTES = 16 << 20
+
+
+def run(benchmark, target: Callable, *args, rounds: int = ROUNDS, **info):
+    """Times ``target(*args)`` for ``rounds`` rounds after one warm-up round; returns its result."""
+    benchmark.extra_info.update(info)
+    return benchmark.pedantic(target, args=args, rounds=rounds, warmup_rounds=1, iterations=1)
+
+
+# --- scans ---------------------------------------------------------------------------------
+
+
+def test_verify_scans_every_record(benchmark, scan_log: LogData) -> None:
+    report = run(
+        benchmark,
+        tflux.verify,
+        scan_log.path,
+        label="tflux.verify",
+        role="tflux",
+        records=scan_log.records,
+        bytes=scan_log.bytes,
+    )
+    assert report.ok and not report.problems
+    assert report.records == scan_log.records
+    assert report.bytes == scan_log.bytes
+
+
+def read_all(log: tflux.Log) -> tuple[int, int]:
+    """Every entry through ``read_batch`` (64 MiB of data per call); returns (entries, bytes)."""
+    start, end = log.start_index, log.last_index + 1
+    entries = nbytes = 0
+    while start < end:
+        batch = log.read_batch(start)
+        entries += len(batch)
+        nbytes += batch.nbytes
+        start += len(batch)
+    return entries, nbytes
+
+
+def test_read_batch_returns_every_entry(benchmark, scan_log: LogData) -> None:
+    with tflux.Log.open(scan_log.path, readonly=True) as log:
+        entries, nbytes = run(
+            benchmark,
+            read_all,
+            log,
+            label="Log.read_batch (bulk, to Python)",
+            role="tflux",
+            records=scan_log.records,
+            bytes=scan_log.bytes,
+        )
+        last = log.read_batch(scan_log.records - 1)
+        assert len(last) == 1 and len(last.data) == scan_log.payload
+        assert last.offsets.tolist() == [0, scan_log.payload]
+    assert entries == scan_log.records
+    assert nbytes == scan_log.records * scan_log.payload
+
+
+def iterate_entries(log: tflux.Log, end: int) -> int:
+    n = 0
+    for _ in log.entries(0, end):
+        n += 1
+    return n
+
+
+def test_entries_iterates_a_subset(benchmark, scan_log: LogData) -> None:
+    subset = scan_log.subset(SUBSET_BYTES)
+    records = sum(s.count for s in subset)
+    with tflux.Log.open(scan_log.path, readonly=True) as log:
+        n = run(
+            benchmark,
+            iterate_entries,
+            log,
+            records,
+            label="Log.entries (one Entry per record, subset)",
+            role="tflux",
+            subset=len(subset),
+            records=records,
+            bytes=sum(s.size for s in subset),
+        )
+    assert n == records
+
+
+def test_pure_python_reader_scans_a_subset(benchmark, scan_log: LogData) -> None:
+    subset = scan_log.subset(SUBSET_BYTES)
+    records = sum(s.count for s in subset)
+    n = run(
+        benchmark,
+        pyref_scan_log,
+        [Path(s.path) for s in subset],
+        label="pure Python reader (struct + zlib.crc32, subset)",
+        role="baseline",
+        subset=len(subset),
+        records=records,
+        bytes=sum(s.size for s in subset),
+    )
+    assert n == records
+
+
+@pytest.fixture(scope="session")
+def scan_crc(scan_bytes: bytes) -> int:
+    return zlib.crc32(scan_bytes)
+
+
+def test_crc32fast_over_the_same_bytes(benchmark, scan_log: LogData, scan_bytes, scan_crc) -> None:
+    crc = run(
+        benchmark,
+        tflux.crc32,
+        scan_bytes,
+        label="tflux.crc32 (crc32fast) over all bytes as one buffer",
+        role="baseline",
+        records=scan_log.records,
+        bytes=len(scan_bytes),
+    )
+    assert len(scan_bytes) == scan_log.bytes
+    assert crc == scan_crc
+
+
+def test_zlib_crc32_over_the_same_bytes(benchmark, scan_log: LogData, scan_bytes, scan_crc) -> None:
+    crc = run(
+        benchmark,
+        zlib.crc32,
+        scan_bytes,
+        label="zlib.crc32 over all bytes as one buffer",
+        role="context",
+        records=scan_log.records,
+        bytes=len(scan_bytes),
+    )
+    assert crc == scan_crc == tflux.crc32(scan_bytes)
+
+
+# --- appends -------------------------------------------------------------------------------
+
+APPEND_PAYLOAD = 64
+
+# (sync policy, records per append_many call, calls per round when timed)
+APPENDS = [
+    pytest.param("never", 10_000, 100, id="never-batch10000"),
+    pytest.param("never", 1, 100_000, id="never-batch1"),
+    pytest.param("always", 100, 100, id="always-batch100"),
+    pytest.param("always", 1, 500, id="always-batch1"),
+]
+
+
+@pytest.mark.benchmark(group="append-64B")
+@pytest.mark.parametrize(("sync", "batch", "calls"), APPENDS)
+def test_append_many(benchmark, bench_root: Path, timed: bool, sync, batch, calls) -> None:
+    if not timed:
+        calls = min(calls, 3)
+    rng = random.Random(batch)
+    pool = [rng.randbytes(APPEND_PAYLOAD) for _ in range(batch)]
+    fresh = count()
+    opened: list[tflux.Log] = []
+
+    def setup():
+        # A new, empty log per round, so every round appends to the same state.
+        path = bench_root / f"append-{sync}-{batch}-{next(fresh)}"
+        log = tflux.Log.open(path, sync=sync)
+        opened.append(log)
+        return (log,), {}
+
+    def append(log: tflux.Log) -> int:
+        for _ in range(calls):
+            log.append_many(1, pool)
+        return len(log)
+
+    def teardown(log: tflux.Log) -> None:
+        log.close()
+        shutil.rmtree(log.path, ignore_errors=True)
+
+    benchmark.extra_info.update(
+        label=f'Log.append_many, sync="{sync}", {batch} per call',
+        role="tflux",
+        records=calls * batch,
+        bytes=calls * batch * record_size(APPEND_PAYLOAD),
+        sync=sync,
+        batch=batch,
+    )
+    n = benchmark.pedantic(
+        append, setup=setup, teardown=teardown, rounds=ROUNDS, warmup_rounds=1, iterations=1
+    )
+    assert n == calls * batch
+    last = opened[-1]
+    if not last.closed:  # --benchmark-disable runs the body once without the teardown
+        assert last.read(len(last) - 1)[0].data == pool[-1]
+        teardown(last)
