@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// "No such file or directory", built from the OS number so Python sees `errno == ENOENT`.
+pub(crate) const ENOENT: i32 = 2;
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Bytes on disk that do not follow the format (never produced by a clean torn tail).

@@ -9,7 +9,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, ENOENT};
 use crate::format::record;
 use crate::format::segment::{self as seg_format, Header};
 use crate::segment::{self, scan_file, FileScan, ScanStop, Segment};
@@ -194,7 +194,7 @@ impl Log {
                 return Err(Error::io(
                     "open log directory",
                     &dir,
-                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                    std::io::Error::from_raw_os_error(ENOENT),
                 ));
             }
         } else {
@@ -354,7 +354,9 @@ impl Log {
     fn cut_torn_tail(&mut self, path: &Path, scan: &FileScan, offset: u64) -> Result<()> {
         let garbage_end = scan.nonzero_end(offset);
         if !self.opts.readonly {
-            segment::zero_range(&scan.file, path, offset, garbage_end)?;
+            // Zero the garbage and write a whole end marker, even past a short file's end.
+            let marker_end = offset + record::END_MARKER.len() as u64;
+            segment::zero_range(&scan.file, path, offset, garbage_end.max(marker_end))?;
             scan.file.sync_data().ctx("fsync segment", path)?;
         }
         self.recovery.cut_path = Some(path.to_path_buf());
@@ -392,7 +394,8 @@ impl Log {
                 self.recovery.moved.push(backup);
                 let scan = scan_file(path, true, false, self.last_term_or_zero(), true)?;
                 let end = scan.nonzero_end(offset);
-                segment::zero_range(&scan.file, path, offset, end)?;
+                let marker_end = offset + record::END_MARKER.len() as u64;
+                segment::zero_range(&scan.file, path, offset, end.max(marker_end))?;
                 scan.file.sync_data().ctx("fsync segment", path)?;
                 self.recovery.cut_path = Some(path.clone());
                 self.recovery.cut_offset = Some(offset);
@@ -759,11 +762,13 @@ impl Log {
                     log.last_index()
                 )));
             }
-            if lsn > log.commit_index {
-                log.commit_index = lsn;
-                log.maybe_roll()?;
+            if lsn < log.commit_index {
+                return Ok(()); // below the commit index, commit does nothing (spec 3.1)
             }
-            Ok(())
+            // Checked also when the index stays put: a truncation may have made the active
+            // segment fully committed since the last commit.
+            log.commit_index = lsn;
+            log.maybe_roll()
         })
     }
 

@@ -1,0 +1,38 @@
+# tflux developer targets. `make help` lists them.
+PYTHON ?= python
+
+.PHONY: help install build lint typecheck test test-rust bench fuzz clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+install: ## build the extension (release) and install tflux with test extras
+	$(PYTHON) -m pip install -e '.[test]'
+
+build: ## build a release wheel into dist/
+	maturin build --release -o dist
+
+lint: ## cargo fmt + clippy, ruff check + format
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	ruff check .
+	ruff format --check .
+
+typecheck: ## check the native module against its stub
+	$(PYTHON) -m mypy.stubtest tflux._tflux --ignore-missing-stub
+
+test: ## the whole Python suite (benchmarks run once, untimed) and the Rust suite
+	$(PYTHON) -m pytest
+	cargo test -p tflux-core
+
+test-rust: ## the Rust core alone (no Python needed)
+	cargo test -p tflux-core
+
+bench: ## timed benchmarks; regenerates docs/benchmarks.md
+	mkdir -p .benchmarks
+	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/log.json -p no:cacheprovider
+	$(PYTHON) benches/report.py .benchmarks/log.json
+
+clean: ## remove build products
+	cargo clean
+	rm -rf dist .pytest_cache .benchmarks
