@@ -13,6 +13,8 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -810,6 +812,73 @@ def test_files_that_do_not_follow_the_naming_rule_are_ignored(log_dir):
     ignored = {Path(p.path).name for p in report.problems if p.kind == "ignored_file"}
     assert set(strays) <= ignored
     assert not any(p.fatal for p in report.problems if p.kind == "ignored_file")
+
+
+# --- threads ---
+
+
+@pytest.mark.parametrize("sync", ["always", "never"])
+def test_appends_from_several_threads_get_distinct_consecutive_lsns(log_dir, sync):
+    # Spec 7.1: with "always", concurrent writers share one fsync, so concurrent calls are expected.
+    def worker(k: int) -> list[tuple[int, list[bytes]]]:
+        calls = []
+        for i in range(80):
+            data = f"{k}-{i}".encode()
+            if i % 10 == 0:
+                batch = [data + b"a", data + b"b"]
+                calls.append((log.append_many(1, batch), batch))
+            else:
+                calls.append((log.append(1, data), [data]))
+        return calls
+
+    opts = dict(soft_limit=256, hard_limit=512, sync=sync)
+    with open_log(log_dir, **opts) as log:
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(worker, range(4)))
+        got = {e.data: e.lsn for e in log.entries()}
+        written = [d for calls in results for _, batch in calls for d in batch]
+        assert sorted(got.values()) == list(range(len(written)))
+        assert sorted(got) == sorted(written)
+        for calls in results:
+            previous = -1
+            for ret, batch in calls:
+                where = [got[d] for d in batch]
+                assert where == list(range(where[0], where[0] + len(batch))), "batch split"
+                assert ret in (where[0], where[-1])
+                assert where[0] > previous, "one thread's appends must get increasing LSNs"
+                previous = where[-1]
+        layout = seg_layout(log)
+    with open_log(log_dir, **opts) as log:
+        assert {e.data: e.lsn for e in log.entries()} == got
+        assert seg_layout(log) == layout
+
+
+def test_reads_run_while_another_thread_appends(log_dir):
+    with open_log(log_dir, soft_limit=256, hard_limit=512, sync="never") as log:
+        log.append(1, b"seed")
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def reader() -> None:
+            try:
+                while not stop.is_set():
+                    last = log.last_index
+                    seen = lsns(log.read(0))
+                    assert seen[: last + 1] == list(range(last + 1))
+                    assert lsns(log.entries(0, last + 1)) == list(range(last + 1))
+            except BaseException as err:  # reported in the main thread
+                errors.append(err)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            for i in range(300):
+                log.append(1, bytes([i % 256]) * (i % 37))
+        finally:
+            stop.set()
+            t.join()
+        assert errors == []
+        assert log.last_index == 300
 
 
 # --- lock ----------------------------------------------------------------------------------------

@@ -182,6 +182,121 @@ def test_a_preallocated_last_segment_zeroed_from_any_byte_keeps_the_intact_recor
     assert len(after) == 512
 
 
+# Cuts that leave an intact record marker followed by zeros: a header torn after (part of) its term.
+PHANTOM_CUTS = [
+    (k, c) for k in (1, 2) for c in range(LAST_AT[k] + TERM_AT, LAST_AT[k] + CRC_AT + 1)
+]
+
+
+@pytest.mark.parametrize(("k", "cut"), PHANTOM_CUTS)
+def test_without_empty_entries_a_marker_followed_by_zeros_is_a_torn_header(log_dir, k, cut):
+    # docs/format.md decision 2: with empty_entries=False the log never holds empty entries, so a
+    # trailing "empty record" followed only by zeros can only be a torn header.
+    _, last = build_log(log_dir, last_file_size=512)
+    full = last.read_bytes()
+    zeroed = full[:cut] + bytes(len(full) - cut)
+    last.write_bytes(zeroed)
+    with Log.open(log_dir, empty_entries=False, **REOPEN) as log:
+        assert entry_tuples(log.entries()) == ALL[: 3 + k]
+        assert log.recovery.truncated
+        assert log.recovery.cut_offset == LAST_AT[k]
+        assert log.recovery.records_kept == k
+        assert log.recovery.bytes_cut == last_nonzero_end(zeroed, LAST_AT[k])
+    assert last.read_bytes()[LAST_AT[k] :] == bytes(512 - LAST_AT[k])
+
+
+TERM_TORN_CUTS = [(k, c) for k, c in PHANTOM_CUTS if c < LAST_AT[k] + CRC_AT]
+
+
+@pytest.mark.parametrize(("k", "cut"), TERM_TORN_CUTS)
+def test_a_marker_followed_only_by_zeros_is_a_torn_header_not_a_term_error(log_dir, k, cut):
+    # docs/format.md decision 2: term 0 after a higher term, then only zeros, is cut as a torn
+    # header even where empty entries are allowed (a term error would make the log unopenable).
+    _, last = build_log(log_dir, last_file_size=512)
+    full = last.read_bytes()
+    last.write_bytes(full[:cut] + bytes(len(full) - cut))
+    with Log.open(log_dir, **REOPEN) as log:
+        assert entry_tuples(log.entries()) == ALL[: 3 + k]
+        assert log.recovery.truncated
+        assert log.recovery.cut_offset == LAST_AT[k]
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_with_empty_entries_a_header_torn_after_its_term_reads_as_an_empty_entry(log_dir, k):
+    # Documented consequence of allowing empty entries: the bytes are those of a valid empty record.
+    _, last = build_log(log_dir, last_file_size=512)
+    full = last.read_bytes()
+    cut = LAST_AT[k] + CRC_AT
+    last.write_bytes(full[:cut] + bytes(len(full) - cut))
+    term = LAST[k][0]
+    with Log.open(log_dir, **REOPEN) as log:
+        assert entry_tuples(log.entries()) == [*ALL[: 3 + k], (3 + k, term, b"")]
+        assert not log.recovery.truncated
+
+
+def test_without_empty_entries_empty_data_is_refused(log_dir):
+    with Log.open(log_dir, empty_entries=False, **REOPEN) as log:
+        log.append(1, b"a")
+        with pytest.raises(ValueError):
+            log.append(1, b"")
+        with pytest.raises(ValueError):
+            log.append_many(1, [b"b", b""])
+        with pytest.raises(ValueError):
+            log.insert_range(1, [(1, b"c"), (1, b"")])
+        assert entry_tuples(log.entries()) == [(0, 1, b"a")]
+    with Log.open(log_dir, **REOPEN) as log:
+        assert entry_tuples(log.entries()) == [(0, 1, b"a")]
+
+
+def test_stale_bytes_after_the_end_marker_are_never_read(log_dir):
+    stale = encode_record(9, b"stale but valid") + encode_record(9, b"another")
+    sealed = log_dir / segment_name(0)
+    sealed.write_bytes(encode_segment(SEALED) + stale)
+    last = log_dir / segment_name(3)
+    last.write_bytes(encode_segment(LAST) + stale + b"\xff" * 7)
+    before = snapshot(log_dir)
+    report = tflux.verify(log_dir)
+    assert report.ok
+    assert report.problems == []
+    assert report.records == 6
+    with Log.open(log_dir, **REOPEN) as log:
+        assert entry_tuples(log.entries()) == ALL
+        assert not log.recovery.truncated
+        assert log.append(5, b"next") == 6
+    assert snapshot(log_dir)[sealed.name] == before[sealed.name]
+    assert parse_segment(last.read_bytes()).records == [*LAST, (5, b"next")]
+
+
+def test_a_sealed_segment_ending_at_a_record_boundary_without_end_marker_is_clean(log_dir):
+    (log_dir / segment_name(0)).write_bytes(encode_segment(SEALED, end_marker=False))
+    write_segment(log_dir, 3, LAST)
+    with Log.open(log_dir, **REOPEN) as log:
+        assert entry_tuples(log.entries()) == ALL
+        assert not log.recovery.truncated
+
+
+def test_a_clean_open_reports_no_recovery(log_dir):
+    build_log(log_dir)
+    with Log.open(log_dir, **REOPEN) as log:
+        rec = log.recovery
+        assert not rec.truncated
+        assert rec.cut_path is None
+        assert rec.cut_offset is None
+        assert rec.bytes_cut == 0
+        assert rec.moved == []
+
+
+def test_after_a_trimmed_tail_verify_finds_nothing(log_dir):
+    _, last = build_log(log_dir)
+    last.write_bytes(last.read_bytes()[: LAST_AT[2] + 11])
+    assert [p.kind for p in tflux.verify(log_dir).problems] == ["torn_tail"]
+    Log.open(log_dir, **REOPEN).close()
+    report = tflux.verify(log_dir)
+    assert report.ok
+    assert report.problems == []
+    assert report.records == 5
+
+
 def test_opening_a_torn_tail_readonly_reads_the_whole_records_and_writes_nothing(log_dir):
     _, last = build_log(log_dir)
     last.write_bytes(last.read_bytes()[: LAST_AT[2] + 5])
