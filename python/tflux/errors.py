@@ -1,8 +1,8 @@
 """The exception tree of tflux.
 
-Every error tflux raises on purpose derives from :class:`TfluxError`. Each category also derives from
-the builtin it refines, so ``except ValueError`` or ``except OSError`` keeps working for callers that
-do not know tflux. Exceptions carry the location of the problem as attributes and survive pickling
+Every error tflux raises on purpose derives from :class:`TfluxError`. Each category also
+derives from the builtin it refines, so ``except ValueError`` or ``except OSError`` keeps
+working for callers that do not know tflux. Exceptions carry the location of the problem as attributes and survive pickling
 (Spark ships worker exceptions to the driver).
 """
 
@@ -29,9 +29,7 @@ class CorruptionError(TfluxError, ValueError):
     (either may be ``None`` when the problem is not tied to one place).
     """
 
-    def __init__(
-        self, message: str, path: str | None = None, offset: int | None = None
-    ) -> None:
+    def __init__(self, message: str, path: str | None = None, offset: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.path = path
@@ -51,9 +49,7 @@ class TfluxIOError(TfluxError, OSError):
     so that nothing is acknowledged on top of a write that may not have reached the disk.
     """
 
-    def __init__(
-        self, message: str, path: str | None = None, errno: int | None = None
-    ) -> None:
+    def __init__(self, message: str, path: str | None = None, errno: int | None = None) -> None:
         if errno is None:
             super().__init__(message)
         else:
