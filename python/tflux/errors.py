@@ -2,8 +2,8 @@
 
 Every error tflux raises on purpose derives from :class:`TfluxError`. Each category also
 derives from the builtin it refines, so ``except ValueError`` or ``except OSError`` keeps
-working for callers that do not know tflux. Exceptions carry the location of the problem as attributes and survive pickling
-(Spark ships worker exceptions to the driver).
+working for callers that do not know tflux. Exceptions carry the location of the problem as
+attributes and survive pickling (Spark ships worker exceptions to the driver).
 """
 
 from __future__ import annotations
