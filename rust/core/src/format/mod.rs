@@ -1,4 +1,7 @@
 //! Byte layouts, one module per file kind. Each module opens with the table it implements.
 
+pub mod delta;
+pub mod metadata;
 pub mod record;
 pub mod segment;
+pub mod snapshot;
