@@ -28,7 +28,7 @@ import tflux
 from benches._benchdata import LogData, record_size
 from benches.pyref import scan_log as pyref_scan_log
 
-ROUNDS = int(os.environ.get("TFLUX_BENCH_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("TFLUX_BENCH_ROUNDS", "7"))
 # Slow readers scan the leading segments up to this many bytes (at least one segment).
 SUBSET_BYTES = 16 << 20
 
