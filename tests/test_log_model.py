@@ -339,6 +339,11 @@ class LogMachine(RuleBasedStateMachine):
         assert [s.size for s in segs] == [m.seg_size(k) for k in range(len(m.segs))]
         assert [s.sealed for s in segs] == [True] * (len(segs) - 1) + [False]
         assert [s.name for s in segs] == [segment_name(s) for s in m.segs]
+        for s in segs:
+            assert Path(s.path).resolve() == (self.dir / s.name).resolve()
+            assert s.last_lsn == s.start_lsn + s.count - 1
+            assert s.file_size == Path(s.path).stat().st_size
+            assert s.file_size >= s.size
 
     @invariant()
     def files_on_disk_match_the_model(self) -> None:
