@@ -5,6 +5,8 @@ use pyo3::prelude::*;
 
 mod errors;
 mod log;
+mod state;
+mod store;
 mod verify;
 
 #[pyfunction]
@@ -19,5 +21,7 @@ fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crc32, m)?)?;
     log::register(m)?;
     verify::register(m)?;
+    store::register(m)?;
+    state::register(m)?;
     Ok(())
 }
