@@ -8,6 +8,7 @@
 pub mod codec;
 pub mod error;
 pub mod format;
+pub mod fsutil;
 pub mod log;
 mod mmap;
 pub mod segment;

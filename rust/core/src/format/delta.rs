@@ -8,7 +8,22 @@
 //! RemoveRecord 'R' | QueueName | UInt64 record id
 //! QueueName    Byte length N (0..255) | N ASCII bytes in 0x21..0x7E   (empty = default queue)
 //! ```
-//! A delta must consume its bytes exactly.
+//! A delta must consume its bytes exactly. Decoding is structural: it checks every length, the
+//! name bytes, the Bool and the marker, but not the queue semantics (implementation codes,
+//! `min <= max`, size limits), which replay checks against the state (spec 7.1).
+
+use super::cursor::{put_buffer, put_key_range, put_name, Cursor};
+pub use super::cursor::{validate_queue_name, DecodeError};
+
+/// Where (byte offset in the delta) and why a delta could not be decoded.
+pub type DeltaError = DecodeError;
+
+pub const CREATE_QUEUE: u8 = b'C';
+pub const DELETE_QUEUE: u8 = b'D';
+pub const ADD_RECORD: u8 = b'A';
+pub const REMOVE_RECORD: u8 = b'R';
+/// `-1` in a size field: no limit.
+pub const NO_LIMIT: i32 = -1;
 
 /// A decoded delta borrowing from the record's bytes (replay decodes millions of these).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,4 +47,302 @@ pub enum DeltaRef<'a> {
         name: &'a [u8],
         id: u64,
     },
+}
+
+/// An owned delta, for building deltas to append (and for tests).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Delta {
+    CreateQueue {
+        name: Vec<u8>,
+        implementation: i32,
+        max_queue_size: i32,
+        max_message_size: i32,
+        key_range: Option<(i64, i64)>,
+    },
+    DeleteQueue {
+        name: Vec<u8>,
+    },
+    AddRecord {
+        name: Vec<u8>,
+        key: i64,
+        message: Vec<u8>,
+    },
+    RemoveRecord {
+        name: Vec<u8>,
+        id: u64,
+    },
+}
+
+/// Decodes one delta without allocating (except to describe an error).
+pub fn decode(data: &[u8]) -> Result<DeltaRef<'_>, DeltaError> {
+    let mut c = Cursor::new(data);
+    let marker = c.u8("delta marker")?;
+    let (delta, kind) = match marker {
+        CREATE_QUEUE => (
+            DeltaRef::CreateQueue {
+                name: c.queue_name()?,
+                implementation: c.i32("implementation")?,
+                max_queue_size: c.i32("max queue size")?,
+                max_message_size: c.i32("max message size")?,
+                key_range: c.key_range()?,
+            },
+            "CreateQueue",
+        ),
+        DELETE_QUEUE => (
+            DeltaRef::DeleteQueue {
+                name: c.queue_name()?,
+            },
+            "DeleteQueue",
+        ),
+        ADD_RECORD => (
+            DeltaRef::AddRecord {
+                name: c.queue_name()?,
+                key: c.i64("key")?,
+                message: c.buffer("message length")?,
+            },
+            "AddRecord",
+        ),
+        REMOVE_RECORD => (
+            DeltaRef::RemoveRecord {
+                name: c.queue_name()?,
+                id: c.u64("record id")?,
+            },
+            "RemoveRecord",
+        ),
+        other => return c.fail(0, format!("unknown delta marker {other:#04X}")),
+    };
+    if c.left() != 0 {
+        return c.fail(c.pos(), format!("{} trailing bytes after {kind}", c.left()));
+    }
+    Ok(delta)
+}
+
+impl<'a> DeltaRef<'a> {
+    /// The queue the delta applies to.
+    pub fn name(&self) -> &'a [u8] {
+        match *self {
+            DeltaRef::CreateQueue { name, .. }
+            | DeltaRef::DeleteQueue { name }
+            | DeltaRef::AddRecord { name, .. }
+            | DeltaRef::RemoveRecord { name, .. } => name,
+        }
+    }
+
+    /// Bytes [`encode`](Self::encode) appends.
+    pub fn encoded_len(&self) -> usize {
+        let name = 2 + self.name().len();
+        name + match self {
+            DeltaRef::CreateQueue { key_range, .. } => 12 + 1 + key_range.map_or(0, |_| 16),
+            DeltaRef::DeleteQueue { .. } => 0,
+            DeltaRef::AddRecord { message, .. } => 8 + 4 + message.len(),
+            DeltaRef::RemoveRecord { .. } => 8,
+        }
+    }
+
+    /// Appends the delta's bytes to `out`, fields in spec order, big-endian. The name must be
+    /// valid and the message shorter than 2^31 bytes (see [`Delta::validate`]).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.reserve(self.encoded_len());
+        match *self {
+            DeltaRef::CreateQueue {
+                name,
+                implementation,
+                max_queue_size,
+                max_message_size,
+                key_range,
+            } => {
+                out.push(CREATE_QUEUE);
+                put_name(out, name);
+                out.extend_from_slice(&implementation.to_be_bytes());
+                out.extend_from_slice(&max_queue_size.to_be_bytes());
+                out.extend_from_slice(&max_message_size.to_be_bytes());
+                put_key_range(out, key_range);
+            }
+            DeltaRef::DeleteQueue { name } => {
+                out.push(DELETE_QUEUE);
+                put_name(out, name);
+            }
+            DeltaRef::AddRecord { name, key, message } => {
+                out.push(ADD_RECORD);
+                put_name(out, name);
+                out.extend_from_slice(&key.to_be_bytes());
+                put_buffer(out, message);
+            }
+            DeltaRef::RemoveRecord { name, id } => {
+                out.push(REMOVE_RECORD);
+                put_name(out, name);
+                out.extend_from_slice(&id.to_be_bytes());
+            }
+        }
+    }
+
+    /// The delta's bytes in a new buffer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode(&mut out);
+        out
+    }
+
+    /// An owned copy.
+    pub fn to_delta(&self) -> Delta {
+        match *self {
+            DeltaRef::CreateQueue {
+                name,
+                implementation,
+                max_queue_size,
+                max_message_size,
+                key_range,
+            } => Delta::CreateQueue {
+                name: name.to_vec(),
+                implementation,
+                max_queue_size,
+                max_message_size,
+                key_range,
+            },
+            DeltaRef::DeleteQueue { name } => Delta::DeleteQueue {
+                name: name.to_vec(),
+            },
+            DeltaRef::AddRecord { name, key, message } => Delta::AddRecord {
+                name: name.to_vec(),
+                key,
+                message: message.to_vec(),
+            },
+            DeltaRef::RemoveRecord { name, id } => Delta::RemoveRecord {
+                name: name.to_vec(),
+                id,
+            },
+        }
+    }
+}
+
+impl From<DeltaRef<'_>> for Delta {
+    fn from(d: DeltaRef<'_>) -> Self {
+        d.to_delta()
+    }
+}
+
+impl Delta {
+    /// A borrowed view, for encoding or comparing with decoded deltas.
+    #[allow(clippy::should_implement_trait)]
+    pub fn as_ref(&self) -> DeltaRef<'_> {
+        match self {
+            Delta::CreateQueue {
+                name,
+                implementation,
+                max_queue_size,
+                max_message_size,
+                key_range,
+            } => DeltaRef::CreateQueue {
+                name,
+                implementation: *implementation,
+                max_queue_size: *max_queue_size,
+                max_message_size: *max_message_size,
+                key_range: *key_range,
+            },
+            Delta::DeleteQueue { name } => DeltaRef::DeleteQueue { name },
+            Delta::AddRecord { name, key, message } => DeltaRef::AddRecord {
+                name,
+                key: *key,
+                message,
+            },
+            Delta::RemoveRecord { name, id } => DeltaRef::RemoveRecord { name, id: *id },
+        }
+    }
+
+    /// Checks what encoding needs: a valid queue name and a message that fits a Buffer.
+    /// Queue semantics (implementation code, limits, range order) are the state machine's.
+    pub fn validate(&self) -> Result<(), String> {
+        let d = self.as_ref();
+        validate_queue_name(d.name())?;
+        if let DeltaRef::AddRecord { message, .. } = d {
+            if message.len() > i32::MAX as usize {
+                return Err(format!(
+                    "message is {} bytes long (at most 2147483647)",
+                    message.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The delta's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        self.as_ref().to_bytes()
+    }
+
+    /// Decodes an owned delta.
+    pub fn decode(data: &[u8]) -> Result<Delta, DeltaError> {
+        decode(data).map(|d| d.to_delta())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(data: &[u8]) -> DeltaError {
+        decode(data).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_the_field_and_offset() {
+        assert_eq!(
+            err(b"Z"),
+            DeltaError {
+                offset: 0,
+                reason: "unknown delta marker 0x5A".into()
+            }
+        );
+        assert_eq!(
+            err(b"D\x03ab c"),
+            DeltaError {
+                offset: 4,
+                reason: "queue name byte 0x20 at offset 4 is not in '!'..'~'".into()
+            }
+        );
+        let mut add = vec![b'A', 0];
+        add.extend_from_slice(&1i64.to_be_bytes());
+        add.extend_from_slice(&i32::MAX.to_be_bytes());
+        add.extend_from_slice(b"hello");
+        assert_eq!(
+            err(&add),
+            DeltaError {
+                offset: 10,
+                reason: "message length 2147483647 runs past the end (5 bytes left)".into()
+            }
+        );
+        let mut rm = vec![b'R', 0];
+        rm.extend_from_slice(&7u64.to_be_bytes());
+        rm.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(
+            err(&rm),
+            DeltaError {
+                offset: 10,
+                reason: "3 trailing bytes after RemoveRecord".into()
+            }
+        );
+        assert_eq!(err(b"").offset, 0);
+        assert_eq!(err(b"D\x05ab").offset, 1);
+    }
+
+    #[test]
+    fn encoded_len_is_exact() {
+        for d in [
+            Delta::CreateQueue {
+                name: b"q".to_vec(),
+                implementation: 2,
+                max_queue_size: 1,
+                max_message_size: -1,
+                key_range: Some((1, 2)),
+            },
+            Delta::AddRecord {
+                name: vec![],
+                key: 1,
+                message: b"xyz".to_vec(),
+            },
+        ] {
+            let r = d.as_ref();
+            assert_eq!(r.to_bytes().len(), r.encoded_len());
+        }
+    }
 }

@@ -1,0 +1,919 @@
+//! Codecs of deltas, the snapshot and the metadata: golden vectors (tests/data, written from the
+//! spec by an independent encoder) decode exactly and encode byte-identically; corrupt bytes at
+//! every offset class are `CorruptionError`s naming the offending field's offset, never a panic;
+//! absurd counts and lengths fail fast; random values round-trip; writes are atomic.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use proptest::prelude::*;
+use tflux_core::format::delta::{self, Delta, DeltaError, DeltaRef};
+use tflux_core::format::metadata::{self, Metadata};
+use tflux_core::format::snapshot::{self, QueueData, Snapshot};
+use tflux_core::Error;
+
+// ---------- a hand encoder of snapshots, written from spec section 4 ----------
+
+struct HandQueue<'a> {
+    name: &'a [u8],
+    implementation: i32,
+    last_id: u64,
+    max_queue_size: i32,
+    max_message_size: i32,
+    key_range: Option<(i64, i64)>,
+    records: Vec<(u64, i64, &'a [u8])>,
+}
+
+fn hand_queue<'a>(
+    name: &'a [u8],
+    last_id: u64,
+    records: Vec<(u64, i64, &'a [u8])>,
+) -> HandQueue<'a> {
+    HandQueue {
+        name,
+        implementation: 1,
+        last_id,
+        max_queue_size: -1,
+        max_message_size: -1,
+        key_range: None,
+        records,
+    }
+}
+
+fn hand_state(queues: &[HandQueue]) -> Vec<u8> {
+    let mut s = (queues.len() as i32).to_be_bytes().to_vec();
+    for q in queues {
+        s.push(q.name.len() as u8);
+        s.extend_from_slice(q.name);
+        s.extend_from_slice(&q.implementation.to_be_bytes());
+        s.extend_from_slice(&q.last_id.to_be_bytes());
+        s.extend_from_slice(&q.max_queue_size.to_be_bytes());
+        s.extend_from_slice(&q.max_message_size.to_be_bytes());
+        match q.key_range {
+            Some((a, b)) => {
+                s.push(1);
+                s.extend_from_slice(&a.to_be_bytes());
+                s.extend_from_slice(&b.to_be_bytes());
+            }
+            None => s.push(0),
+        }
+        s.extend_from_slice(&(q.records.len() as i32).to_be_bytes());
+        for (id, key, data) in &q.records {
+            s.extend_from_slice(&id.to_be_bytes());
+            s.extend_from_slice(&key.to_be_bytes());
+            s.extend_from_slice(&(data.len() as i32).to_be_bytes());
+            s.extend_from_slice(data);
+        }
+    }
+    s
+}
+
+fn hand_snapshot(index: i32, term: i32, state: &[u8]) -> Vec<u8> {
+    let mut f = vec![0xB6, 0x38, 0x0F, 0xC9];
+    f.extend_from_slice(&index.to_be_bytes());
+    f.extend_from_slice(&term.to_be_bytes());
+    f.extend_from_slice(&(state.len() as i32).to_be_bytes());
+    f.extend_from_slice(state);
+    f.extend_from_slice(&crc32fast::hash(state).to_be_bytes());
+    f
+}
+
+fn hand_metadata(version: i32, term: i32, vote: i32) -> Vec<u8> {
+    let mut f = vec![0x5A, 0x6E, 0xA0, 0x12];
+    f.extend_from_slice(&version.to_be_bytes());
+    f.extend_from_slice(&term.to_be_bytes());
+    f.extend_from_slice(&vote.to_be_bytes());
+    let crc = crc32fast::hash(&f[4..]);
+    f.extend_from_slice(&crc.to_be_bytes());
+    f
+}
+
+/// The snapshot the manifest describes for `tflux.snapshot` (records in ascending id order).
+fn manifest_snapshot() -> Snapshot {
+    Snapshot {
+        last_index: 41,
+        last_term: 3,
+        queues: vec![
+            QueueData {
+                name: vec![],
+                implementation: 1,
+                last_id: 3,
+                max_queue_size: -1,
+                max_message_size: -1,
+                key_range: None,
+                records: vec![(2, 10, b"b".to_vec()), (3, 10, b"c".to_vec())],
+            },
+            QueueData {
+                name: b"jobs".to_vec(),
+                implementation: 2,
+                last_id: 7,
+                max_queue_size: 50,
+                max_message_size: 1024,
+                key_range: Some((0, 9)),
+                records: vec![(4, 9, vec![]), (7, 0, b"xxxxx".to_vec())],
+            },
+        ],
+    }
+}
+
+fn corruption_offset(r: tflux_core::Result<impl std::fmt::Debug>) -> (u64, String) {
+    match r {
+        Err(Error::Corruption {
+            offset: Some(o),
+            reason,
+            ..
+        }) => (o, reason),
+        other => panic!("expected a corruption error with an offset, got {other:?}"),
+    }
+}
+
+fn snap_err(bytes: &[u8]) -> (u64, String) {
+    corruption_offset(snapshot::decode(bytes, Path::new("tflux.snapshot")))
+}
+
+fn meta_err(bytes: &[u8]) -> (u64, String) {
+    corruption_offset(metadata::decode(bytes, Path::new("tflux.metadata")))
+}
+
+// ---------- deltas ----------
+
+fn golden_deltas() -> Vec<(String, Delta, Vec<u8>)> {
+    let text = std::fs::read_to_string(data_dir().join("deltas.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json.as_object()
+        .unwrap()
+        .iter()
+        .map(|(label, v)| {
+            let name = v["queue"].as_str().unwrap().as_bytes().to_vec();
+            let delta = match v["kind"].as_str().unwrap() {
+                "C" => Delta::CreateQueue {
+                    name,
+                    implementation: v["implementation"].as_i64().unwrap() as i32,
+                    max_queue_size: v["max_queue_size"].as_i64().unwrap() as i32,
+                    max_message_size: v["max_message_size"].as_i64().unwrap() as i32,
+                    key_range: v["key_range"]
+                        .as_array()
+                        .map(|r| (r[0].as_i64().unwrap(), r[1].as_i64().unwrap())),
+                },
+                "D" => Delta::DeleteQueue { name },
+                "A" => Delta::AddRecord {
+                    name,
+                    key: v["key"].as_i64().unwrap(),
+                    message: unhex(v["message_hex"].as_str().unwrap()),
+                },
+                "R" => Delta::RemoveRecord {
+                    name,
+                    id: v["record_id"].as_u64().unwrap(),
+                },
+                k => panic!("unknown kind {k}"),
+            };
+            (label.clone(), delta, unhex(v["hex"].as_str().unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn golden_deltas_decode_exactly_and_encode_byte_identically() {
+    let vectors = golden_deltas();
+    assert_eq!(vectors.len(), 6);
+    for (label, delta, bytes) in vectors {
+        assert_eq!(delta::decode(&bytes).unwrap(), delta.as_ref(), "{label}");
+        let mut out = Vec::new();
+        delta.as_ref().encode(&mut out);
+        assert_eq!(out, bytes, "{label}");
+        assert_eq!(delta.as_ref().encoded_len(), bytes.len(), "{label}");
+    }
+}
+
+#[test]
+fn every_truncated_delta_is_an_error_within_its_bytes() {
+    for (label, _, bytes) in golden_deltas() {
+        for cut in 0..bytes.len() {
+            let e = delta::decode(&bytes[..cut]).unwrap_err();
+            assert!(e.offset <= cut, "{label} cut at {cut}: {e}");
+            assert!(
+                e.reason.contains("past the end"),
+                "{label} cut at {cut}: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_delta_with_an_extra_byte_reports_trailing_bytes() {
+    for (label, _, mut bytes) in golden_deltas() {
+        let end = bytes.len();
+        bytes.push(0);
+        let e = delta::decode(&bytes).unwrap_err();
+        assert_eq!(e.offset, end, "{label}");
+        assert!(e.reason.contains("1 trailing bytes after"), "{label}: {e}");
+    }
+}
+
+#[test]
+fn flipped_delta_bytes_never_panic() {
+    for (_, _, bytes) in golden_deltas() {
+        for i in 0..bytes.len() {
+            for flip in [0x01, 0x80, 0xFF] {
+                let mut b = bytes.clone();
+                b[i] ^= flip;
+                if let Err(e) = delta::decode(&b) {
+                    assert!(e.offset <= b.len());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn delta_errors_name_field_and_offset() {
+    let cases: Vec<(Vec<u8>, usize, &str)> = vec![
+        (vec![], 0, "delta marker runs past the end (0 bytes left)"),
+        (b"Z".to_vec(), 0, "unknown delta marker 0x5A"),
+        (
+            b"D\x03a b".to_vec(),
+            3,
+            "queue name byte 0x20 at offset 3 is not in '!'..'~'",
+        ),
+        (
+            b"D\x01\x7f".to_vec(),
+            2,
+            "queue name byte 0x7F at offset 2 is not in '!'..'~'",
+        ),
+        (
+            b"D\x04ab".to_vec(),
+            1,
+            "queue name length 4 runs past the end (2 bytes left)",
+        ),
+        (
+            [&b"A\x00"[..], &[0; 8], &[0x7F, 0xFF, 0xFF, 0xFF], b"hello"].concat(),
+            10,
+            "message length 2147483647 runs past the end (5 bytes left)",
+        ),
+        (
+            [&b"A\x00"[..], &[0; 8], &[0xFF, 0xFF, 0xFF, 0xFF]].concat(),
+            10,
+            "message length -1 is negative",
+        ),
+        (
+            [&b"R\x00"[..], &[0; 8], &[1, 2, 3]].concat(),
+            10,
+            "3 trailing bytes after RemoveRecord",
+        ),
+        (
+            [&b"C\x00"[..], &[0; 12], &[2]].concat(),
+            14,
+            "key range flag 0x02 is not a Bool (0 or 1)",
+        ),
+        (
+            [&b"C\x00"[..], &[0; 12], &[1], &[0; 9]].concat(),
+            23,
+            "key range max runs past the end (1 bytes left)",
+        ),
+    ];
+    for (bytes, offset, reason) in cases {
+        assert_eq!(
+            delta::decode(&bytes).unwrap_err(),
+            DeltaError {
+                offset,
+                reason: reason.into()
+            },
+            "{bytes:02x?}"
+        );
+    }
+}
+
+#[test]
+fn queue_names_are_validated() {
+    assert!(delta::validate_queue_name(b"").is_ok());
+    assert!(delta::validate_queue_name(b"!~azAZ09:_-").is_ok());
+    assert!(delta::validate_queue_name(&[b'a'; 255]).is_ok());
+    assert!(delta::validate_queue_name(&[b'a'; 256]).is_err());
+    for bad in [b' ', 0x7F, 0x00, 0x80, 0xFF, b'\n'] {
+        assert!(
+            delta::validate_queue_name(&[b'a', bad]).is_err(),
+            "{bad:#x}"
+        );
+    }
+}
+
+// ---------- snapshot ----------
+
+#[test]
+fn golden_snapshot_decodes_to_the_manifest_values() {
+    let what = manifest()["tflux.snapshot"]["what"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(what.contains("last index 41, last term 3"), "{what}");
+    let bytes = golden("tflux.snapshot");
+    let decoded = snapshot::decode(&bytes, Path::new("tflux.snapshot")).unwrap();
+    // The file holds 'jobs' records as id 7 then id 4: decode returns them in id order.
+    assert_eq!(decoded, manifest_snapshot());
+}
+
+#[test]
+fn golden_snapshot_agrees_with_the_hand_encoder() {
+    // Guards the hand encoder: it is the reference for the corruption cases below.
+    let mut jobs = hand_queue(b"jobs", 7, vec![(7, 0, b"xxxxx"), (4, 9, b"")]);
+    jobs.implementation = 2;
+    jobs.max_queue_size = 50;
+    jobs.max_message_size = 1024;
+    jobs.key_range = Some((0, 9));
+    let state = hand_state(&[hand_queue(b"", 3, vec![(2, 10, b"b"), (3, 10, b"c")]), jobs]);
+    assert_eq!(hand_snapshot(41, 3, &state), golden("tflux.snapshot"));
+}
+
+#[test]
+fn snapshots_encode_records_in_id_order() {
+    let mut jobs = hand_queue(b"jobs", 7, vec![(4, 9, b""), (7, 0, b"xxxxx")]);
+    jobs.implementation = 2;
+    jobs.max_queue_size = 50;
+    jobs.max_message_size = 1024;
+    jobs.key_range = Some((0, 9));
+    let state = hand_state(&[hand_queue(b"", 3, vec![(2, 10, b"b"), (3, 10, b"c")]), jobs]);
+    let expected = hand_snapshot(41, 3, &state);
+    let mut s = manifest_snapshot();
+    s.queues[1].records.reverse();
+    assert_eq!(snapshot::encode(&s).unwrap(), expected);
+    let golden = snapshot::decode(&golden("tflux.snapshot"), Path::new("x")).unwrap();
+    let again = snapshot::encode(&golden).unwrap();
+    assert_eq!(snapshot::decode(&again, Path::new("x")).unwrap(), golden);
+}
+
+#[test]
+fn every_truncated_snapshot_is_corruption() {
+    let bytes = golden("tflux.snapshot");
+    for cut in 1..bytes.len() {
+        let (offset, reason) = snap_err(&bytes[..cut]);
+        assert!(offset <= cut as u64, "cut {cut}: {offset} {reason}");
+    }
+}
+
+#[test]
+fn every_flipped_snapshot_byte_outside_index_and_term_is_corruption() {
+    let bytes = golden("tflux.snapshot");
+    for i in 0..bytes.len() {
+        for flip in [0x01, 0x80] {
+            let mut b = bytes.clone();
+            b[i] ^= flip;
+            let r = snapshot::decode(&b, Path::new("s"));
+            match i {
+                4..=11 if flip == 0x01 => assert!(r.is_ok(), "byte {i}"), // not checksummed
+                4 | 8 => assert!(r.is_err(), "sign of index/term at {i}"),
+                5..=11 => assert!(r.is_ok()),
+                _ => {
+                    let (offset, _) = corruption_offset(r);
+                    let expected = match i {
+                        0..=3 => 0,
+                        12..=15 => offset, // length: past the end or trailing bytes, both fine
+                        _ => bytes.len() as u64 - 4,
+                    };
+                    assert_eq!(offset, expected, "byte {i} flip {flip:#x}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn snapshot_header_errors_name_their_offsets() {
+    let state = hand_state(&[hand_queue(b"", 0, vec![])]);
+    let good = hand_snapshot(5, 2, &state);
+    assert!(snapshot::decode(&good, Path::new("s")).is_ok());
+
+    let mut bad_marker = good.clone();
+    bad_marker[0] = 0;
+    assert_eq!(snap_err(&bad_marker).0, 0);
+    assert_eq!(snap_err(&hand_snapshot(-1, 2, &state)).0, 4);
+    assert_eq!(snap_err(&hand_snapshot(5, -2, &state)).0, 8);
+
+    let mut trailing = good.clone();
+    trailing.extend_from_slice(b"xyz");
+    let (offset, reason) = snap_err(&trailing);
+    assert_eq!(
+        (offset, reason.as_str()),
+        (good.len() as u64, "3 trailing bytes after the checksum")
+    );
+
+    let mut crc = good.clone();
+    let n = crc.len();
+    crc[n - 1] ^= 1;
+    let (offset, reason) = snap_err(&crc);
+    assert_eq!(offset, n as u64 - 4);
+    assert!(reason.starts_with("checksum mismatch"), "{reason}");
+
+    let mut huge = good[..12].to_vec();
+    huge.extend_from_slice(&i32::MAX.to_be_bytes());
+    huge.extend_from_slice(&good[16..]);
+    let (offset, reason) = snap_err(&huge);
+    assert_eq!(offset, 12);
+    assert!(
+        reason.starts_with("state length 2147483647 runs past the end"),
+        "{reason}"
+    );
+
+    let mut negative = good[..12].to_vec();
+    negative.extend_from_slice(&(-4i32).to_be_bytes());
+    negative.extend_from_slice(&good[16..]);
+    assert_eq!(
+        snap_err(&negative),
+        (12, "state length -4 is negative".into())
+    );
+}
+
+#[test]
+fn snapshot_state_errors_name_their_offsets() {
+    const Q0: u64 = 20; // first queue (after marker, index, term, length, count)
+    let default = || hand_queue(b"", 5, vec![]);
+    let check = |state: Vec<u8>, offset: u64, reason: &str| {
+        let (o, r) = snap_err(&hand_snapshot(1, 1, &state));
+        assert_eq!((o, r.as_str()), (offset, reason));
+    };
+    // Duplicate queue names: the second name's length byte.
+    check(
+        hand_state(&[
+            default(),
+            hand_queue(b"q", 0, vec![]),
+            hand_queue(b"q", 0, vec![]),
+        ]),
+        Q0 + 26 + 27,
+        "duplicate queue \"q\"",
+    );
+    check(
+        hand_state(&[default(), default()]),
+        Q0 + 26,
+        "duplicate queue \"\"",
+    );
+    // Missing default queue: reported at the queue count.
+    check(
+        hand_state(&[hand_queue(b"q", 0, vec![])]),
+        16,
+        "no default queue (empty name) in the snapshot",
+    );
+    check(
+        hand_state(&[]),
+        16,
+        "no default queue (empty name) in the snapshot",
+    );
+    // Record ids: above last id, duplicates adjacent and apart (the later one is named).
+    let rec0 = Q0 + 26;
+    check(
+        hand_state(&[hand_queue(b"", 5, vec![(1, 0, b"a"), (6, 0, b"")])]),
+        rec0 + 21,
+        "record id 6 in queue \"\" is above its last id 5",
+    );
+    check(
+        hand_state(&[hand_queue(b"", 5, vec![(2, 0, b""), (2, 0, b"")])]),
+        rec0 + 20,
+        "duplicate record id 2 in queue \"\"",
+    );
+    check(
+        hand_state(&[hand_queue(
+            b"",
+            5,
+            vec![(3, 0, b"xy"), (1, 0, b""), (3, 0, b"")],
+        )]),
+        rec0 + 22 + 20,
+        "duplicate record id 3 in queue \"\"",
+    );
+    check(
+        hand_state(&[hand_queue(
+            b"",
+            5,
+            vec![(4, 0, b""), (2, 0, b"abc"), (3, 0, b""), (2, 7, b"")],
+        )]),
+        rec0 + 20 + 23 + 20,
+        "duplicate record id 2 in queue \"\"",
+    );
+    // Bool other than 0/1 in the key range flag.
+    let mut state = hand_state(&[default()]);
+    state[4 + 1 + 4 + 8 + 4 + 4] = 2;
+    check(state, Q0 + 21, "key range flag 0x02 is not a Bool (0 or 1)");
+    // Invalid name byte.
+    check(
+        hand_state(&[default(), hand_queue(b"a b", 0, vec![])]),
+        Q0 + 26 + 2,
+        "queue name byte 0x20 at offset 48 is not in '!'..'~'",
+    );
+    // Trailing bytes inside the state.
+    let mut state = hand_state(&[default()]);
+    state.push(0);
+    check(
+        state,
+        Q0 + 26,
+        "1 trailing bytes in the state after the last queue",
+    );
+}
+
+#[test]
+fn absurd_counts_fail_fast() {
+    // Queue count 2^31-1 with one queue's worth of bytes.
+    let mut state = hand_state(&[hand_queue(b"", 0, vec![])]);
+    state[..4].copy_from_slice(&i32::MAX.to_be_bytes());
+    let (offset, reason) = snap_err(&hand_snapshot(1, 1, &state));
+    assert_eq!(offset, 16);
+    assert!(
+        reason.starts_with("queue count 2147483647 runs past the end"),
+        "{reason}"
+    );
+    // Record count 2^31-1.
+    let mut state = hand_state(&[hand_queue(b"", 9, vec![(1, 0, b"")])]);
+    let at = 4 + 22;
+    state[at..at + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+    let (offset, reason) = snap_err(&hand_snapshot(1, 1, &state));
+    assert_eq!(offset, 16 + at as u64);
+    assert!(
+        reason.starts_with("record count 2147483647 runs past the end"),
+        "{reason}"
+    );
+    // Negative counts.
+    let mut state = hand_state(&[hand_queue(b"", 0, vec![])]);
+    state[..4].copy_from_slice(&(-1i32).to_be_bytes());
+    assert_eq!(
+        snap_err(&hand_snapshot(1, 1, &state)),
+        (16, "queue count -1 is negative".into())
+    );
+    // Record data length 2^31-1.
+    let mut state = hand_state(&[hand_queue(b"", 9, vec![(1, 0, b"abc")])]);
+    let at = 4 + 26 + 16;
+    state[at..at + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+    let (offset, reason) = snap_err(&hand_snapshot(1, 1, &state));
+    assert_eq!(offset, 16 + at as u64);
+    assert_eq!(
+        reason,
+        "record data length 2147483647 runs past the end (3 bytes left)"
+    );
+}
+
+#[test]
+fn snapshot_encode_refuses_what_decode_would_refuse() {
+    let invalid = |s: &Snapshot, needle: &str| match snapshot::encode(s) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains(needle), "{m}"),
+        other => panic!("expected InvalidArgument({needle}), got {other:?}"),
+    };
+    let base = manifest_snapshot();
+    let mut s = base.clone();
+    s.last_index = i32::MAX as i64 + 1;
+    invalid(&s, "last index 2147483648");
+    let mut s = base.clone();
+    s.last_term = -1;
+    invalid(&s, "last term -1");
+    let mut s = base.clone();
+    s.queues[1].name = b"a b".to_vec();
+    invalid(&s, "queue name byte 0x20");
+    let mut s = base.clone();
+    s.queues[1].name = vec![b'x'; 256];
+    invalid(&s, "256 bytes");
+    let mut s = base.clone();
+    s.queues[1].name = vec![];
+    invalid(&s, "duplicate queue");
+    let mut s = base.clone();
+    s.queues.remove(0);
+    invalid(&s, "default queue");
+    let mut s = base.clone();
+    s.queues[0].records.push((2, 0, vec![]));
+    invalid(&s, "duplicate record id 2");
+    let mut s = base.clone();
+    s.queues[0].last_id = 2;
+    invalid(&s, "above its last id");
+    let mut s = base;
+    s.last_index = i32::MAX as i64;
+    s.last_term = i32::MAX as i64;
+    assert!(snapshot::encode(&s).is_ok());
+}
+
+#[test]
+fn snapshot_files_are_written_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let path = data.join("tflux.snapshot");
+    assert_eq!(snapshot::read(&path).unwrap(), None);
+    std::fs::write(&path, b"").unwrap();
+    assert_eq!(snapshot::read(&path).unwrap(), None);
+    std::fs::write(&path, golden("tflux.snapshot")).unwrap();
+    assert_eq!(snapshot::read(&path).unwrap(), Some(manifest_snapshot()));
+
+    let mut s = manifest_snapshot();
+    s.last_index = 99;
+    snapshot::write(&path, &s).unwrap();
+    assert_eq!(snapshot::read(&path).unwrap(), Some(s.clone()));
+    let temp: Vec<_> = std::fs::read_dir(data.join("temp")).unwrap().collect();
+    assert!(temp.is_empty(), "temp files left behind: {temp:?}");
+
+    // A refused snapshot leaves the old file alone.
+    let mut bad = s.clone();
+    bad.last_term = -5;
+    assert!(matches!(
+        snapshot::write(&path, &bad),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(snapshot::read(&path).unwrap(), Some(s));
+}
+
+#[test]
+fn snapshot_read_reports_io_errors_and_corruption_with_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the file should be: an I/O error, not "absent".
+    assert!(matches!(snapshot::read(dir.path()), Err(Error::Io { .. })));
+    let path = dir.path().join("tflux.snapshot");
+    std::fs::write(&path, b"\xB6\x38\x0F").unwrap();
+    match snapshot::read(&path) {
+        Err(Error::Corruption { path: p, .. }) => assert_eq!(p, path),
+        other => panic!("{other:?}"),
+    }
+}
+
+// ---------- metadata ----------
+
+#[test]
+fn golden_metadata_decodes_and_encodes_byte_identically() {
+    let cases = [
+        (
+            "tflux.metadata",
+            Metadata {
+                term: 7,
+                voted_for: Some(2),
+            },
+        ),
+        (
+            "tflux.metadata.novote",
+            Metadata {
+                term: 1,
+                voted_for: None,
+            },
+        ),
+    ];
+    for (name, expected) in cases {
+        let bytes = golden(name);
+        assert_eq!(
+            metadata::decode(&bytes, Path::new(name)).unwrap(),
+            expected,
+            "{name}"
+        );
+        assert_eq!(metadata::encode(&expected).to_vec(), bytes, "{name}");
+        assert_eq!(
+            hand_metadata(1, expected.term, expected.voted_for.unwrap_or(-1)),
+            bytes
+        );
+    }
+    // Some(-1) is "no vote" too.
+    let m = Metadata {
+        term: 1,
+        voted_for: Some(-1),
+    };
+    assert_eq!(
+        metadata::encode(&m).to_vec(),
+        golden("tflux.metadata.novote")
+    );
+}
+
+#[test]
+fn metadata_errors_name_their_offsets() {
+    let good = golden("tflux.metadata");
+    for cut in 0..20 {
+        let (offset, reason) = meta_err(&good[..cut]);
+        assert_eq!(offset, cut as u64);
+        assert!(reason.contains("expected exactly 20"), "{reason}");
+    }
+    let mut long = good.clone();
+    long.push(0);
+    assert_eq!(meta_err(&long).0, 20);
+    for i in 0..20 {
+        let mut b = good.clone();
+        b[i] ^= 0x40;
+        let expected = match i {
+            0..=3 => 0,
+            4..=7 => 4,
+            _ => 16,
+        };
+        assert_eq!(meta_err(&b).0, expected, "byte {i}");
+    }
+    assert_eq!(
+        meta_err(&hand_metadata(2, 1, -1)),
+        (4, "unknown metadata version 2 (expected 1)".into())
+    );
+    assert_eq!(
+        meta_err(&hand_metadata(1, -1, -1)),
+        (8, "negative term -1".into())
+    );
+    assert_eq!(
+        meta_err(&hand_metadata(1, 1, -2)),
+        (12, "invalid vote -2 (expected -1 or a node id >= 0)".into())
+    );
+    assert!(metadata::decode(&hand_metadata(1, 0, 0), Path::new("m")).is_ok());
+}
+
+#[test]
+fn metadata_files_are_written_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tflux.metadata");
+    assert_eq!(metadata::read(&path).unwrap(), Metadata::default());
+    std::fs::write(&path, b"").unwrap();
+    assert_eq!(
+        metadata::read(&path).unwrap(),
+        Metadata {
+            term: 1,
+            voted_for: None
+        }
+    );
+    let m = Metadata {
+        term: 7,
+        voted_for: Some(2),
+    };
+    metadata::write(&path, &m).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), golden("tflux.metadata"));
+    metadata::write(
+        &path,
+        &Metadata {
+            term: 8,
+            voted_for: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        metadata::read(&path).unwrap(),
+        Metadata {
+            term: 8,
+            voted_for: None
+        }
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("temp")).unwrap().count(),
+        0
+    );
+    for bad in [
+        Metadata {
+            term: -1,
+            voted_for: None,
+        },
+        Metadata {
+            term: 1,
+            voted_for: Some(-2),
+        },
+    ] {
+        assert!(matches!(
+            metadata::write(&path, &bad),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    assert_eq!(metadata::read(&path).unwrap().term, 8);
+}
+
+// ---------- round trips ----------
+
+fn name() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(0x21u8..=0x7E, 0..=255)
+}
+
+fn delta_strategy() -> impl Strategy<Value = Delta> {
+    prop_oneof![
+        (
+            name(),
+            any::<i32>(),
+            any::<i32>(),
+            any::<i32>(),
+            any::<Option<(i64, i64)>>()
+        )
+            .prop_map(
+                |(name, implementation, max_queue_size, max_message_size, key_range)| {
+                    Delta::CreateQueue {
+                        name,
+                        implementation,
+                        max_queue_size,
+                        max_message_size,
+                        key_range,
+                    }
+                }
+            ),
+        name().prop_map(|name| Delta::DeleteQueue { name }),
+        (
+            name(),
+            any::<i64>(),
+            prop::collection::vec(any::<u8>(), 0..300)
+        )
+            .prop_map(|(name, key, message)| Delta::AddRecord { name, key, message }),
+        (name(), any::<u64>()).prop_map(|(name, id)| Delta::RemoveRecord { name, id }),
+    ]
+}
+
+fn queue_strategy(name: Vec<u8>) -> impl Strategy<Value = QueueData> {
+    (
+        any::<i32>(),
+        any::<i32>(),
+        any::<i32>(),
+        any::<Option<(i64, i64)>>(),
+        prop::collection::btree_map(
+            any::<u64>(),
+            (any::<i64>(), prop::collection::vec(any::<u8>(), 0..40)),
+            0..12,
+        ),
+        any::<u64>(),
+    )
+        .prop_map(
+            move |(implementation, max_queue_size, max_message_size, key_range, recs, extra)| {
+                let max_id = recs.keys().next_back().copied().unwrap_or(0);
+                QueueData {
+                    name: name.clone(),
+                    implementation,
+                    last_id: max_id.saturating_add(extra % 4),
+                    max_queue_size,
+                    max_message_size,
+                    key_range,
+                    records: recs.into_iter().map(|(id, (k, d))| (id, k, d)).collect(),
+                }
+            },
+        )
+}
+
+fn snapshot_strategy() -> impl Strategy<Value = Snapshot> {
+    (
+        0..=i32::MAX as i64,
+        0..=i32::MAX as i64,
+        prop::collection::btree_set(name(), 0..5),
+    )
+        .prop_flat_map(|(last_index, last_term, mut names)| {
+            names.insert(vec![]);
+            let queues: Vec<_> = names.into_iter().map(queue_strategy).collect();
+            (Just(last_index), Just(last_term), queues)
+        })
+        .prop_map(|(last_index, last_term, queues)| Snapshot {
+            last_index,
+            last_term,
+            queues,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    #[test]
+    fn deltas_round_trip(d in delta_strategy()) {
+        let bytes = d.encode();
+        prop_assert_eq!(bytes.len(), d.as_ref().encoded_len());
+        let back = delta::decode(&bytes).unwrap();
+        prop_assert_eq!(&back, &d.as_ref());
+        prop_assert_eq!(Delta::from(back), d);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_delta_decoder(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+        if let Ok(d) = delta::decode(&bytes) {
+            prop_assert_eq!(d.to_bytes(), bytes);
+        }
+    }
+
+    #[test]
+    fn snapshots_round_trip(s in snapshot_strategy()) {
+        let bytes = snapshot::encode(&s).unwrap();
+        prop_assert_eq!(snapshot::decode(&bytes, Path::new("s")).unwrap(), s);
+    }
+
+    #[test]
+    fn shuffled_snapshot_records_come_back_in_id_order(s in snapshot_strategy(), seed in any::<u64>()) {
+        // Hand-encode with records reversed or rotated: decoding must sort them.
+        let queues: Vec<HandQueue> = s.queues.iter().map(|q| {
+            let mut records: Vec<(u64, i64, &[u8])> = q.records.iter().map(|(i, k, d)| (*i, *k, d.as_slice())).collect();
+            if seed % 2 == 0 { records.reverse() } else if !records.is_empty() {
+                let n = (seed as usize) % records.len();
+                records.rotate_left(n);
+            }
+            HandQueue {
+                name: &q.name, implementation: q.implementation, last_id: q.last_id,
+                max_queue_size: q.max_queue_size, max_message_size: q.max_message_size,
+                key_range: q.key_range, records,
+            }
+        }).collect();
+        let bytes = hand_snapshot(s.last_index as i32, s.last_term as i32, &hand_state(&queues));
+        prop_assert_eq!(snapshot::decode(&bytes, Path::new("s")).unwrap(), s);
+    }
+
+    #[test]
+    fn corrupted_snapshots_never_panic(s in snapshot_strategy(), at in any::<prop::sample::Index>(), flip in 1u8..) {
+        let mut bytes = snapshot::encode(&s).unwrap();
+        let i = at.index(bytes.len());
+        bytes[i] ^= flip;
+        let _ = snapshot::decode(&bytes, Path::new("s"));
+        bytes.truncate(i);
+        prop_assert!(snapshot::decode(&bytes, Path::new("s")).is_err());
+    }
+
+    #[test]
+    fn metadata_round_trips(term in 0..=i32::MAX, vote in prop::option::of(0..=i32::MAX)) {
+        let m = Metadata { term, voted_for: vote };
+        prop_assert_eq!(metadata::decode(&metadata::encode(&m), Path::new("m")).unwrap(), m);
+    }
+}
+
+#[test]
+fn decoded_delta_borrows_from_its_bytes() {
+    let bytes = unhex("4100fffffffffffffffd0000000568656c6c6f");
+    let d = delta::decode(&bytes).unwrap();
+    let DeltaRef::AddRecord { message, .. } = d else {
+        panic!("{d:?}")
+    };
+    assert_eq!(message.as_ptr(), bytes[14..].as_ptr());
+}
