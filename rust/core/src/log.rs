@@ -865,6 +865,24 @@ impl Log {
         Ok(())
     }
 
+    /// Like `close`, for an owner that cannot give the log away: syncs per policy, releases
+    /// the directory lock and every file; the log holds nothing afterwards and refuses writes.
+    pub fn release(&mut self) -> Result<()> {
+        let result = if !self.opts.readonly
+            && self.poisoned.is_none()
+            && self.opts.sync == SyncPolicy::Batch
+            && !self.segments.is_empty()
+        {
+            self.active().sync()
+        } else {
+            Ok(())
+        };
+        self.segments.clear();
+        self._lock = None;
+        self.poisoned = Some("the log was closed".into());
+        result
+    }
+
     fn sync_if(&mut self, policy: SyncPolicy) -> Result<()> {
         if self.opts.sync == policy {
             self.active().sync()?;

@@ -404,7 +404,9 @@ impl Segment {
     }
 
     pub fn try_clone_file(&self) -> Result<File> {
-        self.file.try_clone().ctx("duplicate segment handle", &self.path)
+        self.file
+            .try_clone()
+            .ctx("duplicate segment handle", &self.path)
     }
 
     pub fn sync(&self) -> Result<()> {

@@ -76,7 +76,9 @@ impl Settings {
         let value: Value = serde_json::from_str(text)
             .map_err(|e| Error::InvalidArgument(format!("{source}: invalid JSON: {e}")))?;
         let Value::Object(map) = value else {
-            return Err(Error::InvalidArgument(format!("{source}: expected a JSON object")));
+            return Err(Error::InvalidArgument(format!(
+                "{source}: expected a JSON object"
+            )));
         };
         self.merge(&map, source)
     }
@@ -97,15 +99,23 @@ impl Settings {
         let bad = |key: &str, want: &str| {
             Error::InvalidArgument(format!("{source}: {key} must be {want}, got {}", map[key]))
         };
-        let uint = |key: &str| map[key].as_u64().ok_or_else(|| bad(key, "a non-negative integer"));
+        let uint = |key: &str| {
+            map[key]
+                .as_u64()
+                .ok_or_else(|| bad(key, "a non-negative integer"))
+        };
         for key in map.keys() {
             match key.as_str() {
                 "LogFileSoftLimit" => self.log_file_soft_limit = uint(key)?,
                 "LogFileHardLimit" => self.log_file_hard_limit = uint(key)?,
                 "LogPreallocateSegments" => {
-                    self.log_preallocate_segments = map[key].as_bool().ok_or_else(|| bad(key, "true or false"))?
+                    self.log_preallocate_segments = map[key]
+                        .as_bool()
+                        .ok_or_else(|| bad(key, "true or false"))?
                 }
-                "SnapshotCreationSegmentsThreshold" => self.snapshot_creation_segments_threshold = uint(key)?,
+                "SnapshotCreationSegmentsThreshold" => {
+                    self.snapshot_creation_segments_threshold = uint(key)?
+                }
                 "LogSyncIntervalMs" => self.log_sync_interval_ms = uint(key)?,
                 "LogSyncPolicy" => {
                     self.log_sync_policy = match map[key].as_str() {

@@ -127,15 +127,17 @@ impl Store {
                 return Err(Error::corruption(
                     &layout.log,
                     None,
-                    format!("entry {lsn} has term {term}, above the current term {} in the metadata", metadata.term),
+                    format!(
+                        "entry {lsn} has term {term}, above the current term {} in the metadata",
+                        metadata.term
+                    ),
                 ));
             }
         }
         let (mut state, snapshot_index) = match &snap {
             Some(s) => {
-                let state = QueueState::from_snapshot(s).map_err(|e| {
-                    Error::corruption(&layout.snapshot, None, e.to_string())
-                })?;
+                let state = QueueState::from_snapshot(s)
+                    .map_err(|e| Error::corruption(&layout.snapshot, None, e.to_string()))?;
                 (state, s.last_index)
             }
             None => (QueueState::new(), -1),
@@ -144,16 +146,22 @@ impl Store {
         let start = log.start_index();
         if start > snapshot_index + 1 {
             let what = match snap {
-                Some(_) => format!("the log starts at {start} but the snapshot ends at {snapshot_index}"),
+                Some(_) => {
+                    format!("the log starts at {start} but the snapshot ends at {snapshot_index}")
+                }
                 None => format!("the log starts at {start} and there is no snapshot"),
             };
-            return Err(Error::corruption(&layout.log, None, format!("gap between snapshot and log: {what}")));
+            return Err(Error::corruption(
+                &layout.log,
+                None,
+                format!("gap between snapshot and log: {what}"),
+            ));
         }
         if log.last_index() < snapshot_index && !readonly {
             // The snapshot is ahead of the whole log: the log restarts after it.
             log.insert_range(snapshot_index + 1, &[] as &[(i32, &[u8])])?;
         }
-        if log.last_index() >= snapshot_index + 1 {
+        if log.last_index() > snapshot_index {
             report.replayed = state.replay(&mut log, Some(snapshot_index + 1))?;
         }
         if !readonly && log.last_index() >= log.start_index() {
@@ -238,7 +246,11 @@ impl Store {
 
     /// Appends deltas (one write), commits them and applies them; returns what each did and
     /// the last LSN. The caller then waits for durability outside the lock.
-    fn log_and_apply(&self, inner: &mut Inner, deltas: &[DeltaRef<'_>]) -> Result<(Vec<Applied>, i64)> {
+    fn log_and_apply(
+        &self,
+        inner: &mut Inner,
+        deltas: &[DeltaRef<'_>],
+    ) -> Result<(Vec<Applied>, i64)> {
         let mut encoded: Vec<Vec<u8>> = Vec::with_capacity(deltas.len());
         for d in deltas {
             let mut buf = Vec::new();
@@ -284,7 +296,11 @@ impl Store {
                 return Err(Error::Poisoned(e.clone()));
             }
             if st.syncing {
-                st = self.durability.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+                st = self
+                    .durability
+                    .changed
+                    .wait(st)
+                    .unwrap_or_else(|e| e.into_inner());
                 continue;
             }
             st.syncing = true;
@@ -335,7 +351,8 @@ impl Store {
         let lsn = {
             let mut inner = self.writable()?;
             inner.state.check_delete(name)?;
-            self.log_and_apply(&mut inner, &[DeltaRef::DeleteQueue { name }])?.1
+            self.log_and_apply(&mut inner, &[DeltaRef::DeleteQueue { name }])?
+                .1
         };
         self.ready.notify_all();
         self.after_write(lsn)
@@ -434,7 +451,8 @@ impl Store {
                     id,
                 });
             }
-            self.log_and_apply(&mut inner, &[DeltaRef::RemoveRecord { name, id }])?.1
+            self.log_and_apply(&mut inner, &[DeltaRef::RemoveRecord { name, id }])?
+                .1
         };
         self.after_write(lsn)
     }
@@ -473,7 +491,11 @@ impl Store {
     /// `(start, last, snapshot index)` of the log.
     pub fn log_bounds(&self) -> Result<(i64, i64, i64)> {
         let inner = self.inner()?;
-        Ok((inner.log.start_index(), inner.log.last_index(), inner.snapshot_index))
+        Ok((
+            inner.log.start_index(),
+            inner.log.last_index(),
+            inner.snapshot_index,
+        ))
     }
 
     pub fn metadata(&self) -> Result<Metadata> {
@@ -514,11 +536,13 @@ impl Store {
                 return Ok(());
             }
             inner.closed = true;
-            if self.readonly || self.settings.log_sync_policy == StoreSync::Never {
+            let synced = if self.readonly || self.settings.log_sync_policy == StoreSync::Never {
                 Ok(())
             } else {
                 inner.log.sync()
-            }
+            };
+            // Release the directory lock now, not when the last reference goes away.
+            synced.and(inner.log.release())
         };
         self.ready.notify_all();
         if let Some(h) = lock(&self.syncer).take() {

@@ -39,7 +39,12 @@ fn ops(keys: std::ops::Range<i64>) -> impl Strategy<Value = Vec<Op>> {
     )
 }
 
-fn run_model(implementation: i32, range: Option<(i64, i64)>, scale: i64, ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run_model(
+    implementation: i32,
+    range: Option<(i64, i64)>,
+    scale: i64,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
     let mut state = QueueState::new();
     create(&mut state, b"q", implementation, range);
     // Model: ready records as (key, id), in-flight ids, next id.
@@ -52,7 +57,14 @@ fn run_model(implementation: i32, range: Option<(i64, i64)>, scale: i64, ops: Ve
                 let key = k * scale;
                 let msg = key.to_be_bytes();
                 state
-                    .apply_delta(None, &DeltaRef::AddRecord { name: b"q", key, message: &msg })
+                    .apply_delta(
+                        None,
+                        &DeltaRef::AddRecord {
+                            name: b"q",
+                            key,
+                            message: &msg,
+                        },
+                    )
                     .unwrap();
                 ready.push((key, next_id));
                 next_id += 1;
@@ -60,12 +72,21 @@ fn run_model(implementation: i32, range: Option<(i64, i64)>, scale: i64, ops: Ve
             Op::Remove(n) => {
                 let all: Vec<(i64, u64)> = ready.iter().chain(flight.iter()).copied().collect();
                 if all.is_empty() {
-                    let r = state.apply_delta(Some(9), &DeltaRef::RemoveRecord { name: b"q", id: next_id });
-                    prop_assert!(matches!(r, Err(Error::Replay { lsn: Some(9), .. })));
+                    let r = state.apply_delta(
+                        Some(9),
+                        &DeltaRef::RemoveRecord {
+                            name: b"q",
+                            id: next_id,
+                        },
+                    );
+                    let is_replay_9 = matches!(r, Err(Error::Replay { lsn: Some(9), .. }));
+                    prop_assert!(is_replay_9);
                     continue;
                 }
                 let (_, id) = all[n % all.len()];
-                state.apply_delta(None, &DeltaRef::RemoveRecord { name: b"q", id }).unwrap();
+                state
+                    .apply_delta(None, &DeltaRef::RemoveRecord { name: b"q", id })
+                    .unwrap();
                 ready.retain(|r| r.1 != id);
                 flight.retain(|r| r.1 != id);
                 // Removing it twice is a replay error.
@@ -74,7 +95,11 @@ fn run_model(implementation: i32, range: Option<(i64, i64)>, scale: i64, ops: Ve
             }
             Op::Dequeue => {
                 ready.sort();
-                let got = state.queue_mut(b"q").unwrap().dequeue().map(|r| (r.key, r.id, r.data.to_vec()));
+                let got = state
+                    .queue_mut(b"q")
+                    .unwrap()
+                    .dequeue()
+                    .map(|r| (r.key, r.id, r.data.to_vec()));
                 if ready.is_empty() {
                     prop_assert!(got.is_none());
                 } else {
@@ -137,14 +162,45 @@ fn replay_rules_name_the_lsn() {
     let mut s = QueueState::new();
     create(&mut s, b"jobs", IMPL_HEAP, None);
     let cases: Vec<DeltaRef<'_>> = vec![
-        DeltaRef::CreateQueue { name: b"jobs", implementation: 1, max_queue_size: -1, max_message_size: -1, key_range: None },
-        DeltaRef::CreateQueue { name: b"x", implementation: 3, max_queue_size: -1, max_message_size: -1, key_range: None },
-        DeltaRef::CreateQueue { name: b"x", implementation: 2, max_queue_size: -1, max_message_size: -1, key_range: None },
-        DeltaRef::CreateQueue { name: b"x", implementation: 2, max_queue_size: -1, max_message_size: -1, key_range: Some((5, 1)) },
+        DeltaRef::CreateQueue {
+            name: b"jobs",
+            implementation: 1,
+            max_queue_size: -1,
+            max_message_size: -1,
+            key_range: None,
+        },
+        DeltaRef::CreateQueue {
+            name: b"x",
+            implementation: 3,
+            max_queue_size: -1,
+            max_message_size: -1,
+            key_range: None,
+        },
+        DeltaRef::CreateQueue {
+            name: b"x",
+            implementation: 2,
+            max_queue_size: -1,
+            max_message_size: -1,
+            key_range: None,
+        },
+        DeltaRef::CreateQueue {
+            name: b"x",
+            implementation: 2,
+            max_queue_size: -1,
+            max_message_size: -1,
+            key_range: Some((5, 1)),
+        },
         DeltaRef::DeleteQueue { name: b"" },
         DeltaRef::DeleteQueue { name: b"nope" },
-        DeltaRef::AddRecord { name: b"nope", key: 1, message: b"" },
-        DeltaRef::RemoveRecord { name: b"jobs", id: 1 },
+        DeltaRef::AddRecord {
+            name: b"nope",
+            key: 1,
+            message: b"",
+        },
+        DeltaRef::RemoveRecord {
+            name: b"jobs",
+            id: 1,
+        },
     ];
     for (i, d) in cases.iter().enumerate() {
         match s.apply_delta(Some(100 + i as i64), d) {
@@ -153,8 +209,15 @@ fn replay_rules_name_the_lsn() {
         }
     }
     create(&mut s, b"arr", IMPL_ARRAY, Some((0, 9)));
-    let outside = DeltaRef::AddRecord { name: b"arr", key: 10, message: b"" };
-    assert!(matches!(s.apply_delta(Some(7), &outside), Err(Error::Replay { lsn: Some(7), .. })));
+    let outside = DeltaRef::AddRecord {
+        name: b"arr",
+        key: 10,
+        message: b"",
+    };
+    assert!(matches!(
+        s.apply_delta(Some(7), &outside),
+        Err(Error::Replay { lsn: Some(7), .. })
+    ));
     // Nothing above changed the state.
     assert_eq!(s.len(), 3);
 }
@@ -162,19 +225,63 @@ fn replay_rules_name_the_lsn() {
 #[test]
 fn policies_are_checked_for_clients_only() {
     let mut s = QueueState::new();
-    let d = DeltaRef::CreateQueue { name: b"q", implementation: 2, max_queue_size: 1, max_message_size: 3, key_range: Some((0, 9)) };
+    let d = DeltaRef::CreateQueue {
+        name: b"q",
+        implementation: 2,
+        max_queue_size: 1,
+        max_message_size: 3,
+        key_range: Some((0, 9)),
+    };
     s.apply_delta(None, &d).unwrap();
     assert!(s.check_enqueue(b"q", 0, 3).is_ok());
-    assert!(matches!(s.check_enqueue(b"q", 0, 4), Err(Error::Policy { policy: "max_message_size", .. })));
-    assert!(matches!(s.check_enqueue(b"q", 10, 1), Err(Error::Policy { policy: "key_range", .. })));
-    s.apply_delta(None, &DeltaRef::AddRecord { name: b"q", key: 0, message: b"abcd" }).unwrap();
-    assert!(matches!(s.check_enqueue(b"q", 0, 1), Err(Error::Policy { policy: "max_queue_size", .. })));
+    assert!(matches!(
+        s.check_enqueue(b"q", 0, 4),
+        Err(Error::Policy {
+            policy: "max_message_size",
+            ..
+        })
+    ));
+    assert!(matches!(
+        s.check_enqueue(b"q", 10, 1),
+        Err(Error::Policy {
+            policy: "key_range",
+            ..
+        })
+    ));
+    s.apply_delta(
+        None,
+        &DeltaRef::AddRecord {
+            name: b"q",
+            key: 0,
+            message: b"abcd",
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        s.check_enqueue(b"q", 0, 1),
+        Err(Error::Policy {
+            policy: "max_queue_size",
+            ..
+        })
+    ));
     // In-flight records do not count against max queue size.
     s.queue_mut(b"q").unwrap().dequeue().unwrap();
     assert!(s.check_enqueue(b"q", 0, 1).is_ok());
-    assert!(matches!(s.check_enqueue(b"nope", 0, 1), Err(Error::NoSuchQueue { .. })));
-    let cfg = QueueConfig { implementation: IMPL_ARRAY, key_range: None, ..QueueConfig::default() };
+    assert!(matches!(
+        s.check_enqueue(b"nope", 0, 1),
+        Err(Error::NoSuchQueue { .. })
+    ));
+    let cfg = QueueConfig {
+        implementation: IMPL_ARRAY,
+        key_range: None,
+        ..QueueConfig::default()
+    };
     assert!(s.check_create(b"z", &cfg).is_err());
-    assert!(matches!(s.check_create(b"q", &QueueConfig::default()), Err(Error::QueueExists { .. })));
-    assert!(s.check_create(b"bad name", &QueueConfig::default()).is_err());
+    assert!(matches!(
+        s.check_create(b"q", &QueueConfig::default()),
+        Err(Error::QueueExists { .. })
+    ));
+    assert!(s
+        .check_create(b"bad name", &QueueConfig::default())
+        .is_err());
 }

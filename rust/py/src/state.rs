@@ -75,7 +75,13 @@ impl PyQueueState {
     }
 
     fn __repr__(&self) -> String {
-        self.with(|s| format!("QueueState(queues={}, records={})", s.len(), s.total_records()))
+        self.with(|s| {
+            format!(
+                "QueueState(queues={}, records={})",
+                s.len(),
+                s.total_records()
+            )
+        })
     }
 }
 

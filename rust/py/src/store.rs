@@ -61,8 +61,15 @@ impl PyRecord {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let me = slf.get();
         let py = slf.py();
-        let args = (me.id, me.key, PyBytes::new(py, &me.payload), me.queue.clone());
-        (slf.get_type(), args).into_pyobject(py).map(Bound::into_any)
+        let args = (
+            me.id,
+            me.key,
+            PyBytes::new(py, &me.payload),
+            me.queue.clone(),
+        );
+        (slf.get_type(), args)
+            .into_pyobject(py)
+            .map(Bound::into_any)
     }
 
     fn __repr__(&self) -> String {
@@ -202,7 +209,9 @@ impl PyStore {
         readonly: bool,
     ) -> PyResult<PyStore> {
         let path = base_dir.display().to_string();
-        let store = run(py, || Store::open(&base_dir, settings_json.as_deref(), readonly))?;
+        let store = run(py, || {
+            Store::open(&base_dir, settings_json.as_deref(), readonly)
+        })?;
         let store = Arc::new(store);
         store.start_background_sync();
         Ok(PyStore { inner: store, path })
@@ -226,7 +235,13 @@ impl PyStore {
         run(py, || self.inner.delete_queue(name.as_bytes()))
     }
 
-    fn enqueue(&self, py: Python<'_>, queue: &str, key: i64, payload: PyBackedBytes) -> PyResult<u64> {
+    fn enqueue(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        key: i64,
+        payload: PyBackedBytes,
+    ) -> PyResult<u64> {
         run(py, || self.inner.enqueue(queue.as_bytes(), key, &payload))
     }
 
@@ -242,7 +257,12 @@ impl PyStore {
 
     /// Waits up to `timeout` seconds (None = forever, 0 = never) for a record.
     #[pyo3(signature = (queue, timeout=None))]
-    fn dequeue(&self, py: Python<'_>, queue: &str, timeout: Option<f64>) -> PyResult<Option<PyRecord>> {
+    fn dequeue(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<PyRecord>> {
         if timeout.is_some_and(|t| t.is_nan() || t < 0.0) {
             return Err(PyValueError::new_err("timeout must be None or >= 0"));
         }
@@ -251,7 +271,9 @@ impl PyStore {
         loop {
             let slice = match deadline {
                 None => Duration::from_millis(100),
-                Some(d) => d.saturating_duration_since(Instant::now()).min(Duration::from_millis(100)),
+                Some(d) => d
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(100)),
             };
             let got = run(py, || self.inner.dequeue(queue.as_bytes(), Some(slice)))?;
             if let Some(r) = got {
@@ -277,13 +299,19 @@ impl PyStore {
     }
 
     fn queues(&self, py: Python<'_>) -> PyResult<Vec<PyQueueInfo>> {
-        Ok(run(py, || self.inner.queues())?.into_iter().map(PyQueueInfo::from).collect())
+        Ok(run(py, || self.inner.queues())?
+            .into_iter()
+            .map(PyQueueInfo::from)
+            .collect())
     }
 
     /// Ready records of `queue` in dequeue order (a copy; nothing is dequeued).
     fn records(&self, py: Python<'_>, queue: &str) -> PyResult<Vec<PyRecord>> {
         let recs = run(py, || self.inner.peek_all(queue.as_bytes()))?;
-        Ok(recs.iter().map(|r| PyRecord::new(r.id, r.key, &r.data, queue)).collect())
+        Ok(recs
+            .iter()
+            .map(|r| PyRecord::new(r.id, r.key, &r.data, queue))
+            .collect())
     }
 
     /// Writes a snapshot and compacts the log; False when nothing changed since the last one.
@@ -336,7 +364,10 @@ impl PyStore {
         [
             ("LogFileSoftLimit", s.log_file_soft_limit.to_string()),
             ("LogFileHardLimit", s.log_file_hard_limit.to_string()),
-            ("LogPreallocateSegments", s.log_preallocate_segments.to_string()),
+            (
+                "LogPreallocateSegments",
+                s.log_preallocate_segments.to_string(),
+            ),
             (
                 "SnapshotCreationSegmentsThreshold",
                 s.snapshot_creation_segments_threshold.to_string(),

@@ -84,9 +84,16 @@ impl QueueConfig {
                 return Err("a queue array (implementation 2) needs a key range".into())
             }
             IMPL_ARRAY => {}
-            other => return Err(format!("unknown queue implementation code {other} (1 = heap, 2 = array)")),
+            other => {
+                return Err(format!(
+                    "unknown queue implementation code {other} (1 = heap, 2 = array)"
+                ))
+            }
         }
-        for (what, v) in [("max queue size", self.max_queue_size), ("max message size", self.max_message_size)] {
+        for (what, v) in [
+            ("max queue size", self.max_queue_size),
+            ("max message size", self.max_message_size),
+        ] {
             if v.is_some_and(|v| v > i32::MAX as u32) {
                 return Err(format!("{what} must be at most 2147483647"));
             }
@@ -227,7 +234,10 @@ impl Queue {
 
     fn remove(&mut self, id: u64) -> std::result::Result<(), String> {
         if !self.alive.remove(id) {
-            return Err(format!("record id {id} is not in queue {}", display_name(&self.name)));
+            return Err(format!(
+                "record id {id} is not in queue {}",
+                display_name(&self.name)
+            ));
         }
         if self.in_flight.remove(&id).is_some() {
             return Ok(());
@@ -347,8 +357,18 @@ impl QueueState {
     pub fn from_snapshot(snapshot: &Snapshot) -> Result<QueueState> {
         let mut queues = HashMap::new();
         for q in &snapshot.queues {
-            let config = QueueConfig::from_raw(q.implementation, q.max_queue_size, q.max_message_size, q.key_range)
-                .map_err(|reason| Error::InvalidArgument(format!("snapshot queue {}: {reason}", display_name(&q.name))))?;
+            let config = QueueConfig::from_raw(
+                q.implementation,
+                q.max_queue_size,
+                q.max_message_size,
+                q.key_range,
+            )
+            .map_err(|reason| {
+                Error::InvalidArgument(format!(
+                    "snapshot queue {}: {reason}",
+                    display_name(&q.name)
+                ))
+            })?;
             let mut queue = Queue::new(&q.name, config);
             queue.last_id = q.last_id;
             let mut records: Vec<&(u64, i64, Vec<u8>)> = q.records.iter().collect();
@@ -363,7 +383,9 @@ impl QueueState {
             queues.insert(q.name.clone(), queue);
         }
         if !queues.contains_key(&Vec::new()) {
-            return Err(Error::InvalidArgument("snapshot has no default queue".into()));
+            return Err(Error::InvalidArgument(
+                "snapshot has no default queue".into(),
+            ));
         }
         Ok(QueueState { queues })
     }
@@ -376,8 +398,10 @@ impl QueueState {
             .into_iter()
             .map(|name| {
                 let q = &self.queues[name];
-                let mut records: Vec<(u64, i64, Vec<u8>)> =
-                    q.records().map(|r| (r.id, r.key, r.data.to_vec())).collect();
+                let mut records: Vec<(u64, i64, Vec<u8>)> = q
+                    .records()
+                    .map(|r| (r.id, r.key, r.data.to_vec()))
+                    .collect();
                 records.sort_by_key(|r| r.0);
                 QueueData {
                     name: name.clone(),
@@ -442,7 +466,9 @@ impl QueueState {
     /// Checks a client's DeleteQueue before it is logged.
     pub fn check_delete(&self, name: &[u8]) -> Result<()> {
         if name.is_empty() {
-            return Err(Error::InvalidArgument("the default queue cannot be deleted".into()));
+            return Err(Error::InvalidArgument(
+                "the default queue cannot be deleted".into(),
+            ));
         }
         self.queue(name).map(|_| ())
     }
@@ -457,12 +483,18 @@ impl QueueState {
         };
         if let Some(max) = q.config.max_queue_size {
             if q.count() >= max as u64 {
-                return Err(violation("max_queue_size", format!("queue is full ({} of {max} records)", q.count())));
+                return Err(violation(
+                    "max_queue_size",
+                    format!("queue is full ({} of {max} records)", q.count()),
+                ));
             }
         }
         if let Some((min, max)) = q.config.key_range {
             if key < min || key > max {
-                return Err(violation("key_range", format!("key {key} is outside the range [{min}, {max}]")));
+                return Err(violation(
+                    "key_range",
+                    format!("key {key} is outside the range [{min}, {max}]"),
+                ));
             }
         }
         if let Some(max) = q.config.max_message_size {
@@ -482,7 +514,11 @@ impl QueueState {
     pub fn apply(&mut self, lsn: Option<i64>, data: &[u8]) -> Result<Applied> {
         let delta = delta::decode(data).map_err(|e| {
             let cause = Error::Corruption {
-                path: format!("<delta at LSN {}>", lsn.map_or("?".into(), |l| l.to_string())).into(),
+                path: format!(
+                    "<delta at LSN {}>",
+                    lsn.map_or("?".into(), |l| l.to_string())
+                )
+                .into(),
                 offset: Some(e.offset as u64),
                 reason: e.reason.clone(),
             };
@@ -502,10 +538,25 @@ impl QueueState {
                 key_range,
             } => {
                 if self.queues.contains_key(name) {
-                    return Err(replay_error(lsn, format!("CreateQueue of existing queue {}", display_name(name)), None));
+                    return Err(replay_error(
+                        lsn,
+                        format!("CreateQueue of existing queue {}", display_name(name)),
+                        None,
+                    ));
                 }
-                let config = QueueConfig::from_raw(implementation, max_queue_size, max_message_size, key_range)
-                    .map_err(|r| replay_error(lsn, format!("CreateQueue {}: {r}", display_name(name)), None))?;
+                let config = QueueConfig::from_raw(
+                    implementation,
+                    max_queue_size,
+                    max_message_size,
+                    key_range,
+                )
+                .map_err(|r| {
+                    replay_error(
+                        lsn,
+                        format!("CreateQueue {}: {r}", display_name(name)),
+                        None,
+                    )
+                })?;
                 self.queues.insert(name.to_vec(), Queue::new(name, config));
                 Ok(Applied::Created)
             }
@@ -514,15 +565,22 @@ impl QueueState {
                     return Err(replay_error(lsn, "DeleteQueue of the default queue", None));
                 }
                 if self.queues.remove(name).is_none() {
-                    return Err(replay_error(lsn, format!("DeleteQueue of missing queue {}", display_name(name)), None));
+                    return Err(replay_error(
+                        lsn,
+                        format!("DeleteQueue of missing queue {}", display_name(name)),
+                        None,
+                    ));
                 }
                 Ok(Applied::Deleted)
             }
             DeltaRef::AddRecord { name, key, message } => {
-                let q = self
-                    .queues
-                    .get_mut(name)
-                    .ok_or_else(|| replay_error(lsn, format!("AddRecord to missing queue {}", display_name(name)), None))?;
+                let q = self.queues.get_mut(name).ok_or_else(|| {
+                    replay_error(
+                        lsn,
+                        format!("AddRecord to missing queue {}", display_name(name)),
+                        None,
+                    )
+                })?;
                 if q.config.implementation == IMPL_ARRAY {
                     if let Some((min, max)) = q.config.key_range {
                         if key < min || key > max {
@@ -537,11 +595,15 @@ impl QueueState {
                 Ok(Applied::Added(q.add(key, message)))
             }
             DeltaRef::RemoveRecord { name, id } => {
-                let q = self
-                    .queues
-                    .get_mut(name)
-                    .ok_or_else(|| replay_error(lsn, format!("RemoveRecord from missing queue {}", display_name(name)), None))?;
-                q.remove(id).map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
+                let q = self.queues.get_mut(name).ok_or_else(|| {
+                    replay_error(
+                        lsn,
+                        format!("RemoveRecord from missing queue {}", display_name(name)),
+                        None,
+                    )
+                })?;
+                q.remove(id)
+                    .map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
                 Ok(Applied::Removed)
             }
         }
@@ -554,14 +616,16 @@ impl QueueState {
         let end = log.last_index() + 1;
         let mut applied = 0u64;
         let mut failure = None;
-        log.scan(start, end, |lsn, _term, data| match self.apply(Some(lsn), data) {
-            Ok(_) => {
-                applied += 1;
-                true
-            }
-            Err(e) => {
-                failure = Some(e);
-                false
+        log.scan(start, end, |lsn, _term, data| {
+            match self.apply(Some(lsn), data) {
+                Ok(_) => {
+                    applied += 1;
+                    true
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
             }
         })?;
         match failure {
