@@ -1,6 +1,6 @@
 """Type stubs of the native module ``tflux._tflux`` (the Rust core's Python face)."""
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from typing import Literal, final
 
@@ -228,6 +228,36 @@ class QueueInfo:
     def last_id(self) -> int: ...
     @property
     def max_size(self) -> int | None: ...
+DeltaKind = Literal["create_queue", "delete_queue", "add_record", "remove_record"]
+
+@final
+class Delta:
+    """One delta (the data of a log record). Fields of other kinds are ``None``."""
+
+    @staticmethod
+    def create_queue(
+        queue: str,
+        implementation: int = 1,
+        max_queue_size: int | None = None,
+        max_message_size: int | None = None,
+        key_range: tuple[int, int] | None = None,
+    ) -> Delta:
+        """``None`` sizes mean no limit (-1 on disk)."""
+    @staticmethod
+    def delete_queue(queue: str) -> Delta: ...
+    @staticmethod
+    def add_record(queue: str, key: int, message: bytes) -> Delta: ...
+    @staticmethod
+    def remove_record(queue: str, record_id: int) -> Delta: ...
+    @property
+    def kind(self) -> DeltaKind: ...
+    @property
+    def queue(self) -> str:
+        """Queue name; ``""`` is the default queue."""
+    @property
+    def implementation(self) -> int | None: ...
+    @property
+    def max_queue_size(self) -> int | None: ...
     @property
     def max_message_size(self) -> int | None: ...
     @property
@@ -283,3 +313,87 @@ class QueueState:
     def queues(self) -> list[QueueInfo]: ...
     def records(self, queue: str) -> list[Record]: ...
     def __len__(self) -> int: ...
+    @property
+    def key(self) -> int | None: ...
+    @property
+    def message(self) -> bytes | None: ...
+    @property
+    def record_id(self) -> int | None: ...
+    def encode(self) -> bytes: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+def encode_delta(delta: Delta) -> bytes:
+    """The bytes of a delta (same as ``delta.encode()``)."""
+
+def decode_delta(data: bytes) -> Delta:
+    """Decode a log record's data; bad bytes raise ``CorruptionError`` with ``offset``."""
+
+@final
+class SnapshotQueue:
+    """One queue of a snapshot; ``records`` are ``(id, key, data)`` kept in ascending id order."""
+
+    def __init__(
+        self,
+        name: str,
+        implementation: int = 1,
+        last_id: int = 0,
+        max_queue_size: int | None = None,
+        max_message_size: int | None = None,
+        key_range: tuple[int, int] | None = None,
+        records: Iterable[tuple[int, int, bytes]] | None = None,
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def implementation(self) -> int: ...
+    @property
+    def last_id(self) -> int: ...
+    @property
+    def max_queue_size(self) -> int | None: ...
+    @property
+    def max_message_size(self) -> int | None: ...
+    @property
+    def key_range(self) -> tuple[int, int] | None: ...
+    @property
+    def records(self) -> list[tuple[int, int, bytes]]: ...
+    def __eq__(self, other: object) -> bool: ...
+
+@final
+class Snapshot:
+    """The queue state up to ``last_index``; must hold the default queue (``""``)."""
+
+    def __init__(self, last_index: int, last_term: int, queues: Iterable[SnapshotQueue]) -> None: ...
+    @property
+    def last_index(self) -> int: ...
+    @property
+    def last_term(self) -> int: ...
+    @property
+    def queues(self) -> list[SnapshotQueue]: ...
+    def __eq__(self, other: object) -> bool: ...
+
+def read_snapshot(path: str | PathLike[str]) -> Snapshot | None:
+    """Read a snapshot file; ``None`` when it is absent or empty (0 bytes)."""
+
+def write_snapshot(
+    path: str | PathLike[str], last_index: int, last_term: int, queues: Iterable[SnapshotQueue]
+) -> None:
+    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed)."""
+
+@final
+class Metadata:
+    """Raft term and vote of this node (``voted_for`` None = no vote; -1 is accepted as None)."""
+
+    def __init__(self, term: int, voted_for: int | None = None) -> None: ...
+    @property
+    def term(self) -> int: ...
+    @property
+    def voted_for(self) -> int | None: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+def read_metadata(path: str | PathLike[str]) -> Metadata:
+    """Read a metadata file; absent or empty means term 1, no vote."""
+
+def write_metadata(path: str | PathLike[str], term: int, voted_for: int | None = None) -> None:
+    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed)."""

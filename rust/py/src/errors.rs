@@ -75,3 +75,8 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
 pub fn py_result<T>(py: Python<'_>, r: Result<T, Fail>) -> PyResult<T> {
     r.map_err(|e| to_pyerr(py, e))
 }
+
+/// `tflux.CorruptionError` for bytes that did not come from a file (no path).
+pub fn corruption_error(py: Python<'_>, message: String, offset: Option<usize>) -> PyErr {
+    tflux_error(py, "CorruptionError", (message, None::<String>, offset))
+}

@@ -3,8 +3,11 @@
 
 use pyo3::prelude::*;
 
+mod delta;
 mod errors;
 mod log;
+mod metadata;
+mod snapshot;
 mod state;
 mod store;
 mod verify;
@@ -20,6 +23,9 @@ fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(crc32, m)?)?;
     log::register(m)?;
+    delta::register(m)?;
+    snapshot::register(m)?;
+    metadata::register(m)?;
     verify::register(m)?;
     store::register(m)?;
     state::register(m)?;

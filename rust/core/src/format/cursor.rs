@@ -16,7 +16,12 @@ pub struct DecodeError {
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (at offset {})", self.reason, self.offset)
+        // Some reasons already say where (a bad name byte); don't repeat it.
+        if self.reason.contains(&format!("at offset {}", self.offset)) {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{} (at offset {})", self.reason, self.offset)
+        }
     }
 }
 

@@ -23,7 +23,7 @@ const CRC_AT: usize = 16;
 pub const NO_VOTE: i32 = -1;
 
 /// Raft term and vote of this node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Metadata {
     pub term: i32,
     pub voted_for: Option<i32>,

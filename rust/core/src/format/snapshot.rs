@@ -73,62 +73,81 @@ fn shown(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }
 
-/// Checks everything [`decode`] would refuse, before a byte is written.
-fn check(s: &Snapshot) -> Result<(i32, i32)> {
-    let index = to_int32(s.last_index, "last index")?;
-    let term = to_int32(s.last_term, "last term")?;
-    if i32::try_from(s.queues.len()).is_err() {
-        return Err(invalid("too many queues for one snapshot".into()));
-    }
-    let mut names = HashSet::with_capacity(s.queues.len());
-    for q in &s.queues {
-        validate_queue_name(&q.name).map_err(invalid)?;
-        if !names.insert(q.name.as_slice()) {
-            return Err(invalid(format!("duplicate queue {:?}", shown(&q.name))));
+impl QueueData {
+    /// Checks what [`decode`] would refuse in one queue: its name, duplicate record ids, an id
+    /// above `last_id`, record data too long for a Buffer, too many records for an Array.
+    pub fn validate(&self) -> Result<()> {
+        validate_queue_name(&self.name).map_err(invalid)?;
+        let name = shown(&self.name);
+        if i32::try_from(self.records.len()).is_err() {
+            return Err(invalid(format!("too many records in queue {name:?}")));
         }
-        if i32::try_from(q.records.len()).is_err() {
-            return Err(invalid(format!(
-                "too many records in queue {:?}",
-                shown(&q.name)
-            )));
-        }
-        let mut ids = HashSet::with_capacity(q.records.len());
-        for (id, _, data) in &q.records {
-            if *id > q.last_id {
+        let mut ids = HashSet::with_capacity(self.records.len());
+        for (id, _, data) in &self.records {
+            if *id > self.last_id {
                 return Err(invalid(format!(
-                    "record id {id} in queue {:?} is above its last id {}",
-                    shown(&q.name),
-                    q.last_id
+                    "record id {id} in queue {name:?} is above its last id {}",
+                    self.last_id
                 )));
             }
             if !ids.insert(*id) {
                 return Err(invalid(format!(
-                    "duplicate record id {id} in queue {:?}",
-                    shown(&q.name)
+                    "duplicate record id {id} in queue {name:?}"
                 )));
             }
             if i32::try_from(data.len()).is_err() {
                 return Err(invalid(format!(
-                    "record {id} in queue {:?} is {} bytes long (at most 2147483647)",
-                    shown(&q.name),
+                    "record {id} in queue {name:?} is {} bytes long (at most 2147483647)",
                     data.len()
                 )));
             }
         }
+        Ok(())
     }
-    if !names.contains(&b""[..]) {
-        return Err(invalid(
-            "a snapshot must hold the default queue (empty name)".into(),
-        ));
+
+    /// Puts the records in ascending id order (the order [`decode`] returns them in).
+    pub fn sort_records(&mut self) {
+        if !self.records.is_sorted_by_key(|r| r.0) {
+            self.records.sort_by_key(|r| r.0);
+        }
     }
-    Ok((index, term))
+}
+
+impl Snapshot {
+    /// Checks everything [`decode`] would refuse, so that [`encode`] never writes a file that
+    /// cannot be read back: an index or term outside 0..=Int32::MAX, invalid or duplicate queue
+    /// names, a missing default queue, and each queue's [`QueueData::validate`].
+    pub fn validate(&self) -> Result<()> {
+        self.header().map(|_| ())
+    }
+
+    fn header(&self) -> Result<(i32, i32)> {
+        let index = to_int32(self.last_index, "last index")?;
+        let term = to_int32(self.last_term, "last term")?;
+        if i32::try_from(self.queues.len()).is_err() {
+            return Err(invalid("too many queues for one snapshot".into()));
+        }
+        let mut names = HashSet::with_capacity(self.queues.len());
+        for q in &self.queues {
+            q.validate()?;
+            if !names.insert(q.name.as_slice()) {
+                return Err(invalid(format!("duplicate queue {:?}", shown(&q.name))));
+            }
+        }
+        if !names.contains(&b""[..]) {
+            return Err(invalid(
+                "a snapshot must hold the default queue (empty name)".into(),
+            ));
+        }
+        Ok((index, term))
+    }
 }
 
 /// The file's bytes. Queues are written in the given order, records in ascending id order.
 /// Refuses (with `InvalidArgument`) an index or term outside Int32 (or negative), invalid or
 /// duplicate queue names, duplicate ids, an id above its queue's last id, a missing default queue.
 pub fn encode(s: &Snapshot) -> Result<Vec<u8>> {
-    let (index, term) = check(s)?;
+    let (index, term) = s.header()?;
     let mut out = Vec::with_capacity(STATE_AT + CRC_LEN + state_len_hint(s));
     out.extend_from_slice(&MARKER);
     out.extend_from_slice(&index.to_be_bytes());
