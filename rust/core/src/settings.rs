@@ -63,7 +63,10 @@ impl Settings {
         let path = base.join(SETTINGS_FILE);
         if path.is_file() {
             let text = std::fs::read_to_string(&path).ctx("read settings", &path)?;
-            settings.merge_json(&text, &path.display().to_string())?;
+            // An empty file means "nothing written yet": all defaults (spec section 1).
+            if !text.trim().is_empty() {
+                settings.merge_json(&text, &path.display().to_string())?;
+            }
         }
         if let Some(json) = overrides {
             settings.merge_json(json, "settings arguments")?;

@@ -361,11 +361,12 @@ impl Store {
     /// Enqueues records (one log write, one fsync); returns their ids. All are checked against
     /// the queue's policies first: either all are enqueued or none.
     pub fn enqueue_many(&self, name: &[u8], items: &[(i64, &[u8])]) -> Result<Vec<u64>> {
-        if items.is_empty() {
-            return Ok(Vec::new());
-        }
         let (ids, lsn) = {
             let mut inner = self.writable()?;
+            inner.state.queue(name)?;
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
             for (key, message) in items {
                 inner.state.check_enqueue(name, *key, message.len())?;
             }

@@ -374,6 +374,14 @@ impl QueueState {
             let mut records: Vec<&(u64, i64, Vec<u8>)> = q.records.iter().collect();
             records.sort_by_key(|r| r.0);
             for (id, key, data) in records {
+                if let (IMPL_ARRAY, Some((min, max))) = (config.implementation, config.key_range) {
+                    if *key < min || *key > max {
+                        return Err(Error::InvalidArgument(format!(
+                            "snapshot queue {}: record {id} has key {key} outside the range [{min}, {max}]",
+                            display_name(&q.name)
+                        )));
+                    }
+                }
                 queue.insert(Record {
                     id: *id,
                     key: *key,
