@@ -483,11 +483,11 @@ def test_replay_of_a_log_equals_applying_its_deltas_in_lsn_order(log_dir):
     assert describe(state) == describe(state_of(*LOG_DELTAS))
     assert contents(state, "jobs") == [
         (2, 0, b"b", "jobs"),
-        (5, 0, b"e", "jobs"),
-        (4, 9, b"d", "jobs"),
+        (4, 0, b"e", "jobs"),
+        (3, 9, b"d", "jobs"),
     ]
     assert contents(state, "") == [(1, -4, b"c", "")]
-    assert info(state, "jobs").last_id == 5
+    assert info(state, "jobs").last_id == 4
 
 
 def test_replay_from_a_start_lsn_skips_the_entries_before_it(log_dir):
