@@ -9,6 +9,7 @@ Python list.
 from __future__ import annotations
 
 import json
+import random
 import struct
 import subprocess
 import sys
@@ -598,6 +599,40 @@ def test_queues_keep_separate_orders_and_ids(adds):
     for name, recs in model.items():
         assert contents(state, name) == [(i, k, p, name) for k, i, p in sorted(recs)]
         assert info(state, name).last_id == len(recs)
+
+
+@pytest.mark.parametrize(
+    ("impl", "key_range", "seed"),
+    [(HEAP, None, 1), (HEAP, None, 2), (ARRAY, (-50, 50), 3), (ARRAY, (I64_MIN, I64_MAX), 4)],
+)
+def test_thousands_of_random_adds_and_removes_match_a_sorted_list(impl, key_range, seed):
+    # Deep heaps and long FIFOs: removals anywhere, many equal keys, a few far-apart keys.
+    rng = random.Random(seed)
+    state = state_of(create("q", impl, key_range=key_range))
+    lo, hi = key_range if key_range else (I64_MIN, I64_MAX)
+    hot = [rng.randint(lo, hi) for _ in range(3)] + [lo, hi]
+    model: dict[int, tuple[int, bytes]] = {}
+    last_id = 0
+    for lsn in range(1, 20_001):
+        if model and rng.random() < 0.45:
+            rid = (
+                rng.choice(list(model))
+                if rng.random() < 0.5
+                else min(model, key=lambda i: (model[i][0], i))
+            )
+            del model[rid]
+            state.apply(remove("q", rid), lsn)
+        else:
+            key = rng.choice(hot) if rng.random() < 0.7 else rng.randint(-50, 50)
+            payload = lsn.to_bytes(4, "big")
+            state.apply(add("q", key, payload), lsn)
+            last_id += 1
+            model[last_id] = (key, payload)
+        if lsn % 2500 == 0:
+            expected = sorted((k, i, p) for i, (k, p) in model.items())
+            assert contents(state, "q") == [(i, k, p, "q") for k, i, p in expected]
+    assert info(state, "q").last_id == last_id
+    assert info(state, "q").count == len(model)
 
 
 # --- memory of a huge sparse array range ---------------------------------------------------------
