@@ -278,7 +278,9 @@ class SnapshotQueue:
 class Snapshot:
     """The queue state up to ``last_index``; must hold the default queue (``""``)."""
 
-    def __init__(self, last_index: int, last_term: int, queues: Iterable[SnapshotQueue]) -> None: ...
+    def __init__(
+        self, last_index: int, last_term: int, queues: Iterable[SnapshotQueue]
+    ) -> None: ...
     @property
     def last_index(self) -> int: ...
     @property
