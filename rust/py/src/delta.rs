@@ -98,7 +98,10 @@ pub struct PyDelta {
 #[pymethods]
 impl PyDelta {
     #[staticmethod]
-    #[pyo3(signature = (queue, implementation=None, max_queue_size=None, max_message_size=None, key_range=None))]
+    #[pyo3(
+        signature = (queue, implementation=None, max_queue_size=None, max_message_size=None, key_range=None),
+        text_signature = "(queue, implementation=1, max_queue_size=None, max_message_size=None, key_range=None)"
+    )]
     fn create_queue(
         queue: &str,
         implementation: Option<&Bound<'_, PyAny>>,

@@ -29,8 +29,12 @@ pub struct PySnapshotQueue {
 impl PySnapshotQueue {
     #[new]
     #[allow(clippy::too_many_arguments)] // mirrors the Python signature
-    #[pyo3(signature = (name, implementation=None, last_id=None, max_queue_size=None,
-                        max_message_size=None, key_range=None, records=None))]
+    #[pyo3(
+        signature = (name, implementation=None, last_id=None, max_queue_size=None,
+                     max_message_size=None, key_range=None, records=None),
+        text_signature = "(name, implementation=1, last_id=0, max_queue_size=None, \
+                          max_message_size=None, key_range=None, records=None)"
+    )]
     fn new(
         py: Python<'_>,
         name: &str,
