@@ -6,6 +6,7 @@ here from the spec with ``struct`` and ``zlib`` only; tflux output is never its 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -773,3 +774,21 @@ def test_corruption_errors_from_codecs_survive_pickling(tmp_path):
         decode_delta(b"Z")
     e = pickle.loads(pickle.dumps(info.value))
     assert (e.offset, e.path, str(e)) == (0, None, str(info.value))
+
+
+def test_lists_are_accepted_where_tuples_are_expected():
+    d = Delta.create_queue("q", 2, key_range=[-5, 5])
+    assert d.key_range == (-5, 5)
+    q = SnapshotQueue("", last_id=2, records=[[2, 1, b"b"], (1, 0, b"a")])
+    assert q.records == [(1, 0, b"a"), (2, 1, b"b")]
+
+
+def test_writing_into_a_missing_directory_is_an_os_error(tmp_path):
+    missing = tmp_path / "nope" / "tflux.metadata"
+    with pytest.raises(tflux.TfluxIOError) as info:
+        write_metadata(missing, 1)
+    assert info.value.errno == errno.ENOENT
+    with pytest.raises(OSError) as info:
+        write_snapshot(tmp_path / "nope" / "tflux.snapshot", 1, 1, [SnapshotQueue("")])
+    assert info.value.errno == errno.ENOENT
+    assert not (tmp_path / "nope").exists()
