@@ -19,7 +19,7 @@ lint: ## cargo fmt + clippy, ruff check + format
 	ruff format --check .
 
 typecheck: ## check the native module against its stub
-	$(PYTHON) -m mypy.stubtest tflux._tflux --ignore-missing-stub
+	$(PYTHON) -m mypy.stubtest tflux._tflux --mypy-config-file pyproject.toml --allowlist stubtest-allowlist.txt
 
 test: ## the whole Python suite (benchmarks run once, untimed) and the Rust suite
 	$(PYTHON) -m pytest

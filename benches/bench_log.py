@@ -2,7 +2,8 @@
 
 Groups ``scan-64B`` and ``scan-1KiB`` scan the same cached segments with
 - ``tflux.verify`` (framing + CRC of every record, GIL released),
-- ``Log.read_batch`` in a loop (the bulk path that hands every entry to Python as buffers),
+- ``Log.read_batch`` in a loop (the bulk path that hands every entry to Python as buffers), with
+  the default budget of 64 MiB of data per call and with 1 MiB,
 - ``Log.entries`` and the pure-Python reader ``pyref`` (struct + zlib.crc32) on a subset of the
   leading segments, since they need seconds per GiB; the report normalises them per record,
 - ``tflux.crc32`` (crc32fast) and ``zlib.crc32`` over the same bytes as one buffer: the ceiling.
@@ -27,7 +28,7 @@ import tflux
 from benches._benchdata import LogData, record_size
 from benches.pyref import scan_log as pyref_scan_log
 
-ROUNDS = int(os.environ.get("TFLUX_BENCH_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("TFLUX_BENCH_ROUNDS", "7"))
 # Slow readers scan the leading segments up to this many bytes (at least one segment).
 SUBSET_BYTES = 16 << 20
 
@@ -56,26 +57,38 @@ def test_verify_scans_every_record(benchmark, scan_log: LogData) -> None:
     assert report.bytes == scan_log.bytes
 
 
-def read_all(log: tflux.Log) -> tuple[int, int]:
-    """Every entry through ``read_batch`` (64 MiB of data per call); returns (entries, bytes)."""
+def read_all(log: tflux.Log, max_bytes: int) -> tuple[int, int]:
+    """Every entry through ``read_batch`` in chunks of ``max_bytes`` of data; returns
+    (entries, data bytes)."""
     start, end = log.start_index, log.last_index + 1
     entries = nbytes = 0
     while start < end:
-        batch = log.read_batch(start)
+        batch = log.read_batch(start, max_bytes=max_bytes)
         entries += len(batch)
         nbytes += batch.nbytes
         start += len(batch)
     return entries, nbytes
 
 
-def test_read_batch_returns_every_entry(benchmark, scan_log: LogData) -> None:
+# The default budget (64 MiB of data per call), and a cache-sized one.
+READ_BUDGETS = [
+    pytest.param(64 << 20, id="default64MiB"),
+    pytest.param(1 << 20, id="1MiB"),
+]
+
+
+@pytest.mark.parametrize("max_bytes", READ_BUDGETS)
+def test_read_batch_returns_every_entry(benchmark, scan_log: LogData, max_bytes: int) -> None:
+    budget = "default, 64 MiB" if max_bytes == 64 << 20 else f"max_bytes={max_bytes >> 20} MiB"
     with tflux.Log.open(scan_log.path, readonly=True) as log:
         entries, nbytes = run(
             benchmark,
             read_all,
             log,
-            label="Log.read_batch (bulk, to Python)",
+            max_bytes,
+            label=f"Log.read_batch loop ({budget})",
             role="tflux",
+            max_bytes=max_bytes,
             records=scan_log.records,
             bytes=scan_log.bytes,
         )

@@ -9,6 +9,7 @@ the system temp directory) and is deleted at the end of the session.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -152,6 +153,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     machine_info["tflux"] = {
         "version": tflux.__version__,
         "module": tflux._tflux.__file__,
+        "sha256": hashlib.sha256(Path(tflux._tflux.__file__).read_bytes()).hexdigest()[:16],
         "bench_bytes": parse_size(override) if override else FULL_BYTES,
         "command": " ".join(["python -m pytest", *config.invocation_params.args]),
         "env": {k: v for k, v in os.environ.items() if k.startswith("TFLUX_BENCH")},

@@ -242,6 +242,43 @@ class LogMachine(RuleBasedStateMachine):
             expected.append((start + k, term, data))
         assert entry_tuples(self.log.read(start, budget)) == expected
 
+    @rule(a=st.integers(0, 100), b=st.integers(0, 100), nones=st.sampled_from(["", "s", "e", "se"]))
+    def range_views(self, a: int, b: int, nones: str) -> None:
+        m = self.model
+        n = len(m.entries) + 1
+        lo, hi = sorted((m.start + a % n, m.start + b % n))
+        start = None if "s" in nones else lo
+        end = None if "e" in nones else hi
+        want = [
+            (lsn, *m.entries[lsn - m.start])
+            for lsn in range(
+                m.start if start is None else start, m.last + 1 if end is None else end
+            )
+        ]
+        assert entry_tuples(self.log.entries(start, end)) == want
+        batch = self.log.read_batch(start, end)
+        assert entry_tuples(batch) == want
+        rb = batch.to_arrow()
+        assert rb.column("lsn").to_pylist() == [w[0] for w in want]
+        assert rb.column("term").to_pylist() == [w[1] for w in want]
+        assert rb.column("data").to_pylist() == [w[2] for w in want]
+        for lsn, term, _ in want[:3]:
+            assert self.log.term_at(lsn) == term
+
+    @rule()
+    def readonly_view_and_verify(self) -> None:
+        m = self.model
+        self.log.sync()
+        with tflux.Log.open(self.dir, readonly=True) as ro:
+            assert (ro.start_index, ro.last_index) == (m.start, m.last)
+            assert entry_tuples(ro.entries()) == entry_tuples(self.log.entries())
+            assert [s.start_lsn for s in ro.segments] == m.segs
+        report = tflux.verify(self.dir)
+        assert report.ok
+        assert report.problems == []
+        assert report.records == len(m.entries)
+        assert report.bytes == sum(m.seg_size(k) for k in range(len(m.segs)))
+
     # --- operations that must fail and change nothing --------------------------------------------
 
     @rule(
@@ -302,6 +339,11 @@ class LogMachine(RuleBasedStateMachine):
         assert [s.size for s in segs] == [m.seg_size(k) for k in range(len(m.segs))]
         assert [s.sealed for s in segs] == [True] * (len(segs) - 1) + [False]
         assert [s.name for s in segs] == [segment_name(s) for s in m.segs]
+        for s in segs:
+            assert Path(s.path).resolve() == (self.dir / s.name).resolve()
+            assert s.last_lsn == s.start_lsn + s.count - 1
+            assert s.file_size == Path(s.path).stat().st_size
+            assert s.file_size >= s.size
 
     @invariant()
     def files_on_disk_match_the_model(self) -> None:
@@ -323,7 +365,7 @@ class LogMachine(RuleBasedStateMachine):
 
 LogMachine.TestCase.settings = settings(
     max_examples=100,
-    stateful_step_count=50,
+    stateful_step_count=80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

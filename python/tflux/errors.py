@@ -12,7 +12,12 @@ __all__ = [
     "ClosedError",
     "CorruptionError",
     "LockedError",
+    "NotInFlightError",
+    "PolicyViolation",
+    "QueueExistsError",
+    "QueueNotFoundError",
     "ReadOnlyError",
+    "ReplayError",
     "TfluxError",
     "TfluxIOError",
 ]
@@ -76,3 +81,65 @@ class ReadOnlyError(TfluxError, PermissionError):
 
 class ClosedError(TfluxError, ValueError):
     """An operation on a log that was already closed (like I/O on a closed file)."""
+
+
+class ReplayError(TfluxError):
+    """A log entry that cannot be applied to the queue state.
+
+    ``lsn`` names the entry (``None`` when applied without one); when the delta's bytes were
+    undecodable, ``__cause__`` is the :class:`CorruptionError` that says why.
+    """
+
+    def __init__(self, message: str, lsn: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.lsn = lsn
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.lsn))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class QueueNotFoundError(TfluxError, KeyError):
+    """A request on a queue that does not exist (also a ``KeyError``)."""
+
+    def __init__(self, message: str, queue: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.queue = queue
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.queue))
+
+    def __str__(self) -> str:  # KeyError would show the repr of the message
+        return self.message
+
+
+class QueueExistsError(TfluxError, ValueError):
+    """``create_queue`` of a name that is already taken."""
+
+
+class PolicyViolation(TfluxError, ValueError):
+    """An enqueue refused by a queue policy; nothing was written.
+
+    ``policy`` is ``"max_queue_size"``, ``"max_message_size"`` or ``"key_range"``.
+    """
+
+    def __init__(self, message: str, queue: str | None = None, policy: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.queue = queue
+        self.policy = policy
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.queue, self.policy))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NotInFlightError(TfluxError, ValueError):
+    """``ack``/``nack`` of a record that is not in flight (never dequeued, already acked or
+    nacked, or its queue was deleted); nothing was written."""

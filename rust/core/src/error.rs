@@ -41,6 +41,29 @@ pub enum Error {
     /// An index outside the entries the log holds.
     #[error("{0}")]
     OutOfRange(String),
+    /// A delta that cannot be applied while rebuilding the state.
+    #[error("replay failed at LSN {}: {reason}", lsn.map_or("?".to_string(), |l| l.to_string()))]
+    Replay {
+        lsn: Option<i64>,
+        reason: String,
+        #[source]
+        source: Option<Box<Error>>,
+    },
+    /// A client request on a queue that does not exist.
+    #[error("no queue named {}", crate::state::display_name(name.as_bytes()))]
+    NoSuchQueue { name: String },
+    #[error("a queue named {} already exists", crate::state::display_name(name.as_bytes()))]
+    QueueExists { name: String },
+    /// A client enqueue refused by one of the queue's policies; nothing was written.
+    #[error("queue {}: {reason}", crate::state::display_name(queue.as_bytes()))]
+    Policy {
+        queue: String,
+        policy: &'static str,
+        reason: String,
+    },
+    /// Ack or nack of a record that is not in flight.
+    #[error("record {id} of queue {} is not in flight", crate::state::display_name(queue.as_bytes()))]
+    NotInFlight { queue: String, id: u64 },
 }
 
 impl Error {

@@ -12,6 +12,9 @@ pub mod fsutil;
 pub mod log;
 mod mmap;
 pub mod segment;
+pub mod settings;
+pub mod state;
+pub mod store;
 pub mod verify;
 
 pub use error::{Error, Result};

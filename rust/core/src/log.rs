@@ -505,6 +505,18 @@ impl Log {
         self.segments.iter().map(segment_info).collect()
     }
 
+    pub fn segments_len(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Sealed segments whose entries all come after `lsn` (snapshot trigger).
+    pub fn sealed_segments_after(&self, lsn: i64) -> usize {
+        self.segments
+            .iter()
+            .filter(|s| s.sealed() && s.first_lsn() > lsn)
+            .count()
+    }
+
     fn segment_of(&self, lsn: i64) -> usize {
         self.segments
             .partition_point(|s| s.first_lsn() <= lsn)
@@ -536,7 +548,7 @@ impl Log {
         start: i64,
         end: i64,
         budget: u64,
-        mut f: impl FnMut(i64, i32, &[u8]),
+        mut f: impl FnMut(i64, i32, &[u8]) -> bool,
     ) -> Result<()> {
         let mut lsn = start;
         let mut used = 0u64;
@@ -557,7 +569,10 @@ impl Log {
                     return false;
                 }
                 used += n;
-                f(l, term, data);
+                if !f(l, term, data) {
+                    stopped = true;
+                    return false;
+                }
                 true
             })?;
             lsn = chunk_last + 1;
@@ -595,7 +610,8 @@ impl Log {
                     lsn,
                     term,
                     data: data.to_vec(),
-                })
+                });
+                true
             },
         )?;
         Ok(out)
@@ -623,8 +639,31 @@ impl Log {
             batch.terms.push(term);
             batch.data.extend_from_slice(data);
             batch.offsets.push(batch.data.len() as i32);
+            true
         })?;
         Ok(batch)
+    }
+
+    /// Calls `f(lsn, term, data)` for entries `start..end` without copying them, until it
+    /// returns false. The bulk path of replay.
+    pub fn scan(
+        &mut self,
+        start: i64,
+        end: i64,
+        f: impl FnMut(i64, i32, &[u8]) -> bool,
+    ) -> Result<()> {
+        self.check_read_start(start)?;
+        let end = end.min(self.last_index() + 1);
+        self.visit(start, end, u64::MAX, f)
+    }
+
+    /// A handle on the active segment and the last LSN written to it, so that a caller can
+    /// fsync outside any lock it holds around the log (group commit).
+    pub fn sync_handle(&self) -> Result<(File, i64)> {
+        let active = self.segments.last().ok_or_else(|| Error::ReadOnly {
+            path: self.dir.clone(),
+        })?;
+        Ok((active.try_clone_file()?, self.last_index()))
     }
 
     // ----- writes -----
@@ -824,6 +863,24 @@ impl Log {
             self.active().sync()?;
         }
         Ok(())
+    }
+
+    /// Like `close`, for an owner that cannot give the log away: syncs per policy, releases
+    /// the directory lock and every file; the log holds nothing afterwards and refuses writes.
+    pub fn release(&mut self) -> Result<()> {
+        let result = if !self.opts.readonly
+            && self.poisoned.is_none()
+            && self.opts.sync == SyncPolicy::Batch
+            && !self.segments.is_empty()
+        {
+            self.active().sync()
+        } else {
+            Ok(())
+        };
+        self.segments.clear();
+        self._lock = None;
+        self.poisoned = Some("the log was closed".into());
+        result
     }
 
     fn sync_if(&mut self, policy: SyncPolicy) -> Result<()> {

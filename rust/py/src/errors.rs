@@ -53,6 +53,19 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
         Error::Poisoned(_) => {
             tflux_error(py, "TfluxIOError", (message, None::<String>, None::<i32>))
         }
+        Error::Replay { lsn, source, .. } => {
+            let err = tflux_error(py, "ReplayError", (message, lsn));
+            if let Some(cause) = source {
+                err.set_cause(py, Some(to_pyerr(py, Fail::Core(*cause))));
+            }
+            err
+        }
+        Error::NoSuchQueue { name } => tflux_error(py, "QueueNotFoundError", (message, name)),
+        Error::QueueExists { .. } => tflux_error(py, "QueueExistsError", (message,)),
+        Error::Policy { queue, policy, .. } => {
+            tflux_error(py, "PolicyViolation", (message, queue, policy))
+        }
+        Error::NotInFlight { .. } => tflux_error(py, "NotInFlightError", (message,)),
         Error::InvalidArgument(_) => PyValueError::new_err(message),
         Error::OutOfRange(_) => PyIndexError::new_err(message),
     }

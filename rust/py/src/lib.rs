@@ -8,6 +8,8 @@ mod errors;
 mod log;
 mod metadata;
 mod snapshot;
+mod state;
+mod store;
 mod verify;
 
 #[pyfunction]
@@ -25,5 +27,7 @@ fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     snapshot::register(m)?;
     metadata::register(m)?;
     verify::register(m)?;
+    store::register(m)?;
+    state::register(m)?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use tflux_core::log as core;
 
 use crate::errors::{py_result, Fail};
 
-type Shared = Arc<Mutex<Option<core::Log>>>;
+pub type Shared = Arc<Mutex<Option<core::Log>>>;
 
 fn lock(shared: &Shared) -> MutexGuard<'_, Option<core::Log>> {
     // A panic never leaves the log half-updated in a way a later call could not detect, so a
@@ -410,6 +410,11 @@ pub struct PyLog {
 }
 
 impl PyLog {
+    /// The shared handle, for bulk work in other bindings (replay).
+    pub fn shared(&self) -> Shared {
+        self.inner.clone()
+    }
+
     fn run<T: Send>(
         &self,
         py: Python<'_>,
@@ -515,7 +520,7 @@ impl PyLog {
             .collect())
     }
 
-    #[pyo3(signature = (start=None, end=None, max_bytes=64 << 20))]
+    #[pyo3(signature = (start=None, end=None, max_bytes=4 << 20))]
     fn read_batch(
         &self,
         py: Python<'_>,

@@ -1,0 +1,41 @@
+"""``tflux.open``: the embedded durable queue over a base directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from tflux._tflux import Store
+
+# Keyword arguments are the snake_case forms of the settings file's PascalCase keys.
+SETTINGS = {
+    "log_file_soft_limit": "LogFileSoftLimit",
+    "log_file_hard_limit": "LogFileHardLimit",
+    "log_preallocate_segments": "LogPreallocateSegments",
+    "snapshot_creation_segments_threshold": "SnapshotCreationSegmentsThreshold",
+    "log_sync_policy": "LogSyncPolicy",
+    "log_sync_interval_ms": "LogSyncIntervalMs",
+}
+
+
+def open(  # noqa: A001 - the design card names it tflux.open
+    base_dir: str | os.PathLike[str] | None = None,
+    *,
+    readonly: bool = False,
+    **settings: Any,
+) -> Store:
+    """Open (creating it if needed) the TaskFlux base directory ``base_dir``.
+
+    Settings come from ``taskflux.settings.json`` in the base directory, overridden by keyword
+    arguments in snake_case (``log_file_soft_limit=1 << 20``). The store holds the directory's
+    writer lock until closed; ``readonly=True`` opens for inspection without the lock and
+    refuses writes. Use it as a context manager.
+    """
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        known = ", ".join(SETTINGS)
+        raise TypeError(f"open() got unknown setting(s) {', '.join(unknown)} (known: {known})")
+    overrides = {SETTINGS[k]: v for k, v in settings.items()}
+    base = os.fspath(base_dir) if base_dir is not None else os.getcwd()
+    return Store._open(base, json.dumps(overrides) if overrides else None, readonly)

@@ -1,0 +1,650 @@
+//! The queue state machine (spec section 7): the collection of queues that the log's deltas
+//! build. Replay applies deltas with [`QueueState::apply`]; a live store checks a client's
+//! request first ([`QueueState::check_create`], [`QueueState::check_enqueue`]), logs the delta,
+//! then applies it the same way, so live state and replayed state cannot diverge.
+//!
+//! Removal by id (RemoveRecord) is lazy: a record that is not at the front of its queue is only
+//! marked dead (`tombstones`) and skipped when it reaches the front. `alive` holds the ids of
+//! every present record (ready or in flight) in a compressed bitmap, which validates removals
+//! for about a bit per record.
+
+mod heap4;
+mod keyed;
+
+use std::collections::HashMap;
+
+use roaring::RoaringTreemap;
+
+use crate::error::{Error, Result};
+use crate::format::delta::{self, DeltaRef};
+use crate::format::snapshot::{QueueData, Snapshot};
+use crate::log::Log;
+
+pub use heap4::Heap4;
+pub use keyed::KeyedFifos;
+
+pub const IMPL_HEAP: i32 = 1;
+pub const IMPL_ARRAY: i32 = 2;
+
+/// One queued message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub id: u64,
+    pub key: i64,
+    pub data: Box<[u8]>,
+}
+
+/// A queue's fixed settings (`None` = no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueConfig {
+    pub implementation: i32,
+    pub max_queue_size: Option<u32>,
+    pub max_message_size: Option<u32>,
+    pub key_range: Option<(i64, i64)>,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            implementation: IMPL_HEAP,
+            max_queue_size: None,
+            max_message_size: None,
+            key_range: None,
+        }
+    }
+}
+
+impl QueueConfig {
+    /// Checks a configuration as written in a delta or snapshot (-1 = no limit).
+    pub fn from_raw(
+        implementation: i32,
+        max_queue_size: i32,
+        max_message_size: i32,
+        key_range: Option<(i64, i64)>,
+    ) -> std::result::Result<QueueConfig, String> {
+        let limit = |v: i32, what: &str| match v {
+            -1 => Ok(None),
+            v if v >= 0 => Ok(Some(v as u32)),
+            v => Err(format!("{what} {v} is invalid (-1 or 0..2147483647)")),
+        };
+        let config = QueueConfig {
+            implementation,
+            max_queue_size: limit(max_queue_size, "max queue size")?,
+            max_message_size: limit(max_message_size, "max message size")?,
+            key_range,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        match self.implementation {
+            IMPL_HEAP => {}
+            IMPL_ARRAY if self.key_range.is_none() => {
+                return Err("a queue array (implementation 2) needs a key range".into())
+            }
+            IMPL_ARRAY => {}
+            other => {
+                return Err(format!(
+                    "unknown queue implementation code {other} (1 = heap, 2 = array)"
+                ))
+            }
+        }
+        for (what, v) in [
+            ("max queue size", self.max_queue_size),
+            ("max message size", self.max_message_size),
+        ] {
+            if v.is_some_and(|v| v > i32::MAX as u32) {
+                return Err(format!("{what} must be at most 2147483647"));
+            }
+        }
+        if let Some((min, max)) = self.key_range {
+            if min > max {
+                return Err(format!("key range min {min} is greater than max {max}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn raw_size(v: Option<u32>) -> i32 {
+        v.map_or(-1, |v| v as i32)
+    }
+}
+
+/// Records waiting to be dequeued, in the queue's implementation.
+#[derive(Debug)]
+enum Ready {
+    Heap(Heap4),
+    Array(KeyedFifos),
+}
+
+impl Ready {
+    fn push(&mut self, r: Record) {
+        match self {
+            Ready::Heap(h) => h.push(r),
+            Ready::Array(a) => a.push(r),
+        }
+    }
+    fn pop(&mut self) -> Option<Record> {
+        match self {
+            Ready::Heap(h) => h.pop(),
+            Ready::Array(a) => a.pop(),
+        }
+    }
+    fn peek(&self) -> Option<&Record> {
+        match self {
+            Ready::Heap(h) => h.peek(),
+            Ready::Array(a) => a.peek(),
+        }
+    }
+    fn iter(&self) -> Box<dyn Iterator<Item = &Record> + '_> {
+        match self {
+            Ready::Heap(h) => Box::new(h.iter()),
+            Ready::Array(a) => Box::new(a.iter()),
+        }
+    }
+}
+
+/// One queue: its settings, its ready records and its in-flight (dequeued, un-acked) records.
+#[derive(Debug)]
+pub struct Queue {
+    name: Vec<u8>,
+    config: QueueConfig,
+    last_id: u64,
+    ready: Ready,
+    alive: RoaringTreemap,
+    tombstones: RoaringTreemap,
+    in_flight: HashMap<u64, Record>,
+}
+
+/// A summary of one queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueInfo {
+    pub name: String,
+    pub config: QueueConfig,
+    pub last_id: u64,
+    /// Ready records (what the max queue size policy compares).
+    pub count: u64,
+    pub in_flight: u64,
+}
+
+impl Queue {
+    fn new(name: &[u8], config: QueueConfig) -> Queue {
+        let ready = match config.implementation {
+            IMPL_ARRAY => Ready::Array(KeyedFifos::default()),
+            _ => Ready::Heap(Heap4::default()),
+        };
+        Queue {
+            name: name.to_vec(),
+            config,
+            last_id: 0,
+            ready,
+            alive: RoaringTreemap::new(),
+            tombstones: RoaringTreemap::new(),
+            in_flight: HashMap::new(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        std::str::from_utf8(&self.name).unwrap_or_default()
+    }
+
+    pub fn config(&self) -> QueueConfig {
+        self.config
+    }
+
+    pub fn last_id(&self) -> u64 {
+        self.last_id
+    }
+
+    /// Ready records.
+    pub fn count(&self) -> u64 {
+        self.alive.len() - self.in_flight.len() as u64
+    }
+
+    pub fn in_flight_count(&self) -> u64 {
+        self.in_flight.len() as u64
+    }
+
+    pub fn info(&self) -> QueueInfo {
+        QueueInfo {
+            name: self.name().to_string(),
+            config: self.config,
+            last_id: self.last_id,
+            count: self.count(),
+            in_flight: self.in_flight_count(),
+        }
+    }
+
+    fn insert(&mut self, record: Record) {
+        self.alive.insert(record.id);
+        self.ready.push(record);
+    }
+
+    fn add(&mut self, key: i64, data: &[u8]) -> u64 {
+        self.last_id += 1;
+        let id = self.last_id;
+        self.insert(Record {
+            id,
+            key,
+            data: data.into(),
+        });
+        id
+    }
+
+    fn remove(&mut self, id: u64) -> std::result::Result<(), String> {
+        if !self.alive.remove(id) {
+            return Err(format!(
+                "record id {id} is not in queue {}",
+                display_name(&self.name)
+            ));
+        }
+        if self.in_flight.remove(&id).is_some() {
+            return Ok(());
+        }
+        if self.ready.peek().is_some_and(|r| r.id == id) {
+            self.ready.pop();
+        } else {
+            self.tombstones.insert(id);
+        }
+        Ok(())
+    }
+
+    /// Takes the next ready record (skipping removed ones).
+    fn pop_ready(&mut self) -> Option<Record> {
+        loop {
+            let r = self.ready.pop()?;
+            if !self.tombstones.remove(r.id) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// The next ready record, moved to in flight.
+    pub fn dequeue(&mut self) -> Option<&Record> {
+        let r = self.pop_ready()?;
+        let id = r.id;
+        self.in_flight.insert(id, r);
+        self.in_flight.get(&id)
+    }
+
+    pub fn is_in_flight(&self, id: u64) -> bool {
+        self.in_flight.contains_key(&id)
+    }
+
+    /// Puts an in-flight record back where it was (same id, so before later equal keys).
+    pub fn nack(&mut self, id: u64) -> bool {
+        match self.in_flight.remove(&id) {
+            Some(r) => {
+                self.ready.push(r);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every present record (ready and in flight), in no particular order.
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.ready
+            .iter()
+            .filter(|r| !self.tombstones.contains(r.id))
+            .chain(self.in_flight.values())
+    }
+
+    /// Ready records in dequeue order (for inspection; costs a sort).
+    pub fn ready_in_order(&self) -> Vec<&Record> {
+        let mut out: Vec<&Record> = self
+            .ready
+            .iter()
+            .filter(|r| !self.tombstones.contains(r.id))
+            .collect();
+        out.sort_by_key(|r| (r.key, r.id));
+        out
+    }
+}
+
+/// A queue name as a string (names are ASCII; anything else was refused earlier).
+pub fn raw_name(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// How a queue name is shown in messages.
+pub fn display_name(name: &[u8]) -> String {
+    if name.is_empty() {
+        "(default)".to_string()
+    } else {
+        format!("{:?}", String::from_utf8_lossy(name))
+    }
+}
+
+/// What applying a delta did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Created,
+    Deleted,
+    Added(u64),
+    Removed,
+}
+
+/// All queues. Always holds the default queue (empty name).
+#[derive(Debug)]
+pub struct QueueState {
+    queues: HashMap<Vec<u8>, Queue>,
+}
+
+impl Default for QueueState {
+    fn default() -> Self {
+        let mut queues = HashMap::new();
+        queues.insert(Vec::new(), Queue::new(b"", QueueConfig::default()));
+        QueueState { queues }
+    }
+}
+
+fn replay_error(lsn: Option<i64>, reason: impl Into<String>, source: Option<Error>) -> Error {
+    Error::Replay {
+        lsn,
+        reason: reason.into(),
+        source: source.map(Box::new),
+    }
+}
+
+impl QueueState {
+    pub fn new() -> QueueState {
+        QueueState::default()
+    }
+
+    /// Rebuilds the state a snapshot describes (records re-inserted in id order).
+    pub fn from_snapshot(snapshot: &Snapshot) -> Result<QueueState> {
+        let mut queues = HashMap::new();
+        for q in &snapshot.queues {
+            let config = QueueConfig::from_raw(
+                q.implementation,
+                q.max_queue_size,
+                q.max_message_size,
+                q.key_range,
+            )
+            .map_err(|reason| {
+                Error::InvalidArgument(format!(
+                    "snapshot queue {}: {reason}",
+                    display_name(&q.name)
+                ))
+            })?;
+            let mut queue = Queue::new(&q.name, config);
+            queue.last_id = q.last_id;
+            let mut records: Vec<&(u64, i64, Vec<u8>)> = q.records.iter().collect();
+            records.sort_by_key(|r| r.0);
+            for (id, key, data) in records {
+                if let (IMPL_ARRAY, Some((min, max))) = (config.implementation, config.key_range) {
+                    if *key < min || *key > max {
+                        return Err(Error::InvalidArgument(format!(
+                            "snapshot queue {}: record {id} has key {key} outside the range [{min}, {max}]",
+                            display_name(&q.name)
+                        )));
+                    }
+                }
+                queue.insert(Record {
+                    id: *id,
+                    key: *key,
+                    data: data.as_slice().into(),
+                });
+            }
+            queues.insert(q.name.clone(), queue);
+        }
+        if !queues.contains_key(&Vec::new()) {
+            return Err(Error::InvalidArgument(
+                "snapshot has no default queue".into(),
+            ));
+        }
+        Ok(QueueState { queues })
+    }
+
+    /// The state as snapshot data (in-flight records included, sorted by name and id).
+    pub fn to_snapshot(&self, last_index: i64, last_term: i64) -> Snapshot {
+        let mut names: Vec<&Vec<u8>> = self.queues.keys().collect();
+        names.sort();
+        let queues = names
+            .into_iter()
+            .map(|name| {
+                let q = &self.queues[name];
+                let mut records: Vec<(u64, i64, Vec<u8>)> = q
+                    .records()
+                    .map(|r| (r.id, r.key, r.data.to_vec()))
+                    .collect();
+                records.sort_by_key(|r| r.0);
+                QueueData {
+                    name: name.clone(),
+                    implementation: q.config.implementation,
+                    last_id: q.last_id,
+                    max_queue_size: QueueConfig::raw_size(q.config.max_queue_size),
+                    max_message_size: QueueConfig::raw_size(q.config.max_message_size),
+                    key_range: q.config.key_range,
+                    records,
+                }
+            })
+            .collect();
+        Snapshot {
+            last_index,
+            last_term,
+            queues,
+        }
+    }
+
+    pub fn queue(&self, name: &[u8]) -> Result<&Queue> {
+        self.queues.get(name).ok_or_else(|| no_such_queue(name))
+    }
+
+    pub fn queue_mut(&mut self, name: &[u8]) -> Result<&mut Queue> {
+        self.queues.get_mut(name).ok_or_else(|| no_such_queue(name))
+    }
+
+    /// Queues sorted by name (the default queue first).
+    pub fn infos(&self) -> Vec<QueueInfo> {
+        let mut out: Vec<QueueInfo> = self.queues.values().map(Queue::info).collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.queues.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+    }
+
+    /// Total present records (ready + in flight) in every queue.
+    pub fn total_records(&self) -> u64 {
+        self.queues.values().map(|q| q.alive.len()).sum()
+    }
+
+    // ----- client checks (policies) -----
+
+    /// Checks a client's CreateQueue before it is logged.
+    pub fn check_create(&self, name: &[u8], config: &QueueConfig) -> Result<()> {
+        delta::validate_queue_name(name).map_err(Error::InvalidArgument)?;
+        config.validate().map_err(Error::InvalidArgument)?;
+        if self.queues.contains_key(name) {
+            return Err(Error::QueueExists {
+                name: raw_name(name),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a client's DeleteQueue before it is logged.
+    pub fn check_delete(&self, name: &[u8]) -> Result<()> {
+        if name.is_empty() {
+            return Err(Error::InvalidArgument(
+                "the default queue cannot be deleted".into(),
+            ));
+        }
+        self.queue(name).map(|_| ())
+    }
+
+    /// Checks a client's enqueue against the queue's policies (not checked on replay).
+    pub fn check_enqueue(&self, name: &[u8], key: i64, message_len: usize) -> Result<()> {
+        let q = self.queue(name)?;
+        let violation = |policy: &'static str, reason: String| Error::Policy {
+            queue: raw_name(name),
+            policy,
+            reason,
+        };
+        if let Some(max) = q.config.max_queue_size {
+            if q.count() >= max as u64 {
+                return Err(violation(
+                    "max_queue_size",
+                    format!("queue is full ({} of {max} records)", q.count()),
+                ));
+            }
+        }
+        if let Some((min, max)) = q.config.key_range {
+            if key < min || key > max {
+                return Err(violation(
+                    "key_range",
+                    format!("key {key} is outside the range [{min}, {max}]"),
+                ));
+            }
+        }
+        if let Some(max) = q.config.max_message_size {
+            if message_len > max as usize {
+                return Err(violation(
+                    "max_message_size",
+                    format!("message of {message_len} bytes exceeds the limit of {max} bytes"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    // ----- replay -----
+
+    /// Decodes and applies one delta. `lsn` names the entry in errors.
+    pub fn apply(&mut self, lsn: Option<i64>, data: &[u8]) -> Result<Applied> {
+        let delta = delta::decode(data).map_err(|e| {
+            let cause = Error::Corruption {
+                path: format!(
+                    "<delta at LSN {}>",
+                    lsn.map_or("?".into(), |l| l.to_string())
+                )
+                .into(),
+                offset: Some(e.offset as u64),
+                reason: e.reason.clone(),
+            };
+            replay_error(lsn, format!("undecodable delta: {}", e.reason), Some(cause))
+        })?;
+        self.apply_delta(lsn, &delta)
+    }
+
+    /// Applies a decoded delta by the replay rules (spec 7).
+    pub fn apply_delta(&mut self, lsn: Option<i64>, delta: &DeltaRef<'_>) -> Result<Applied> {
+        match *delta {
+            DeltaRef::CreateQueue {
+                name,
+                implementation,
+                max_queue_size,
+                max_message_size,
+                key_range,
+            } => {
+                if self.queues.contains_key(name) {
+                    return Err(replay_error(
+                        lsn,
+                        format!("CreateQueue of existing queue {}", display_name(name)),
+                        None,
+                    ));
+                }
+                let config = QueueConfig::from_raw(
+                    implementation,
+                    max_queue_size,
+                    max_message_size,
+                    key_range,
+                )
+                .map_err(|r| {
+                    replay_error(
+                        lsn,
+                        format!("CreateQueue {}: {r}", display_name(name)),
+                        None,
+                    )
+                })?;
+                self.queues.insert(name.to_vec(), Queue::new(name, config));
+                Ok(Applied::Created)
+            }
+            DeltaRef::DeleteQueue { name } => {
+                if name.is_empty() {
+                    return Err(replay_error(lsn, "DeleteQueue of the default queue", None));
+                }
+                if self.queues.remove(name).is_none() {
+                    return Err(replay_error(
+                        lsn,
+                        format!("DeleteQueue of missing queue {}", display_name(name)),
+                        None,
+                    ));
+                }
+                Ok(Applied::Deleted)
+            }
+            DeltaRef::AddRecord { name, key, message } => {
+                let q = self.queues.get_mut(name).ok_or_else(|| {
+                    replay_error(
+                        lsn,
+                        format!("AddRecord to missing queue {}", display_name(name)),
+                        None,
+                    )
+                })?;
+                if q.config.implementation == IMPL_ARRAY {
+                    if let Some((min, max)) = q.config.key_range {
+                        if key < min || key > max {
+                            return Err(replay_error(
+                                lsn,
+                                format!("AddRecord key {key} outside array queue {} range [{min}, {max}]", display_name(name)),
+                                None,
+                            ));
+                        }
+                    }
+                }
+                Ok(Applied::Added(q.add(key, message)))
+            }
+            DeltaRef::RemoveRecord { name, id } => {
+                let q = self.queues.get_mut(name).ok_or_else(|| {
+                    replay_error(
+                        lsn,
+                        format!("RemoveRecord from missing queue {}", display_name(name)),
+                        None,
+                    )
+                })?;
+                q.remove(id)
+                    .map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
+                Ok(Applied::Removed)
+            }
+        }
+    }
+
+    /// Applies every entry of `log` from `start` (default: the log's start) to its end, in
+    /// Rust, without copying entries. Returns the number of deltas applied.
+    pub fn replay(&mut self, log: &mut Log, start: Option<i64>) -> Result<u64> {
+        let start = start.unwrap_or(log.start_index());
+        let end = log.last_index() + 1;
+        let mut applied = 0u64;
+        let mut failure = None;
+        log.scan(start, end, |lsn, _term, data| {
+            match self.apply(Some(lsn), data) {
+                Ok(_) => {
+                    applied += 1;
+                    true
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
+            }
+        })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(applied),
+        }
+    }
+}
+
+fn no_such_queue(name: &[u8]) -> Error {
+    Error::NoSuchQueue {
+        name: raw_name(name),
+    }
+}

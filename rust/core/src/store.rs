@@ -1,0 +1,560 @@
+//! The embedded durable queue over a base directory (spec sections 1, 7, 8): settings, the
+//! writer lock (held by the log), metadata, snapshot, log and queue state. Restore on open =
+//! snapshot + replay of the log after it.
+//!
+//! Every change is checked against the state, appended to the log as a delta, applied to the
+//! state, and made durable per the sync policy before the call returns. Durability waits happen
+//! outside the state lock, so concurrent writers share one fsync (group commit).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::delta::DeltaRef;
+use crate::format::metadata::{self, Metadata};
+use crate::format::snapshot;
+use crate::log::{Log, LogOptions, SyncPolicy};
+use crate::settings::{Settings, StoreSync};
+use crate::state::{raw_name, Applied, QueueConfig, QueueInfo, QueueState, Record};
+
+/// What opening found and did.
+#[derive(Debug, Clone, Default)]
+pub struct OpenReport {
+    pub snapshot_index: Option<i64>,
+    pub replayed: u64,
+    pub torn_tail_cut: bool,
+}
+
+/// Paths of a base directory (spec section 1).
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub base: PathBuf,
+    pub data: PathBuf,
+    pub log: PathBuf,
+    pub temp: PathBuf,
+    pub snapshot: PathBuf,
+    pub metadata: PathBuf,
+}
+
+impl Layout {
+    pub fn new(base: &Path) -> Layout {
+        let data = base.join("data");
+        Layout {
+            base: base.to_path_buf(),
+            log: data.join("log"),
+            temp: data.join("temp"),
+            snapshot: data.join("tflux.snapshot"),
+            metadata: data.join("tflux.metadata"),
+            data,
+        }
+    }
+}
+
+struct Inner {
+    log: Log,
+    state: QueueState,
+    metadata: Metadata,
+    snapshot_index: i64,
+    closed: bool,
+}
+
+#[derive(Default)]
+struct SyncState {
+    synced: i64,
+    syncing: bool,
+    error: Option<String>,
+    stop: bool,
+}
+
+/// Group commit: the first waiter fsyncs for everyone who appended before it started.
+#[derive(Default)]
+struct Durability {
+    state: Mutex<SyncState>,
+    changed: Condvar,
+}
+
+pub struct Store {
+    layout: Layout,
+    settings: Settings,
+    readonly: bool,
+    inner: Mutex<Inner>,
+    /// Signalled when records become ready (enqueue, nack) or queues go away.
+    ready: Condvar,
+    durability: Durability,
+    syncer: Mutex<Option<JoinHandle<()>>>,
+    report: OpenReport,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Store {
+    /// Opens (creating the layout unless read-only) the store in `base`. `overrides` is a JSON
+    /// object of settings that win over `taskflux.settings.json`.
+    pub fn open(base: &Path, overrides: Option<&str>, readonly: bool) -> Result<Store> {
+        let layout = Layout::new(base);
+        let settings = Settings::load(base, overrides)?;
+        if !readonly {
+            for dir in [&layout.data, &layout.log, &layout.temp] {
+                std::fs::create_dir_all(dir).ctx("create directory", dir)?;
+            }
+        }
+        let log_opts = LogOptions {
+            soft_limit: settings.log_file_soft_limit,
+            hard_limit: settings.log_file_hard_limit,
+            preallocate: settings.log_preallocate_segments,
+            // Syncing is the store's job (group commit); Batch makes roll-over sync the segment
+            // it seals, so every entry of a sealed segment is durable.
+            sync: SyncPolicy::Batch,
+            repair: false,
+            readonly,
+            commit_index: None,
+            empty_entries: false,
+        };
+        // The log takes the writer lock first: nothing else is touched by a refused open.
+        let mut log = Log::open(&layout.log, log_opts)?;
+        let metadata = metadata::read(&layout.metadata)?;
+        let snap = snapshot::read(&layout.snapshot)?;
+        let mut report = OpenReport {
+            torn_tail_cut: log.recovery().truncated(),
+            ..OpenReport::default()
+        };
+        if let Some((lsn, term)) = log.last_entry() {
+            if term > metadata.term {
+                return Err(Error::corruption(
+                    &layout.log,
+                    None,
+                    format!(
+                        "entry {lsn} has term {term}, above the current term {} in the metadata",
+                        metadata.term
+                    ),
+                ));
+            }
+        }
+        let (mut state, snapshot_index) = match &snap {
+            Some(s) => {
+                let state = QueueState::from_snapshot(s)
+                    .map_err(|e| Error::corruption(&layout.snapshot, None, e.to_string()))?;
+                (state, s.last_index)
+            }
+            None => (QueueState::new(), -1),
+        };
+        report.snapshot_index = snap.as_ref().map(|s| s.last_index);
+        let start = log.start_index();
+        if start > snapshot_index + 1 {
+            let what = match snap {
+                Some(_) => {
+                    format!("the log starts at {start} but the snapshot ends at {snapshot_index}")
+                }
+                None => format!("the log starts at {start} and there is no snapshot"),
+            };
+            return Err(Error::corruption(
+                &layout.log,
+                None,
+                format!("gap between snapshot and log: {what}"),
+            ));
+        }
+        if log.last_index() < snapshot_index && !readonly {
+            // The snapshot is ahead of the whole log: the log restarts after it.
+            log.insert_range(snapshot_index + 1, &[] as &[(i32, &[u8])])?;
+        }
+        if log.last_index() > snapshot_index {
+            report.replayed = state.replay(&mut log, Some(snapshot_index + 1))?;
+        }
+        if !readonly && log.last_index() >= log.start_index() {
+            log.commit(log.last_index())?;
+        }
+        let synced = log.last_index();
+        let store = Store {
+            layout,
+            settings,
+            readonly,
+            inner: Mutex::new(Inner {
+                log,
+                state,
+                metadata,
+                snapshot_index,
+                closed: false,
+            }),
+            ready: Condvar::new(),
+            durability: Durability {
+                state: Mutex::new(SyncState {
+                    synced,
+                    ..SyncState::default()
+                }),
+                changed: Condvar::new(),
+            },
+            syncer: Mutex::new(None),
+            report,
+        };
+        Ok(store)
+    }
+
+    /// Starts the background fsync thread of the "interval" policy.
+    pub fn start_background_sync(self: &std::sync::Arc<Self>) {
+        if self.readonly || self.settings.log_sync_policy != StoreSync::Interval {
+            return;
+        }
+        let weak = std::sync::Arc::downgrade(self);
+        let every = Duration::from_millis(self.settings.log_sync_interval_ms);
+        let handle = std::thread::spawn(move || loop {
+            std::thread::sleep(every);
+            let Some(store) = weak.upgrade() else { return };
+            if lock(&store.durability.state).stop {
+                return;
+            }
+            let last = lock(&store.inner).log.last_index();
+            let _ = store.wait_durable(last);
+        });
+        *lock(&self.syncer) = Some(handle);
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    fn inner(&self) -> Result<MutexGuard<'_, Inner>> {
+        let inner = lock(&self.inner);
+        if inner.closed {
+            return Err(Error::InvalidArgument("the store is closed".into()));
+        }
+        Ok(inner)
+    }
+
+    fn writable(&self) -> Result<MutexGuard<'_, Inner>> {
+        if self.readonly {
+            return Err(Error::ReadOnly {
+                path: self.layout.base.clone(),
+            });
+        }
+        if let Some(e) = &lock(&self.durability.state).error {
+            return Err(Error::Poisoned(e.clone()));
+        }
+        self.inner()
+    }
+
+    /// Appends deltas (one write), commits them and applies them; returns what each did and
+    /// the last LSN. The caller then waits for durability outside the lock.
+    fn log_and_apply(
+        &self,
+        inner: &mut Inner,
+        deltas: &[DeltaRef<'_>],
+    ) -> Result<(Vec<Applied>, i64)> {
+        let mut encoded: Vec<Vec<u8>> = Vec::with_capacity(deltas.len());
+        for d in deltas {
+            let mut buf = Vec::new();
+            d.encode(&mut buf);
+            encoded.push(buf);
+        }
+        let segments_before = inner.log.segments_len();
+        let first = inner.log.append_many(inner.metadata.term, &encoded)?;
+        let last = first + deltas.len() as i64 - 1;
+        inner.log.commit(last)?;
+        let mut applied = Vec::with_capacity(deltas.len());
+        for (i, d) in deltas.iter().enumerate() {
+            applied.push(inner.state.apply_delta(Some(first + i as i64), d)?);
+        }
+        if inner.log.segments_len() != segments_before {
+            self.maybe_snapshot(inner)?;
+        }
+        Ok((applied, last))
+    }
+
+    fn maybe_snapshot(&self, inner: &mut Inner) -> Result<()> {
+        let threshold = self.settings.snapshot_creation_segments_threshold;
+        if threshold == 0 {
+            return Ok(());
+        }
+        if inner.log.sealed_segments_after(inner.snapshot_index) as u64 >= threshold {
+            self.snapshot_locked(inner)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until `lsn` is durable per the sync policy (group commit for "always").
+    fn wait_durable(&self, lsn: i64) -> Result<()> {
+        if self.settings.log_sync_policy == StoreSync::Never {
+            return Ok(());
+        }
+        let mut st = lock(&self.durability.state);
+        loop {
+            if st.synced >= lsn {
+                return Ok(());
+            }
+            if let Some(e) = &st.error {
+                return Err(Error::Poisoned(e.clone()));
+            }
+            if st.syncing {
+                st = self
+                    .durability
+                    .changed
+                    .wait(st)
+                    .unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st.syncing = true;
+            drop(st);
+            // Everything appended so far is covered by this fsync; later appends wait for the
+            // next one (started by the first of them to arrive here).
+            let handle = lock(&self.inner).log.sync_handle();
+            let outcome = handle.and_then(|(file, last)| {
+                file.sync_data().ctx("fsync segment", &self.layout.log)?;
+                Ok(last)
+            });
+            st = lock(&self.durability.state);
+            st.syncing = false;
+            match outcome {
+                Ok(last) => st.synced = st.synced.max(last),
+                Err(e) => st.error = Some(e.to_string()),
+            }
+            self.durability.changed.notify_all();
+        }
+    }
+
+    fn after_write(&self, lsn: i64) -> Result<()> {
+        if self.settings.log_sync_policy == StoreSync::Always {
+            self.wait_durable(lsn)?;
+        }
+        Ok(())
+    }
+
+    // ----- client operations -----
+
+    pub fn create_queue(&self, name: &[u8], config: QueueConfig) -> Result<()> {
+        let lsn = {
+            let mut inner = self.writable()?;
+            inner.state.check_create(name, &config)?;
+            let delta = DeltaRef::CreateQueue {
+                name,
+                implementation: config.implementation,
+                max_queue_size: config.max_queue_size.map_or(-1, |v| v as i32),
+                max_message_size: config.max_message_size.map_or(-1, |v| v as i32),
+                key_range: config.key_range,
+            };
+            self.log_and_apply(&mut inner, &[delta])?.1
+        };
+        self.after_write(lsn)
+    }
+
+    pub fn delete_queue(&self, name: &[u8]) -> Result<()> {
+        let lsn = {
+            let mut inner = self.writable()?;
+            inner.state.check_delete(name)?;
+            self.log_and_apply(&mut inner, &[DeltaRef::DeleteQueue { name }])?
+                .1
+        };
+        self.ready.notify_all();
+        self.after_write(lsn)
+    }
+
+    /// Enqueues records (one log write, one fsync); returns their ids. All are checked against
+    /// the queue's policies first: either all are enqueued or none.
+    pub fn enqueue_many(&self, name: &[u8], items: &[(i64, &[u8])]) -> Result<Vec<u64>> {
+        let (ids, lsn) = {
+            let mut inner = self.writable()?;
+            inner.state.queue(name)?;
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
+            for (key, message) in items {
+                inner.state.check_enqueue(name, *key, message.len())?;
+            }
+            let q = inner.state.queue(name)?;
+            if let Some(max) = q.config().max_queue_size {
+                if q.count() + items.len() as u64 > max as u64 {
+                    return Err(Error::Policy {
+                        queue: raw_name(name),
+                        policy: "max_queue_size",
+                        reason: format!(
+                            "{} records do not fit ({} of {max} used)",
+                            items.len(),
+                            q.count()
+                        ),
+                    });
+                }
+            }
+            let deltas: Vec<DeltaRef<'_>> = items
+                .iter()
+                .map(|(key, message)| DeltaRef::AddRecord {
+                    name,
+                    key: *key,
+                    message,
+                })
+                .collect();
+            let (applied, lsn) = self.log_and_apply(&mut inner, &deltas)?;
+            let ids = applied
+                .into_iter()
+                .filter_map(|a| match a {
+                    Applied::Added(id) => Some(id),
+                    _ => None,
+                })
+                .collect();
+            (ids, lsn)
+        };
+        self.ready.notify_all();
+        self.after_write(lsn)?;
+        Ok(ids)
+    }
+
+    pub fn enqueue(&self, name: &[u8], key: i64, message: &[u8]) -> Result<u64> {
+        Ok(self.enqueue_many(name, &[(key, message)])?[0])
+    }
+
+    /// Takes the next record of `name` (smallest key, then lowest id), waiting up to `timeout`
+    /// (`None` = forever) for one to arrive. Writes nothing: the record is in flight until
+    /// acked (RemoveRecord is logged) or nacked (it goes back).
+    pub fn dequeue(&self, name: &[u8], timeout: Option<Duration>) -> Result<Option<Record>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut inner = self.inner()?;
+        loop {
+            if let Some(r) = inner.state.queue_mut(name)?.dequeue() {
+                return Ok(Some(r.clone()));
+            }
+            let wait = match deadline {
+                None => Duration::from_secs(3600),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Ok(None);
+                    }
+                    d - now
+                }
+            };
+            inner = self
+                .ready
+                .wait_timeout(inner, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            if inner.closed {
+                return Err(Error::InvalidArgument("the store was closed".into()));
+            }
+        }
+    }
+
+    /// Acknowledges an in-flight record: logs RemoveRecord and makes it durable.
+    pub fn ack(&self, name: &[u8], id: u64) -> Result<()> {
+        let lsn = {
+            let mut inner = self.writable()?;
+            if !inner.state.queue(name)?.is_in_flight(id) {
+                return Err(Error::NotInFlight {
+                    queue: raw_name(name),
+                    id,
+                });
+            }
+            self.log_and_apply(&mut inner, &[DeltaRef::RemoveRecord { name, id }])?
+                .1
+        };
+        self.after_write(lsn)
+    }
+
+    /// Puts an in-flight record back with its id (so before later records of the same key).
+    pub fn nack(&self, name: &[u8], id: u64) -> Result<()> {
+        {
+            let mut inner = self.inner()?;
+            if !inner.state.queue_mut(name)?.nack(id) {
+                return Err(Error::NotInFlight {
+                    queue: raw_name(name),
+                    id,
+                });
+            }
+        }
+        self.ready.notify_all();
+        Ok(())
+    }
+
+    pub fn queues(&self) -> Result<Vec<QueueInfo>> {
+        Ok(self.inner()?.state.infos())
+    }
+
+    /// Ready records of a queue in dequeue order: `(id, key, data)`.
+    pub fn peek_all(&self, name: &[u8]) -> Result<Vec<Record>> {
+        let inner = self.inner()?;
+        let q = inner.state.queue(name)?;
+        Ok(q.ready_in_order().into_iter().cloned().collect())
+    }
+
+    /// Runs `f` on the state under the lock (inspection, snapshot export).
+    pub fn with_state<T>(&self, f: impl FnOnce(&QueueState) -> T) -> Result<T> {
+        Ok(f(&self.inner()?.state))
+    }
+
+    /// `(start, last, snapshot index)` of the log.
+    pub fn log_bounds(&self) -> Result<(i64, i64, i64)> {
+        let inner = self.inner()?;
+        Ok((
+            inner.log.start_index(),
+            inner.log.last_index(),
+            inner.snapshot_index,
+        ))
+    }
+
+    pub fn metadata(&self) -> Result<Metadata> {
+        Ok(self.inner()?.metadata)
+    }
+
+    /// Writes a snapshot of the current state and compacts the log up to it. Returns false when
+    /// nothing was logged since the last snapshot.
+    pub fn snapshot(&self) -> Result<bool> {
+        let mut inner = self.writable()?;
+        self.snapshot_locked(&mut inner)
+    }
+
+    fn snapshot_locked(&self, inner: &mut Inner) -> Result<bool> {
+        let last = inner.log.last_index();
+        if last <= inner.snapshot_index {
+            return Ok(false);
+        }
+        let term = inner.log.term_at(last)? as i64;
+        // The snapshot must never be ahead of a durable log: sync first.
+        inner.log.sync()?;
+        let snap = inner.state.to_snapshot(last, term);
+        snapshot::write(&self.layout.snapshot, &snap)?;
+        inner.snapshot_index = last;
+        inner.log.compact(last)?;
+        Ok(true)
+    }
+
+    /// Syncs everything and releases the lock. Further calls fail; waiting dequeues wake up.
+    pub fn close(&self) -> Result<()> {
+        {
+            let mut st = lock(&self.durability.state);
+            st.stop = true;
+        }
+        let result = {
+            let mut inner = lock(&self.inner);
+            if inner.closed {
+                return Ok(());
+            }
+            inner.closed = true;
+            let synced = if self.readonly || self.settings.log_sync_policy == StoreSync::Never {
+                Ok(())
+            } else {
+                inner.log.sync()
+            };
+            // Release the directory lock now, not when the last reference goes away.
+            synced.and(inner.log.release())
+        };
+        self.ready.notify_all();
+        if let Some(h) = lock(&self.syncer).take() {
+            let _ = h.join();
+        }
+        result
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
