@@ -252,12 +252,12 @@ class Delta:
     @staticmethod
     def create_queue(
         queue: str,
-        implementation: int | None = None,
+        implementation: int = 1,
         max_queue_size: int | None = None,
         max_message_size: int | None = None,
         key_range: tuple[int, int] | None = None,
     ) -> Delta:
-        """``implementation`` defaults to 1 (heap); ``None`` sizes mean no limit (-1 on disk)."""
+        """Implementation 1 is the heap, 2 the array; ``None`` sizes: no limit (-1 on disk)."""
     @staticmethod
     def delete_queue(queue: str) -> Delta: ...
     @staticmethod
@@ -351,8 +351,8 @@ class SnapshotQueue:
     def __new__(
         cls,
         name: str,
-        implementation: int | None = None,
-        last_id: int | None = None,
+        implementation: int = 1,
+        last_id: int = 0,
         max_queue_size: int | None = None,
         max_message_size: int | None = None,
         key_range: tuple[int, int] | None = None,

@@ -1,11 +1,11 @@
 //! Small file-system helpers shared by the snapshot, the metadata and the store.
 
 use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 
 /// Name of the directory beside a file where its replacement is written first.
 pub const TEMP_DIR: &str = "temp";
@@ -19,7 +19,13 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
         _ => Path::new("."),
     };
     let temp_dir = parent.join(TEMP_DIR);
-    fs::create_dir_all(&temp_dir).ctx("create temp directory", &temp_dir)?;
+    // Only `temp/` is created: a missing parent is the caller's mistake, not ours to paper over.
+    match fs::create_dir(&temp_dir) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+            return Err(Error::io("create temp directory", &temp_dir, e))
+        }
+        _ => {}
+    }
     let temp = temp_path(&temp_dir, path);
     let written = write_synced(&temp, bytes)
         .and_then(|()| fs::rename(&temp, path).ctx("rename temp file over", path));

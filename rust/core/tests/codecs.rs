@@ -627,6 +627,17 @@ fn snapshot_read_reports_io_errors_and_corruption_with_the_path() {
     }
 }
 
+#[test]
+fn atomic_write_does_not_create_a_missing_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope").join("tflux.metadata");
+    match metadata::write(&path, &Metadata::default()) {
+        Err(Error::Io { source, .. }) => assert_eq!(source.kind(), std::io::ErrorKind::NotFound),
+        other => panic!("{other:?}"),
+    }
+    assert!(!dir.path().join("nope").exists());
+}
+
 // ---------- metadata ----------
 
 #[test]

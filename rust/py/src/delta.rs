@@ -3,7 +3,7 @@
 use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use tflux_core::format::delta::{self as core, Delta};
 
 use crate::errors::corruption_error;
@@ -68,20 +68,28 @@ pub fn key_range_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(i64, i6
         None => Ok(None),
         Some(o) if o.is_none() => Ok(None),
         Some(o) => {
-            let t = o
-                .cast::<PyTuple>()
-                .ok()
-                .filter(|t| t.len() == 2)
-                .ok_or_else(|| {
-                    PyValueError::new_err(format!(
-                        "key_range must be None or a (min, max) tuple (got {o})"
-                    ))
-                })?;
-            let min = int_arg(&t.get_item(0)?, "key_range min", INT64)?;
-            let max = int_arg(&t.get_item(1)?, "key_range max", INT64)?;
+            let [min, max] = items(o).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "key_range must be None or a (min, max) tuple (got {o})"
+                ))
+            })?;
+            let min = int_arg(&min, "key_range min", INT64)?;
+            let max = int_arg(&max, "key_range max", INT64)?;
             Ok(Some((min, max)))
         }
     }
+}
+
+/// The items of a tuple or list of exactly `N` items.
+pub fn items<'py, const N: usize>(obj: &Bound<'py, PyAny>) -> Option<[Bound<'py, PyAny>; N]> {
+    let seq: Vec<Bound<'py, PyAny>> = if let Ok(t) = obj.cast::<PyTuple>() {
+        t.iter().collect()
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        l.iter().collect()
+    } else {
+        return None;
+    };
+    seq.try_into().ok()
 }
 
 pub fn key_range_repr(r: Option<(i64, i64)>) -> String {
@@ -98,7 +106,10 @@ pub struct PyDelta {
 #[pymethods]
 impl PyDelta {
     #[staticmethod]
-    #[pyo3(signature = (queue, implementation=None, max_queue_size=None, max_message_size=None, key_range=None))]
+    #[pyo3(
+        signature = (queue, implementation=None, max_queue_size=None, max_message_size=None, key_range=None),
+        text_signature = "(queue, implementation=1, max_queue_size=None, max_message_size=None, key_range=None)"
+    )]
     fn create_queue(
         queue: &str,
         implementation: Option<&Bound<'_, PyAny>>,

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList};
 use tflux_core::format::snapshot::{self as core, QueueData, Snapshot};
 
 use crate::delta::{
-    bytes_repr, int_arg, key_range_arg, key_range_repr, limit_arg, limit_py, name_arg, name_py,
-    str_repr, INT32, INT64, UINT64,
+    bytes_repr, int_arg, items, key_range_arg, key_range_repr, limit_arg, limit_py, name_arg,
+    name_py, str_repr, INT32, INT64, UINT64,
 };
 use crate::errors::{py_result, Fail};
 
@@ -29,8 +29,12 @@ pub struct PySnapshotQueue {
 impl PySnapshotQueue {
     #[new]
     #[allow(clippy::too_many_arguments)] // mirrors the Python signature
-    #[pyo3(signature = (name, implementation=None, last_id=None, max_queue_size=None,
-                        max_message_size=None, key_range=None, records=None))]
+    #[pyo3(
+        signature = (name, implementation=None, last_id=None, max_queue_size=None,
+                     max_message_size=None, key_range=None, records=None),
+        text_signature = "(name, implementation=1, last_id=0, max_queue_size=None, \
+                          max_message_size=None, key_range=None, records=None)"
+    )]
     fn new(
         py: Python<'_>,
         name: &str,
@@ -141,18 +145,14 @@ fn records_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(u64, i64, Vec<u8>)>> {
     let mut out = Vec::new();
     for item in obj.try_iter()? {
         let item = item?;
-        let t = item
-            .cast::<PyTuple>()
-            .ok()
-            .filter(|t| t.len() == 3)
-            .ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "a record must be an (id, key, data) tuple (got {item})"
-                ))
-            })?;
-        let id = int_arg(&t.get_item(0)?, "record id", UINT64)?;
-        let key = int_arg(&t.get_item(1)?, "record key", INT64)?;
-        let data: PyBackedBytes = t.get_item(2)?.extract()?;
+        let [id, key, data] = items(&item).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "a record must be an (id, key, data) tuple (got {item})"
+            ))
+        })?;
+        let id = int_arg(&id, "record id", UINT64)?;
+        let key = int_arg(&key, "record key", INT64)?;
+        let data: PyBackedBytes = data.extract()?;
         out.push((id, key, data.to_vec()));
     }
     Ok(out)
