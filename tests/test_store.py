@@ -2094,3 +2094,50 @@ StoreMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_store_against_a_model = StoreMachine.TestCase
+
+
+# --- stale records cannot settle a new delivery ----------------------------------------------
+
+
+def test_a_record_from_a_deleted_and_recreated_queue_cannot_be_acked(tmp_path):
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        store.create_queue("q")
+        store.enqueue("q", 1, b"old")
+        stale = store.dequeue("q", timeout=0)
+        store.delete_queue("q")
+        store.create_queue("q")
+        store.enqueue("q", 1, b"new")  # gets id 1 again: a new life of the queue
+        fresh = store.dequeue("q", timeout=0)
+        assert (fresh.id, stale.id) == (1, 1)
+        before = store.log_bounds
+        with pytest.raises(tflux.NotInFlightError):
+            store.ack(stale)
+        with pytest.raises(tflux.NotInFlightError):
+            store.nack(stale)
+        assert store.log_bounds == before, "a refused ack writes nothing"
+        store.ack(fresh)
+        assert store.queues()[-1].in_flight == 0
+
+
+def test_a_record_dequeued_before_a_reopen_cannot_settle_the_redelivery(tmp_path):
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        store.create_queue("q")
+        store.enqueue("q", 1, b"x")
+        stale = store.dequeue("q", timeout=0)
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        again = store.dequeue("q", timeout=0)
+        assert again == stale, "equal by content: same id, key, payload, queue"
+        with pytest.raises(tflux.NotInFlightError):
+            store.ack(stale)
+        store.ack(again)
+
+
+def test_a_pickled_record_still_settles_its_own_delivery(tmp_path):
+    import pickle
+
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        store.create_queue("q")
+        store.enqueue("q", 1, b"x")
+        rec = pickle.loads(pickle.dumps(store.dequeue("q", timeout=0)))
+        store.ack(rec)
+        assert store.dequeue("q", timeout=0) is None

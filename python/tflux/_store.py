@@ -19,7 +19,7 @@ SETTINGS = {
 }
 
 
-def open(  # noqa: A001 - the design card names it tflux.open
+def open(
     base_dir: str | os.PathLike[str] | None = None,
     *,
     readonly: bool = False,

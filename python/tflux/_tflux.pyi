@@ -207,9 +207,15 @@ Implementation = Literal["heap", "array"]
 
 @final
 class Record:
-    """A queued message: ``id`` (unique in its queue), ``key`` (priority), ``payload``, ``queue``."""
+    """A queued message: ``id`` (unique in its queue), ``key``, ``payload``, ``queue``.
 
-    def __new__(cls, id: int, key: int, payload: bytes, queue: str) -> Record: ...
+    A record returned by ``dequeue`` remembers which life of its queue handed it out, so it
+    cannot settle a delivery after the queue was re-created or the store reopened.
+    """
+
+    def __new__(
+        cls, id: int, key: int, payload: bytes, queue: str, _incarnation: int | None = None
+    ) -> Record: ...
     @property
     def id(self) -> int: ...
     @property

@@ -61,6 +61,9 @@ pub enum Error {
         policy: &'static str,
         reason: String,
     },
+    /// An operation on a store (or log) that was closed.
+    #[error("operation on a closed {0}")]
+    Closed(&'static str),
     /// Ack or nack of a record that is not in flight.
     #[error("record {id} of queue {} is not in flight", crate::state::display_name(queue.as_bytes()))]
     NotInFlight { queue: String, id: u64 },

@@ -227,7 +227,7 @@ impl Store {
     fn inner(&self) -> Result<MutexGuard<'_, Inner>> {
         let inner = lock(&self.inner);
         if inner.closed {
-            return Err(Error::InvalidArgument("the store is closed".into()));
+            return Err(Error::Closed("store"));
         }
         Ok(inner)
     }
@@ -414,12 +414,15 @@ impl Store {
     /// Takes the next record of `name` (smallest key, then lowest id), waiting up to `timeout`
     /// (`None` = forever) for one to arrive. Writes nothing: the record is in flight until
     /// acked (RemoveRecord is logged) or nacked (it goes back).
-    pub fn dequeue(&self, name: &[u8], timeout: Option<Duration>) -> Result<Option<Record>> {
+    /// Returns the record and the queue's incarnation, which `ack`/`nack` check.
+    pub fn dequeue(&self, name: &[u8], timeout: Option<Duration>) -> Result<Option<(Record, u64)>> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut inner = self.inner()?;
         loop {
-            if let Some(r) = inner.state.queue_mut(name)?.dequeue() {
-                return Ok(Some(r.clone()));
+            let q = inner.state.queue_mut(name)?;
+            let incarnation = q.incarnation();
+            if let Some(r) = q.dequeue() {
+                return Ok(Some((r.clone(), incarnation)));
             }
             let wait = match deadline {
                 None => Duration::from_secs(3600),
@@ -437,16 +440,17 @@ impl Store {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
             if inner.closed {
-                return Err(Error::InvalidArgument("the store was closed".into()));
+                return Err(Error::Closed("store"));
             }
         }
     }
 
-    /// Acknowledges an in-flight record: logs RemoveRecord and makes it durable.
-    pub fn ack(&self, name: &[u8], id: u64) -> Result<()> {
+    /// Acknowledges an in-flight record: logs RemoveRecord and makes it durable. With
+    /// `incarnation` (from `dequeue`), a record of an earlier life of the queue is refused.
+    pub fn ack(&self, name: &[u8], id: u64, incarnation: Option<u64>) -> Result<()> {
         let lsn = {
             let mut inner = self.writable()?;
-            if !inner.state.queue(name)?.is_in_flight(id) {
+            if !in_flight(inner.state.queue(name)?, id, incarnation) {
                 return Err(Error::NotInFlight {
                     queue: raw_name(name),
                     id,
@@ -459,10 +463,11 @@ impl Store {
     }
 
     /// Puts an in-flight record back with its id (so before later records of the same key).
-    pub fn nack(&self, name: &[u8], id: u64) -> Result<()> {
+    pub fn nack(&self, name: &[u8], id: u64, incarnation: Option<u64>) -> Result<()> {
         {
             let mut inner = self.inner()?;
-            if !inner.state.queue_mut(name)?.nack(id) {
+            let q = inner.state.queue_mut(name)?;
+            if !in_flight(q, id, incarnation) || !q.nack(id) {
                 return Err(Error::NotInFlight {
                     queue: raw_name(name),
                     id,
@@ -551,6 +556,11 @@ impl Store {
         }
         result
     }
+}
+
+/// Whether record `id` of `q` is in flight (and, when given, from this incarnation of it).
+fn in_flight(q: &crate::state::Queue, id: u64, incarnation: Option<u64>) -> bool {
+    incarnation.is_none_or(|i| i == q.incarnation()) && q.is_in_flight(id)
 }
 
 impl Drop for Store {

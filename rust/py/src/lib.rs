@@ -3,6 +3,9 @@
 
 use pyo3::prelude::*;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod delta;
 mod errors;
 mod log;

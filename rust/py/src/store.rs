@@ -14,7 +14,6 @@ use crate::errors::{py_result, Fail};
 
 /// One record handed out by `dequeue` (or listed by inspection).
 #[pyclass(module = "tflux", name = "Record", frozen, eq)]
-#[derive(PartialEq)]
 pub struct PyRecord {
     #[pyo3(get)]
     id: u64,
@@ -23,6 +22,16 @@ pub struct PyRecord {
     payload: Vec<u8>,
     #[pyo3(get)]
     queue: String,
+    /// The life of the queue that handed the record out (None: built by hand or listed).
+    incarnation: Option<u64>,
+}
+
+/// Records are equal by content; the incarnation only guards ack/nack.
+impl PartialEq for PyRecord {
+    fn eq(&self, other: &Self) -> bool {
+        (self.id, self.key, &self.payload, &self.queue)
+            == (other.id, other.key, &other.payload, &other.queue)
+    }
 }
 
 impl PyRecord {
@@ -32,6 +41,7 @@ impl PyRecord {
             key,
             payload: payload.to_vec(),
             queue: queue.to_string(),
+            incarnation: None,
         }
     }
 }
@@ -39,12 +49,20 @@ impl PyRecord {
 #[pymethods]
 impl PyRecord {
     #[new]
-    fn py_new(id: u64, key: i64, payload: Vec<u8>, queue: String) -> Self {
+    #[pyo3(signature = (id, key, payload, queue, _incarnation=None))]
+    fn py_new(
+        id: u64,
+        key: i64,
+        payload: Vec<u8>,
+        queue: String,
+        _incarnation: Option<u64>,
+    ) -> Self {
         PyRecord {
             id,
             key,
             payload,
             queue,
+            incarnation: _incarnation,
         }
     }
 
@@ -276,8 +294,10 @@ impl PyStore {
                     .min(Duration::from_millis(100)),
             };
             let got = run(py, || self.inner.dequeue(queue.as_bytes(), Some(slice)))?;
-            if let Some(r) = got {
-                return Ok(Some(PyRecord::new(r.id, r.key, &r.data, queue)));
+            if let Some((r, incarnation)) = got {
+                let mut record = PyRecord::new(r.id, r.key, &r.data, queue);
+                record.incarnation = Some(incarnation);
+                return Ok(Some(record));
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(None);
@@ -287,15 +307,15 @@ impl PyStore {
     }
 
     fn ack(&self, py: Python<'_>, record: PyRef<'_, PyRecord>) -> PyResult<()> {
-        let (queue, id) = (record.queue.clone(), record.id);
+        let (queue, id, inc) = (record.queue.clone(), record.id, record.incarnation);
         drop(record);
-        run(py, || self.inner.ack(queue.as_bytes(), id))
+        run(py, || self.inner.ack(queue.as_bytes(), id, inc))
     }
 
     fn nack(&self, py: Python<'_>, record: PyRef<'_, PyRecord>) -> PyResult<()> {
-        let (queue, id) = (record.queue.clone(), record.id);
+        let (queue, id, inc) = (record.queue.clone(), record.id, record.incarnation);
         drop(record);
-        run(py, || self.inner.nack(queue.as_bytes(), id))
+        run(py, || self.inner.nack(queue.as_bytes(), id, inc))
     }
 
     fn queues(&self, py: Python<'_>) -> PyResult<Vec<PyQueueInfo>> {

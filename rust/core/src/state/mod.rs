@@ -11,7 +11,7 @@
 mod heap4;
 mod keyed;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use roaring::RoaringTreemap;
 
@@ -145,10 +145,28 @@ impl Ready {
     }
 }
 
+/// Identifies one life of one queue in this process: a record handed out by a queue that was
+/// since deleted and re-created, or by a store that was since reopened, cannot settle a delivery
+/// of the new one. Seeded from the clock so that a pickled record from another process is very
+/// unlikely to match either.
+fn next_incarnation() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static NEXT: OnceLock<AtomicU64> = OnceLock::new();
+    NEXT.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        AtomicU64::new(nanos.rotate_left(20) | 1)
+    })
+    .fetch_add(1, Ordering::Relaxed)
+}
+
 /// One queue: its settings, its ready records and its in-flight (dequeued, un-acked) records.
 #[derive(Debug)]
 pub struct Queue {
     name: Vec<u8>,
+    incarnation: u64,
     config: QueueConfig,
     last_id: u64,
     ready: Ready,
@@ -176,17 +194,22 @@ impl Queue {
         };
         Queue {
             name: name.to_vec(),
+            incarnation: next_incarnation(),
             config,
             last_id: 0,
             ready,
             alive: RoaringTreemap::new(),
             tombstones: RoaringTreemap::new(),
-            in_flight: HashMap::new(),
+            in_flight: HashMap::default(),
         }
     }
 
     pub fn name(&self) -> &str {
         std::str::from_utf8(&self.name).unwrap_or_default()
+    }
+
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     pub fn config(&self) -> QueueConfig {
@@ -334,7 +357,7 @@ pub struct QueueState {
 
 impl Default for QueueState {
     fn default() -> Self {
-        let mut queues = HashMap::new();
+        let mut queues = HashMap::default();
         queues.insert(Vec::new(), Queue::new(b"", QueueConfig::default()));
         QueueState { queues }
     }
@@ -355,7 +378,7 @@ impl QueueState {
 
     /// Rebuilds the state a snapshot describes (records re-inserted in id order).
     pub fn from_snapshot(snapshot: &Snapshot) -> Result<QueueState> {
-        let mut queues = HashMap::new();
+        let mut queues = HashMap::default();
         for q in &snapshot.queues {
             let config = QueueConfig::from_raw(
                 q.implementation,
