@@ -1,10 +1,14 @@
-"""Session fixtures of the log benchmarks: the data directories, built once through tflux itself.
+"""Session fixtures of the benchmarks: the data directories, built once through tflux itself.
 
 The size depends on whether the run is timed. The default ``pytest`` run has ``--benchmark-disable``
 (pyproject addopts): every benchmark body then runs once as a smoke test, on a few MB of data.
 With ``--benchmark-enable`` each payload size gets 1 GiB of segments (``TFLUX_BENCH_BYTES``
 overrides both, e.g. ``TFLUX_BENCH_BYTES=256MiB``). Data lives under ``TFLUX_BENCH_DIR`` (default
 the system temp directory) and is deleted at the end of the session.
+
+The queue benchmarks (``bench_queue.py``) restore a log of ``TFLUX_BENCH_DELTAS`` deltas (10M
+when timed, 30,000 otherwise) and measure memory over ``TFLUX_BENCH_MEMORY_RECORDS`` queued
+records (10M when timed, 20,000 otherwise).
 """
 
 from __future__ import annotations
@@ -25,9 +29,15 @@ import pytest
 import tflux
 
 from benches._benchdata import LogData, build_log
+from benches._queuedata import QueueLog, build_queue_log
 
 FULL_BYTES = 1 << 30
 SMOKE_BYTES = 2 << 20
+FULL_DELTAS = 10_000_000
+SMOKE_DELTAS = 30_000
+FULL_MEMORY_RECORDS = 10_000_000
+SMOKE_MEMORY_RECORDS = 20_000
+QUEUE_PAYLOAD = 64
 
 
 def parse_size(text: str) -> int:
@@ -109,6 +119,45 @@ def scan_bytes(scan_log: LogData) -> bytes:
     return b"".join(parts)
 
 
+def _count(name: str, timed: bool, full: int, smoke: int) -> int:
+    text = os.environ.get(name)
+    return int(text.replace("_", "")) if text else (full if timed else smoke)
+
+
+@pytest.fixture(scope="session")
+def restore_log(bench_root: Path, timed: bool) -> Iterator[QueueLog]:
+    """A store's base directory whose log holds a CreateQueue, then Add, Add, Remove(front), ...
+    of 64 B messages: ``TFLUX_BENCH_DELTAS`` deltas in all."""
+    deltas = _count("TFLUX_BENCH_DELTAS", timed, FULL_DELTAS, SMOKE_DELTAS)
+    yield from _queue_log(bench_root / "restore", deltas, removes=True, flush=timed)
+
+
+@pytest.fixture(scope="session")
+def memory_records(timed: bool) -> int:
+    """Records queued by the memory benchmarks (``TFLUX_BENCH_MEMORY_RECORDS``)."""
+    return _count("TFLUX_BENCH_MEMORY_RECORDS", timed, FULL_MEMORY_RECORDS, SMOKE_MEMORY_RECORDS)
+
+
+@pytest.fixture(scope="session")
+def memory_log(bench_root: Path, timed: bool, memory_records: int) -> Iterator[QueueLog]:
+    """A store's base directory whose log holds a CreateQueue and then only Adds of 64 B
+    messages: ``memory_records`` records queued after a restore."""
+    yield from _queue_log(bench_root / "memory", memory_records + 1, removes=False, flush=timed)
+
+
+def _queue_log(base: Path, deltas: int, removes: bool, flush: bool) -> Iterator[QueueLog]:
+    started = time.perf_counter()
+    data = build_queue_log(base, deltas, QUEUE_PAYLOAD, removes=removes, flush=flush)
+    print(
+        f"\nbuilt {data.deltas} deltas ({data.adds} adds, {data.removes} removes) of "
+        f"{QUEUE_PAYLOAD} B messages ({data.bytes / 2**20:.1f} MiB) in "
+        f"{time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+    )
+    yield data
+    shutil.rmtree(base, ignore_errors=True)
+
+
 # --- machine facts for the report ---------------------------------------------------------
 
 
@@ -155,6 +204,11 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         "module": tflux._tflux.__file__,
         "sha256": hashlib.sha256(Path(tflux._tflux.__file__).read_bytes()).hexdigest()[:16],
         "bench_bytes": parse_size(override) if override else FULL_BYTES,
+        "bench_deltas": _count("TFLUX_BENCH_DELTAS", True, FULL_DELTAS, SMOKE_DELTAS),
+        "bench_memory_records": _count(
+            "TFLUX_BENCH_MEMORY_RECORDS", True, FULL_MEMORY_RECORDS, SMOKE_MEMORY_RECORDS
+        ),
+        "disk": _disk(config),
         "command": " ".join(["python -m pytest", *config.invocation_params.args]),
         "env": {k: v for k, v in os.environ.items() if k.startswith("TFLUX_BENCH")},
         "cpu_model": _cpu_model(),
@@ -170,6 +224,18 @@ def pytest_benchmark_update_json(
     config: pytest.Config, benchmarks: list, output_json: dict
 ) -> None:
     output_json["machine_info"].setdefault("tflux", {})["loadavg_end"] = _loadavg()
+
+
+def _disk(config: pytest.Config) -> str:
+    """The file system the data lives on (``df`` of the benchmark directory)."""
+    where = os.environ.get("TFLUX_BENCH_DIR") or tempfile.gettempdir()
+    try:
+        out = subprocess.run(
+            ["df", "--output=source,fstype", where], capture_output=True, text=True, timeout=10
+        ).stdout.split()
+        return f"{where} on {out[-2]} ({out[-1]})"
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return where
 
 
 def _meminfo_total() -> int | None:

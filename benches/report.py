@@ -187,6 +187,20 @@ def machine_section(data: dict, report_command: str) -> list[str]:
         "- `pyref` (the pure-Python reader in `benches/pyref.py`) and `Log.entries` need seconds "
         "per GiB, so they scan only the **leading segment(s), up to 16 MiB**, and their rate is "
         "normalised per record; all segments have the same layout, so records/s carries over.",
+        f"- Restore data: a log of {tf.get('bench_deltas', 0):,} deltas with 64 B messages, "
+        "encoded with `struct` in `benches/_queuedata.py` (spec section 6) and written with "
+        '`Log.open(<base>/data/log, sync="never")` + `append_many`: a CreateQueue, then Add, '
+        "Add, Remove, ... where every Remove takes the record at the front of the queue (what "
+        "an ack after a dequeue writes; keys from 1,024 priorities), so the queue ends with a "
+        "third of the deltas as records. Every restore is checked against the writer's own "
+        "bookkeeping (counts, last id, the record a dequeue returns).",
+        "- The pure-Python replay (`benches/pyref_replay.py`: `Log.read_batch` + `struct` + "
+        "one `heapq` per queue, with the spec's apply rules) runs on the leading deltas only; "
+        "its rate is normalised per delta.",
+        f"- Memory: {tf.get('bench_memory_records', 0):,} records of 64 B, queued by a restore "
+        'of an Add-only log and by `enqueue_many` (10,000 per call, sync "never", automatic '
+        "snapshots off) in a fresh child process per round.",
+        f"- Durable writes go to {tf.get('disk', 'the temp directory')}.",
     ]
     return [*lines, ""]
 
@@ -325,7 +339,7 @@ def targets(rows: list[Row]) -> list[Target]:
             )
         )
     for prefix, what in (
-        ("test_read_batch_returns_every_entry[64B-default64MiB", "default `max_bytes` (64 MiB)"),
+        ("test_read_batch_returns_every_entry[64B-default", "default `max_bytes` (4 MiB)"),
         ("test_read_batch_returns_every_entry[64B-1MiB", "`max_bytes=1 MiB`"),
     ):
         rb = find(rows, g, prefix)
@@ -364,6 +378,218 @@ def targets(rows: list[Row]) -> list[Target]:
                 f"{fmt_rate(app.rps)} records/s",
                 app.rps >= 2e6,
                 rows=(app,),
+            )
+        )
+    return out
+
+
+# --- the queue store ---------------------------------------------------------------------------
+
+RESTORE = "restore-64B"
+MEMORY = "memory-64B"
+ENQUEUE = "enqueue-64B"
+
+
+def restore_section(rows: list[Row]) -> list[str]:
+    members = [r for r in rows if r.group == RESTORE]
+    if not members:
+        return []
+    ref = find(rows, RESTORE, "test_pure_python_replay")
+    body = []
+    for r in sorted(members, key=lambda r: -r.rps):
+        body.append(
+            [
+                r.label + (f" {DAGGER}" if r.noisy else ""),
+                fmt_time(r.median),
+                f"±{fmt_time((r.q3 - r.q1) / 2)}",
+                f"{r.records:,}" + (" (subset)" if r.subset else ""),
+                fmt_rate(r.rps),
+                f"{r.ns_per_record:.0f}",
+                f"{r.mbps:,.0f}",
+                fmt_ratio(r.rps / ref.rps) if ref else "",
+            ]
+        )
+    header = [
+        "Benchmark",
+        "Median",
+        "IQR/2",
+        "Deltas",
+        "Deltas/s",
+        "ns/delta",
+        "MB/s of log",
+        "vs pure Python (deltas/s)",
+    ]
+    return [f"## {RESTORE}", "", *table(header, body), *noise_footnote(members), ""]
+
+
+def memory_section(rows: list[Row]) -> list[str]:
+    members = [r for r in rows if r.group == MEMORY and "bytes_per_record_hwm" in r.info]
+    if not members:
+        return []
+    body = []
+    for r in members:
+        i = r.info
+        body.append(
+            [
+                r.label + (f" {DAGGER}" if r.noisy else ""),
+                f"{r.records:,}",
+                fmt_time(r.median),
+                fmt_time(i["child_fill_seconds"]),
+                f"{i['bytes_per_record_hwm']:.1f}",
+                f"{i['bytes_per_record_rss']:.1f}",
+                f"**{i['bytes_per_record_anon']:.1f}**",
+                f"{i['rss_file_growth_bytes'] / 2**20:,.0f} MiB",
+            ]
+        )
+    header = [
+        "Child process (median of its rounds)",
+        "Records queued",
+        "Child run",
+        "Fill (in the child)",
+        "B/record beyond payload: VmHWM",
+        "VmRSS",
+        "RssAnon",
+        "RssFile growth",
+    ]
+    return [
+        f"## {MEMORY}",
+        "",
+        "Growth of `/proc/self/status` fields from just before the fill (tflux imported, "
+        "nothing opened) to just after it, minus 64 B of payload per record, divided by the "
+        "records. `VmHWM` is the peak, `RssAnon` the heap (what the queues and the log's "
+        "index allocate), `RssFile` the file pages mapped into the process. *Child run* is "
+        "the timed figure: the whole child, interpreter start included.",
+        "",
+        *table(header, body),
+        *noise_footnote(members),
+        "",
+    ]
+
+
+def enqueue_section(rows: list[Row]) -> list[str]:
+    members = [r for r in rows if r.group == ENQUEUE]
+    if not members:
+        return []
+    raw = find(rows, ENQUEUE, "test_raw_write_fdatasync[prezeroed")
+    body = []
+    for r in sorted(members, key=lambda r: -r.rps):
+        calls = r.info.get("calls", r.records)
+        per_call = r.median / calls
+        body.append(
+            [
+                r.label + (f" {DAGGER}" if r.noisy else ""),
+                fmt_time(r.median),
+                f"±{fmt_time((r.q3 - r.q1) / 2)}",
+                f"{r.records:,}",
+                fmt_rate(r.rps),
+                f"{per_call * 1e6:,.0f}",
+                fmt_ratio(calls / r.median / (raw.records / raw.median)) if raw else "",
+            ]
+        )
+    header = [
+        "Benchmark (each round: a fresh store or file)",
+        "Median",
+        "IQR/2",
+        "Records/round",
+        "Durable records/s",
+        "µs per call (wall / calls)",
+        "Calls/s vs raw write+fdatasync",
+    ]
+    return [
+        f"## {ENQUEUE}",
+        "",
+        "Every call returns only after its records are on disk (`fdatasync`). Store rows use "
+        "the default sync policy (fsync before each write call returns; concurrent callers "
+        "share one fsync). With 8 threads, *µs per call* is wall time divided by all calls of "
+        "all threads.",
+        "",
+        *table(header, body),
+        *noise_footnote(members),
+        "",
+    ]
+
+
+def queue_targets(rows: list[Row]) -> list[Target]:
+    out: list[Target] = []
+    ref = find(rows, RESTORE, "test_pure_python_replay")
+    for prefix, what in (
+        ("test_state_replay", "`QueueState().replay(log)`"),
+        ("test_store_open_restores", "`tflux.open(base)`"),
+    ):
+        r = find(rows, RESTORE, prefix)
+        if not r:
+            continue
+        out.append(
+            Target(
+                f"restore rate, {what}, {r.records:,} deltas, 64 B",
+                ">= 10 M deltas/s",
+                f"{fmt_rate(r.rps)} deltas/s ({r.ns_per_record:.0f} ns/delta)",
+                r.rps >= 10e6,
+                "See *Why the misses* (restore)." if r.rps < 10e6 else "",
+                (r,),
+            )
+        )
+        if ref:
+            ratio = r.rps / ref.rps
+            out.append(
+                Target(
+                    f"restore vs pure-Python replay, {what}",
+                    ">= 50x",
+                    f"{ratio:.1f}x ({fmt_rate(r.rps)} vs {fmt_rate(ref.rps)} deltas/s)",
+                    ratio >= 50,
+                    "See *Why the misses* (restore)." if ratio < 50 else "",
+                    (r, ref),
+                )
+            )
+    for prefix, what in (
+        ("test_memory_per_record_after_restore", "after a restore"),
+        ("test_memory_per_record_enqueue_many", "after enqueue_many"),
+    ):
+        r = find(rows, MEMORY, prefix)
+        if not r or "bytes_per_record_hwm" not in r.info:
+            continue
+        hwm, anon = r.info["bytes_per_record_hwm"], r.info["bytes_per_record_anon"]
+        out.append(
+            Target(
+                f"memory per queued record beyond its payload, {r.records:,} records, {what}",
+                "<= 48 B",
+                f"{hwm:.1f} B by VmHWM, {anon:.1f} B of it heap (RssAnon)",
+                max(hwm, anon) <= 48,
+                "See *Why the misses* (memory)." if max(hwm, anon) > 48 else "",
+                (r,),
+            )
+        )
+    single = find(rows, ENQUEUE, "test_durable_enqueue[enqueue-1thread")
+    raw = find(rows, ENQUEUE, "test_raw_write_fdatasync[prezeroed")
+    if single and raw:
+        ratio = single.rps / raw.rps
+        out.append(
+            Target(
+                "durable `store.enqueue`, one thread, vs raw `os.write` + `os.fdatasync`",
+                ">= 0.9x",
+                f"{ratio:.2f}x ({single.median / single.records * 1e6:,.0f} vs "
+                f"{raw.median / raw.records * 1e6:,.0f} µs per call)",
+                ratio >= 0.9,
+                "See *Why the misses* (durable enqueue)." if ratio < 0.9 else "",
+                (single, raw),
+            )
+        )
+    for prefix, what in (
+        ("test_durable_enqueue[enqueue_many100", "`enqueue_many`, 100 per call"),
+        ("test_durable_enqueue[enqueue_many1000", "`enqueue_many`, 1,000 per call"),
+        ("test_durable_enqueue[enqueue-8threads", "8 threads calling `enqueue`"),
+    ):
+        r = find(rows, ENQUEUE, prefix)
+        if not r:
+            continue
+        out.append(
+            Target(
+                f"durable throughput, {what}",
+                ">= 100 K records/s",
+                f"{fmt_rate(r.rps)} records/s",
+                r.rps >= 100e3,
+                "See *Why the misses* (group commit)." if r.rps < 100e3 else "",
+                (r,),
             )
         )
     return out
@@ -438,34 +664,23 @@ def misses_section(rows: list[Row], ts: list[Target]) -> list[str]:
             ),
             "",
         ]
-    rb64 = find(rows, "scan-64B", "test_read_batch_returns_every_entry[64B-default64MiB")
+    rbd = find(rows, "scan-64B", "test_read_batch_returns_every_entry[64B-default")
     rb1 = find(rows, "scan-64B", "test_read_batch_returns_every_entry[64B-1MiB")
-    if rb64 and rb64.rps < 20e6:
+    if rbd and rbd.rps < 20e6:
         extra = (
             f" With `max_bytes=1 MiB` the same loop reaches {fmt_rate(rb1.rps)} records/s "
-            f"({rb1.rps / rb64.rps:.1f}x)."
+            f"({rb1.rps / rbd.rps:.1f}x)."
             if rb1
             else ""
         )
         lines += [
-            f"**read_batch with the default budget ({fmt_rate(rb64.rps)} records/s at 64 B).** "
-            "Each call with the default `max_bytes=64 MiB` builds about 64 MiB of data plus "
-            "the term/offset/LSN columns in fresh Rust `Vec`s (the data `Vec` grows by "
-            "doubling; nothing reserves its final size), then copies every column again into new "
-            "Python `bytes` objects with the GIL held. Buffers this large are above glibc's "
-            "`mmap` threshold (at most 32 MiB), so every call maps fresh zero pages and unmaps "
-            "them afterwards, and the copies stream through RAM instead of cache. "
-            "`perf record` of the loop: about 57% of the time in page faults "
-            "(`do_anonymous_page`, memcg charging, page zeroing), 5% in `munmap`, 11% in "
-            "`memmove`, and only about 17% in the actual scan (`pclmulqdq::calculate` 12%, "
-            "`record::parse` 5%); `perf stat` counted about 115,000 page faults per pass over "
-            f"256 MiB of 64 B records (about 0.5 GB of fresh memory).{extra} "
-            "Measured on the same data outside the suite: 256 KiB budgets gave about 39 M "
-            "records/s at 64 B and 6 GB/s at 1 KiB, 16 MiB budgets 20 M records/s, 64 MiB and "
-            "1 GiB budgets 7-8 M records/s. Suggested fixes in the library: a default budget "
-            "of about 1 MiB for iteration, reserving the data `Vec` from the segment index, and "
-            "building each column once, directly into the Python object (or exposing the Rust "
-            "buffers through the buffer protocol) instead of copying it.",
+            f"**read_batch with the default budget ({fmt_rate(rbd.rps)} records/s at 64 B).** "
+            "Each call builds its data and the term/offset/LSN columns in fresh Rust `Vec`s and "
+            "then copies every column again into new Python objects with the GIL held; the "
+            "larger the budget, the more of that streams through RAM instead of cache (with the "
+            "former 64 MiB default, `perf record` put about 57% of the time in page faults of "
+            f"fresh buffers and 11% in `memmove`).{extra} Building each column once, directly "
+            "into the Python object, would remove one of the two copies.",
             "",
         ]
     r1k = find(rows, "scan-1KiB", "test_pure_python")
@@ -495,35 +710,148 @@ def misses_section(rows: list[Row], ts: list[Target]) -> list[str]:
             ),
             "",
         ]
+    lines += queue_misses(rows, ts)
     if len(lines) == 2:
         lines += ["Every target was met.", ""]
     return lines
 
 
+def queue_misses(rows: list[Row], ts: list[Target]) -> list[str]:
+    """Explanations of the queue misses: figures from this run, causes from profiling."""
+    lines: list[str] = []
+    replay = find(rows, RESTORE, "test_state_replay")
+    opened = find(rows, RESTORE, "test_store_open_restores")
+    ref = find(rows, RESTORE, "test_pure_python_replay")
+    if replay and (replay.rps < 10e6 or (ref and replay.rps / ref.rps < 50)):
+        ref_part = (
+            f" The pure-Python replay spends {ref.ns_per_record:,.0f} ns per delta on its "
+            f"subset (a heap of at most {ref.records // 3:,} records instead of "
+            f"{replay.info.get('live', 0):,}, so it is if anything flattered), and tflux "
+            f"{replay.ns_per_record:,.0f}: {replay.rps / ref.rps:.1f}x. 50x would need "
+            f"{ref.ns_per_record / 50:,.0f} ns per delta, about the cost of one cache miss "
+            "plus one `malloc`; the work per Add (parse, CRC, allocate, sift up) and per Remove "
+            "(sift down a heap of millions) does not fit in that as built."
+            if ref
+            else ""
+        )
+        lines += [
+            f"**Restore ({fmt_rate(replay.rps)} deltas/s replaying, "
+            + (f"{fmt_rate(opened.rps)} through `tflux.open`" if opened else "")
+            + ").** "
+            + PROFILE_RESTORE
+            + ref_part,
+            "",
+        ]
+    mem = [
+        t
+        for t in ts
+        if t.met is False and t.rows and t.rows[0] is not None and t.rows[0].group == MEMORY
+    ]
+    if mem:
+        lines += [PROFILE_MEMORY, ""]
+    threads = find(rows, ENQUEUE, "test_durable_enqueue[enqueue-8threads")
+    raw = find(rows, ENQUEUE, "test_raw_write_fdatasync[prezeroed")
+    if threads and threads.rps < 100e3:
+        per_sync = threads.rps * (raw.median / raw.records) if raw else 0
+        lines += [
+            f"**8 threads calling `enqueue` ({fmt_rate(threads.rps)} records/s).** Group commit "
+            "works (the rate is above one fsync's worth per call), but a group can hold at most "
+            "one record per thread: with 8 callers each blocked until its own record is durable, "
+            "at most 8 records share an fsync, so the ceiling is 8 / (fsync time) = "
+            + (
+                f"about {8 / (raw.median / raw.records) / 1e3:,.0f} K records/s at this disk's "
+                f"{raw.median / raw.records * 1e6:,.0f} µs per write+fdatasync; measured "
+                f"{per_sync:.1f} records per fsync-time on average. "
+                if raw
+                else ""
+            )
+            + PROFILE_THREADS
+            + " 100 K records/s durable needs batches: `enqueue_many` clears it by far.",
+            "",
+        ]
+    single = find(rows, ENQUEUE, "test_durable_enqueue[enqueue-1thread")
+    if single and raw and single.rps / raw.rps < 0.9:
+        lines += [
+            f"**Single durable enqueue ({single.rps / raw.rps:.2f}x the raw rate).** "
+            + PROFILE_SINGLE,
+            "",
+        ]
+    return lines
+
+
+# Findings of profiling outside the suite (filled in from the runs described in each text).
+PROFILE_RESTORE = (
+    "`perf record` of `QueueState().replay` over the same 10M-delta log (outside the suite, "
+    "6.4-6.9 M deltas/s there): `Heap4::pop` 15% (each Remove sifts down a 4-ary heap of up to "
+    "3.3M 32-byte records, about 107 MB, so most levels miss the cache), the `alive` "
+    "`RoaringTreemap` 16% (`insert` 10%, `remove` 5%), looking the queue up by name in a "
+    "SipHash `HashMap<Vec<u8>, Queue>` about 10% (`hash_one`, `DefaultHasher::write`, "
+    "`memcmp`) for every delta, record framing and CRC 16% (`record::parse`, `pclmulqdq` and, "
+    "for the 15-byte Removes, crc32fast's byte-wise `update_4_to_15`), decoding and applying "
+    "about 15%, `Heap4::push` 5%, page faults 4%. No single hot spot: 10 M deltas/s means 100 "
+    "ns per delta and the heap and bitmap alone take about 60. Cheaper options, none tried "
+    "here: remember the last queue looked up (every delta of this log names the same one), a "
+    "faster hasher for names, and skipping the bitmap when a Remove hits the heap's front."
+)
+PROFILE_MEMORY = (
+    "**Memory per record.** Each queued record is a 32-byte `Record { id: u64, key: i64, data: "
+    "Box<[u8]> }` in the heap's `Vec` (which grows by doubling, so up to 2x that while between "
+    "powers of two) plus its own `malloc` block for the payload (64 B of data in an 80-byte "
+    "glibc chunk: 16 B of overhead), plus the log's per-record index (`RecordIndex.offsets`, "
+    "a `Vec<u64>` per segment: 8 B and its slack) and the `alive` bitmap (well under 1 B for "
+    "dense ids): about 56 B of heap beyond the payload here (`RssAnon`). Below 48 B would need, "
+    "for instance, payloads in a per-queue arena instead of one `Box` each (no chunk header, "
+    "and an offset instead of a 16-byte fat pointer), `u32` offsets in the segment index "
+    "(segments are at most 32 MiB), or a `Vec` reserved from the log's record count at "
+    "restore. The peak (`VmHWM`) after a restore is much higher for another reason: replay "
+    "maps every sealed segment and the store keeps the maps (`Segment.map`, made on first "
+    "read) for its lifetime, so the whole log stays resident in the process (the `RssFile` "
+    "growth equals the log's size). Those are page-cache pages, shared and reclaimable, but "
+    "they count in RSS and in a container's memory limit; unmapping sealed segments after the "
+    "replay (or reading them with `pread`) would remove them."
+)
+PROFILE_THREADS = (
+    "`strace -f -c` of 8 threads x 100 enqueues outside the suite counted 204 `fdatasync` for "
+    "800 records, about 4 per fsync rather than 8: after an fsync the leader's `notify_all` "
+    "wakes the other seven, each must take the GIL back to return to Python and call "
+    "`enqueue` again, and the first one back starts the next fsync at once with whatever has "
+    "arrived by then (the store does not wait to gather a group). Even a perfect group of 8 "
+    "per fsync stays below 100 K records/s on this disk, so with one record per call per "
+    "thread the target is out of reach by construction."
+)
+PROFILE_SINGLE = (
+    "`strace -c` of 300 single enqueues: per call one `pwrite64` and one `fdatasync`, as the "
+    "raw loop, plus an `fcntl` (the active segment's file handle is duplicated for every sync "
+    "by `Log::sync_handle` -> `try_clone_file`, then closed) and two `futex` calls (mutex and "
+    "condvar of the group commit, `notify_all` with nobody waiting). The rest of the gap is "
+    "encoding, applying and releasing/retaking the GIL, about 10-15 µs on a call of about "
+    "120 µs. Keeping one duplicated handle for the segment's lifetime would drop the `fcntl` "
+    "and `close`. The miss is narrow: a trial run earlier the same session (1M-delta logs, same "
+    "benchmark) measured 0.95x."
+)
+
+
 FINDINGS = [
-    "`Log.read_batch`'s default `max_bytes=64 MiB` is several times slower than a 1 MiB budget "
-    "(page faults on fresh 64 MiB buffers; two copies of every column). See above.",
-    '`sync="always"` appends that touch new blocks pay for more than the data sync. Segments '
-    "are preallocated with `fallocate`, which on ext4 leaves unwritten extents, so the "
-    "`fdatasync` after a write into fresh blocks must also commit the extent conversion to the "
-    "journal. A side experiment outside the suite (300 calls, 64 B records, one fresh segment): "
-    "100 records per call took about 230 µs per call in a tflux-preallocated segment and about "
-    "140 µs after the same segment's tail had been overwritten with real zeros (1 record per "
-    "call: about 130-145 µs either way). The spec describes preallocation as zero-filled; "
-    "writing zeros once at creation (it is off the append path) would make later syncs "
-    "data-only.",
+    "`Log.read_batch` copies every column twice (Rust `Vec`, then a new Python object); the "
+    "default budget is 4 MiB since 72ffee7 (it was 64 MiB, several times slower than 1 MiB).",
+    "Segments are now preallocated with real zeros (72ffee7), so a durable append into fresh "
+    "blocks is a data-only `fdatasync` (the raw baseline of the enqueue group writes into a "
+    "zero-filled file for the same reason). The zeros are written when a segment is created, "
+    "which on the store's write path happens inside the call that rolls the segment: one "
+    "enqueue in every ~16 MiB pays for writing and syncing 16 MiB.",
 ]
 
 
 def render(data: dict, rows: list[Row], report_command: str, note: str = "") -> str:
-    ts = targets(rows)
+    ts = targets(rows) + queue_targets(rows)
     lines = [
-        "# Benchmarks: the segmented log",
+        "# Benchmarks: the segmented log and the queue store",
         "",
         "<!-- Generated by benches/report.py from a pytest-benchmark JSON; do not edit. -->",
         "",
         "tflux's Rust scan and write paths beside the baselines a user would otherwise reach for "
-        "(raw CRC over the same bytes, a pure-Python reader, zlib). Rows of one table ran in the "
+        "(raw CRC over the same bytes, a pure-Python reader, zlib, a pure-Python replay, raw "
+        "`os.write` + `os.fdatasync`). Rows of one table ran in the "
         "same session on the same data; compare ratios rather than absolute figures across runs.",
         "",
         *machine_section(data, report_command),
@@ -532,6 +860,9 @@ def render(data: dict, rows: list[Row], report_command: str, note: str = "") -> 
         *scan_section("scan-64B", rows),
         *scan_section("scan-1KiB", rows),
         *append_section("append-64B", rows),
+        *restore_section(rows),
+        *memory_section(rows),
+        *enqueue_section(rows),
         *misses_section(rows, ts),
         "## Other observations about the library",
         "",
