@@ -21,3 +21,43 @@ def entry_batch_to_arrow(batch: EntryBatch) -> pyarrow.RecordBatch:
         pa.binary(), n, [None, pa.py_buffer(batch.offsets), pa.py_buffer(batch.data)]
     )
     return pa.RecordBatch.from_arrays([lsn, term, data], names=["lsn", "term", "data"])
+
+
+def delta_batch_schema(raw: bool = False) -> pyarrow.Schema:
+    """The schema of :meth:`DeltaBatch.to_arrow` (all fields nullable, as Spark expects)."""
+    import pyarrow as pa
+
+    fields = [
+        ("lsn", pa.int64()),
+        ("term", pa.int32()),
+        ("kind", pa.string()),
+        ("queue", pa.string()),
+        ("key", pa.int64()),
+        ("record_id", pa.int64()),
+        ("message", pa.binary()),
+        ("implementation", pa.int32()),
+        ("max_queue_size", pa.int32()),
+        ("max_message_size", pa.int32()),
+        ("key_min", pa.int64()),
+        ("key_max", pa.int64()),
+    ]
+    if raw:
+        fields.append(("data", pa.binary()))
+    return pa.schema(fields)
+
+
+def delta_batch_to_arrow(batch) -> pyarrow.RecordBatch:
+    """Wraps a DeltaBatch's column buffers as Arrow arrays without copying them."""
+    import pyarrow as pa
+
+    types = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "binary": pa.binary()}
+    n = len(batch)
+    names, arrays = [], []
+    for name, (kind, validity, values, offsets) in batch._buffers():
+        bufs = [pa.py_buffer(validity) if validity is not None else None]
+        if offsets is not None:
+            bufs.append(pa.py_buffer(offsets))
+        bufs.append(pa.py_buffer(values))
+        names.append(name)
+        arrays.append(pa.Array.from_buffers(types[kind], n, bufs))
+    return pa.RecordBatch.from_arrays(arrays, schema=delta_batch_schema(raw="data" in names))

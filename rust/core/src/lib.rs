@@ -6,6 +6,7 @@
 //! Nothing here knows about Python; the `tflux-py` crate wraps these types.
 
 pub mod codec;
+pub mod columns;
 pub mod error;
 pub mod format;
 pub mod fsutil;

@@ -548,6 +548,7 @@ impl Log {
         start: i64,
         end: i64,
         budget: u64,
+        check_crc: bool,
         mut f: impl FnMut(i64, i32, &[u8]) -> bool,
     ) -> Result<()> {
         let mut lsn = start;
@@ -559,7 +560,7 @@ impl Log {
             let last = (end - 1).min(seg.last_lsn());
             let remaining = budget.saturating_sub(used);
             let chunk_last = seg.chunk_end(lsn, last, remaining.saturating_add(4096).min(8 << 20));
-            seg.visit(lsn, chunk_last, |l, term, data| {
+            seg.visit(lsn, chunk_last, check_crc, |l, term, data| {
                 if stopped {
                     return false;
                 }
@@ -605,6 +606,7 @@ impl Log {
             start,
             end,
             max_bytes.unwrap_or(u64::MAX),
+            true,
             |lsn, term, data| {
                 out.push(Entry {
                     lsn,
@@ -635,7 +637,7 @@ impl Log {
         let expected = ((end - start) as usize).min(1 << 20);
         batch.terms.reserve(expected);
         batch.offsets.reserve(expected);
-        self.visit(start, end, budget, |_, term, data| {
+        self.visit(start, end, budget, true, |_, term, data| {
             batch.terms.push(term);
             batch.data.extend_from_slice(data);
             batch.offsets.push(batch.data.len() as i32);
@@ -654,16 +656,37 @@ impl Log {
     ) -> Result<()> {
         self.check_read_start(start)?;
         let end = end.min(self.last_index() + 1);
-        self.visit(start, end, u64::MAX, f)
+        self.visit(start, end, u64::MAX, true, f)
+    }
+
+    /// [`Log::scan`] without re-checking checksums: every record a log holds was checked by
+    /// the scan at open or written by this process, so replay right after open skips the
+    /// second CRC pass (framing is still checked).
+    pub fn scan_checked_at_open(
+        &mut self,
+        start: i64,
+        end: i64,
+        f: impl FnMut(i64, i32, &[u8]) -> bool,
+    ) -> Result<()> {
+        self.check_read_start(start)?;
+        let end = end.min(self.last_index() + 1);
+        self.visit(start, end, u64::MAX, false, f)
     }
 
     /// A handle on the active segment and the last LSN written to it, so that a caller can
     /// fsync outside any lock it holds around the log (group commit).
-    pub fn sync_handle(&self) -> Result<(File, i64)> {
+    pub fn sync_handle(&self) -> Result<(std::sync::Arc<File>, i64)> {
         let active = self.segments.last().ok_or_else(|| Error::ReadOnly {
             path: self.dir.clone(),
         })?;
-        Ok((active.try_clone_file()?, self.last_index()))
+        Ok((active.shared_file(), self.last_index()))
+    }
+
+    /// Drops the memory maps of sealed segments (remade on demand).
+    pub fn unmap_sealed(&mut self) {
+        for seg in &mut self.segments {
+            seg.unmap();
+        }
     }
 
     // ----- writes -----

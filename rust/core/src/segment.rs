@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 
@@ -150,7 +151,8 @@ pub struct Segment {
     index: RecordIndex,
     /// Offset just past the last record (header included, end marker excluded).
     size: u64,
-    file: File,
+    /// Shared so that a group-commit fsync can run on it outside the log's lock.
+    file: Arc<File>,
     writable: bool,
     sealed: bool,
     /// Read-only map of a sealed segment, made on first read.
@@ -173,7 +175,7 @@ impl Segment {
             first_lsn,
             index,
             size,
-            file,
+            file: Arc::new(file),
             writable,
             sealed,
             map: None,
@@ -272,11 +274,13 @@ impl Segment {
         self.map = None;
         self.sealed = false;
         if !self.writable {
-            self.file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&self.path)
-                .ctx("reopen segment for writing", &self.path)?;
+            self.file = Arc::new(
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&self.path)
+                    .ctx("reopen segment for writing", &self.path)?,
+            );
             self.writable = true;
         }
         Ok(())
@@ -328,6 +332,7 @@ impl Segment {
         &mut self,
         from: i64,
         to: i64,
+        check_crc: bool,
         mut f: impl FnMut(i64, i32, &[u8]) -> bool,
     ) -> Result<()> {
         if from > to {
@@ -340,7 +345,12 @@ impl Segment {
         let bytes = self.bytes(start, end)?;
         let mut at = 0usize;
         for lsn in from..=to {
-            match record::parse(&bytes, at) {
+            let frame = if check_crc {
+                record::parse_with::<true>(&bytes, at)
+            } else {
+                record::parse_with::<false>(&bytes, at)
+            };
+            match frame {
                 Frame::Record { term, data, next } => {
                     if !f(lsn, term, data) {
                         return Ok(());
@@ -403,10 +413,14 @@ impl Segment {
         Ok(())
     }
 
-    pub fn try_clone_file(&self) -> Result<File> {
-        self.file
-            .try_clone()
-            .ctx("duplicate segment handle", &self.path)
+    pub fn shared_file(&self) -> Arc<File> {
+        Arc::clone(&self.file)
+    }
+
+    /// Drops the memory map of a sealed segment (it is made again on the next read), so a
+    /// long-lived process does not keep the whole log resident after replaying it.
+    pub fn unmap(&mut self) {
+        self.map = None;
     }
 
     pub fn sync(&self) -> Result<()> {

@@ -167,6 +167,8 @@ impl Store {
         if !readonly && log.last_index() >= log.start_index() {
             log.commit(log.last_index())?;
         }
+        // Replay read the whole log through maps; do not keep it resident.
+        log.unmap_sealed();
         let synced = log.last_index();
         let store = Store {
             layout,

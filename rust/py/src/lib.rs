@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod columns;
 mod delta;
 mod errors;
 mod log;
@@ -26,6 +27,7 @@ fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(crc32, m)?)?;
     log::register(m)?;
+    columns::register(m)?;
     delta::register(m)?;
     snapshot::register(m)?;
     metadata::register(m)?;

@@ -533,6 +533,25 @@ impl PyLog {
         Ok(PyEntryBatch::new(py, batch))
     }
 
+    /// Entries `start..end` decoded as deltas into columns (the Spark and Parquet path), at
+    /// most `max_bytes` of record data (at least one entry). `raw=True` adds the undecoded
+    /// bytes. Undecodable data raises `CorruptionError` naming the LSN.
+    #[pyo3(signature = (start=None, end=None, max_bytes=4 << 20, raw=false))]
+    fn read_deltas(
+        &self,
+        py: Python<'_>,
+        start: Option<i64>,
+        end: Option<i64>,
+        max_bytes: u64,
+        raw: bool,
+    ) -> PyResult<crate::columns::PyDeltaBatch> {
+        let (start, end) = self.bounds(py, start, end)?;
+        let cols = self.run(py, |log| {
+            tflux_core::columns::read_deltas(log, start, end, max_bytes, raw)
+        })?;
+        Ok(crate::columns::PyDeltaBatch::new(cols))
+    }
+
     #[pyo3(signature = (start=None, end=None))]
     fn entries(
         &self,

@@ -647,7 +647,7 @@ impl QueueState {
         let end = log.last_index() + 1;
         let mut applied = 0u64;
         let mut failure = None;
-        log.scan(start, end, |lsn, _term, data| {
+        log.scan_checked_at_open(start, end, |lsn, _term, data| {
             match self.apply(Some(lsn), data) {
                 Ok(_) => {
                     applied += 1;

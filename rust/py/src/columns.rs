@@ -1,0 +1,130 @@
+//! `Log.read_deltas` -> `tflux.DeltaBatch`: decoded entries as Arrow-layout buffers.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use tflux_core::columns::{Binary, Bitmap, DeltaColumns, Nullable};
+
+/// Decoded log entries in columns; `to_arrow()` wraps the buffers without copying them again.
+#[pyclass(module = "tflux", name = "DeltaBatch", frozen)]
+pub struct PyDeltaBatch {
+    inner: DeltaColumns,
+}
+
+impl PyDeltaBatch {
+    pub fn new(inner: DeltaColumns) -> Self {
+        PyDeltaBatch { inner }
+    }
+}
+
+fn ne_bytes<'py, T: Copy, const N: usize>(
+    py: Python<'py>,
+    values: &[T],
+    to: impl Fn(T) -> [u8; N],
+) -> Bound<'py, PyBytes> {
+    PyBytes::new_with(py, values.len() * N, |buf| {
+        for (chunk, v) in buf.chunks_exact_mut(N).zip(values) {
+            chunk.copy_from_slice(&to(*v));
+        }
+        Ok(())
+    })
+    .expect("filling a fresh bytes object cannot fail")
+}
+
+fn validity<'py>(py: Python<'py>, bits: &Bitmap) -> Option<Bound<'py, PyBytes>> {
+    (bits.nulls > 0).then(|| PyBytes::new(py, &bits.bytes))
+}
+
+/// `(type, validity | None, values, offsets | None)` for pyarrow.Array.from_buffers.
+type Spec<'py> = (
+    &'static str,
+    Option<Bound<'py, PyBytes>>,
+    Bound<'py, PyBytes>,
+    Option<Bound<'py, PyBytes>>,
+);
+
+fn int64<'py>(py: Python<'py>, c: &Nullable<i64>) -> Spec<'py> {
+    (
+        "int64",
+        validity(py, &c.validity),
+        ne_bytes(py, &c.values, i64::to_ne_bytes),
+        None,
+    )
+}
+
+fn int32<'py>(py: Python<'py>, c: &Nullable<i32>) -> Spec<'py> {
+    (
+        "int32",
+        validity(py, &c.validity),
+        ne_bytes(py, &c.values, i32::to_ne_bytes),
+        None,
+    )
+}
+
+fn var<'py>(py: Python<'py>, kind: &'static str, c: &Binary) -> Spec<'py> {
+    (
+        kind,
+        validity(py, &c.validity),
+        PyBytes::new(py, &c.data),
+        Some(ne_bytes(py, &c.offsets, i32::to_ne_bytes)),
+    )
+}
+
+#[pymethods]
+impl PyDeltaBatch {
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Column name -> `(arrow type, validity, values, offsets)`, in schema order.
+    fn _buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let c = &self.inner;
+        let mut cols: Vec<(&str, Spec<'py>)> = vec![
+            (
+                "lsn",
+                ("int64", None, ne_bytes(py, &c.lsn, i64::to_ne_bytes), None),
+            ),
+            (
+                "term",
+                ("int32", None, ne_bytes(py, &c.term, i32::to_ne_bytes), None),
+            ),
+            ("kind", var(py, "string", &c.kind)),
+            ("queue", var(py, "string", &c.queue)),
+            ("key", int64(py, &c.key)),
+            ("record_id", int64(py, &c.record_id)),
+            ("message", var(py, "binary", &c.message)),
+            ("implementation", int32(py, &c.implementation)),
+            ("max_queue_size", int32(py, &c.max_queue_size)),
+            ("max_message_size", int32(py, &c.max_message_size)),
+            ("key_min", int64(py, &c.key_min)),
+            ("key_max", int64(py, &c.key_max)),
+        ];
+        if let Some(raw) = &c.raw {
+            cols.push(("data", var(py, "binary", raw)));
+        }
+        let out = PyList::empty(py);
+        for (name, spec) in cols {
+            out.append((name, spec))?;
+        }
+        Ok(out)
+    }
+
+    /// A `pyarrow.RecordBatch` with the log source's columns.
+    fn to_arrow<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("tflux._arrow")?
+            .call_method1("delta_batch_to_arrow", (slf,))
+    }
+
+    fn __repr__(&self) -> String {
+        let first = self.inner.lsn.first().copied();
+        format!(
+            "DeltaBatch(first_lsn={}, len={})",
+            crate::log::py_opt(first),
+            self.inner.len()
+        )
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDeltaBatch>()
+}
