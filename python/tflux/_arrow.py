@@ -50,14 +50,42 @@ def delta_batch_to_arrow(batch) -> pyarrow.RecordBatch:
     """Wraps a DeltaBatch's column buffers as Arrow arrays without copying them."""
     import pyarrow as pa
 
+    names, arrays = _arrays_from_buffers(len(batch), batch._buffers())
+    return pa.RecordBatch.from_arrays(arrays, schema=delta_batch_schema(raw="data" in names))
+
+
+def snapshot_batch_schema() -> pyarrow.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("queue", pa.string()),
+            ("implementation", pa.int32()),
+            ("record_id", pa.int64()),
+            ("key", pa.int64()),
+            ("message", pa.binary()),
+        ]
+    )
+
+
+def _arrays_from_buffers(n: int, buffers) -> tuple[list[str], list]:
+    import pyarrow as pa
+
     types = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "binary": pa.binary()}
-    n = len(batch)
     names, arrays = [], []
-    for name, (kind, validity, values, offsets) in batch._buffers():
+    for name, (kind, validity, values, offsets) in buffers:
         bufs = [pa.py_buffer(validity) if validity is not None else None]
         if offsets is not None:
             bufs.append(pa.py_buffer(offsets))
         bufs.append(pa.py_buffer(values))
         names.append(name)
         arrays.append(pa.Array.from_buffers(types[kind], n, bufs))
-    return pa.RecordBatch.from_arrays(arrays, schema=delta_batch_schema(raw="data" in names))
+    return names, arrays
+
+
+def snapshot_batch_to_arrow(batch) -> pyarrow.RecordBatch:
+    """Wraps a SnapshotBatch's column buffers as Arrow arrays without copying them."""
+    import pyarrow as pa
+
+    _, arrays = _arrays_from_buffers(len(batch), batch._buffers())
+    return pa.RecordBatch.from_arrays(arrays, schema=snapshot_batch_schema())

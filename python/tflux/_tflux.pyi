@@ -169,6 +169,14 @@ class Log:
         self, start: int | None = None, end: int | None = None, max_bytes: int = 4 << 20
     ) -> EntryBatch: ...
     def entries(self, start: int | None = None, end: int | None = None) -> EntryIterator: ...
+    def read_deltas(
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        max_bytes: int = 4 << 20,
+        raw: bool = False,
+    ) -> DeltaBatch:
+        """Entries ``start..end`` decoded into columns (at least one; bad data: CorruptionError)."""
     def term_at(self, lsn: int) -> int: ...
     def compact(self, snapshot_index: int) -> int: ...
     def sync(self) -> None: ...
@@ -420,3 +428,35 @@ def read_metadata(path: str | PathLike[str]) -> Metadata:
 
 def write_metadata(path: str | PathLike[str], term: int, voted_for: int | None = None) -> None:
     """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed)."""
+
+# ----- columnar (Arrow) views -----
+
+@final
+class DeltaBatch:
+    """Decoded log entries as Arrow-layout buffers (the Spark and Parquet path)."""
+
+    def __len__(self) -> int: ...
+    def _buffers(
+        self,
+    ) -> list[tuple[str, tuple[str, bytes | None, bytes, bytes | None]]]: ...
+    def to_arrow(self) -> pyarrow.RecordBatch:
+        """Columns lsn, term, kind, queue, key, record_id, message, implementation,
+        max_queue_size, max_message_size, key_min, key_max (and data when raw)."""
+
+@final
+class SnapshotBatch:
+    """A snapshot's records as Arrow-layout buffers."""
+
+    def __len__(self) -> int: ...
+    @property
+    def last_index(self) -> int: ...
+    @property
+    def last_term(self) -> int: ...
+    def _buffers(
+        self,
+    ) -> list[tuple[str, tuple[str, bytes | None, bytes, bytes | None]]]: ...
+    def to_arrow(self) -> pyarrow.RecordBatch:
+        """Columns queue, implementation, record_id, key, message."""
+
+def read_snapshot_batch(path: str | PathLike[str]) -> SnapshotBatch | None:
+    """Read a snapshot file into columns; ``None`` when absent or empty."""

@@ -2,7 +2,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
-use tflux_core::columns::{Binary, Bitmap, DeltaColumns, Nullable};
+use tflux_core::columns::{Binary, Bitmap, DeltaColumns, Nullable, SnapshotColumns};
 
 /// Decoded log entries in columns; `to_arrow()` wraps the buffers without copying them again.
 #[pyclass(module = "tflux", name = "DeltaBatch", frozen)]
@@ -125,6 +125,97 @@ impl PyDeltaBatch {
     }
 }
 
+/// A snapshot's records in columns (the Spark snapshot source and Parquet export).
+#[pyclass(module = "tflux", name = "SnapshotBatch", frozen)]
+pub struct PySnapshotBatch {
+    inner: SnapshotColumns,
+}
+
+#[pymethods]
+impl PySnapshotBatch {
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    #[getter]
+    fn last_index(&self) -> i64 {
+        self.inner.last_index
+    }
+
+    #[getter]
+    fn last_term(&self) -> i64 {
+        self.inner.last_term
+    }
+
+    fn _buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let c = &self.inner;
+        let cols: Vec<(&str, Spec<'py>)> = vec![
+            ("queue", var(py, "string", &c.queue)),
+            (
+                "implementation",
+                (
+                    "int32",
+                    None,
+                    ne_bytes(py, &c.implementation, i32::to_ne_bytes),
+                    None,
+                ),
+            ),
+            (
+                "record_id",
+                (
+                    "int64",
+                    None,
+                    ne_bytes(py, &c.record_id, i64::to_ne_bytes),
+                    None,
+                ),
+            ),
+            (
+                "key",
+                ("int64", None, ne_bytes(py, &c.key, i64::to_ne_bytes), None),
+            ),
+            ("message", var(py, "binary", &c.message)),
+        ];
+        let out = PyList::empty(py);
+        for (name, spec) in cols {
+            out.append((name, spec))?;
+        }
+        Ok(out)
+    }
+
+    /// A `pyarrow.RecordBatch`: queue, implementation, record_id, key, message.
+    fn to_arrow<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("tflux._arrow")?
+            .call_method1("snapshot_batch_to_arrow", (slf,))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SnapshotBatch(last_index={}, last_term={}, records={})",
+            self.inner.last_index,
+            self.inner.last_term,
+            self.inner.len()
+        )
+    }
+}
+
+/// Reads a snapshot file into columns; None when absent or empty. Corruption raises
+/// `CorruptionError` as `read_snapshot` does.
+#[pyfunction]
+fn read_snapshot_batch(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+) -> PyResult<Option<PySnapshotBatch>> {
+    let r = py.detach(|| {
+        let snap = tflux_core::format::snapshot::read(&path)?;
+        snap.map(|s| SnapshotColumns::from_snapshot(&s)).transpose()
+    });
+    let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
+    Ok(cols.map(|inner| PySnapshotBatch { inner }))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyDeltaBatch>()
+    m.add_class::<PyDeltaBatch>()?;
+    m.add_class::<PySnapshotBatch>()?;
+    m.add_function(wrap_pyfunction!(read_snapshot_batch, m)?)
 }
