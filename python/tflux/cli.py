@@ -1294,6 +1294,7 @@ def _inspect_text(
     for key, value in settings.items():
         mark = " *" if from_file and key in from_file else ""
         out.print(f"  {key:<34} {escape(value)}{mark}")
+    out.print()
 
     meta = checked.metadata
     if meta is None:
@@ -1335,6 +1336,7 @@ def _inspect_text(
                 _limit(q.max_message_size),
             )
         out.print(table)
+    out.print()
 
     segments = checked.report.segments
     used = sum(s.size for s in segments)
@@ -1653,7 +1655,7 @@ def _print_plan(plan: _RepairPlan, checked: Checked, temp: Path) -> None:
     context_settings=CONTEXT_SETTINGS,
     short_help="Cut a corrupt log at its first bad record; later files move to data/temp/.",
 )
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", metavar="BASE", type=click.Path(path_type=Path))
 @click.option("-y", "--yes", is_flag=True, help="Do it without asking (needed off a terminal).")
 def repair(path: Path, yes: bool) -> None:
     """Cut the log of BASE at its first bad record, moving the segment files after it aside.
@@ -1686,6 +1688,11 @@ def repair(path: Path, yes: bool) -> None:
     base, log_dir = _locate(path)
     temp = log_dir.parent / "temp"
     checked = _check(base, log_dir)
+    report = checked.report
+    out.print(
+        f"checked {escape(str(base if base is not None else log_dir))}: "
+        f"{_plural(len(report.segments), 'segment')}, {_plural(report.records, 'record')}"
+    )
     _print_notes(checked)
     _print_findings(checked.findings)
     plan = _repair_plan(checked, log_dir)
