@@ -1031,7 +1031,7 @@ def _demo_summary(
         f"[bold]wrote[/]      {run.records:,} deltas in {run.seconds:.2f} s "
         f"({_rate(run.records, run.seconds)} deltas/s from Python): {_DEMO_CREATES} CreateQueue, "
         f"{run.adds:,} AddRecord (enqueue_many), {run.acks:,} RemoveRecord (dequeue + ack); "
-        f"{run.nacks:,} nacks (not logged)"
+        f"{_plural(run.nacks, 'nack')} (not logged)"
     )
     automatic = run.automatic_snapshots
     if run.manual_snapshot is None:
