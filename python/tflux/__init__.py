@@ -1,6 +1,6 @@
 """tflux: TaskFlux's storage engine (segmented log, snapshot, metadata, queues) with a Rust core."""
 
-from tflux._store import open
+from tflux._store import open, settings
 from tflux._tflux import (
     Delta,
     DeltaBatch,
@@ -40,6 +40,7 @@ from tflux.errors import (
     QueueNotFoundError,
     ReadOnlyError,
     ReplayError,
+    SettingsError,
     TfluxError,
     TfluxIOError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "RecoveryReport",
     "ReplayError",
     "SegmentInfo",
+    "SettingsError",
     "Snapshot",
     "SnapshotBatch",
     "SnapshotQueue",
@@ -81,6 +83,7 @@ __all__ = [
     "read_metadata",
     "read_snapshot",
     "read_snapshot_batch",
+    "settings",
     "verify",
     "write_metadata",
     "write_snapshot",

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from tflux._tflux import Store
+from tflux._tflux import load_settings as _load_settings
 
 # Keyword arguments are the snake_case forms of the settings file's PascalCase keys.
 SETTINGS = {
@@ -32,10 +33,22 @@ def open(
     writer lock until closed; ``readonly=True`` opens for inspection without the lock and
     refuses writes. Use it as a context manager.
     """
+    base, overrides = _resolve(base_dir, settings, "open")
+    return Store._open(base, overrides, readonly)
+
+
+def settings(base_dir: str | os.PathLike[str] | None = None, **overrides: Any) -> dict[str, str]:
+    """The settings ``tflux.open(base_dir, **overrides)`` would use (PascalCase keys -> values),
+    without opening or replaying anything."""
+    base, json_overrides = _resolve(base_dir, overrides, "settings")
+    return _load_settings(base, json_overrides)
+
+
+def _resolve(base_dir, settings: dict[str, Any], caller: str) -> tuple[str, str | None]:
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
         known = ", ".join(SETTINGS)
-        raise TypeError(f"open() got unknown setting(s) {', '.join(unknown)} (known: {known})")
+        raise TypeError(f"{caller}() got unknown setting(s) {', '.join(unknown)} (known: {known})")
     overrides = {SETTINGS[k]: v for k, v in settings.items()}
     base = os.fspath(base_dir) if base_dir is not None else os.getcwd()
-    return Store._open(base, json.dumps(overrides) if overrides else None, readonly)
+    return base, json.dumps(overrides) if overrides else None

@@ -341,6 +341,9 @@ class Store:
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
 
+def load_settings(base_dir: str, settings_json: str | None = None) -> dict[str, str]:
+    """Settings in force for ``base_dir`` (PascalCase keys), without opening anything."""
+
 @final
 class QueueState:
     """The queue state machine alone: apply deltas or replay a log without a store."""

@@ -18,6 +18,7 @@ __all__ = [
     "QueueNotFoundError",
     "ReadOnlyError",
     "ReplayError",
+    "SettingsError",
     "TfluxError",
     "TfluxIOError",
 ]
@@ -143,3 +144,7 @@ class PolicyViolation(TfluxError, ValueError):
 class NotInFlightError(TfluxError, ValueError):
     """``ack``/``nack`` of a record that is not in flight (never dequeued, already acked or
     nacked, or its queue was deleted); nothing was written."""
+
+
+class SettingsError(TfluxError, ValueError):
+    """A bad ``taskflux.settings.json`` or settings argument: unknown key, wrong type, bad value."""

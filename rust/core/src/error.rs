@@ -35,6 +35,9 @@ pub enum Error {
     /// A write after an earlier write-path I/O error (fail-stop until reopened).
     #[error("the log refuses writes after an earlier I/O error ({0}); reopen it")]
     Poisoned(String),
+    /// A bad `taskflux.settings.json` or settings argument (names the key).
+    #[error("{0}")]
+    Settings(String),
     /// An argument outside its valid domain (bad term, bad limits, committed index...).
     #[error("{0}")]
     InvalidArgument(String),

@@ -94,32 +94,68 @@ pub fn scan_records<'a>(
     }
 }
 
-/// Start offsets of the records of one segment and the runs of equal terms.
-#[derive(Debug, Default, Clone)]
+/// Records between two remembered offsets in a sealed segment's index. Finding a record walks
+/// at most this many headers in the memory map; the index costs 8 / 32 bytes per record
+/// instead of 8 (it is the log's only per-record memory).
+const SEALED_STRIDE: usize = 32;
+
+/// Start offsets of the records of one segment and the runs of equal terms. Dense (every
+/// record) for the active segment, which is read with positioned reads; sparse (every
+/// `SEALED_STRIDE`-th record) for sealed segments, which are memory-mapped.
+#[derive(Debug, Clone)]
 pub struct RecordIndex {
+    /// Offset of record `k * stride` at position `k`.
     offsets: Vec<u64>,
+    stride: usize,
+    len: usize,
     /// `(first record index, term)` for each run of equal terms, ascending.
     term_runs: Vec<(usize, i32)>,
 }
 
+impl Default for RecordIndex {
+    fn default() -> Self {
+        RecordIndex {
+            offsets: Vec::new(),
+            stride: 1,
+            len: 0,
+            term_runs: Vec::new(),
+        }
+    }
+}
+
 impl RecordIndex {
+    /// Adds the next record (dense index only).
     pub fn push(&mut self, offset: u64, term: i32) {
+        debug_assert_eq!(self.stride, 1, "only a dense index grows");
         if self.term_runs.last().is_none_or(|&(_, t)| t != term) {
-            self.term_runs.push((self.offsets.len(), term));
+            self.term_runs.push((self.len, term));
         }
         self.offsets.push(offset);
+        self.len += 1;
     }
 
     pub fn len(&self) -> usize {
-        self.offsets.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
+        self.len == 0
     }
 
+    pub fn is_dense(&self) -> bool {
+        self.stride == 1
+    }
+
+    /// Offset of record `i` (dense index).
     pub fn offset(&self, i: usize) -> u64 {
+        debug_assert!(self.is_dense());
         self.offsets[i]
+    }
+
+    /// The remembered record at or before `i`: `(its index, its offset)`.
+    fn anchor(&self, i: usize) -> (usize, u64) {
+        let k = i / self.stride;
+        (k * self.stride, self.offsets[k])
     }
 
     pub fn term(&self, i: usize) -> i32 {
@@ -131,16 +167,35 @@ impl RecordIndex {
         self.term_runs.last().map(|&(_, t)| t)
     }
 
-    /// Number of records that start before `offset`.
+    /// Number of records that start before `offset` (dense index).
     pub fn iter_until(&self, offset: u64) -> usize {
+        debug_assert!(self.is_dense());
         self.offsets.partition_point(|&o| o < offset)
     }
 
     pub fn truncate(&mut self, len: usize) {
-        self.offsets.truncate(len);
+        let len = len.min(self.len);
+        self.offsets.truncate(len.div_ceil(self.stride));
+        self.len = len;
         let runs = self.term_runs.partition_point(|&(first, _)| first < len);
         self.term_runs.truncate(runs);
     }
+
+    /// Keeps every `stride`-th offset (the segment became sealed).
+    fn sparsify(&mut self, stride: usize) {
+        if self.is_dense() && stride > 1 {
+            self.offsets = self.offsets.iter().copied().step_by(stride).collect();
+            self.stride = stride;
+        }
+    }
+}
+
+/// Offset of the record `steps` records after the one at `at` (headers already validated).
+fn walk(bytes: &[u8], mut at: usize, steps: usize) -> usize {
+    for _ in 0..steps {
+        at += record::record_len(record::data_len(&bytes[at..]));
+    }
+    at
 }
 
 /// An open segment file.
@@ -249,11 +304,19 @@ impl Segment {
         self.index.term((lsn - self.first_lsn) as usize)
     }
 
-    fn record_offset(&self, lsn: i64) -> u64 {
-        self.index.offset((lsn - self.first_lsn) as usize)
+    /// Offset of the record at `lsn` (inside this segment); walks headers from the nearest
+    /// remembered offset in a sealed segment.
+    fn record_offset(&mut self, lsn: i64) -> Result<u64> {
+        let i = (lsn - self.first_lsn) as usize;
+        if self.index.is_dense() {
+            return Ok(self.index.offset(i));
+        }
+        let (anchor, offset) = self.index.anchor(i);
+        let map = self.mapped()?;
+        Ok(walk(map, offset as usize, i - anchor) as u64)
     }
 
-    /// End offset of the record at `lsn`.
+    /// End offset of the record at `lsn` (dense index).
     fn record_end(&self, lsn: i64) -> u64 {
         let next = (lsn - self.first_lsn + 1) as usize;
         if next < self.index.len() {
@@ -263,14 +326,36 @@ impl Segment {
         }
     }
 
-    /// Marks the segment read-only; it will be memory-mapped for reads.
+    /// The map of a sealed segment, made on first use.
+    fn mapped(&mut self) -> Result<&[u8]> {
+        if self.map.is_none() {
+            self.map = map_readonly(&self.file, self.size).ctx("map segment", &self.path)?;
+        }
+        Ok(self.map.as_deref().unwrap_or(&[]))
+    }
+
+    /// Marks the segment read-only; it will be memory-mapped for reads and keeps a sparse index.
     pub fn seal(&mut self) {
         self.sealed = true;
+        self.index.sparsify(SEALED_STRIDE);
     }
 
     /// Makes a sealed segment the active one again (after a cut reached into it): drops the map
     /// before anything writes to the file.
     pub fn unseal(&mut self) -> Result<()> {
+        if !self.index.is_dense() {
+            // Positioned reads need every offset again: walk the map once.
+            let count = self.index.len();
+            let mut dense = RecordIndex::default();
+            let mut at = header::HEADER_LEN;
+            let terms: Vec<i32> = (0..count).map(|i| self.index.term(i)).collect();
+            let map = self.mapped()?;
+            for term in terms {
+                dense.push(at as u64, term);
+                at = walk(map, at, 1);
+            }
+            self.index = dense;
+        }
         self.map = None;
         self.sealed = false;
         if !self.writable {
@@ -289,12 +374,8 @@ impl Segment {
     /// Bytes `[start, end)` of the file: borrowed from the map when sealed, read otherwise.
     fn bytes(&mut self, start: u64, end: u64) -> Result<Cow<'_, [u8]>> {
         if self.sealed {
-            if self.map.is_none() {
-                self.map = map_readonly(&self.file, self.size).ctx("map segment", &self.path)?;
-            }
-            if let Some(map) = &self.map {
-                return Ok(Cow::Borrowed(&map[start as usize..end as usize]));
-            }
+            let map = self.mapped()?;
+            return Ok(Cow::Borrowed(&map[start as usize..end as usize]));
         }
         let mut buf = vec![0u8; (end - start) as usize];
         self.file
@@ -304,9 +385,12 @@ impl Segment {
     }
 
     /// The last LSN in `from..=to` such that the records `from..=last` span at most `max_span`
-    /// bytes on disk (always at least `from`).
+    /// bytes on disk (always at least `from`). Sealed segments are mapped: no bound needed.
     pub fn chunk_end(&self, from: i64, to: i64, max_span: u64) -> i64 {
-        let start = self.record_offset(from);
+        if !self.index.is_dense() {
+            return to;
+        }
+        let start = self.index.offset((from - self.first_lsn) as usize);
         let (lo, hi) = (
             (from - self.first_lsn) as usize,
             (to - self.first_lsn) as usize,
@@ -338,8 +422,12 @@ impl Segment {
         if from > to {
             return Ok(());
         }
-        let start = self.record_offset(from);
-        let end = self.record_end(to);
+        let start = self.record_offset(from)?;
+        let end = if self.index.is_dense() {
+            self.record_end(to)
+        } else {
+            self.size
+        };
         let first_lsn = self.first_lsn;
         let path = self.path.clone();
         let bytes = self.bytes(start, end)?;
@@ -401,7 +489,8 @@ impl Segment {
         if keep >= self.index.len() {
             return Ok(());
         }
-        let cut = self.index.offset(keep);
+        debug_assert!(!self.sealed, "cuts happen in the active segment");
+        let cut = self.record_offset(lsn)?;
         zero_range(
             &self.file,
             &self.path,
@@ -637,6 +726,9 @@ impl Segment {
             path, first_lsn, scan.file, writable, scan.index, size, sealed,
         );
         seg.map = map;
+        if sealed {
+            seg.index.sparsify(SEALED_STRIDE);
+        }
         seg
     }
 }

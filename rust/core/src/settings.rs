@@ -77,11 +77,9 @@ impl Settings {
 
     fn merge_json(&mut self, text: &str, source: &str) -> Result<()> {
         let value: Value = serde_json::from_str(text)
-            .map_err(|e| Error::InvalidArgument(format!("{source}: invalid JSON: {e}")))?;
+            .map_err(|e| Error::Settings(format!("{source}: invalid JSON: {e}")))?;
         let Value::Object(map) = value else {
-            return Err(Error::InvalidArgument(format!(
-                "{source}: expected a JSON object"
-            )));
+            return Err(Error::Settings(format!("{source}: expected a JSON object")));
         };
         self.merge(&map, source)
     }
@@ -93,14 +91,14 @@ impl Settings {
             .filter(|k| !KEYS.contains(k))
             .collect();
         if !unknown.is_empty() {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::Settings(format!(
                 "{source}: unknown setting(s) {} (known: {})",
                 unknown.join(", "),
                 KEYS.join(", ")
             )));
         }
         let bad = |key: &str, want: &str| {
-            Error::InvalidArgument(format!("{source}: {key} must be {want}, got {}", map[key]))
+            Error::Settings(format!("{source}: {key} must be {want}, got {}", map[key]))
         };
         let uint = |key: &str| {
             map[key]
@@ -136,13 +134,13 @@ impl Settings {
 
     fn validate(&self) -> Result<()> {
         if self.log_file_soft_limit == 0 || self.log_file_soft_limit > self.log_file_hard_limit {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::Settings(format!(
                 "settings: need 0 < LogFileSoftLimit <= LogFileHardLimit (got {} and {})",
                 self.log_file_soft_limit, self.log_file_hard_limit
             )));
         }
         if self.log_sync_policy == StoreSync::Interval && self.log_sync_interval_ms == 0 {
-            return Err(Error::InvalidArgument(
+            return Err(Error::Settings(
                 "settings: LogSyncIntervalMs must be > 0 with LogSyncPolicy \"interval\"".into(),
             ));
         }

@@ -65,6 +65,7 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
         Error::Policy { queue, policy, .. } => {
             tflux_error(py, "PolicyViolation", (message, queue, policy))
         }
+        Error::Settings(_) => tflux_error(py, "SettingsError", (message,)),
         Error::Closed(_) => tflux_error(py, "ClosedError", (message,)),
         Error::NotInFlight { .. } => tflux_error(py, "NotInFlightError", (message,)),
         Error::InvalidArgument(_) => PyValueError::new_err(message),

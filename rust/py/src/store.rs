@@ -375,28 +375,7 @@ impl PyStore {
     /// The settings in force, with the JSON file's PascalCase keys.
     #[getter]
     fn settings(&self) -> std::collections::BTreeMap<&'static str, String> {
-        let s = self.inner.settings();
-        let policy = match s.log_sync_policy {
-            tflux_core::settings::StoreSync::Always => "always",
-            tflux_core::settings::StoreSync::Interval => "interval",
-            tflux_core::settings::StoreSync::Never => "never",
-        };
-        [
-            ("LogFileSoftLimit", s.log_file_soft_limit.to_string()),
-            ("LogFileHardLimit", s.log_file_hard_limit.to_string()),
-            (
-                "LogPreallocateSegments",
-                s.log_preallocate_segments.to_string(),
-            ),
-            (
-                "SnapshotCreationSegmentsThreshold",
-                s.snapshot_creation_segments_threshold.to_string(),
-            ),
-            ("LogSyncPolicy", policy.to_string()),
-            ("LogSyncIntervalMs", s.log_sync_interval_ms.to_string()),
-        ]
-        .into_iter()
-        .collect()
+        settings_map(self.inner.settings())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -413,7 +392,49 @@ impl PyStore {
     }
 }
 
+/// The settings in force for `base_dir` (defaults, then `taskflux.settings.json`, then the
+/// JSON overrides), with PascalCase keys; nothing is opened or replayed.
+#[pyfunction]
+#[pyo3(signature = (base_dir, settings_json=None))]
+fn load_settings(
+    py: Python<'_>,
+    base_dir: std::path::PathBuf,
+    settings_json: Option<String>,
+) -> PyResult<std::collections::BTreeMap<&'static str, String>> {
+    let s = run(py, || {
+        tflux_core::settings::Settings::load(&base_dir, settings_json.as_deref())
+    })?;
+    Ok(settings_map(&s))
+}
+
+fn settings_map(
+    s: &tflux_core::settings::Settings,
+) -> std::collections::BTreeMap<&'static str, String> {
+    let policy = match s.log_sync_policy {
+        tflux_core::settings::StoreSync::Always => "always",
+        tflux_core::settings::StoreSync::Interval => "interval",
+        tflux_core::settings::StoreSync::Never => "never",
+    };
+    [
+        ("LogFileSoftLimit", s.log_file_soft_limit.to_string()),
+        ("LogFileHardLimit", s.log_file_hard_limit.to_string()),
+        (
+            "LogPreallocateSegments",
+            s.log_preallocate_segments.to_string(),
+        ),
+        (
+            "SnapshotCreationSegmentsThreshold",
+            s.snapshot_creation_segments_threshold.to_string(),
+        ),
+        ("LogSyncPolicy", policy.to_string()),
+        ("LogSyncIntervalMs", s.log_sync_interval_ms.to_string()),
+    ]
+    .into_iter()
+    .collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(load_settings, m)?)?;
     m.add_class::<PyStore>()?;
     m.add_class::<PyRecord>()?;
     m.add_class::<PyQueueInfo>()?;
