@@ -28,10 +28,9 @@ test: ## the whole Python suite (benchmarks run once, untimed) and the Rust suit
 test-rust: ## the Rust core alone (no Python needed)
 	cargo test -p tflux-core
 
-bench: ## timed benchmarks; regenerates docs/benchmarks.md
+bench: ## every benchmark group, timed (needs '.[bench]'); regenerates docs/benchmarks.md + docs/img/
 	mkdir -p .benchmarks
-	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/log.json -p no:cacheprovider
-	$(PYTHON) benches/report.py .benchmarks/log.json
+	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/all.json -p no:cacheprovider && $(PYTHON) benches/report.py .benchmarks/all.json
 
 clean: ## remove build products
 	cargo clean
