@@ -142,7 +142,10 @@ fuzz_target!(|ops: Vec<Op>| {
     let mut lsn = 0i64;
     for op in ops.iter().take(200) {
         let name = |n: u8| NAMES[n as usize % NAMES.len()];
-        let mut bytes = Vec::new();
+        let bytes: Vec<u8> = match op {
+            Op::Add { len, .. } => vec![*len; usize::from(*len % 16)],
+            _ => Vec::new(),
+        };
         let delta = match op {
             Op::Create { name: n, implementation, max_size, max_msg, range } => Some(DeltaRef::CreateQueue {
                 name: name(*n),
@@ -152,8 +155,7 @@ fuzz_target!(|ops: Vec<Op>| {
                 key_range: range.map(|(a, b)| (i64::from(a), i64::from(b))),
             }),
             Op::Delete { name: n } => Some(DeltaRef::DeleteQueue { name: name(*n) }),
-            Op::Add { name: n, key, len } => {
-                bytes = vec![*len; usize::from(*len % 16)];
+            Op::Add { name: n, key, .. } => {
                 Some(DeltaRef::AddRecord { name: name(*n), key: i64::from(*key % 4), message: &bytes })
             }
             Op::Remove { name: n, id } => Some(DeltaRef::RemoveRecord { name: name(*n), id: u64::from(*id % 16) }),
