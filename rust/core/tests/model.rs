@@ -97,7 +97,11 @@ fn run_model(ops: Vec<Op>, soft: u64, hard: u64, prealloc: bool) -> Result<(), T
         let dir = tempfile::tempdir().unwrap();
         let o = opts(soft, hard, prealloc);
         let mut log = Log::open(dir.path(), o.clone()).unwrap();
-        let mut m = Model { start: 0, entries: vec![], commit: -1 };
+        let mut m = Model {
+            start: 0,
+            entries: vec![],
+            commit: -1,
+        };
         let mut term_base = 0i32;
         for op in ops {
             match op {
@@ -115,8 +119,12 @@ fn run_model(ops: Vec<Op>, soft: u64, hard: u64, prealloc: bool) -> Result<(), T
                 }
                 Op::Insert(s, dt, ds) => {
                     let start = m.pick(s) + if s % 7 == 0 { 3 } else { 0 };
-                    let prev = if start > m.last() + 1 || start == m.start { term_base } else {
-                        m.entries.get((start - 1 - m.start) as usize).map_or(0, |e| e.0)
+                    let prev = if start > m.last() + 1 || start == m.start {
+                        term_base
+                    } else {
+                        m.entries
+                            .get((start - 1 - m.start) as usize)
+                            .map_or(0, |e| e.0)
                     };
                     let t = prev.max(m.last_term().min(prev + 1)) + dt as i32;
                     let entries: Vec<(i32, Vec<u8>)> = ds.into_iter().map(|d| (t, d)).collect();
@@ -139,20 +147,31 @@ fn run_model(ops: Vec<Op>, soft: u64, hard: u64, prealloc: bool) -> Result<(), T
                 Op::Commit(b) => {
                     let i = m.pick(b) - 1;
                     let r = log.commit(i);
-                    if i > m.last() { prop_assert!(r.is_err()); } else { r.unwrap(); m.commit = m.commit.max(i); }
+                    if i > m.last() {
+                        prop_assert!(r.is_err());
+                    } else {
+                        r.unwrap();
+                        m.commit = m.commit.max(i);
+                    }
                 }
                 Op::Truncate(b) => {
                     let i = m.pick(b) - 1;
                     let r = log.truncate_after(i);
-                    if i < m.commit { prop_assert!(r.is_err()); } else {
+                    if i < m.commit {
+                        prop_assert!(r.is_err());
+                    } else {
                         r.unwrap();
-                        if i < m.last() { m.entries.truncate((i + 1 - m.start) as usize); }
+                        if i < m.last() {
+                            m.entries.truncate((i + 1 - m.start) as usize);
+                        }
                     }
                 }
                 Op::Compact(b) => {
                     let i = m.pick(b) - 1;
                     let r = log.compact(i);
-                    if i > m.commit { prop_assert!(r.is_err()); } else {
+                    if i > m.commit {
+                        prop_assert!(r.is_err());
+                    } else {
                         r.unwrap();
                         let new_start = log.start_index();
                         prop_assert!(new_start >= m.start && new_start <= i + 1);
