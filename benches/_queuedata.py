@@ -76,6 +76,8 @@ class QueueLog:
     bytes: int
     # (key, id) of the record a dequeue must return after the restore.
     front: tuple[int, int]
+    # The benchmark group of the restores of this log (e.g. "restore-64B-10M").
+    group: str = ""
 
     @property
     def log_dir(self) -> Path:

@@ -7,16 +7,22 @@ Groups ``scan-64B`` and ``scan-1KiB`` scan the same cached segments with
 - ``Log.entries`` and the pure-Python reader ``pyref`` (struct + zlib.crc32) on a subset of the
   leading segments, since they need seconds per GiB; the report normalises them per record,
 - ``tflux.crc32`` (crc32fast) and ``zlib.crc32`` over the same bytes as one buffer: the ceiling.
-Group ``append-64B`` times ``Log.append_many`` with the sync policies.
+Group ``append-64B`` times ``Log.append_many`` with each sync policy (``always``: fsync before
+every call returns; ``batch``: only at roll-over, ``sync()`` and close; ``never``).
+Group ``read-random`` reads single records at random LSNs of the scan logs with ``Log.read`` and
+``Log.read_batch``, beside a pure-Python ``os.pread`` + ``struct`` + ``zlib.crc32`` of the same
+record at an offset computed from the fixed record size.
 
 Every body asserts what it computed, so the default (``--benchmark-disable``) run is a smoke test.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import random
 import shutil
+import struct
 import zlib
 from collections.abc import Callable
 from itertools import count
@@ -183,6 +189,8 @@ APPEND_PAYLOAD = 64
 APPENDS = [
     pytest.param("never", 10_000, 100, id="never-batch10000"),
     pytest.param("never", 1, 100_000, id="never-batch1"),
+    pytest.param("batch", 10_000, 100, id="batch-batch10000"),
+    pytest.param("always", 10_000, 20, id="always-batch10000"),
     pytest.param("always", 100, 100, id="always-batch100"),
     pytest.param("always", 1, 500, id="always-batch1"),
 ]
@@ -230,3 +238,97 @@ def test_append_many(benchmark, bench_root: Path, timed: bool, sync, batch, call
     if not last.closed:  # --benchmark-disable runs the body once without the teardown
         assert last.read(len(last) - 1)[0].data == pool[-1]
         teardown(last)
+
+
+# --- random reads ----------------------------------------------------------------------------
+
+RANDOM_READS = 20_000
+
+
+def _random_lsns(data: LogData, n: int) -> list[int]:
+    rng = random.Random(data.records)
+    return [rng.randrange(data.records) for _ in range(n)]
+
+
+def test_random_read(benchmark, scan_log: LogData, timed: bool) -> None:
+    benchmark.group = "read-random"
+    lsns = _random_lsns(scan_log, RANDOM_READS if timed else 100)
+    with tflux.Log.open(scan_log.path, readonly=True) as log:
+
+        def read_each() -> int:
+            read, n = log.read, 0
+            for lsn in lsns:
+                n += len(read(lsn, 1)[0].data)
+            return n
+
+        n = run(
+            benchmark,
+            read_each,
+            label=f"Log.read(lsn, max_bytes=1), {scan_log.payload} B records",
+            role="tflux",
+            payload=scan_log.payload,
+            records=len(lsns),
+            bytes=len(lsns) * scan_log.payload,
+        )
+    assert n == len(lsns) * scan_log.payload
+
+
+def test_random_read_batch_of_one(benchmark, scan_log: LogData, timed: bool) -> None:
+    benchmark.group = "read-random"
+    lsns = _random_lsns(scan_log, RANDOM_READS if timed else 100)
+    with tflux.Log.open(scan_log.path, readonly=True) as log:
+
+        def read_each() -> int:
+            read, n = log.read_batch, 0
+            for lsn in lsns:
+                n += read(lsn, lsn + 1).nbytes
+            return n
+
+        n = run(
+            benchmark,
+            read_each,
+            label=f"Log.read_batch(lsn, lsn + 1), {scan_log.payload} B records",
+            role="tflux",
+            payload=scan_log.payload,
+            records=len(lsns),
+            bytes=len(lsns) * scan_log.payload,
+        )
+    assert n == len(lsns) * scan_log.payload
+
+
+def test_random_pread_pure_python(benchmark, scan_log: LogData, timed: bool) -> None:
+    """The baseline: every segment open, the record's offset computed (all records have one
+    size), one ``os.pread`` of header + data, the header checked and the CRC compared."""
+    benchmark.group = "read-random"
+    lsns = _random_lsns(scan_log, RANDOM_READS if timed else 100)
+    size = record_size(scan_log.payload)
+    starts = [s.start_lsn for s in scan_log.segments]
+    fds = [os.open(s.path, os.O_RDONLY) for s in scan_log.segments]
+    header = struct.Struct(">4siIi")
+    try:
+
+        def read_each() -> int:
+            n = 0
+            for lsn in lsns:
+                i = bisect.bisect_right(starts, lsn) - 1
+                buf = os.pread(fds[i], size, 8 + (lsn - starts[i]) * size)
+                marker, _term, crc, length = header.unpack_from(buf)
+                data = buf[16 : 16 + length]
+                if marker != b"\xaa\xf5\x34\xc4" or zlib.crc32(data) != crc:
+                    raise ValueError(f"bad record at LSN {lsn}")
+                n += len(data)
+            return n
+
+        n = run(
+            benchmark,
+            read_each,
+            label=f"pure Python os.pread + struct + zlib.crc32, {scan_log.payload} B records",
+            role="baseline",
+            payload=scan_log.payload,
+            records=len(lsns),
+            bytes=len(lsns) * scan_log.payload,
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert n == len(lsns) * scan_log.payload

@@ -1,7 +1,8 @@
 """Benchmarks of the queue store: restore, memory per queued record, durable enqueue.
 
-Group ``restore-64B`` restores one log of Add, Add, Remove(front) deltas with 64 B messages
-(``restore_log``) three ways:
+Groups ``restore-64B-1M``, ``restore-64B-10M``, ``restore-1KiB-1M`` and ``restore-1KiB-10M``
+restore logs of Add, Add, Remove(front) deltas (``restore_log``: 1M or 10M deltas, 64 B or
+1 KiB messages) three ways:
 - ``QueueState().replay(log)``: the state machine alone over an open log (GIL released),
 - ``tflux.open(base)``: a whole store restore (open the log, replay, close),
 - ``pyref_replay``: the pure-Python baseline (``Log.read_batch`` + ``struct`` + ``heapq``) on the
@@ -64,8 +65,14 @@ def check_queues(queues: list[tflux.QueueInfo], data: QueueLog) -> None:
     assert info[""].count == 0
 
 
-@pytest.mark.benchmark(group="restore-64B")
+def restore_rounds(data: QueueLog) -> int:
+    """Fewer rounds for the multi-second restores (10M deltas)."""
+    return ROUNDS if data.deltas <= 2_000_000 else min(ROUNDS, 3)
+
+
 def test_state_replay(benchmark, restore_log: QueueLog) -> None:
+    benchmark.group = restore_log.group
+
     def replay(log: tflux.Log) -> tuple[tflux.QueueState, int]:
         state = tflux.QueueState()
         return state, state.replay(log)
@@ -77,6 +84,8 @@ def test_state_replay(benchmark, restore_log: QueueLog) -> None:
             log,
             label="QueueState().replay(log)",
             role="tflux",
+            rounds=restore_rounds(restore_log),
+            payload=restore_log.payload,
             records=restore_log.deltas,
             bytes=restore_log.bytes,
             live=restore_log.live,
@@ -85,8 +94,8 @@ def test_state_replay(benchmark, restore_log: QueueLog) -> None:
     check_queues(state.queues(), restore_log)
 
 
-@pytest.mark.benchmark(group="restore-64B")
 def test_store_open_restores(benchmark, restore_log: QueueLog) -> None:
+    benchmark.group = restore_log.group
     opened: list[tflux.Store] = []
 
     def restore() -> tflux.Store:
@@ -101,6 +110,7 @@ def test_store_open_restores(benchmark, restore_log: QueueLog) -> None:
     benchmark.extra_info.update(
         label="tflux.open(base): full store restore",
         role="tflux",
+        payload=restore_log.payload,
         records=restore_log.deltas,
         bytes=restore_log.bytes,
         live=restore_log.live,
@@ -110,7 +120,7 @@ def test_store_open_restores(benchmark, restore_log: QueueLog) -> None:
     store = benchmark.pedantic(
         restore,
         setup=lambda: close_all() or ((), {}),
-        rounds=ROUNDS,
+        rounds=restore_rounds(restore_log),
         warmup_rounds=1,
         iterations=1,
     )
@@ -121,8 +131,8 @@ def test_store_open_restores(benchmark, restore_log: QueueLog) -> None:
     close_all()
 
 
-@pytest.mark.benchmark(group="restore-64B")
 def test_pure_python_replay_subset(benchmark, restore_log: QueueLog) -> None:
+    benchmark.group = restore_log.group
     end = min(PYREF_DELTAS, restore_log.deltas)
     subset = end < restore_log.deltas
     with tflux.Log.open(restore_log.log_dir, readonly=True) as log:
@@ -130,12 +140,13 @@ def test_pure_python_replay_subset(benchmark, restore_log: QueueLog) -> None:
             label="pure Python replay (read_batch + struct + heapq)"
             + (f", first {end:,} deltas" if subset else ""),
             role="baseline",
+            payload=restore_log.payload,
             records=end,
             bytes=_prefix_bytes(restore_log, end),
         )
         if subset:
             info["subset"] = end
-        state = run(benchmark, pyref_replay.replay, log, end, **info)
+        state = run(benchmark, pyref_replay.replay, log, end, rounds=3, **info)
         # Cross-check with tflux on the same prefix (untimed).
         q = state.queues[restore_log.queue.encode()]
         adds = (end - 1) - (end - 1) // 3

@@ -6,13 +6,14 @@ With ``--benchmark-enable`` each payload size gets 1 GiB of segments (``TFLUX_BE
 overrides both, e.g. ``TFLUX_BENCH_BYTES=256MiB``). Data lives under ``TFLUX_BENCH_DIR`` (default
 the system temp directory) and is deleted at the end of the session.
 
-The queue benchmarks (``bench_queue.py``) restore a log of ``TFLUX_BENCH_DELTAS`` deltas (10M
-when timed, 30,000 otherwise) and measure memory over ``TFLUX_BENCH_MEMORY_RECORDS`` queued
-records (10M when timed, 20,000 otherwise).
+The queue benchmarks (``bench_queue.py``) restore logs of 1M and ``TFLUX_BENCH_DELTAS`` deltas
+(10M) with 64 B and 1 KiB messages (30,000 deltas each when not timed) and measure memory over
+``TFLUX_BENCH_MEMORY_RECORDS`` queued records (10M when timed, 20,000 otherwise).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import platform
@@ -124,12 +125,36 @@ def _count(name: str, timed: bool, full: int, smoke: int) -> int:
     return int(text.replace("_", "")) if text else (full if timed else smoke)
 
 
-@pytest.fixture(scope="session")
-def restore_log(bench_root: Path, timed: bool) -> Iterator[QueueLog]:
+# (deltas when timed: None = TFLUX_BENCH_DELTAS, payload); one data set at a time, like scan_log.
+RESTORES = [
+    pytest.param((1_000_000, 64), id="64B-1M"),
+    pytest.param((None, 64), id="64B-10M"),
+    pytest.param((1_000_000, 1024), id="1KiB-1M"),
+    pytest.param((None, 1024), id="1KiB-10M"),
+]
+
+
+@pytest.fixture(scope="session", params=RESTORES)
+def restore_log(
+    request: pytest.FixtureRequest, bench_root: Path, timed: bool
+) -> Iterator[QueueLog]:
     """A store's base directory whose log holds a CreateQueue, then Add, Add, Remove(front), ...
-    of 64 B messages: ``TFLUX_BENCH_DELTAS`` deltas in all."""
-    deltas = _count("TFLUX_BENCH_DELTAS", timed, FULL_DELTAS, SMOKE_DELTAS)
-    yield from _queue_log(bench_root / "restore", deltas, removes=True, flush=timed)
+    of 64 B or 1 KiB messages: 1M or ``TFLUX_BENCH_DELTAS`` (10M) deltas in all."""
+    deltas, payload = request.param
+    if deltas is None:
+        deltas = _count("TFLUX_BENCH_DELTAS", timed, FULL_DELTAS, SMOKE_DELTAS)
+    elif not timed:
+        deltas = SMOKE_DELTAS
+    size = "1KiB" if payload == 1024 else f"{payload}B"
+    # Smoke runs keep the nominal names, so the groups are the same in both modes.
+    nominal = _millions(deltas) if timed else ("1M" if request.param[0] else "10M")
+    group = f"restore-{size}-{nominal}"
+    base = bench_root / f"restore-{payload}-{deltas}"
+    yield from _queue_log(base, deltas, removes=True, flush=timed, payload=payload, group=group)
+
+
+def _millions(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n:,}"
 
 
 @pytest.fixture(scope="session")
@@ -145,12 +170,20 @@ def memory_log(bench_root: Path, timed: bool, memory_records: int) -> Iterator[Q
     yield from _queue_log(bench_root / "memory", memory_records + 1, removes=False, flush=timed)
 
 
-def _queue_log(base: Path, deltas: int, removes: bool, flush: bool) -> Iterator[QueueLog]:
+def _queue_log(
+    base: Path,
+    deltas: int,
+    removes: bool,
+    flush: bool,
+    payload: int = QUEUE_PAYLOAD,
+    group: str = "",
+) -> Iterator[QueueLog]:
     started = time.perf_counter()
-    data = build_queue_log(base, deltas, QUEUE_PAYLOAD, removes=removes, flush=flush)
+    data = build_queue_log(base, deltas, payload, removes=removes, flush=flush)
+    data = dataclasses.replace(data, group=group)
     print(
         f"\nbuilt {data.deltas} deltas ({data.adds} adds, {data.removes} removes) of "
-        f"{QUEUE_PAYLOAD} B messages ({data.bytes / 2**20:.1f} MiB) in "
+        f"{payload} B messages ({data.bytes / 2**20:.1f} MiB) in "
         f"{time.perf_counter() - started:.1f} s",
         file=sys.stderr,
     )
