@@ -767,7 +767,13 @@ impl Log {
         if self.opts.sync == SyncPolicy::Always {
             self.active().sync()?;
         }
-        self.maybe_roll()
+        // The entries are written (and synced per policy): a failed roll-over must not report
+        // them as failed, or the caller's view would diverge from the log. It stops further
+        // writes instead (fail-stop), and the next open finds a consistent log.
+        if let Err(e) = self.maybe_roll() {
+            self.poisoned = Some(format!("roll-over failed: {e}"));
+        }
+        Ok(())
     }
 
     fn active(&mut self) -> &mut Segment {
@@ -830,7 +836,11 @@ impl Log {
             // Checked also when the index stays put: a truncation may have made the active
             // segment fully committed since the last commit.
             log.commit_index = lsn;
-            log.maybe_roll()
+            // As after an append: the commit stands; a failed roll-over stops later writes.
+            if let Err(e) = log.maybe_roll() {
+                log.poisoned = Some(format!("roll-over failed: {e}"));
+            }
+            Ok(())
         })
     }
 
@@ -968,7 +978,15 @@ impl Log {
         } else {
             0
         };
-        let seg = Segment::create(&self.dir, first_lsn, prealloc)?;
+        let seg = match Segment::create(&self.dir, first_lsn, prealloc) {
+            Ok(seg) => seg,
+            Err(e) => {
+                // Do not leave a half-made file behind (e.g. disk full while preallocating):
+                // it would be taken for the active segment at the next open.
+                let _ = fs::remove_file(self.dir.join(seg_format::file_name(first_lsn)));
+                return Err(e);
+            }
+        };
         sync_dir(&self.dir)?;
         self.segments.push(seg);
         Ok(())

@@ -262,11 +262,13 @@ impl Store {
         let segments_before = inner.log.segments_len();
         let first = inner.log.append_many(inner.metadata.term, &encoded)?;
         let last = first + deltas.len() as i64 - 1;
-        inner.log.commit(last)?;
+        // Once in the log, the deltas are applied before anything else can fail, so the state
+        // always matches what a replay of the log would build.
         let mut applied = Vec::with_capacity(deltas.len());
         for (i, d) in deltas.iter().enumerate() {
             applied.push(inner.state.apply_delta(Some(first + i as i64), d)?);
         }
+        inner.log.commit(last)?;
         if inner.log.segments_len() != segments_before {
             self.maybe_snapshot(inner)?;
         }
