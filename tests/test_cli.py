@@ -26,7 +26,7 @@ SEGMENT_SUFFIX = ".log"
 GOLDEN = Path(__file__).parent / "data"
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text())
 EMPTY_SEGMENT = bytes.fromhex("1276AD550000000100000000")  # header, then the end marker
-VERBS = ["demo", "replay", "inspect", "dump", "verify", "repair"]
+VERBS = ["demo", "replay", "inspect", "dump", "verify", "repair", "bench"]
 
 
 def run_cli(
@@ -970,6 +970,46 @@ def test_repair_of_a_locked_directory_is_a_usage_error(tmp_path):
     (line,) = result.stderr.splitlines()
     assert line.startswith("error:")
     assert snapshot_of(tmp_path) == before
+
+
+# --------------------------------------------------------------------------------------------
+# bench
+
+
+def test_bench_tiny_prints_the_three_headline_ratios(tmp_path):
+    result = run_cli("bench", "--size", "tiny", "--dir", tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    for headline in ("verify-scan vs crc32fast", "restore vs pure Python", "durable enqueue vs"):
+        line = next(line for line in text.splitlines() if line.startswith(headline))
+        assert re.search(r"\d+(\.\d+)?x", line), line
+    try:
+        import persistqueue  # noqa: F401
+    except ImportError:
+        assert "durable enqueue vs raw fdatasync" in text and "not installed" in text
+    else:
+        assert "durable enqueue vs persist-queue" in text
+    assert list(tmp_path.iterdir()) == []  # its temporary data is gone
+
+
+def test_bench_json_has_a_ratio_and_both_rates_per_headline(tmp_path):
+    result = run_cli("bench", "--size", "tiny", "--json", "--dir", tmp_path)
+    assert result.returncode == 0, result.stderr
+    ratios = json.loads(result.stdout)["ratios"]
+    assert [r["name"].split(" vs ")[0] for r in ratios] == [
+        "verify-scan",
+        "restore",
+        "durable enqueue",
+    ]
+    for r in ratios:
+        assert r["tflux_rate"] > 0 and r["baseline_rate"] > 0
+        assert r["ratio"] == pytest.approx(r["tflux_rate"] / r["baseline_rate"])
+
+
+def test_bench_full_points_to_make_bench():
+    result = run_cli("bench", "--full")
+    assert result.returncode == 0
+    assert "make bench" in result.stdout and "docs/benchmarks.md" in result.stdout
 
 
 # --------------------------------------------------------------------------------------------
