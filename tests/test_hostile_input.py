@@ -1,0 +1,222 @@
+"""Hostile input: absurd length and count fields (2^31-1, negative) and absurd file sizes.
+
+Each case runs in a child process limited to 1 GiB of address space (``RLIMIT_AS``), so an
+allocation sized by an untrusted field would fail loudly (abort or MemoryError) instead of
+passing on a large machine. The child reports what happened and its peak memory (``VmHWM``);
+the parent requires a clear error (``CorruptionError`` naming the file and offset) or, for a
+torn tail of the last segment, a trim, and a peak well below the limit.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import textwrap
+import zlib
+from pathlib import Path
+
+import pytest
+from _reliability import child_env
+from conftest import encode_record, encode_segment, segment_name
+from test_crash import record_figures
+
+LIMIT = 1 << 30
+I32_MAX = 2**31 - 1
+I32_MIN = -(2**31)
+
+CHILD = textwrap.dedent(
+    r"""
+    import json, resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
+    import tflux
+    what, path = sys.argv[1], sys.argv[2]
+    out = {}
+    try:
+        if what == "store":
+            with tflux.open(path, readonly=True) as s:
+                out["records"] = len(s.records(""))
+        elif what == "log":
+            with tflux.Log.open(path) as log:
+                out["records"] = len(list(log.entries()))
+                out["trimmed"] = log.recovery.truncated
+        elif what == "delta":
+            tflux.decode_delta(open(path, "rb").read())
+        elif what == "snapshot":
+            tflux.read_snapshot(path)
+        elif what == "metadata":
+            tflux.read_metadata(path)
+        out["outcome"] = "ok"
+    except BaseException as e:
+        out.update(outcome="error", type=type(e).__name__, msg=str(e)[:300],
+                   path=getattr(e, "path", None), offset=getattr(e, "offset", None))
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            out["vmhwm_kib"] = int(line.split()[1])
+    print(json.dumps(out))
+    """
+).replace("AS_LIMIT", str(LIMIT))
+
+
+def run(what: str, path: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, what, str(path)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return {"outcome": "crash", "rc": proc.returncode, "stderr": proc.stderr[-500:]}
+    return json.loads(proc.stdout)
+
+
+def default_queue(records: bytes = b"", count: int = 0, last_id: int = 0) -> bytes:
+    # QueueData of the default queue: name, implementation, last id, sizes, no range, records
+    return (
+        b"\x00"
+        + struct.pack(">iQii", 1, last_id, -1, -1)
+        + b"\x00"
+        + struct.pack(">i", count)
+        + records
+    )
+
+
+def snapshot_bytes(state: bytes, *, length: int | None = None) -> bytes:
+    n = len(state) if length is None else length
+    return (
+        bytes.fromhex("B6380FC9")
+        + struct.pack(">iii", 5, 1, n)
+        + state
+        + struct.pack(">I", zlib.crc32(state))
+    )
+
+
+SNAPSHOTS = {
+    "state length 2^31-1": snapshot_bytes(b"", length=I32_MAX),
+    "state length -1": snapshot_bytes(b"", length=-1),
+    "state length -2^31": snapshot_bytes(b"", length=I32_MIN),
+    "queue count 2^31-1 (valid checksum)": snapshot_bytes(
+        struct.pack(">i", I32_MAX) + default_queue()
+    ),
+    "queue count -1 (valid checksum)": snapshot_bytes(struct.pack(">i", -1)),
+    "record count 2^31-1 (valid checksum)": snapshot_bytes(
+        struct.pack(">i", 1) + default_queue(count=I32_MAX)
+    ),
+    "record data length 2^31-1 (valid checksum)": snapshot_bytes(
+        struct.pack(">i", 1)
+        + default_queue(struct.pack(">Qqi", 1, 0, I32_MAX) + b"abc", count=1, last_id=1)
+    ),
+    "record data length -1 (valid checksum)": snapshot_bytes(
+        struct.pack(">i", 1) + default_queue(struct.pack(">Qqi", 1, 0, -1), count=1, last_id=1)
+    ),
+}
+
+DELTAS = {
+    "AddRecord message length 2^31-1": b"A\x00" + struct.pack(">qi", 0, I32_MAX) + b"x",
+    "AddRecord message length -1": b"A\x00" + struct.pack(">qi", 0, -1),
+    "queue name length 255 with 3 bytes": b"D\xff" + b"abc",
+}
+
+
+def segment_with_length(length: int) -> bytes:
+    return encode_segment([(1, b"ok")])[:-4] + encode_record(1, b"abcd", length=length)
+
+
+SEGMENTS = {
+    "record length 2^31-1": segment_with_length(I32_MAX),
+    "record length -1": segment_with_length(-1),
+    "record length -2^31": segment_with_length(I32_MIN),
+}  # fmt: skip
+
+
+def expect_clear_error(out: dict, case: str, path: Path, offset: bool = True) -> None:
+    assert out["outcome"] == "error", f"{case}: {out}"
+    assert out["type"] == "CorruptionError", f"{case}: {out}"
+    assert out["path"] and Path(out["path"]).name == path.name, f"{case}: {out}"
+    if offset:
+        assert out["offset"] is not None, f"{case}: {out}"
+    assert out["vmhwm_kib"] < 256 * 1024, f"{case}: peak {out['vmhwm_kib']} KiB"
+
+
+FIGURES: dict[str, dict] = {}
+
+
+@pytest.mark.parametrize("case", list(SNAPSHOTS))
+def test_an_absurd_snapshot_field_is_a_clear_error_in_bounded_memory(tmp_path, case):
+    path = tmp_path / "tflux.snapshot"
+    path.write_bytes(SNAPSHOTS[case])
+    out = run("snapshot", path)
+    FIGURES[f"snapshot: {case}"] = out
+    expect_clear_error(out, case, path)
+
+
+@pytest.mark.parametrize("case", list(DELTAS))
+def test_an_absurd_delta_field_is_a_clear_error_in_bounded_memory(tmp_path, case):
+    path = tmp_path / "delta.bin"
+    path.write_bytes(DELTAS[case])
+    out = run("delta", path)
+    FIGURES[f"delta: {case}"] = out
+    assert out["outcome"] == "error" and out["type"] == "CorruptionError", out
+    assert out["offset"] is not None, out
+    assert out["vmhwm_kib"] < 256 * 1024
+
+
+@pytest.mark.parametrize("case", list(SEGMENTS))
+@pytest.mark.parametrize("position", ["sealed", "last"])
+def test_an_absurd_record_length_is_an_error_sealed_and_a_trim_last(tmp_path, case, position):
+    log = tmp_path / "log"
+    log.mkdir()
+    bad = log / segment_name(0)
+    bad.write_bytes(SEGMENTS[case])
+    if position == "sealed":
+        (log / segment_name(2)).write_bytes(encode_segment([(1, b"later")]))
+    out = run("log", log)
+    FIGURES[f"segment {position}: {case}"] = out
+    if position == "sealed":
+        expect_clear_error(out, case, bad)
+        assert out["offset"] == len(encode_segment([(1, b"ok")])) - 4
+    else:
+        assert out["outcome"] == "ok" and out["records"] == 1 and out["trimmed"], out
+        assert out["vmhwm_kib"] < 256 * 1024
+
+
+def sparse(path: Path, size: int, head: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+
+
+def test_a_huge_sparse_sealed_segment_is_read_without_filling_memory(tmp_path):
+    # 4 GiB of zeros after one record: more than the address-space limit. The scan stops at the
+    # end marker; nothing may map or read the whole file at once.
+    log = tmp_path / "log"
+    log.mkdir()
+    sparse(log / segment_name(0), 4 << 30, encode_segment([(1, b"ok")]))
+    (log / segment_name(1)).write_bytes(encode_segment([(1, b"next")]))
+    out = run("log", log)
+    FIGURES["sparse 4 GiB sealed segment"] = out
+    assert out["outcome"] in ("ok", "error"), out
+    if out["outcome"] == "error":
+        assert out["type"] in ("TfluxIOError", "CorruptionError"), out
+    else:
+        assert out["records"] == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="metadata::read (rust/core/src/format/metadata.rs) reads the whole file with fs::read "
+    "before checking that it is 20 bytes long: a 2 GiB metadata file allocates 2 GiB (under a "
+    "1 GiB address-space limit: TfluxIOError 'out of memory' instead of CorruptionError)",
+)
+def test_a_huge_metadata_file_is_a_clear_error_in_bounded_memory(tmp_path):
+    path = tmp_path / "tflux.metadata"
+    sparse(path, 2 << 30, bytes.fromhex("5A6EA012") + struct.pack(">iii", 1, 1, -1))
+    out = run("metadata", path)
+    FIGURES["sparse 2 GiB metadata"] = out
+    expect_clear_error(out, "huge metadata", path)
+
+
+def test_zz_record_hostile_figures():
+    record_figures("hostile_input", FIGURES)
