@@ -1,0 +1,230 @@
+"""Readers scanning while a writer appends, truncates, rolls over and compacts.
+
+- Across processes: a writer process drives a raw ``tflux.Log`` with tiny segments (roll-over
+  every few appends), truncating uncommitted tails and rewriting them with a new generation,
+  committing and compacting; a reader process with two threads loops over
+  ``Log.open(readonly=True)`` + a full scan and ``tflux.verify``. Every entry is self-describing
+  (its LSN, generation and a hash of both), so a reader can tell a torn or misplaced record.
+  A second writer is refused (``LockedError``) while the first runs.
+- In one process: a store writer thread enqueues, acks and snapshots (tiny limits) while reader
+  threads call ``records()``/``queues()``, open the store read-only and scan its log read-only,
+  decoding every delta.
+
+Requirements: no process dies (no SIGBUS), every entry a reader returns is whole and where it
+belongs, entries form a contiguous run of LSNs (a consistent prefix), and errors, when a reader
+races a compaction that deletes files under it, are typed (``TfluxError``), never a panic.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+import tflux
+from _reliability import child_env, key_of, payload_of, token_of
+from test_crash import record_figures
+
+WRITER = textwrap.dedent(
+    r"""
+    import hashlib, random, sys, time
+    import tflux
+    path, seconds = sys.argv[1], float(sys.argv[2])
+    rng = random.Random(5)
+    def entry(lsn, gen):
+        head = b"%d:%d:" % (lsn, gen)
+        return head + hashlib.sha256(head).digest()[: 1 + lsn % 29]
+    log = tflux.Log.open(path, soft_limit=128, hard_limit=512, sync="never")
+    print("READY", flush=True)
+    gen, ops = 0, 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ops += 1
+        r = rng.random()
+        if r < 0.6:
+            first = log.last_index + 1
+            log.append_many(1, [entry(first + i, gen) for i in range(rng.randint(1, 6))])
+        elif r < 0.75 and log.last_index > log.commit_index + 1:
+            cut = rng.randint(log.commit_index, log.last_index - 1)
+            log.truncate_after(cut)
+            gen += 1
+        elif r < 0.9:
+            log.commit(rng.randint(log.commit_index, log.last_index))
+        else:
+            log.compact(log.commit_index)
+    print("OPS", ops, log.start_index, log.last_index, flush=True)
+    """
+)
+
+READER = textwrap.dedent(
+    r"""
+    import hashlib, json, sys, threading, time
+    import tflux
+    path, seconds = sys.argv[1], float(sys.argv[2])
+    stats = {"scans": 0, "entries": 0, "verifies": 0, "typed_errors": 0, "bad": []}
+    errors = {}
+    lock = threading.Lock()
+    def ok(e):
+        head, _, digest = e.data.partition(b":")
+        lsn = int(head)
+        gen, _, digest = digest.partition(b":")
+        h = b"%d:%s:" % (lsn, gen)
+        return lsn == e.lsn and digest == hashlib.sha256(h).digest()[: 1 + lsn % 29]
+    def work():
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                with tflux.Log.open(path, readonly=True) as log:
+                    start = log.start_index
+                    got = list(log.entries())
+                bad = [e.lsn for e in got if not ok(e)]
+                lsns = [e.lsn for e in got]
+                contiguous = lsns == list(range(start, start + len(lsns)))
+                with lock:
+                    stats["scans"] += 1
+                    stats["entries"] += len(got)
+                    if bad or not contiguous:
+                        stats["bad"].append([bad[:5], contiguous])
+                tflux.verify(path)
+                with lock:
+                    stats["verifies"] += 1
+            except tflux.TfluxError as e:
+                with lock:
+                    stats["typed_errors"] += 1
+                    errors[type(e).__name__] = str(e)[:200]
+            except BaseException as e:
+                with lock:
+                    stats["bad"].append(repr(e)[:300])
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    stats["error_examples"] = errors
+    print(json.dumps(stats))
+    """
+)
+
+
+def cross_process(tmp_path, seconds: float) -> dict:
+    path = tmp_path / "log"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    assert writer.stdout.readline().strip() == "READY"
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(path), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    with pytest.raises(tflux.LockedError):
+        tflux.Log.open(path)
+    r_out, _ = reader.communicate(timeout=seconds + 60)
+    w_out, _ = writer.communicate(timeout=seconds + 60)
+    assert writer.returncode == 0, f"writer died: {writer.returncode}"
+    assert reader.returncode == 0, f"reader died: {reader.returncode} (SIGBUS={-signal.SIGBUS})"
+    stats = json.loads(r_out)
+    stats["writer_ops"] = int(w_out.split()[1])
+    return stats
+
+
+def in_process(tmp_path, seconds: float) -> dict:
+    base = tmp_path / "store"
+    settings = {
+        "log_file_soft_limit": 256,
+        "log_file_hard_limit": 1024,
+        "snapshot_creation_segments_threshold": 2,
+    }
+    store = tflux.open(base, **settings)
+    stop = threading.Event()
+    stats = collections.Counter()
+    bad: list[str] = []
+    errors: dict[str, str] = {}
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            token = f"c.{n}.1.0"
+            store.enqueue("", key_of(token), payload_of(token))
+            if n % 3 == 0:
+                r = store.dequeue("", timeout=0)
+                if r is not None:
+                    store.ack(r)
+            if n % 50 == 0:
+                store.snapshot()
+            stats["writes"] += 1
+
+    def check_records(records) -> None:
+        for r in records:
+            if token_of(r.payload) is None:
+                bad.append(f"damaged record {r.id}")
+
+    def store_reader() -> None:
+        while not stop.is_set():
+            check_records(store.records(""))
+            store.queues()
+            stats["store_reads"] += 1
+
+    def readonly_reader() -> None:
+        while not stop.is_set():
+            try:
+                with tflux.open(base, readonly=True, **settings) as ro:
+                    check_records(ro.records(""))
+                with tflux.Log.open(base / "data" / "log", readonly=True) as log:
+                    start = log.start_index
+                    lsns = []
+                    for e in log.entries():
+                        tflux.decode_delta(e.data)
+                        lsns.append(e.lsn)
+                    if lsns != list(range(start, start + len(lsns))):
+                        bad.append(f"non-contiguous LSNs from {start}")
+                stats["readonly_scans"] += 1
+            except tflux.TfluxError as e:
+                stats["typed_errors"] += 1
+                errors[type(e).__name__] = str(e)[:200]
+
+    threads = [threading.Thread(target=f) for f in (writer, store_reader, readonly_reader)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    store.close()
+    out = dict(stats)
+    out["bad"] = bad[:10]
+    out["error_examples"] = errors
+    return out
+
+
+def test_a_reader_process_scans_a_log_under_a_busy_writer_process(tmp_path):
+    stats = cross_process(tmp_path, 4.0)
+    record_figures("concurrency_processes_ci", stats)
+    assert stats["bad"] == []
+    assert stats["scans"] > 10
+
+
+def test_reader_threads_beside_a_store_writer_see_whole_records(tmp_path):
+    stats = in_process(tmp_path, 4.0)
+    record_figures("concurrency_threads_ci", stats)
+    assert stats["bad"] == []
+    assert stats.get("readonly_scans", 0) > 5 and stats.get("writes", 0) > 50
+
+
+@pytest.mark.slow
+def test_concurrent_readers_for_a_minute(tmp_path):
+    stats = cross_process(tmp_path / "p", 60.0)
+    record_figures("concurrency_processes_slow", stats)
+    assert stats["bad"] == []
+    stats = in_process(tmp_path / "t", 60.0)
+    record_figures("concurrency_threads_slow", stats)
+    assert stats["bad"] == []
