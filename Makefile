@@ -35,3 +35,8 @@ bench: ## every benchmark group, timed (needs '.[bench]'); regenerates docs/benc
 clean: ## remove build products
 	cargo clean
 	rm -rf dist .pytest_cache .benchmarks
+
+.PHONY: reliability
+reliability: ## long reliability campaign (slow tests, 2 min per fuzz target); figures in .reliability/
+	TFLUX_RELIABILITY_OUT=.reliability $(PYTHON) -m pytest -m slow -s -p no:cacheprovider tests/test_crash.py tests/test_power_loss.py tests/test_corruption_sweep.py tests/test_concurrency.py
+	rust/core/fuzz/run-fuzz.sh 120

@@ -194,3 +194,16 @@ def copy_vector(log_dir: Path):
         return dest
 
     return copy
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``@pytest.mark.slow`` tests unless the run selects them (``-m slow``, as
+    ``make reliability`` does) or ``TFLUX_SLOW=1`` is set: the default run stays short."""
+    import os
+
+    if "slow" in (config.getoption("markexpr") or "") or os.environ.get("TFLUX_SLOW"):
+        return
+    skip = pytest.mark.skip(reason="slow variant: run with -m slow or make reliability")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
