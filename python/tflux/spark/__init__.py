@@ -36,15 +36,15 @@ def register(spark: SparkSession) -> SparkSession:
 
 
 def replay(spark: SparkSession, path) -> DataFrame:
-    """The live records of every queue after snapshot + log (see :mod:`tflux.spark.replay`)."""
-    from tflux.spark.replay import replay as _replay
+    """The live records of every queue after snapshot + log (see :mod:`tflux.spark.rebuild`)."""
+    from tflux.spark.rebuild import replay as _replay
 
     return _replay(spark, path)
 
 
 def queue_summary(spark: SparkSession, path) -> DataFrame:
     """One row per live queue: implementation, count of ready records, last id."""
-    from tflux.spark.replay import queue_summary as _summary
+    from tflux.spark.rebuild import queue_summary as _summary
 
     return _summary(spark, path)
 

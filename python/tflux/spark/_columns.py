@@ -31,9 +31,12 @@ def log_schema(raw: bool = False) -> pa.Schema:
 def snapshot_schema() -> pa.Schema:
     """``source``, the columns of :meth:`SnapshotBatch.to_arrow`, ``last_index``, ``last_term``."""
     return pa.schema(
-        [pa.field("source", pa.string())]
-        + list(snapshot_batch_schema())
-        + [pa.field("last_index", pa.int64()), pa.field("last_term", pa.int32())]
+        [
+            pa.field("source", pa.string()),
+            *snapshot_batch_schema(),
+            pa.field("last_index", pa.int64()),
+            pa.field("last_term", pa.int32()),
+        ]
     )
 
 
@@ -96,6 +99,10 @@ def read_snapshot(source: str, path: str) -> Iterator[pa.RecordBatch]:
         n = part.num_rows
         if n == 0:
             return
-        cols = [_constant(source, n, pa.string()), *part.columns]
-        cols += [_constant(batch.last_index, n, pa.int64()), _constant(batch.last_term, n, pa.int32())]
+        cols = [
+            _constant(source, n, pa.string()),
+            *part.columns,
+            _constant(batch.last_index, n, pa.int64()),
+            _constant(batch.last_term, n, pa.int32()),
+        ]
         yield pa.RecordBatch.from_arrays(cols, schema=schema)

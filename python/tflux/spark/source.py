@@ -92,7 +92,8 @@ class SegmentPartition(InputPartition):
         self.expected_end = expected_end
 
     def __repr__(self) -> str:
-        return f"SegmentPartition({os.path.join(self.log_dir, self.name)}, {self.first}..{self.last})"
+        path = os.path.join(self.log_dir, self.name)
+        return f"SegmentPartition({path}, {self.first}..{self.last})"
 
 
 def plan_segments(sources, first: int | None, last: int | None) -> list[SegmentPartition]:
