@@ -24,7 +24,8 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
         Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
             return Err(Error::io("create temp directory", &temp_dir, e))
         }
-        _ => {}
+        Err(_) => {}
+        Ok(()) => sync_dir(parent)?,
     }
     let temp = temp_path(&temp_dir, path);
     let written = write_synced(&temp, bytes)
@@ -34,6 +35,32 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
         return Err(e);
     }
     sync_dir(parent)
+}
+
+/// Creates `dir` and any missing ancestors durably: each new directory's entry is fsynced in
+/// its parent, so a power cut after the first acknowledged write cannot lose the directory.
+pub fn create_dir_durable(dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut cur = Some(dir);
+    while let Some(d) = cur {
+        if d.as_os_str().is_empty() || d.is_dir() {
+            break;
+        }
+        missing.push(d.to_path_buf());
+        cur = d.parent();
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).ctx("create directory", dir)?;
+    for d in missing.iter().rev() {
+        let parent = match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        sync_dir(parent)?;
+    }
+    Ok(())
 }
 
 /// Makes a directory's entries (created, renamed, removed files) durable.

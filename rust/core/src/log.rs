@@ -198,7 +198,7 @@ impl Log {
                 ));
             }
         } else {
-            fs::create_dir_all(&dir).ctx("create log directory", &dir)?;
+            crate::fsutil::create_dir_durable(&dir)?;
         }
         let lock = if opts.readonly {
             None
@@ -441,7 +441,7 @@ impl Log {
     fn temp_dir(&self) -> Result<PathBuf> {
         let parent = self.dir.parent().unwrap_or(Path::new("."));
         let temp = parent.join("temp");
-        fs::create_dir_all(&temp).ctx("create temp directory", &temp)?;
+        crate::fsutil::create_dir_durable(&temp)?;
         Ok(temp)
     }
 

@@ -99,7 +99,7 @@ impl Store {
         let settings = Settings::load(base, overrides)?;
         if !readonly {
             for dir in [&layout.data, &layout.log, &layout.temp] {
-                std::fs::create_dir_all(dir).ctx("create directory", dir)?;
+                crate::fsutil::create_dir_durable(dir)?;
             }
         }
         let log_opts = LogOptions {
