@@ -220,3 +220,26 @@ def test_a_huge_metadata_file_is_a_clear_error_in_bounded_memory(tmp_path):
 
 def test_zz_record_hostile_figures():
     record_figures("hostile_input", FIGURES)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Queue::add (rust/core/src/state/mod.rs) increments last_id unchecked: after a "
+    "snapshot with last id 2^64-1 the release build hands out id 0 (ids reused) and every later "
+    "snapshot() fails with ValueError 'record id ... is above its last id 0'",
+)
+def test_a_snapshot_at_the_largest_id_refuses_the_next_enqueue(tmp_path):
+    import tflux
+
+    top = 2**64 - 1
+    (tmp_path / "data").mkdir()
+    tflux.write_snapshot(
+        tmp_path / "data" / "tflux.snapshot",
+        0,
+        1,
+        [tflux.SnapshotQueue("", last_id=top, records=[(top, 0, b"newest")])],
+    )
+    with tflux.open(tmp_path) as store:
+        with pytest.raises(tflux.TfluxError):
+            store.enqueue("", 0, b"one too many")
+        assert store.snapshot() in (True, False)
