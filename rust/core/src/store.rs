@@ -167,8 +167,9 @@ impl Store {
         if !readonly && log.last_index() >= log.start_index() {
             log.commit(log.last_index())?;
         }
-        // Replay read the whole log through maps; do not keep it resident.
+        // Replay read the whole log through maps; do not keep it resident, nor growth slack.
         log.unmap_sealed();
+        state.shrink_to_fit();
         let synced = log.last_index();
         let store = Store {
             layout,

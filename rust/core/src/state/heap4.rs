@@ -31,6 +31,10 @@ impl Heap4 {
         self.items.iter()
     }
 
+    pub fn shrink_to_fit(&mut self) {
+        self.items.shrink_to_fit();
+    }
+
     pub fn push(&mut self, record: Record) {
         self.items.push(record);
         let mut i = self.items.len() - 1;

@@ -29,6 +29,12 @@ impl KeyedFifos {
         self.fifos.values().flat_map(|q| q.iter())
     }
 
+    pub fn shrink_to_fit(&mut self) {
+        for q in self.fifos.values_mut() {
+            q.shrink_to_fit();
+        }
+    }
+
     /// Inserts in id order within its key (new records go to the back; a nacked one may not).
     pub fn push(&mut self, record: Record) {
         let q = self.fifos.entry(record.key).or_default();

@@ -137,6 +137,12 @@ impl Ready {
             Ready::Array(a) => a.peek(),
         }
     }
+    fn shrink_to_fit(&mut self) {
+        match self {
+            Ready::Heap(h) => h.shrink_to_fit(),
+            Ready::Array(a) => a.shrink_to_fit(),
+        }
+    }
     fn iter(&self) -> Box<dyn Iterator<Item = &Record> + '_> {
         match self {
             Ready::Heap(h) => Box::new(h.iter()),
@@ -473,6 +479,14 @@ impl QueueState {
 
     pub fn is_empty(&self) -> bool {
         self.queues.is_empty()
+    }
+
+    /// Releases the growth slack of every queue (after a restore, the state is usually at its
+    /// largest and growth slack is up to half of the record array).
+    pub fn shrink_to_fit(&mut self) {
+        for q in self.queues.values_mut() {
+            q.ready.shrink_to_fit();
+        }
     }
 
     /// Total present records (ready + in flight) in every queue.
