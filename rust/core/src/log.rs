@@ -670,7 +670,27 @@ impl Log {
     ) -> Result<()> {
         self.check_read_start(start)?;
         let end = end.min(self.last_index() + 1);
-        self.visit(start, end, u64::MAX, false, f)
+        // One segment at a time, unmapping each sealed one once read: replaying a long log
+        // keeps at most one segment resident.
+        let mut f = f;
+        let mut lsn = start;
+        while lsn < end {
+            let k = self.segment_of(lsn);
+            let seg_end = (self.segments[k].last_lsn() + 1).min(end);
+            let mut go_on = true;
+            self.visit(lsn, seg_end, u64::MAX, false, |l, t, d| {
+                go_on = f(l, t, d);
+                go_on
+            })?;
+            if self.segments[k].sealed() {
+                self.segments[k].unmap();
+            }
+            if !go_on {
+                break;
+            }
+            lsn = seg_end;
+        }
+        Ok(())
     }
 
     /// A handle on the active segment and the last LSN written to it, so that a caller can

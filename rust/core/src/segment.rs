@@ -718,14 +718,11 @@ impl Segment {
         sealed: bool,
     ) -> Segment {
         let size = scan.end.max(header::HEADER_LEN as u64);
-        let map = match scan.bytes {
-            FileBytes::Mapped(m) if sealed => Some(m),
-            _ => None,
-        };
+        // The scan's map (or buffer) is dropped here: a sealed segment is mapped again when it
+        // is read, so opening a long log does not leave all of it resident.
         let mut seg = Segment::from_scan(
             path, first_lsn, scan.file, writable, scan.index, size, sealed,
         );
-        seg.map = map;
         if sealed {
             seg.index.sparsify(SEALED_STRIDE);
         }
