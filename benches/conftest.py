@@ -145,6 +145,8 @@ def restore_log(
         deltas = _count("TFLUX_BENCH_DELTAS", timed, FULL_DELTAS, SMOKE_DELTAS)
     elif not timed:
         deltas = SMOKE_DELTAS
+    else:
+        deltas = _count("TFLUX_BENCH_SMALL_DELTAS", True, deltas, deltas)
     size = "1KiB" if payload == 1024 else f"{payload}B"
     # Smoke runs keep the nominal names, so the groups are the same in both modes.
     nominal = _millions(deltas) if timed else ("1M" if request.param[0] else "10M")
@@ -242,6 +244,8 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
             "TFLUX_BENCH_MEMORY_RECORDS", True, FULL_MEMORY_RECORDS, SMOKE_MEMORY_RECORDS
         ),
         "disk": _disk(config),
+        "mount_options": _mount_options(),
+        "peers": _peer_versions(),
         "command": " ".join(["python -m pytest", *config.invocation_params.args]),
         "env": {k: v for k, v in os.environ.items() if k.startswith("TFLUX_BENCH")},
         "cpu_model": _cpu_model(),
@@ -269,6 +273,34 @@ def _disk(config: pytest.Config) -> str:
         return f"{where} on {out[-2]} ({out[-1]})"
     except (OSError, subprocess.SubprocessError, IndexError):
         return where
+
+
+def _mount_options() -> str:
+    """The /proc/mounts line of the file system holding the benchmark directory."""
+    where = Path(os.environ.get("TFLUX_BENCH_DIR") or tempfile.gettempdir()).resolve()
+    best = ("", "")
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            device, point, fstype, options, *_ = line.split()
+            if (where == Path(point) or Path(point) in where.parents) and len(point) >= len(
+                best[0]
+            ):
+                best = (point, f"{device} on {point} type {fstype} ({options})")
+    except (OSError, ValueError):
+        return "?"
+    return best[1] or "?"
+
+
+def _peer_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("persist-queue", "queuelib", "diskcache", "matplotlib"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
 
 
 def _meminfo_total() -> int | None:

@@ -1,16 +1,22 @@
 """Turns a pytest-benchmark JSON of ``benches/`` into ``docs/benchmarks.md``.
 
-    python benches/report.py .benchmarks/log.json [-o docs/benchmarks.md]
+    python benches/report.py .benchmarks/all.json [-o docs/benchmarks.md] [--img-dir docs/img]
 
 Every figure is computed from the JSON: medians, records/s and MB/s from the ``records`` and
 ``bytes`` each benchmark stored in ``extra_info``, ratios between rows of one group (same run,
-same data), and the targets of the issue. MB means 10^6 bytes.
+same data), and the targets of the issues. MB means 10^6 bytes. Plots (matplotlib, PNG) go to
+``--img-dir`` and are embedded in the page.
+
+A ``## Spark`` section at the end of the existing page (owned by the Spark benchmarks) is kept
+verbatim; spark groups found in the JSON are added to it as plain tables between markers, which
+the next run replaces.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NOISY = 0.10
 DAGGER = "†"
 MAKE_BENCH = (
-    "python -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/log.json "
-    "-p no:cacheprovider && python benches/report.py .benchmarks/log.json"
+    "python -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/all.json "
+    "-p no:cacheprovider && python benches/report.py .benchmarks/all.json"
 )
 
 
@@ -40,15 +46,15 @@ class Row:
 
     @property
     def rps(self) -> float:
-        return self.records / self.median
+        return self.records / self.median if self.median else 0.0
 
     @property
     def mbps(self) -> float:
-        return self.bytes / self.median / 1e6
+        return self.bytes / self.median / 1e6 if self.median else 0.0
 
     @property
     def ns_per_record(self) -> float:
-        return self.median / self.records * 1e9
+        return self.median / self.records * 1e9 if self.records else 0.0
 
     @property
     def noisy(self) -> bool:
@@ -76,8 +82,8 @@ def load(path: Path) -> tuple[dict, list[Row]]:
                 q1=s["q1"],
                 q3=s["q3"],
                 rounds=s["rounds"],
-                records=info["records"],
-                bytes=info["bytes"],
+                records=info.get("records", 0),
+                bytes=info.get("bytes", 0),
                 info=info,
             )
         )
@@ -121,6 +127,8 @@ def fmt_ratio(x: float | None) -> str:
 def fmt_size(n: int) -> str:
     if n >= 1 << 30 and n % (1 << 30) == 0:
         return f"{n >> 30} GiB"
+    if 1 << 10 <= n < 1 << 20 and n % (1 << 10) == 0:
+        return f"{n >> 10} KiB"
     if n >= 1 << 20:
         return f"{n / (1 << 20):.0f} MiB"
     return f"{n} B"
@@ -153,6 +161,8 @@ def machine_section(data: dict, report_command: str) -> list[str]:
             f"{tf.get('version', '?')} (release wheel; `_tflux` sha256 {tf.get('sha256', '?')})",
         ],
         ["rustc (toolchain on the machine)", tf.get("rustc", "?")],
+        ["Disk of the data directory", tf.get("disk", "?")],
+        ["Mount options", tf.get("mount_options", "?")],
         ["pytest-benchmark", data.get("version", "?")],
         ["Load average (1/5/15 min) at start", tf.get("loadavg_start", "?")],
         ["Load average at end", tf.get("loadavg_end", "?")],
@@ -201,6 +211,10 @@ def machine_section(data: dict, report_command: str) -> list[str]:
         'of an Add-only log and by `enqueue_many` (10,000 per call, sync "never", automatic '
         "snapshots off) in a fresh child process per round.",
         f"- Durable writes go to {tf.get('disk', 'the temp directory')}.",
+        "- Physical limits, random reads, the restores at 1M/10M deltas with 64 B and 1 KiB "
+        "messages, the scaling curves and the queue comparison with persist-queue, queuelib and "
+        "diskcache ran in the same session; their sections say what each measures. Peer "
+        "libraries: " + ", ".join(f"{k} {v}" for k, v in tf.get("peers", {}).items()) + ".",
     ]
     return [*lines, ""]
 
@@ -385,16 +399,27 @@ def targets(rows: list[Row]) -> list[Target]:
 
 # --- the queue store ---------------------------------------------------------------------------
 
-RESTORE = "restore-64B"
+RESTORE = "restore-64B-10M"  # the group the restore targets are judged on
 MEMORY = "memory-64B"
 ENQUEUE = "enqueue-64B"
 
 
-def restore_section(rows: list[Row]) -> list[str]:
-    members = [r for r in rows if r.group == RESTORE]
+def restore_groups(rows: list[Row]) -> list[str]:
+    """restore-<payload>-<deltas> groups: 64 B before 1 KiB, small logs before large ones."""
+    groups = {r.group for r in rows if r.group.startswith("restore-")}
+
+    def order(g: str) -> tuple:
+        _, payload, deltas = g.split("-", 2)
+        return (payload != "64B", float(deltas.rstrip("M")) if deltas.endswith("M") else 0)
+
+    return sorted(groups, key=order)
+
+
+def restore_section(rows: list[Row], group: str = RESTORE) -> list[str]:
+    members = [r for r in rows if r.group == group]
     if not members:
         return []
-    ref = find(rows, RESTORE, "test_pure_python_replay")
+    ref = find(rows, group, "test_pure_python_replay")
     body = []
     for r in sorted(members, key=lambda r: -r.rps):
         body.append(
@@ -419,7 +444,7 @@ def restore_section(rows: list[Row]) -> list[str]:
         "MB/s of log",
         "vs pure Python (deltas/s)",
     ]
-    return [f"## {RESTORE}", "", *table(header, body), *noise_footnote(members), ""]
+    return [f"## {group}", "", *table(header, body), *noise_footnote(members), ""]
 
 
 def memory_section(rows: list[Row]) -> list[str]:
@@ -511,17 +536,25 @@ def enqueue_section(rows: list[Row]) -> list[str]:
 
 def queue_targets(rows: list[Row]) -> list[Target]:
     out: list[Target] = []
-    ref = find(rows, RESTORE, "test_pure_python_replay")
-    for prefix, what in (
-        ("test_state_replay", "`QueueState().replay(log)`"),
-        ("test_store_open_restores", "`tflux.open(base)`"),
-    ):
-        r = find(rows, RESTORE, prefix)
+    for group in restore_groups(rows):
+        out += restore_targets(rows, group)
+    return out + store_targets(rows)
+
+
+def restore_targets(rows: list[Row], group: str) -> list[Target]:
+    out: list[Target] = []
+    ref = find(rows, group, "test_pure_python_replay")
+    size = group.split("-")[1]
+    prefixes = [("test_store_open_restores", "`tflux.open(base)`")]
+    if group == RESTORE:
+        prefixes.insert(0, ("test_state_replay", "`QueueState().replay(log)`"))
+    for prefix, what in prefixes:
+        r = find(rows, group, prefix)
         if not r:
             continue
         out.append(
             Target(
-                f"restore rate, {what}, {r.records:,} deltas, 64 B",
+                f"restore rate, {what}, {r.records:,} deltas, {size}",
                 ">= 10 M deltas/s",
                 f"{fmt_rate(r.rps)} deltas/s ({r.ns_per_record:.0f} ns/delta)",
                 r.rps >= 10e6,
@@ -533,7 +566,7 @@ def queue_targets(rows: list[Row]) -> list[Target]:
             ratio = r.rps / ref.rps
             out.append(
                 Target(
-                    f"restore vs pure-Python replay, {what}",
+                    f"restore vs pure-Python replay, {what}, {r.records:,} deltas, {size}",
                     ">= 50x",
                     f"{ratio:.1f}x ({fmt_rate(r.rps)} vs {fmt_rate(ref.rps)} deltas/s)",
                     ratio >= 50,
@@ -541,6 +574,11 @@ def queue_targets(rows: list[Row]) -> list[Target]:
                     (r, ref),
                 )
             )
+    return out
+
+
+def store_targets(rows: list[Row]) -> list[Target]:
+    out: list[Target] = []
     for prefix, what in (
         ("test_memory_per_record_after_restore", "after a restore"),
         ("test_memory_per_record_enqueue_many", "after enqueue_many"),
@@ -779,19 +817,501 @@ def queue_misses(rows: list[Row], ts: list[Target]) -> list[str]:
     return lines
 
 
+# --- physical limits, random reads, scaling, the queue comparison ------------------------------
+
+PHYSICAL = "physical"
+READ_RANDOM = "read-random"
+SCALING = "scaling-restore"
+SCAN_SIZE = "scan-size"
+QUEUE_GROUPS = ("queue-100B", "queue-1KiB")
+DURABILITY = {
+    "fsync": "fsync per operation",
+    "batched": "batched (a sync per 100 operations, or per 100 ms where said)",
+    "none": "none (the library never syncs; the OS writes back)",
+}
+
+
+def physical_section(rows: list[Row]) -> list[str]:
+    members = [r for r in rows if r.group == PHYSICAL]
+    if not members:
+        return []
+    copy = find(rows, PHYSICAL, "test_memcpy")
+    body = []
+    for r in members:
+        sync_rate = "calls" in r.info
+        body.append(
+            [
+                r.label + (f" {DAGGER}" if r.noisy else ""),
+                fmt_time(r.median),
+                f"±{fmt_time((r.q3 - r.q1) / 2)}",
+                fmt_size(r.bytes),
+                f"{r.mbps:,.0f}",
+                f"{fmt_rate(r.rps)} syncs/s, {r.median / r.records * 1e6:,.0f} µs each"
+                if sync_rate
+                else "",
+                fmt_ratio(r.mbps / copy.mbps) if copy and not sync_rate else "",
+            ]
+        )
+    header = ["Limit", "Median", "IQR/2", "Bytes", "MB/s", "Sync rate", "vs memcpy (MB/s)"]
+    return [
+        "## Physical limits",
+        "",
+        "What no engine can beat on this machine, measured in the same session: the CRC "
+        "ceiling of any verifying scan, memory bandwidth (one copy; a read from a fresh mmap of "
+        "the cached file, page faults included) and the data directory's disk (streaming write "
+        "rate; one small write + `fdatasync` per call, the ceiling of any durable "
+        "one-record-per-call write).",
+        "",
+        *table(header, body),
+        *noise_footnote(members),
+        "",
+    ]
+
+
+def read_random_section(rows: list[Row]) -> list[str]:
+    members = [r for r in rows if r.group == READ_RANDOM]
+    if not members:
+        return []
+    body = []
+    for r in sorted(members, key=lambda r: (r.info.get("payload", 0), -r.rps)):
+        ref = next(
+            (
+                x
+                for x in members
+                if x.role == "baseline" and x.info.get("payload") == r.info.get("payload")
+            ),
+            None,
+        )
+        body.append(
+            [
+                r.label + (f" {DAGGER}" if r.noisy else ""),
+                fmt_time(r.median),
+                f"{r.records:,}",
+                fmt_rate(r.rps),
+                f"{r.median / r.records * 1e6:.2f}",
+                fmt_ratio(r.rps / ref.rps) if ref else "",
+            ]
+        )
+    header = ["Benchmark (random LSNs)", "Median", "Reads", "Reads/s", "µs/read", "vs pure Python"]
+    return [
+        f"## {READ_RANDOM}",
+        "",
+        "Single records at uniformly random LSNs of the cached 1 GiB scan logs, one call per "
+        "record. The pure-Python baseline knows the record's offset without an index (every "
+        "record of these logs has one size), so it is a floor for a real reader.",
+        "",
+        *table(header, body),
+        *noise_footnote(members),
+        "",
+    ]
+
+
+def scaling_section(rows: list[Row], plots: dict[str, str]) -> list[str]:
+    members = sorted(
+        (r for r in rows if r.group == SCALING and "hwm_growth_bytes" in r.info),
+        key=lambda r: r.records,
+    )
+    if not members:
+        return []
+    body = []
+    for r in members:
+        i = r.info
+        body.append(
+            [
+                f"{r.records:,}",
+                f"{i['live']:,}",
+                f"{r.bytes / 2**20:,.0f} MiB",
+                fmt_time(i["restore_seconds"]) + (f" {DAGGER}" if r.noisy else ""),
+                fmt_rate(r.records / i["restore_seconds"]),
+                fmt_time(r.median),
+                f"{i['hwm_growth_bytes'] / 2**20:,.0f} MiB",
+                f"{i['bytes_per_record_anon']:.1f}",
+                f"{i['bytes_per_record_hwm']:.1f}",
+            ]
+        )
+    header = [
+        "Deltas",
+        "Records after restore",
+        "Log",
+        "Restore (in the child)",
+        "Deltas/s",
+        "Child run",
+        "VmHWM growth",
+        "Heap B/record beyond payload (RssAnon)",
+        "Peak B/record beyond payload (VmHWM)",
+    ]
+    first, last = members[0], members[-1]
+    per_first = first.info["restore_seconds"] / first.records
+    per_last = last.info["restore_seconds"] / last.records
+    lines = [
+        "## Scaling: restore time and memory against log size",
+        "",
+        "Logs of Add, Add, Remove(front) deltas with 64 B messages, restored by `tflux.open` in a "
+        "fresh child process per round (`benches/_memchild.py`); the child reports its restore "
+        "time and `/proc/self/status` before and after (`VmHWM` is the peak, so the log's "
+        "mapped pages count too). Medians of the rounds.",
+        "",
+        *table(header, body),
+        *noise_footnote(members),
+        "",
+        f"From {first.records:,} to {last.records:,} deltas ({last.records / first.records:.0f}x) "
+        f"the restore took {last.info['restore_seconds'] / first.info['restore_seconds']:.1f}x "
+        f"as long: {per_last / per_first:.2f}x the time per delta"
+        + (
+            " (a larger heap misses the cache more on every Remove, and more fresh pages "
+            "must be faulted in and zeroed: see *Why the misses*, restore)."
+            if per_last > 1.1 * per_first
+            else " (about linear)."
+        ),
+        "",
+    ]
+    if "scaling" in plots:
+        lines += [f"![restore time and memory against log size]({plots['scaling']})", ""]
+    return lines
+
+
+def scan_size_section(rows: list[Row], plots: dict[str, str]) -> list[str]:
+    members = [r for r in rows if r.group == SCAN_SIZE]
+    if not members:
+        return []
+    by_size: dict[int, dict[str, Row]] = {}
+    for r in members:
+        kind = r.test.split("_against")[0].removeprefix("test_")
+        by_size.setdefault(r.info["payload"], {})[kind] = r
+    body = []
+    for payload in sorted(by_size):
+        k = by_size[payload]
+        ver, rb, crc = k.get("verify"), k.get("read_batch"), k.get("crc32fast")
+        any_row = ver or rb or crc
+        disturbed = any(x is not None and x.noisy for x in (ver, rb, crc))
+        body.append(
+            [
+                fmt_size(payload) + (f" {DAGGER}" if disturbed else ""),
+                f"{any_row.records:,}",
+                fmt_rate(ver.rps) if ver else "",
+                f"{ver.mbps:,.0f}" if ver else "",
+                fmt_rate(rb.rps) if rb else "",
+                f"{rb.mbps:,.0f}" if rb else "",
+                f"{crc.mbps:,.0f}" if crc else "",
+                fmt_ratio(ver.mbps / crc.mbps) if ver and crc else "",
+            ]
+        )
+    header = [
+        "Payload",
+        "Records",
+        "verify records/s",
+        "verify MB/s",
+        "read_batch records/s",
+        "read_batch MB/s",
+        "crc32fast MB/s (same bytes)",
+        "verify / crc32fast",
+    ]
+    total = next(iter(members)).bytes
+    lines = [
+        "## Scaling: scan rate against record size",
+        "",
+        f"A log of about {fmt_size(total)} per payload size, cached; `tflux.verify`, a "
+        "`Log.read_batch` loop (default budget) and one crc32fast over the same bytes.",
+        "",
+        *table(header, body),
+        *noise_footnote(members),
+        "",
+    ]
+    if "scan_size" in plots:
+        lines += [f"![scan rate against record size]({plots['scan_size']})", ""]
+    return lines
+
+
+def _peer_rows(rows: list[Row], group: str) -> list[Row]:
+    return [r for r in rows if r.group == group and "durability" in r.info]
+
+
+def _tflux_reference(members: list[Row], durability: str, threads: int) -> Row | None:
+    """The tflux row each peer is compared with: same durability class and threads."""
+    want = {"fsync": "tflux", "batched": "tflux-many", "none": "tflux"}[durability]
+    for r in members:
+        if (r.info["lib"], r.info["durability"], r.info["threads"]) == (want, durability, threads):
+            return r
+    return None
+
+
+def queue_section(rows: list[Row], group: str, plots: dict[str, str]) -> list[str]:
+    members = _peer_rows(rows, group)
+    if not members:
+        return []
+    payload = group.split("-", 1)[1]
+    lines = [
+        f"## Queue workloads, {payload} payloads: tflux beside the Python persistent queues",
+        "",
+    ]
+    if group == QUEUE_GROUPS[0]:
+        lines += [
+            "Each round: a fresh directory, enqueue N records, then dequeue + ack all N (each "
+            "library's closest equivalent of an ack, in its row's knobs), with 1 thread or 8 "
+            "threads sharing one queue object (each thread enqueues N/8, then drains N/8). "
+            "*Records/s* is N over the whole round; the enqueue and drain columns are the two "
+            "phases' own rates. *tflux vs this* divides tflux's records/s by the row's, in the "
+            "same durability class and thread count (the batched class compares with "
+            "`enqueue_many`); above 1 tflux is faster. Median of the rounds; N is smaller where "
+            "every operation waits for the disk.",
+            "",
+        ]
+    for durability, title in DURABILITY.items():
+        subset = [r for r in members if r.info["durability"] == durability]
+        if not subset:
+            continue
+        body = []
+        for r in sorted(subset, key=lambda r: (r.info["threads"], -r.rps)):
+            i = r.info
+            ref = _tflux_reference(members, durability, i["threads"])
+            n = r.records
+            body.append(
+                [
+                    ("**" + i["lib"] + "**" if i["role"] == "tflux" else i["lib"])
+                    + (f" {DAGGER}" if r.noisy else ""),
+                    str(i["threads"]),
+                    f"{n:,}",
+                    fmt_rate(r.rps),
+                    fmt_rate(n / i["enqueue_s"]) if i.get("enqueue_s") else "",
+                    fmt_rate(n / i["drain_s"]) if i.get("drain_s") else "",
+                    "" if i["role"] == "tflux" or not ref else fmt_ratio(ref.rps / r.rps),
+                    i["knobs"].replace("|", "\\|"),
+                ]
+            )
+        header = [
+            "Library",
+            "Threads",
+            "N",
+            "Records/s",
+            "Enqueue/s",
+            "Dequeue+ack/s",
+            "tflux vs this",
+            "Knobs",
+        ]
+        lines += [f"**Durability: {title}**", "", *table(header, body, "lrrrrrrl"), ""]
+        ratios = sorted(
+            (ref.rps / r.rps, r.info["lib"], r.info["threads"])
+            for r in subset
+            if r.role != "tflux"
+            and (ref := _tflux_reference(members, durability, r.info["threads"])) is not None
+        )
+        if ratios:
+            lo, hi = ratios[0], ratios[-1]
+            lines += [
+                f"In this class tflux's rate is {fmt_ratio(lo[0])} ({lo[1]}, {lo[2]} "
+                f"thread{'s' if lo[2] > 1 else ''}) to {fmt_ratio(hi[0])} ({hi[1]}, {hi[2]} "
+                f"thread{'s' if hi[2] > 1 else ''}) the peers'.",
+                "",
+            ]
+    lines += noise_footnote(members)
+    if group == QUEUE_GROUPS[-1] or not any(_peer_rows(rows, g) for g in QUEUE_GROUPS[1:]):
+        lines += _missing_modes()
+        if "queues" in plots:
+            lines += ["", f"![queue workloads]({plots['queues']})", ""]
+    return [*lines, ""]
+
+
+def _missing_modes() -> list[str]:
+    try:
+        sys.path.insert(0, str(ROOT))
+        from benches.bench_peers import WHY_NO_MODE
+    except Exception:  # the notes are a courtesy; the tables stand without them
+        return []
+    finally:
+        sys.path.pop(0)
+    notes = [
+        f"- {lib}, {durability}: {why}."
+        for (lib, durability), why in WHY_NO_MODE.items()
+        if not lib.startswith("tflux")
+    ]
+    return [
+        "",
+        "Rows that do not exist, and why (a library is only shown in the classes its own knobs "
+        "provide):",
+        "",
+        *notes,
+        "- queuelib (both queues): not thread-safe, so no 8-thread rows.",
+        "- Dequeue + ack: persist-queue's `SQLiteQueue.get` deletes the row and queuelib's and "
+        "diskcache's pops remove the record, so for them dequeue and ack are one step "
+        "(at-most-once delivery); tflux and `SQLiteAckQueue` log the ack separately.",
+    ]
+
+
+# --- plots ----------------------------------------------------------------------------------------
+
+
+def make_plots(rows: list[Row], img_dir: Path, page: Path) -> dict[str, str]:
+    """PNG plots under ``img_dir``; returns {name: path relative to the page}."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        print("matplotlib is not installed: no plots (pip install '.[bench]')", file=sys.stderr)
+        return {}
+    img_dir.mkdir(parents=True, exist_ok=True)
+    made: dict[str, str] = {}
+
+    def save(fig, name: str) -> None:
+        path = img_dir / f"{name}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=110, metadata={"Software": None})
+        plt.close(fig)
+        made[name] = os.path.relpath(path, page.parent)
+
+    scaling = sorted(
+        (r for r in rows if r.group == SCALING and "hwm_growth_bytes" in r.info),
+        key=lambda r: r.records,
+    )
+    if len(scaling) >= 2:
+        fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+        x = [r.records / 1e6 for r in scaling]
+        a.plot(x, [r.info["restore_seconds"] for r in scaling], "o-", label="tflux.open restore")
+        per = scaling[0].info["restore_seconds"] / scaling[0].records
+        a.plot(x, [per * r.records for r in scaling], "--", color="grey", label="linear from 1st")
+        a.set(xlabel="log size (M deltas)", ylabel="restore time (s)", title="Restore time")
+        a.legend()
+        b.plot(x, [r.info["hwm_growth_bytes"] / 2**20 for r in scaling], "o-", label="VmHWM growth")
+        b.plot(
+            x,
+            [(r.info["bytes_per_record_anon"] + 64) * r.info["live"] / 2**20 for r in scaling],
+            "s-",
+            label="heap (RssAnon) growth",
+        )
+        b.plot(x, [r.bytes / 2**20 for r in scaling], ":", color="grey", label="log size")
+        b.set(xlabel="log size (M deltas)", ylabel="MiB", title="Memory of the restoring process")
+        b.legend()
+        save(fig, "scaling")
+    sized = [r for r in rows if r.group == SCAN_SIZE]
+    if sized:
+        fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+        for kind, style in (("verify", "o-"), ("read_batch", "s-"), ("crc32fast", "^--")):
+            pts = sorted(
+                (r.info["payload"], r)
+                for r in sized
+                if r.test.removeprefix("test_").startswith(kind)
+            )
+            if not pts:
+                continue
+            xs = [p for p, _ in pts]
+            a.plot(xs, [r.mbps for _, r in pts], style, label=kind)
+            if kind != "crc32fast":
+                b.plot(xs, [r.rps / 1e6 for _, r in pts], style, label=kind)
+        for ax, ylabel in ((a, "MB/s"), (b, "M records/s")):
+            ax.set_xscale("log", base=2)
+            ax.set(xlabel="payload bytes per record", ylabel=ylabel)
+            ax.legend()
+        b.set_yscale("log")
+        a.set_title("Bytes scanned per second")
+        b.set_title("Records per second")
+        save(fig, "scan_size")
+    peers = [r for g in QUEUE_GROUPS for r in _peer_rows(rows, g) if r.info["threads"] == 1]
+    if peers:
+        classes = [d for d in DURABILITY if any(r.info["durability"] == d for r in peers)]
+        fig, axes = plt.subplots(1, len(classes), figsize=(5 * len(classes), 4.2), squeeze=False)
+        for ax, durability in zip(axes[0], classes, strict=True):
+            libs = sorted(
+                {r.info["lib"] for r in peers if r.info["durability"] == durability},
+                key=lambda lib: (not lib.startswith("tflux"), lib),
+            )
+            ys = range(len(libs))
+            colors = ("tab:blue", "tab:orange")
+            for k, (group, color) in enumerate(zip(QUEUE_GROUPS, colors, strict=True)):
+                vals = []
+                for lib in libs:
+                    r = next(
+                        (
+                            r
+                            for r in peers
+                            if r.group == group
+                            and r.info["lib"] == lib
+                            and r.info["durability"] == durability
+                        ),
+                        None,
+                    )
+                    vals.append(r.rps if r else 0)
+                ax.barh(
+                    [y + 0.4 * k for y in ys],
+                    vals,
+                    height=0.4,
+                    color=color,
+                    label=group.split("-")[1],
+                )
+            ax.set_yticks([y + 0.2 for y in ys], libs)
+            ax.invert_yaxis()
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set(xlabel="records/s (enqueue + dequeue/ack), 1 thread", title=durability)
+            ax.legend()
+        fig.suptitle("Queue workloads by durability class (higher is better)")
+        save(fig, "queues")
+    return made
+
+
+# --- sections kept from the previous page ---------------------------------------------------------
+
+SPARK_HEADING = "## Spark"
+SPARK_RUN_BEGIN = "<!-- spark groups of this run: generated by benches/report.py -->"
+SPARK_RUN_END = "<!-- end of the spark groups of this run -->"
+
+
+def kept_spark_section(old_page: str) -> str:
+    """The page's ``## Spark`` section (to the end of the page), written by hand or by the Spark
+    benchmarks' own tooling, without any tables this script generated into it."""
+    at = old_page.find("\n" + SPARK_HEADING)
+    if at < 0:
+        return ""
+    text = old_page[at + 1 :]
+    while SPARK_RUN_BEGIN in text:
+        head, _, rest = text.partition(SPARK_RUN_BEGIN)
+        _, _, tail = rest.partition(SPARK_RUN_END)
+        text = head.rstrip("\n") + "\n" + tail.lstrip("\n")
+    return text.rstrip("\n") + "\n"
+
+
+def generic_section(title: str, groups: list[str], rows: list[Row]) -> list[str]:
+    """A plain table for groups this script has no dedicated section for (e.g. spark-*)."""
+    lines: list[str] = []
+    for group in groups:
+        members = [r for r in rows if r.group == group]
+        body = [
+            [
+                r.label + (f" {DAGGER}" if r.noisy else ""),
+                r.role,
+                fmt_time(r.median),
+                f"±{fmt_time((r.q3 - r.q1) / 2)}",
+                f"{r.records:,}" if r.records else "",
+                fmt_rate(r.rps) if r.records else "",
+                f"{r.mbps:,.0f}" if r.bytes else "",
+            ]
+            for r in sorted(members, key=lambda r: r.median)
+        ]
+        header = ["Benchmark", "Role", "Median", "IQR/2", "Records", "Records/s", "MB/s"]
+        lines += [f"{title}{group}", "", *table(header, body), *noise_footnote(members), ""]
+    return lines
+
+
 # Findings of profiling outside the suite (filled in from the runs described in each text).
 PROFILE_RESTORE = (
-    "`perf record` of `QueueState().replay` over the same 10M-delta log (outside the suite, "
-    "6.4-6.9 M deltas/s there): `Heap4::pop` 15% (each Remove sifts down a 4-ary heap of up to "
-    "3.3M 32-byte records, about 107 MB, so most levels miss the cache), the `alive` "
-    "`RoaringTreemap` 16% (`insert` 10%, `remove` 5%), looking the queue up by name in a "
-    "SipHash `HashMap<Vec<u8>, Queue>` about 10% (`hash_one`, `DefaultHasher::write`, "
-    "`memcmp`) for every delta, record framing and CRC 16% (`record::parse`, `pclmulqdq` and, "
-    "for the 15-byte Removes, crc32fast's byte-wise `update_4_to_15`), decoding and applying "
-    "about 15%, `Heap4::push` 5%, page faults 4%. No single hot spot: 10 M deltas/s means 100 "
-    "ns per delta and the heap and bitmap alone take about 60. Cheaper options, none tried "
-    "here: remember the last queue looked up (every delta of this log names the same one), a "
-    "faster hasher for names, and skipping the bitmap when a Remove hits the heap's front."
+    "`perf record -g` of `tflux.open` restoring a 3M-delta log of the same pattern (64 B, "
+    "outside the suite, on the wheel measured here; `perf report --stdio --no-children`): "
+    "26.6% of the samples are the kernel zeroing fresh pages (`clear_page_erms` under "
+    "`do_huge_pmd_anonymous_page`), reached from mimalloc extending its free lists for the "
+    "payload allocations (10.5%), from `Heap4::push` growing the heap's `Vec` (4.9%) and from "
+    "the `memmove` that copies it on each doubling (4.4%), and from `segment::scan_file` "
+    "(3.8%); then `Heap4::pop` 10.5% (each Remove sifts down a 4-ary heap of up to millions of "
+    "32-byte records, most levels missing the cache), the `alive` `RoaringTreemap` 10.9% "
+    "(`insert` 7.2%, `remove` 3.7%), the queue lookup by name 9% (`HashMap::get_mut` 6.3% "
+    "and `memcmp` 2.7%, once per delta although every delta of this log names the same "
+    "queue), `QueueState::replay`/`apply` 7.9%, `mi_free` 3.6%, record framing and CRC 5.7% "
+    "(`record::parse_with`, `pclmulqdq::calculate`) and delta decoding 4.3%. No single hot "
+    "spot: 10 M deltas/s means 100 ns per delta. Cheaper options, none tried here: reserve the "
+    "heap from the log's record count before replaying (no doubling, no copy), allocate "
+    "payloads from a per-queue arena (one fault-in per MB instead of free-list growth), "
+    "remember the last queue looked up, and skip the bitmap when a Remove hits the heap's "
+    "front."
 )
 PROFILE_MEMORY = (
     "**Memory per record.** Each queued record is a 32-byte `Record { id: u64, key: i64, data: "
@@ -842,8 +1362,20 @@ FINDINGS = [
 ]
 
 
-def render(data: dict, rows: list[Row], report_command: str, note: str = "") -> str:
+def render(
+    data: dict,
+    rows: list[Row],
+    report_command: str,
+    note: str = "",
+    plots: dict[str, str] | None = None,
+    old_page: str = "",
+) -> str:
+    plots = plots or {}
     ts = targets(rows) + queue_targets(rows)
+    known = {PHYSICAL, READ_RANDOM, SCALING, SCAN_SIZE, MEMORY, ENQUEUE, *QUEUE_GROUPS}
+    known |= {"scan-64B", "scan-1KiB", "append-64B", *restore_groups(rows)}
+    spark = sorted({r.group for r in rows if r.group.startswith("spark")})
+    others = sorted({r.group for r in rows} - known - set(spark))
     lines = [
         "# Benchmarks: the segmented log and the queue store",
         "",
@@ -857,25 +1389,43 @@ def render(data: dict, rows: list[Row], report_command: str, note: str = "") -> 
         *machine_section(data, report_command),
         *(["## Notes on this run", "", note.strip(), ""] if note.strip() else []),
         *targets_section(ts),
+        *physical_section(rows),
         *scan_section("scan-64B", rows),
         *scan_section("scan-1KiB", rows),
         *append_section("append-64B", rows),
-        *restore_section(rows),
+        *read_random_section(rows),
+        *[line for g in restore_groups(rows) for line in restore_section(rows, g)],
         *memory_section(rows),
         *enqueue_section(rows),
+        *[line for g in QUEUE_GROUPS for line in queue_section(rows, g, plots)],
+        *scaling_section(rows, plots),
+        *scan_size_section(rows, plots),
+        *generic_section("## ", others, rows),
         *misses_section(rows, ts),
         "## Other observations about the library",
         "",
         *[f"- {f}" for f in FINDINGS],
         "",
     ]
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    kept = kept_spark_section(old_page)
+    generated = generic_section("### ", spark, rows)
+    if generated:
+        generated = [SPARK_RUN_BEGIN, "", *generated, SPARK_RUN_END, ""]
+    if kept or generated:
+        if not kept:
+            kept = f"{SPARK_HEADING}\n"
+        text = text.rstrip("\n") + "\n\n" + kept.rstrip("\n") + "\n"
+        if generated:
+            text += "\n" + "\n".join(generated)
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", type=Path, help="pytest-benchmark JSON (--benchmark-json)")
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--img-dir", type=Path, help="where the PNG plots go (default: docs/img)")
     parser.add_argument(
         "--note-file", type=Path, help="markdown to include as 'Notes on this run' (by hand)"
     )
@@ -886,7 +1436,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     command = " ".join(["python benches/report.py", *(argv if argv is not None else sys.argv[1:])])
     note = args.note_file.read_text() if args.note_file else ""
-    text = render(data, rows, command, note)
+    old_page = args.output.read_text() if args.output.exists() else ""
+    img_dir = args.img_dir or args.output.parent / "img"
+    plots = make_plots(rows, img_dir, args.output)
+    text = render(data, rows, command, note, plots, old_page)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
     print(f"wrote {args.output}")
