@@ -383,6 +383,7 @@ def campaign(
     # ModelFS paths are those of the traced directory.
     fs = _rebase(fs, initial, real_base)
     figures = collections.Counter()
+    by_kind = collections.Counter()
     failures: list[str] = []
     acks: list[list[str]] = []
     applied = 0
@@ -409,6 +410,7 @@ def campaign(
             op = trace[i]
             torn = (fs.ns[op.path], op, torn_at) if op.path in fs.ns else None
         figures["cut_points"] += 1
+        by_kind[trace[i].kind + (" (torn)" if torn_at is not None else "")] += 1
         figures["torn_writes" if torn_at is not None else "op_cuts"] += 1
         if scratch.exists():
             shutil.rmtree(scratch)
@@ -438,6 +440,14 @@ def campaign(
     out = dict(figures)
     out["recorded_ops"] = sum(1 for o in trace if o.kind != "ack")
     out["fsyncs"] = sum(1 for o in trace if o.kind == "fsync")
+    out["cut_points_by_op"] = dict(by_kind)
+    out["segments_created"] = sum(
+        1 for o in trace if o.kind == "create" and o.path.endswith(".log")
+    )
+    out["segments_deleted"] = sum(
+        1 for o in trace if o.kind == "unlink" and o.path.endswith(".log")
+    )
+    out["snapshots_renamed"] = sum(1 for o in trace if o.kind == "rename")
     out.setdefault("lost", 0)
     out.setdefault("failed_opens", 0)
     out["failures"] = failures[:20]
