@@ -13,6 +13,10 @@ fuzz_target!(|data: &[u8]| {
             let owned = d.to_delta();
             assert_eq!(owned.encode(), data);
         }
-        Err(e) => assert!(e.offset <= data.len(), "error offset {} past the data", e.offset),
+        Err(e) => assert!(
+            e.offset <= data.len(),
+            "error offset {} past the data",
+            e.offset
+        ),
     }
 });

@@ -22,11 +22,18 @@ fn opts(readonly: bool) -> LogOptions {
 fn all(log: &mut Log) -> Option<Vec<(i64, i32, Vec<u8>)>> {
     let start = log.start_index();
     let entries = log.read(start, None).ok()?;
-    Some(entries.into_iter().map(|e| (e.lsn, e.term, e.data)).collect())
+    Some(
+        entries
+            .into_iter()
+            .map(|e| (e.lsn, e.term, e.data))
+            .collect(),
+    )
 }
 
 fuzz_target!(|input: &[u8]| {
-    let Some((&mode, body)) = input.split_first() else { return };
+    let Some((&mode, body)) = input.split_first() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let log_dir = dir.path().join("log");
     std::fs::create_dir(&log_dir).unwrap();
@@ -52,7 +59,9 @@ fuzz_target!(|input: &[u8]| {
     };
     std::fs::write(log_dir.join(format!("{first_lsn:019}.log")), &bytes).unwrap();
 
-    let ro = Log::open(&log_dir, opts(true)).ok().and_then(|mut l| all(&mut l));
+    let ro = Log::open(&log_dir, opts(true))
+        .ok()
+        .and_then(|mut l| all(&mut l));
     let rw = match Log::open(&log_dir, opts(false)) {
         Ok(mut log) => {
             let got = all(&mut log);
@@ -60,7 +69,10 @@ fuzz_target!(|input: &[u8]| {
             got
         }
         Err(_) => {
-            assert!(ro.is_none(), "read-only open succeeded where the writer failed");
+            assert!(
+                ro.is_none(),
+                "read-only open succeeded where the writer failed"
+            );
             return;
         }
     };

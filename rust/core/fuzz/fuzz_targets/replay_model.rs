@@ -19,14 +19,36 @@ const SIZES: [i32; 4] = [-2, -1, 0, 5];
 
 #[derive(Debug, Arbitrary)]
 enum Op {
-    Create { name: u8, implementation: u8, max_size: u8, max_msg: u8, range: Option<(i8, i8)> },
-    Delete { name: u8 },
-    Add { name: u8, key: i8, len: u8 },
-    Remove { name: u8, id: u8 },
+    Create {
+        name: u8,
+        implementation: u8,
+        max_size: u8,
+        max_msg: u8,
+        range: Option<(i8, i8)>,
+    },
+    Delete {
+        name: u8,
+    },
+    Add {
+        name: u8,
+        key: i8,
+        len: u8,
+    },
+    Remove {
+        name: u8,
+        id: u8,
+    },
     Raw(Vec<u8>),
-    Dequeue { name: u8 },
-    Nack { name: u8 },
-    Restore { name: u8, last_id: u64 },
+    Dequeue {
+        name: u8,
+    },
+    Nack {
+        name: u8,
+    },
+    Restore {
+        name: u8,
+        last_id: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +78,13 @@ impl Model {
     /// Spec 7 / 7.1 replay rules. Ok(Some(id)) for an AddRecord.
     fn apply(&mut self, d: &DeltaRef<'_>) -> Result<Option<u64>, ()> {
         match *d {
-            DeltaRef::CreateQueue { name, implementation, max_queue_size, max_message_size, key_range } => {
+            DeltaRef::CreateQueue {
+                name,
+                implementation,
+                max_queue_size,
+                max_message_size,
+                key_range,
+            } => {
                 if self.queues.contains_key(name)
                     || !(implementation == 1 || (implementation == 2 && key_range.is_some()))
                     || max_queue_size < -1
@@ -89,7 +117,9 @@ impl Model {
             }
             DeltaRef::RemoveRecord { name, id } => {
                 let q = self.queues.get_mut(name).ok_or(())?;
-                let Some(_) = q.data.remove(&id) else { return Err(()) };
+                let Some(_) = q.data.remove(&id) else {
+                    return Err(());
+                };
                 q.ready.retain(|r| r.1 != id);
                 q.in_flight.retain(|r| r.1 != id);
                 Ok(None)
@@ -122,13 +152,28 @@ fn compare(state: &QueueState, model: &Model) {
     for info in &infos {
         let m = &model.queues[info.name.as_bytes()];
         assert_eq!(info.last_id, m.last_id, "last id of {:?}", info.name);
-        assert_eq!(info.count, m.ready.len() as u64, "ready count of {:?}", info.name);
-        assert_eq!(info.in_flight, m.in_flight.len() as u64, "in flight of {:?}", info.name);
+        assert_eq!(
+            info.count,
+            m.ready.len() as u64,
+            "ready count of {:?}",
+            info.name
+        );
+        assert_eq!(
+            info.in_flight,
+            m.in_flight.len() as u64,
+            "in flight of {:?}",
+            info.name
+        );
         assert_eq!(info.config.implementation, m.implementation);
         assert_eq!(info.config.key_range, m.range);
         let q = state.queue(info.name.as_bytes()).unwrap();
         let ready: Vec<(i64, u64)> = q.ready_in_order().iter().map(|r| (r.key, r.id)).collect();
-        assert_eq!(ready, m.ready.iter().copied().collect::<Vec<_>>(), "ready order of {:?}", info.name);
+        assert_eq!(
+            ready,
+            m.ready.iter().copied().collect::<Vec<_>>(),
+            "ready order of {:?}",
+            info.name
+        );
         let mut all: Vec<(u64, Vec<u8>)> = q.records().map(|r| (r.id, r.data.to_vec())).collect();
         all.sort();
         let want: Vec<(u64, Vec<u8>)> = m.data.iter().map(|(k, v)| (*k, v.clone())).collect();
@@ -147,7 +192,13 @@ fuzz_target!(|ops: Vec<Op>| {
             _ => Vec::new(),
         };
         let delta = match op {
-            Op::Create { name: n, implementation, max_size, max_msg, range } => Some(DeltaRef::CreateQueue {
+            Op::Create {
+                name: n,
+                implementation,
+                max_size,
+                max_msg,
+                range,
+            } => Some(DeltaRef::CreateQueue {
                 name: name(*n),
                 implementation: i32::from(*implementation % 4),
                 max_queue_size: SIZES[*max_size as usize % 4],
@@ -155,10 +206,15 @@ fuzz_target!(|ops: Vec<Op>| {
                 key_range: range.map(|(a, b)| (i64::from(a), i64::from(b))),
             }),
             Op::Delete { name: n } => Some(DeltaRef::DeleteQueue { name: name(*n) }),
-            Op::Add { name: n, key, .. } => {
-                Some(DeltaRef::AddRecord { name: name(*n), key: i64::from(*key % 4), message: &bytes })
-            }
-            Op::Remove { name: n, id } => Some(DeltaRef::RemoveRecord { name: name(*n), id: u64::from(*id % 16) }),
+            Op::Add { name: n, key, .. } => Some(DeltaRef::AddRecord {
+                name: name(*n),
+                key: i64::from(*key % 4),
+                message: &bytes,
+            }),
+            Op::Remove { name: n, id } => Some(DeltaRef::RemoveRecord {
+                name: name(*n),
+                id: u64::from(*id % 16),
+            }),
             Op::Raw(raw) => {
                 let decoded = tflux_core::format::delta::decode(raw);
                 let outcome = state.apply(Some(lsn), raw);
@@ -166,14 +222,21 @@ fuzz_target!(|ops: Vec<Op>| {
                     Err(_) => assert!(outcome.is_err(), "undecodable bytes were applied"),
                     Ok(d) => {
                         let m = model.apply(&d);
-                        assert_eq!(outcome.is_ok(), m.is_ok(), "state and model disagree on {d:?}");
+                        assert_eq!(
+                            outcome.is_ok(),
+                            m.is_ok(),
+                            "state and model disagree on {d:?}"
+                        );
                     }
                 }
                 lsn += 1;
                 None
             }
             Op::Dequeue { name: n } => {
-                let got = state.queue_mut(name(*n)).ok().and_then(|q| q.dequeue().map(|r| (r.key, r.id)));
+                let got = state
+                    .queue_mut(name(*n))
+                    .ok()
+                    .and_then(|q| q.dequeue().map(|r| (r.key, r.id)));
                 let want = model.queues.get_mut(name(*n)).and_then(|q| {
                     let first = q.ready.pop_first()?;
                     q.in_flight.insert(first);
@@ -224,7 +287,11 @@ fuzz_target!(|ops: Vec<Op>| {
                 _ => None,
             });
             let m = model.apply(&d);
-            assert_eq!(outcome.is_ok(), m.is_ok(), "state and model disagree on {d:?}: {outcome:?}");
+            assert_eq!(
+                outcome.is_ok(),
+                m.is_ok(),
+                "state and model disagree on {d:?}: {outcome:?}"
+            );
             if let (Ok(a), Ok(b)) = (&outcome, &m) {
                 assert_eq!(a, b, "ids differ");
             }

@@ -34,14 +34,21 @@ fuzz_target!(|input: &[u8]| {
         assert!(len >= 0);
         assert_eq!(len as usize, data.len());
         assert_eq!(&buf[at + 16..at + 16 + data.len()], data);
-        assert_eq!(crc32fast::hash(data), crc, "a record with a bad CRC was returned");
+        assert_eq!(
+            crc32fast::hash(data),
+            crc,
+            "a record with a bad CRC was returned"
+        );
         let pad = (4 - data.len() % 4) % 4;
         let pad_at = at + 16 + data.len();
         assert!(buf[pad_at..pad_at + pad].iter().all(|b| *b == 0));
         last_term = term;
         expected_at = (pad_at + pad) as u64;
     });
-    assert_eq!(end, expected_at, "the scan end is just past the last good record");
+    assert_eq!(
+        end, expected_at,
+        "the scan end is just past the last good record"
+    );
     assert!(end as usize <= buf.len());
     match stop {
         ScanStop::Clean => {
