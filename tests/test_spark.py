@@ -203,6 +203,16 @@ def test_raw_data_adds_the_undecoded_bytes(spark, written):
     assert got == {lsn: data for lsn, _, data in rows}
 
 
+def test_columns_option_returns_only_the_named_columns(spark, written):
+    base, rows = written
+    df = spark.read.format("tflux").option("columns", "kind, lsn").load(str(base))
+    assert df.columns == ["lsn", "kind"]
+    got = [tuple(r) for r in df.orderBy("lsn").collect()]
+    assert got == [(lsn, expected_row(lsn, t, d)["kind"]) for lsn, t, d in rows]
+    with pytest.raises(Exception, match="unknown column"):
+        spark.read.format("tflux").option("columns", "lsn,nope").load(str(base)).schema
+
+
 def test_tuple_path_yields_the_same_rows_as_the_arrow_path(spark, written):
     base, _ = written
     arrow = spark.read.format("tflux").load(str(base)).orderBy("lsn").collect()

@@ -119,6 +119,13 @@ def open_view(log_dir: str, names: Sequence[str]) -> Iterator[tflux.Log]:
             log = tflux.Log.open(view, readonly=True)
         except CorruptionError as err:
             raise _remap(err, view, log_dir) from err
+        seen = {os.path.basename(seg.path) for seg in log.segments}
+        missing = [n for n in names if n not in seen]
+        if missing:
+            log.close()
+            path = os.path.join(log_dir, missing[0])
+            os.stat(path)  # a vanished or unreadable file raises its own OSError here
+            raise tflux.TfluxIOError(f"{path}: the core did not list this segment file", path)
         try:
             yield log
         except CorruptionError as err:

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 import tflux
 from tflux.spark import _columns, _paths
-from tflux.spark.source import flag, lsn_option
+from tflux.spark.source import column_names, flag, lsn_option, select
 
 try:  # Spark >= 4.2: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -63,6 +63,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.max_rows == 0:
             raise ValueError("tflux: maxRecordsPerTrigger must be at least 1")
         self.raw = flag(options, "rawData")
+        self.names = column_names(options)
         self.target: int | None = None  # Trigger.AvailableNow: stop here
         self.last_end: int | None = None  # for Spark < 4.2, which passes no start
 
@@ -146,7 +147,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts
 
     def read(self, partition: StreamPartition) -> Iterator:
-        yield from _columns.read_segment(
+        batches = _columns.read_segment(
             partition.source,
             partition.log_dir,
             partition.name,
@@ -155,6 +156,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             sealed=False,
             raw=self.raw,
         )
+        yield from select(batches, self.names)
 
     def commit(self, end: dict) -> None:
         self.last_end = int(end["lsn"])
