@@ -125,7 +125,8 @@ class QueueExistsError(TfluxError, ValueError):
 class PolicyViolation(TfluxError, ValueError):
     """An enqueue refused by a queue policy; nothing was written.
 
-    ``policy`` is ``"max_queue_size"``, ``"max_message_size"`` or ``"key_range"``.
+    ``policy`` is ``"max_queue_size"``, ``"max_message_size"``, ``"key_range"``, or ``"ids"`` when
+    the queue has used every record id (2^64 - 1; ids are never reused).
     """
 
     def __init__(self, message: str, queue: str | None = None, policy: str | None = None) -> None:

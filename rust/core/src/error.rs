@@ -32,9 +32,10 @@ pub enum Error {
     /// A write through a read-only log.
     #[error("the log at {} was opened read-only", path.display())]
     ReadOnly { path: PathBuf },
-    /// A write after an earlier write-path I/O error (fail-stop until reopened).
-    #[error("the log refuses writes after an earlier I/O error ({0}); reopen it")]
-    Poisoned(String),
+    /// A write after an earlier write-path I/O error (fail-stop until reopened). Keeps the file
+    /// and errno of the original error.
+    #[error("writes are refused after an earlier I/O error ({}); reopen to continue", cause.reason)]
+    Poisoned { cause: PoisonCause },
     /// A bad `taskflux.settings.json` or settings argument (names the key).
     #[error("{0}")]
     Settings(String),
@@ -70,6 +71,37 @@ pub enum Error {
     /// Ack or nack of a record that is not in flight.
     #[error("record {id} of queue {} is not in flight", crate::state::display_name(queue.as_bytes()))]
     NotInFlight { queue: String, id: u64 },
+}
+
+/// Why a log or store stopped accepting writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoisonCause {
+    pub reason: String,
+    pub path: Option<PathBuf>,
+    pub errno: Option<i32>,
+}
+
+impl PoisonCause {
+    pub fn from_error(e: &Error) -> PoisonCause {
+        let (path, errno) = match e {
+            Error::Io { path, source, .. } => (Some(path.clone()), source.raw_os_error()),
+            Error::Poisoned { cause } => (cause.path.clone(), cause.errno),
+            _ => (None, None),
+        };
+        PoisonCause {
+            reason: e.to_string(),
+            path,
+            errno,
+        }
+    }
+
+    pub fn because(reason: impl Into<String>) -> PoisonCause {
+        PoisonCause {
+            reason: reason.into(),
+            path: None,
+            errno: None,
+        }
+    }
 }
 
 impl Error {

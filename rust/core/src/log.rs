@@ -9,7 +9,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::error::{Error, IoContext, Result, ENOENT};
+use crate::error::{Error, IoContext, PoisonCause, Result, ENOENT};
 use crate::format::record;
 use crate::format::segment::{self as seg_format, Header};
 use crate::segment::{self, scan_file, FileScan, ScanStop, Segment};
@@ -170,7 +170,7 @@ pub struct Log {
     _lock: Option<File>,
     recovery: RecoveryReport,
     ignored: Vec<PathBuf>,
-    poisoned: Option<String>,
+    poisoned: Option<PoisonCause>,
 }
 
 impl std::fmt::Debug for Log {
@@ -717,8 +717,10 @@ impl Log {
                 path: self.dir.clone(),
             });
         }
-        if let Some(reason) = &self.poisoned {
-            return Err(Error::Poisoned(reason.clone()));
+        if let Some(cause) = &self.poisoned {
+            return Err(Error::Poisoned {
+                cause: cause.clone(),
+            });
         }
         Ok(())
     }
@@ -729,7 +731,7 @@ impl Log {
         let result = op(self);
         if let Err(Error::Io { .. }) = &result {
             if let Err(e) = &result {
-                self.poisoned = Some(e.to_string());
+                self.poisoned = Some(PoisonCause::from_error(e));
             }
         }
         result
@@ -791,7 +793,7 @@ impl Log {
         // them as failed, or the caller's view would diverge from the log. It stops further
         // writes instead (fail-stop), and the next open finds a consistent log.
         if let Err(e) = self.maybe_roll() {
-            self.poisoned = Some(format!("roll-over failed: {e}"));
+            self.poisoned = Some(PoisonCause::from_error(&e));
         }
         Ok(())
     }
@@ -858,7 +860,7 @@ impl Log {
             log.commit_index = lsn;
             // As after an append: the commit stands; a failed roll-over stops later writes.
             if let Err(e) = log.maybe_roll() {
-                log.poisoned = Some(format!("roll-over failed: {e}"));
+                log.poisoned = Some(PoisonCause::from_error(&e));
             }
             Ok(())
         })
@@ -932,7 +934,7 @@ impl Log {
         };
         self.segments.clear();
         self._lock = None;
-        self.poisoned = Some("the log was closed".into());
+        self.poisoned = Some(PoisonCause::because("the log was closed"));
         result
     }
 

@@ -11,7 +11,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::delta::DeltaRef;
 use crate::format::metadata::{self, Metadata};
 use crate::format::snapshot;
@@ -64,7 +64,7 @@ struct Inner {
 struct SyncState {
     synced: i64,
     syncing: bool,
-    error: Option<String>,
+    error: Option<PoisonCause>,
     stop: bool,
 }
 
@@ -83,6 +83,9 @@ pub struct Store {
     /// Signalled when records become ready (enqueue, nack) or queues go away.
     ready: Condvar,
     durability: Durability,
+    /// Set when a failure after a successful write (an automatic snapshot) must stop later
+    /// writes without failing the write itself.
+    refused: Mutex<Option<PoisonCause>>,
     syncer: Mutex<Option<JoinHandle<()>>>,
     report: OpenReport,
 }
@@ -190,6 +193,7 @@ impl Store {
                 }),
                 changed: Condvar::new(),
             },
+            refused: Mutex::new(None),
             syncer: Mutex::new(None),
             report,
         };
@@ -241,8 +245,9 @@ impl Store {
                 path: self.layout.base.clone(),
             });
         }
-        if let Some(e) = &lock(&self.durability.state).error {
-            return Err(Error::Poisoned(e.clone()));
+        let refused = lock(&self.refused).clone();
+        if let Some(cause) = refused.or_else(|| lock(&self.durability.state).error.clone()) {
+            return Err(Error::Poisoned { cause });
         }
         self.inner()
     }
@@ -271,7 +276,11 @@ impl Store {
         }
         inner.log.commit(last)?;
         if inner.log.segments_len() != segments_before {
-            self.maybe_snapshot(inner)?;
+            // The deltas are logged and applied: this call succeeds. A snapshot that cannot be
+            // written stops later writes instead (fail-stop), naming the file and errno.
+            if let Err(e) = self.maybe_snapshot(inner) {
+                *lock(&self.refused) = Some(PoisonCause::from_error(&e));
+            }
         }
         Ok((applied, last))
     }
@@ -297,8 +306,10 @@ impl Store {
             if st.synced >= lsn {
                 return Ok(());
             }
-            if let Some(e) = &st.error {
-                return Err(Error::Poisoned(e.clone()));
+            if let Some(cause) = &st.error {
+                return Err(Error::Poisoned {
+                    cause: cause.clone(),
+                });
             }
             if st.syncing {
                 st = self
@@ -321,7 +332,7 @@ impl Store {
             st.syncing = false;
             match outcome {
                 Ok(last) => st.synced = st.synced.max(last),
-                Err(e) => st.error = Some(e.to_string()),
+                Err(e) => st.error = Some(PoisonCause::from_error(&e)),
             }
             self.durability.changed.notify_all();
         }
@@ -376,6 +387,16 @@ impl Store {
                 inner.state.check_enqueue(name, *key, message.len())?;
             }
             let q = inner.state.queue(name)?;
+            if q.last_id().checked_add(items.len() as u64).is_none() {
+                return Err(Error::Policy {
+                    queue: raw_name(name),
+                    policy: "ids",
+                    reason: format!(
+                        "{} records would exhaust the queue's record ids",
+                        items.len()
+                    ),
+                });
+            }
             if let Some(max) = q.config().max_queue_size {
                 if q.count() + items.len() as u64 > max as u64 {
                     return Err(Error::Policy {

@@ -50,9 +50,15 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
             (message, path.display().to_string(), None::<i32>),
         ),
         Error::ReadOnly { .. } => tflux_error(py, "ReadOnlyError", (message,)),
-        Error::Poisoned(_) => {
-            tflux_error(py, "TfluxIOError", (message, None::<String>, None::<i32>))
-        }
+        Error::Poisoned { cause } => tflux_error(
+            py,
+            "TfluxIOError",
+            (
+                message,
+                cause.path.map(|p| p.display().to_string()),
+                cause.errno,
+            ),
+        ),
         Error::Replay { lsn, source, .. } => {
             let err = tflux_error(py, "ReplayError", (message, lsn));
             if let Some(cause) = source {

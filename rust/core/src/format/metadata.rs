@@ -120,6 +120,20 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Metadata> {
 
 /// Reads the metadata at `path`; an absent or empty file is the default (term 1, no vote).
 pub fn read(path: &Path) -> Result<Metadata> {
+    // The format is exactly 20 bytes: never read (or allocate for) more than that.
+    match fs::metadata(path) {
+        Ok(m) if m.len() > LEN as u64 => {
+            return Err(Error::corruption(
+                path,
+                Some(LEN as u64),
+                format!(
+                    "metadata file is {} bytes long (expected exactly 20)",
+                    m.len()
+                ),
+            ))
+        }
+        _ => {}
+    }
     match fs::read(path) {
         Ok(b) if b.is_empty() => Ok(Metadata::default()),
         Ok(b) => decode(&b, path),

@@ -250,15 +250,17 @@ impl Queue {
         self.ready.push(record);
     }
 
-    fn add(&mut self, key: i64, data: &[u8]) -> u64 {
-        self.last_id += 1;
+    /// Adds a record with the next id; `None` when the queue's ids are exhausted (ids are never
+    /// reused, so after id 2^64 - 1 the queue takes no more records).
+    fn add(&mut self, key: i64, data: &[u8]) -> Option<u64> {
+        self.last_id = self.last_id.checked_add(1)?;
         let id = self.last_id;
         self.insert(Record {
             id,
             key,
             data: data.into(),
         });
-        id
+        Some(id)
     }
 
     fn remove(&mut self, id: u64) -> std::result::Result<(), String> {
@@ -526,6 +528,12 @@ impl QueueState {
             policy,
             reason,
         };
+        if q.last_id == u64::MAX {
+            return Err(violation(
+                "ids",
+                "the queue has used every record id (ids are never reused)".into(),
+            ));
+        }
         if let Some(max) = q.config.max_queue_size {
             if q.count() >= max as u64 {
                 return Err(violation(
@@ -637,7 +645,13 @@ impl QueueState {
                         }
                     }
                 }
-                Ok(Applied::Added(q.add(key, message)))
+                q.add(key, message).map(Applied::Added).ok_or_else(|| {
+                    replay_error(
+                        lsn,
+                        format!("AddRecord: queue {} has used every id", display_name(name)),
+                        None,
+                    )
+                })
             }
             DeltaRef::RemoveRecord { name, id } => {
                 let q = self.queues.get_mut(name).ok_or_else(|| {
