@@ -285,3 +285,37 @@ fn policies_are_checked_for_clients_only() {
         .check_create(b"bad name", &QueueConfig::default())
         .is_err());
 }
+
+#[test]
+fn ids_never_wrap_around() {
+    use tflux_core::format::snapshot::{QueueData, Snapshot};
+    let snap = Snapshot {
+        last_index: 0,
+        last_term: 1,
+        queues: vec![QueueData {
+            name: vec![],
+            implementation: IMPL_HEAP,
+            last_id: u64::MAX,
+            max_queue_size: -1,
+            max_message_size: -1,
+            key_range: None,
+            records: vec![(u64::MAX, 0, b"last".to_vec())],
+        }],
+    };
+    let mut s = QueueState::from_snapshot(&snap).unwrap();
+    assert!(matches!(
+        s.check_enqueue(b"", 0, 1),
+        Err(Error::Policy { policy: "ids", .. })
+    ));
+    let add = DeltaRef::AddRecord {
+        name: b"",
+        key: 0,
+        message: b"",
+    };
+    assert!(matches!(
+        s.apply_delta(Some(5), &add),
+        Err(Error::Replay { lsn: Some(5), .. })
+    ));
+    assert_eq!(s.queue(b"").unwrap().last_id(), u64::MAX);
+    assert_eq!(s.queue(b"").unwrap().count(), 1);
+}
