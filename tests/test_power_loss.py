@@ -491,12 +491,9 @@ def test_the_model_catches_a_writer_that_acknowledges_before_fsync(tmp_path):
     assert figures["lost"] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Store::open creates data/, data/log and data/temp without fsyncing their parent "
-    "directories: with POSIX-strict directory durability a power cut after the first "
-    "acknowledged writes can lose the whole data/ directory (see docs/reliability.md)",
-)
+# Regression: data/, data/log and data/temp were created without fsyncing their parents, so
+# with POSIX-strict directory durability a power cut could lose the whole data/ directory.
+# Found by this campaign, fixed in 551e17f.
 def test_power_loss_of_a_fresh_directory_with_strict_metadata(tmp_path):
     figures = campaign(tmp_path, ops=10, seed=12, every_byte=False, strict=True, fresh=True)
     record_figures("power_loss_ci_fresh_strict", figures)

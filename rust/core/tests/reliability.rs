@@ -2,9 +2,9 @@
 //! (`rust/core/fuzz/`) and hostile input. Scenario: a snapshot may carry any UInt64 last id
 //! (spec 4), and replay hands out `last id + 1` (spec 7), so a queue whose last id is
 //! 2^64 - 1 must refuse the next AddRecord instead of wrapping to id 0.
-//!
-//! Tests of bugs that are not fixed yet are `#[ignore]`d with the reason, so that
-//! `cargo test` stays green and `cargo test --test reliability -- --ignored` shows them.
+//! Found by the `replay_model` fuzz target (reproducer kept in
+//! `rust/core/fuzz/artifacts/replay_model/`): `Queue::add` incremented `last_id` unchecked, so it
+//! panicked in debug builds and wrapped to id 0 in release builds. Fixed in 6f252f8.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -43,9 +43,6 @@ fn add_record_below_the_largest_id_gets_the_next_id() {
 }
 
 #[test]
-#[ignore = "bug: Queue::add (rust/core/src/state/mod.rs) does `self.last_id += 1` unchecked: \
-            it panics (debug) or wraps to id 0 (release), reusing ids and making every later \
-            snapshot() fail with 'record id ... is above its last id 0'"]
 fn add_record_after_the_largest_id_is_a_replay_error_not_a_wrapped_id() {
     let mut state = state_with_last_id(u64::MAX);
     let outcome = catch_unwind(AssertUnwindSafe(|| state.apply_delta(Some(1), &ADD)));
