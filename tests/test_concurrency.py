@@ -91,9 +91,13 @@ READER = textwrap.dedent(
                     stats["entries"] += len(got)
                     if bad or not contiguous:
                         stats["bad"].append([bad[:5], contiguous])
-                tflux.verify(path)
+                rep = tflux.verify(path)
                 with lock:
                     stats["verifies"] += 1
+                    fatal = [p for p in rep.problems if p.fatal]
+                    if fatal:
+                        stats["verify_fatal"] = stats.get("verify_fatal", 0) + 1
+                        errors["verify"] = fatal[0].message[:200]
             except tflux.TfluxError as e:
                 with lock:
                     stats["typed_errors"] += 1
