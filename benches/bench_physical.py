@@ -40,7 +40,7 @@ pytestmark = pytest.mark.benchmark(group="physical")
 @pytest.fixture(scope="module")
 def buffer(timed: bool) -> bytes:
     n = int(os.environ.get("TFLUX_BENCH_PHYSICAL_BYTES", TIMED_BYTES if timed else SMOKE_BYTES))
-    return random.Random(1).randbytes(n)
+    return os.urandom(n)  # random.randbytes stops at 256 MiB (its bit count is a C int)
 
 
 @pytest.fixture(scope="module")

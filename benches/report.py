@@ -1352,6 +1352,15 @@ PROFILE_SINGLE = (
 
 
 FINDINGS = [
+    "Random reads of single records (`Log.read(lsn, 1)`, `Log.read_batch(lsn, lsn + 1)`) in "
+    "sealed segments are no faster than the pure-Python `os.pread` baseline at 64 B (see "
+    "*read-random*). `perf record -g` of 300,000 random `Log.read` calls on a cached 64 MiB log "
+    "of 64 B records (outside the suite): 40% of the samples in `Segment::record_offset`, "
+    "which since the sparse record index (one offset per 32 records, 373d1a0) walks up to 31 "
+    "record headers forward from the anchor through the mapping on every lookup; 6% in "
+    "`PyLog::read` itself and 4% in the CRC. A dense index for the most recently read "
+    "segment, or a wider anchor table (one per 8 records), would bring a lookup back to one "
+    "access.",
     "`Log.read_batch` copies every column twice (Rust `Vec`, then a new Python object); the "
     "default budget is 4 MiB since 72ffee7 (it was 64 MiB, several times slower than 1 MiB).",
     "Segments are now preallocated with real zeros (72ffee7), so a durable append into fresh "
