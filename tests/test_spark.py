@@ -424,7 +424,7 @@ def test_replay_equals_the_single_machine_restore(spark, tmp_path, seed, deltas,
     base = tmp_path / "store"
     model = generate(base, seed, deltas, snapshots)
     log_dir = base / "data" / "log"
-    assert len(segment_files(log_dir)) >= 4
+    assert len(segment_files(log_dir)) >= 3  # several segments even after compaction
     if snapshots:
         assert (base / "data" / "tflux.snapshot").exists()
         assert int(segment_files(log_dir)[0][:19]) > 0, "the snapshot compacted the log"
