@@ -107,3 +107,49 @@ def test_snapshot_batch_matches_the_golden_snapshot():
 
 def test_snapshot_batch_of_an_absent_file_is_none(tmp_path):
     assert tflux.read_snapshot_batch(tmp_path / "tflux.snapshot") is None
+
+
+def test_one_segment_decodes_alone_with_its_lsns(tmp_path):
+    with tflux.Log.open(tmp_path / "log", sync="never", soft_limit=64, hard_limit=128) as log:
+        for data, _ in ROWS:
+            log.append(1, data)
+            log.commit(log.last_index)
+        segments = [(s.path, s.start_lsn, s.count, s.sealed) for s in log.segments]
+    assert len(segments) > 1
+    seen = []
+    for path, start, count, sealed in segments:
+        batch = tflux.read_segment_deltas(path, last=not sealed).to_arrow()
+        assert batch.column("lsn").to_pylist() == list(range(start, start + count))
+        seen += batch.column("kind").to_pylist()
+    assert seen == [fields["kind"] for _, fields in ROWS]
+    first = segments[0][0]
+    assert tflux.read_segment_deltas(first, from_lsn=1, to_lsn=1).to_arrow().num_rows == (
+        1 if segments[0][2] > 1 else 0
+    )
+
+
+def test_a_damaged_sealed_segment_read_alone_names_file_and_offset(tmp_path):
+    with tflux.Log.open(tmp_path / "log", sync="never") as log:
+        log.append_many(1, [data for data, _ in ROWS])
+        path = log.segments[0].path
+    raw = bytearray(open(path, "rb").read())
+    raw[8 + 16] ^= 0xFF  # first data byte of the first record
+    with open(path, "wb") as f:
+        f.write(raw)
+    with pytest.raises(tflux.CorruptionError) as exc:
+        tflux.read_segment_deltas(path)
+    assert exc.value.offset == 8 and exc.value.path == str(path)
+    # As the active segment, the damage is a torn tail: no records, no error.
+    assert len(tflux.read_segment_deltas(path, last=True)) == 0
+
+
+def test_snapshot_batch_lists_every_queue_with_its_last_id():
+    batch = tflux.read_snapshot_batch(DATA_DIR / "tflux.snapshot")
+    queues = {q["name"]: q for q in batch.queues}
+    # Manifest: default queue (heap, last id 3); 'jobs' (array, last id 7, max size 50, max
+    # message 1024, range 0..9).
+    assert queues[""]["implementation"] == 1 and queues[""]["last_id"] == 3
+    assert queues[""]["max_queue_size"] is None
+    jobs = queues["jobs"]
+    assert (jobs["implementation"], jobs["last_id"], jobs["max_queue_size"]) == (2, 7, 50)
+    assert (jobs["max_message_size"], jobs["key_range"]) == (1024, (0, 9))

@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
-from typing import Literal, final
+from typing import Any, Literal, final
 
 import pyarrow
 
@@ -455,11 +455,25 @@ class SnapshotBatch:
     def last_index(self) -> int: ...
     @property
     def last_term(self) -> int: ...
+    @property
+    def queues(self) -> list[dict[str, Any]]:
+        """Every queue (with or without records): name, implementation, last_id,
+        max_queue_size, max_message_size, key_range."""
     def _buffers(
         self,
     ) -> list[tuple[str, tuple[str, bytes | None, bytes, bytes | None]]]: ...
     def to_arrow(self) -> pyarrow.RecordBatch:
         """Columns queue, implementation, record_id, key, message."""
+
+def read_segment_deltas(
+    path: str | PathLike[str],
+    *,
+    last: bool = False,
+    from_lsn: int | None = None,
+    to_lsn: int | None = None,
+    raw: bool = False,
+) -> DeltaBatch:
+    """Decode one segment file alone (no log opened); ``to_lsn`` is inclusive."""
 
 def read_snapshot_batch(path: str | PathLike[str]) -> SnapshotBatch | None:
     """Read a snapshot file into columns; ``None`` when absent or empty."""

@@ -175,6 +175,70 @@ impl DeltaColumns {
     }
 }
 
+/// Decodes every record of one segment file (named by its first LSN) without opening the log
+/// it belongs to: framing and checksums are checked; a torn tail ends the records when
+/// `last` is true (the active segment) and is corruption otherwise. Entries outside
+/// `from..=to` are skipped.
+pub fn read_segment_deltas(
+    path: &std::path::Path,
+    last: bool,
+    from: Option<i64>,
+    to: Option<i64>,
+    raw: bool,
+) -> Result<DeltaColumns> {
+    use crate::format::segment::{self as seg_format, Header};
+    use crate::segment::{scan_records, ScanStop};
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let first_lsn = seg_format::parse_file_name(name).ok_or_else(|| {
+        Error::InvalidArgument(format!("{} is not named like a segment", path.display()))
+    })?;
+    let file = std::fs::File::open(path).map_err(|e| Error::io("open segment", path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("stat segment", path, e))?
+        .len();
+    let map =
+        crate::mmap::map_readonly(&file, len).map_err(|e| Error::io("map segment", path, e))?;
+    let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
+    match seg_format::check_header(bytes, false) {
+        Header::Valid => {}
+        Header::Uninitialised if last => return Ok(DeltaColumns::default()),
+        other => {
+            return Err(Error::corruption(
+                path,
+                Some(0),
+                format!("bad segment header: {other:?}"),
+            ))
+        }
+    }
+    let mut cols = DeltaColumns {
+        raw: raw.then(Binary::default),
+        ..DeltaColumns::default()
+    };
+    let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
+    let mut lsn = first_lsn;
+    let mut failure = None;
+    let (_, stop) = scan_records(bytes, 0, |_, term, data| {
+        if failure.is_none() && lsn >= from && lsn <= to {
+            if let Err(e) = cols.push(lsn, term, data) {
+                failure = Some(e);
+            }
+        }
+        lsn += 1;
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    match stop {
+        ScanStop::Clean => Ok(cols),
+        ScanStop::Bad { .. } if last => Ok(cols),
+        stop => Err(Error::corruption(path, stop.offset(), stop.describe())),
+    }
+}
+
 /// Decodes entries `start..end` of `log` (clamped to the log) into columns, stopping after
 /// `max_bytes` of record data (at least one entry). Undecodable data is a `CorruptionError`
 /// naming the LSN.
@@ -301,6 +365,8 @@ pub struct SnapshotColumns {
     pub record_id: Vec<i64>,
     pub key: Vec<i64>,
     pub message: Binary,
+    /// Every queue's settings and last id (queues with no records included), by name.
+    pub queues: Vec<crate::format::snapshot::QueueData>,
 }
 
 impl SnapshotColumns {
@@ -322,6 +388,10 @@ impl SnapshotColumns {
         let mut queues: Vec<_> = s.queues.iter().collect();
         queues.sort_by(|a, b| a.name.cmp(&b.name));
         for q in queues {
+            cols.queues.push(crate::format::snapshot::QueueData {
+                records: Vec::new(),
+                ..q.clone()
+            });
             let mut records: Vec<_> = q.records.iter().collect();
             records.sort_by_key(|r| r.0);
             for (id, key, data) in records {

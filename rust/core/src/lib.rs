@@ -11,7 +11,7 @@ pub mod error;
 pub mod format;
 pub mod fsutil;
 pub mod log;
-mod mmap;
+pub(crate) mod mmap;
 pub mod segment;
 pub mod settings;
 pub mod state;

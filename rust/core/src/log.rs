@@ -1078,9 +1078,17 @@ pub fn list_segments(dir: &Path) -> Result<(SegmentFiles, Vec<PathBuf>)> {
             .file_name()
             .to_str()
             .and_then(seg_format::parse_file_name);
-        match parsed {
-            Some(lsn) if path.is_file() => segments.push((lsn, path)),
-            _ => ignored.push(path),
+        let Some(lsn) = parsed else {
+            ignored.push(path);
+            continue;
+        };
+        // A segment-named entry that cannot be stat'ed is an error, not a file to skip: skipping
+        // it would make the log look shorter than it is.
+        let meta = fs::metadata(&path).ctx("stat segment", &path)?;
+        if meta.is_file() {
+            segments.push((lsn, path));
+        } else {
+            ignored.push(path);
         }
     }
     segments.sort();

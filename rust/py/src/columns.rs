@@ -147,6 +147,30 @@ impl PySnapshotBatch {
         self.inner.last_term
     }
 
+    /// Every queue (also those without records): dicts with name, implementation, last_id,
+    /// max_queue_size, max_message_size (None = no limit) and key_range.
+    #[getter]
+    fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for q in &self.inner.queues {
+            let d = pyo3::types::PyDict::new(py);
+            d.set_item("name", String::from_utf8_lossy(&q.name))?;
+            d.set_item("implementation", q.implementation)?;
+            d.set_item("last_id", q.last_id)?;
+            d.set_item(
+                "max_queue_size",
+                (q.max_queue_size >= 0).then_some(q.max_queue_size),
+            )?;
+            d.set_item(
+                "max_message_size",
+                (q.max_message_size >= 0).then_some(q.max_message_size),
+            )?;
+            d.set_item("key_range", q.key_range)?;
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
     fn _buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let c = &self.inner;
         let cols: Vec<(&str, Spec<'py>)> = vec![
@@ -214,7 +238,27 @@ fn read_snapshot_batch(
     Ok(cols.map(|inner| PySnapshotBatch { inner }))
 }
 
+/// Decodes one segment file on its own (no log is opened): the Spark source reads one segment
+/// per task this way. `last=True` treats a torn tail as the end (the active segment); in a
+/// sealed segment it is `CorruptionError`.
+#[pyfunction]
+#[pyo3(signature = (path, *, last=false, from_lsn=None, to_lsn=None, raw=false))]
+fn read_segment_deltas(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    last: bool,
+    from_lsn: Option<i64>,
+    to_lsn: Option<i64>,
+    raw: bool,
+) -> PyResult<PyDeltaBatch> {
+    let r =
+        py.detach(|| tflux_core::columns::read_segment_deltas(&path, last, from_lsn, to_lsn, raw));
+    let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
+    Ok(PyDeltaBatch::new(cols))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(read_segment_deltas, m)?)?;
     m.add_class::<PyDeltaBatch>()?;
     m.add_class::<PySnapshotBatch>()?;
     m.add_function(wrap_pyfunction!(read_snapshot_batch, m)?)
