@@ -688,7 +688,8 @@ def misses_section(rows: list[Row], ts: list[Target]) -> list[str]:
             "kernel and a 1 KiB record the 8-stream one, each paying the fixed setup and final "
             "reduction, and three nested dispatch calls (`calculate_avx512` -> `calculate_avx2` "
             "-> `calculate`). `perf record` of a verify loop over 256 MiB of 64 B records "
-            "(taken while preparing this page) put about 55% of the time in "
+            "(taken for an earlier version of this page; the scan path is unchanged) put "
+            "about 55% of the time in "
             "`pclmulqdq::calculate`, 4% in `crc32fast::hash` and about 21% in `record::parse` "
             "(marker, length and padding checks): the per-record CRC, not the framing, sets "
             "the pace. The format requires one checksum per record, so the streamed CRC is a "
@@ -799,12 +800,44 @@ def queue_misses(rows: list[Row], ts: list[Target]) -> list[str]:
             + (
                 f"about {8 / (raw.median / raw.records) / 1e3:,.0f} K records/s at this disk's "
                 f"{raw.median / raw.records * 1e6:,.0f} µs per write+fdatasync; measured "
-                f"{per_sync:.1f} records per fsync-time on average. "
+                f"{per_sync:.1f} records per fsync-time on average"
+                + (
+                    " (more than 8: the disk's sync time moved between the two rows, which "
+                    "ran seconds apart on a disk shared with other work; see their IQRs). "
+                    if per_sync > 8
+                    else ". "
+                )
                 if raw
                 else ""
             )
             + PROFILE_THREADS
             + " 100 K records/s durable needs batches: `enqueue_many` clears it by far.",
+            "",
+        ]
+    many = find(rows, ENQUEUE, "test_durable_enqueue[enqueue_many100")
+    if many and raw and many.rps < 100e3:
+        sync = raw.median / raw.records
+        lines += [
+            f"**`enqueue_many`, 100 per call ({fmt_rate(many.rps)} records/s).** One fsync per "
+            f"call: at this run's {sync * 1e6:,.0f} µs per raw write+fdatasync the ceiling is "
+            f"100 / {sync * 1e6:,.0f} µs = {fmt_rate(100 / sync)} records/s, and the call "
+            f"reached {many.rps * sync / 100:.2f} of it. The disk was slower than in earlier "
+            "runs (shared with other work; see the physical limits): with a 200 µs fsync the "
+            "same calls clear 100 K records/s (earlier page: 682 K). Batches of 1,000 clear it "
+            "here too.",
+            "",
+        ]
+    many = find(rows, ENQUEUE, "test_durable_enqueue[enqueue_many100")
+    if many and raw and many.rps < 100e3:
+        sync = raw.median / raw.records
+        lines += [
+            f"**`enqueue_many`, 100 per call ({fmt_rate(many.rps)} records/s).** One fsync per "
+            f"call: at this run's {sync * 1e6:,.0f} µs per raw write+fdatasync the ceiling is "
+            f"100 / {sync * 1e6:,.0f} µs = {fmt_rate(100 / sync)} records/s, and the call "
+            f"reached {many.rps * sync / 100:.2f} of it. The disk was slower than in earlier "
+            "runs (shared with other work; see the physical limits): with a 200 µs fsync the "
+            "same calls clear 100 K records/s (earlier page: 682 K). Batches of 1,000 clear it "
+            "here too.",
             "",
         ]
     single = find(rows, ENQUEUE, "test_durable_enqueue[enqueue-1thread")
@@ -1311,24 +1344,26 @@ PROFILE_RESTORE = (
     "heap from the log's record count before replaying (no doubling, no copy), allocate "
     "payloads from a per-queue arena (one fault-in per MB instead of free-list growth), "
     "remember the last queue looked up, and skip the bitmap when a Remove hits the heap's "
-    "front."
+    "front. With 1 KiB messages the fresh pages dominate: the same profile of a 2M-delta "
+    "log of 1 KiB messages put 60% of the samples in `clear_page_erms` and 10% in `memmove` "
+    "(copying each payload out of the mapped log into its own allocation); the 10M-delta "
+    "1 KiB restore faults in about 3.4 GB of fresh heap. Repeating that restore in one process "
+    "ran 3x faster once the allocator could reuse the pages of the previous (closed) store, "
+    "so the kernel's page zeroing, not tflux's code, sets the pace at that size."
 )
 PROFILE_MEMORY = (
     "**Memory per record.** Each queued record is a 32-byte `Record { id: u64, key: i64, data: "
-    "Box<[u8]> }` in the heap's `Vec` (which grows by doubling, so up to 2x that while between "
-    "powers of two) plus its own `malloc` block for the payload (64 B of data in an 80-byte "
-    "glibc chunk: 16 B of overhead), plus the log's per-record index (`RecordIndex.offsets`, "
-    "a `Vec<u64>` per segment: 8 B and its slack) and the `alive` bitmap (well under 1 B for "
-    "dense ids): about 56 B of heap beyond the payload here (`RssAnon`). Below 48 B would need, "
-    "for instance, payloads in a per-queue arena instead of one `Box` each (no chunk header, "
-    "and an offset instead of a 16-byte fat pointer), `u32` offsets in the segment index "
-    "(segments are at most 32 MiB), or a `Vec` reserved from the log's record count at "
-    "restore. The peak (`VmHWM`) after a restore is much higher for another reason: replay "
-    "maps every sealed segment and the store keeps the maps (`Segment.map`, made on first "
-    "read) for its lifetime, so the whole log stays resident in the process (the `RssFile` "
-    "growth equals the log's size). Those are page-cache pages, shared and reclaimable, but "
-    "they count in RSS and in a container's memory limit; unmapping sealed segments after the "
-    "replay (or reading them with `pread`) would remove them."
+    "Box<[u8]> }` in the heap's `Vec` plus its own allocation for the payload (mimalloc size "
+    "classes: a 64 B payload fits its class exactly, a 1 KiB one too), plus the `alive` bitmap "
+    "(well under 1 B for dense ids) and the log's sparse record index (one offset per 32 "
+    "records). That is about 33 B beyond the payload, which is what `enqueue_many` ends with "
+    "(`RssAnon` above); its peak (`VmHWM`) is higher because the heap's `Vec` doubles and, while "
+    "it is copied, the old and the new buffer coexist. After a restore the heap ends about 17 B "
+    "per record higher than after `enqueue_many` of the same records; that difference was not "
+    "profiled for this page (the replay's own buffers, e.g. segment indexes built while "
+    "scanning, are the first suspects; a heap-profiler run with `heaptrack` or `valgrind "
+    "--tool=massif` on `_memchild.py restore` would settle it). The mapped log no longer counts "
+    "(`RssFile` growth 0: the store unmaps the log after replaying it)."
 )
 PROFILE_THREADS = (
     "`strace -f -c` of 8 threads x 100 enqueues outside the suite counted 204 `fdatasync` for "
@@ -1352,15 +1387,15 @@ PROFILE_SINGLE = (
 
 
 FINDINGS = [
-    "Random reads of single records (`Log.read(lsn, 1)`, `Log.read_batch(lsn, lsn + 1)`) in "
-    "sealed segments are no faster than the pure-Python `os.pread` baseline at 64 B (see "
-    "*read-random*). `perf record -g` of 300,000 random `Log.read` calls on a cached 64 MiB log "
-    "of 64 B records (outside the suite): 40% of the samples in `Segment::record_offset`, "
+    "Random reads of single records (`Log.read(lsn, 1)`, `Log.read_batch(lsn, lsn + 1)`) are "
+    "barely faster than a pure-Python `os.pread` + `struct` + `zlib.crc32` at 64 B and slower at "
+    "1 KiB (see *read-random*; the baseline computes offsets from the fixed record size, so it "
+    "needs no index). `perf record -g` of 300,000 random `Log.read` calls on a cached 64 MiB "
+    "log of 64 B records (outside the suite): 40% of the samples in `Segment::record_offset`, "
     "which since the sparse record index (one offset per 32 records, 373d1a0) walks up to 31 "
     "record headers forward from the anchor through the mapping on every lookup; 6% in "
-    "`PyLog::read` itself and 4% in the CRC. A dense index for the most recently read "
-    "segment, or a wider anchor table (one per 8 records), would bring a lookup back to one "
-    "access.",
+    "`PyLog::read` itself and 4% in the CRC. A denser anchor table (one per 8 records) or a "
+    "dense index for the most recently read segment would bring a lookup back to one access.",
     "`Log.read_batch` copies every column twice (Rust `Vec`, then a new Python object); the "
     "default budget is 4 MiB since 72ffee7 (it was 64 MiB, several times slower than 1 MiB).",
     "Segments are now preallocated with real zeros (72ffee7), so a durable append into fresh "
