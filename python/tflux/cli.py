@@ -1813,7 +1813,7 @@ def bench(directory: Path | None, size: str, full: bool, as_json: bool) -> None:
 
     \b
     Examples:
-      tflux bench                     # about 20-40 s
+      tflux bench                     # about 10-30 s
       tflux bench --dir /mnt/data     # measure the disk your data will live on
       tflux bench --size tiny --json  # a few seconds, machine-readable
 
