@@ -14,10 +14,9 @@ import pyarrow as pa
 
 import tflux
 from tflux._arrow import delta_batch_schema, snapshot_batch_schema
-from tflux.spark._paths import check_sealed, open_view
 
-# Data bytes decoded per core call: one Arrow batch (the core's default budget).
-BATCH_BYTES = 4 << 20
+# Rows per Arrow batch handed to Spark from one decoded segment.
+SEGMENT_BATCH_ROWS = 65536
 # Rows per Arrow batch of a snapshot (the core returns a snapshot in one piece).
 SNAPSHOT_BATCH_ROWS = 65536
 
@@ -63,28 +62,35 @@ def read_segment(
 ) -> Iterator[pa.RecordBatch]:
     """Entries ``first..last`` (inclusive; ``last`` None: to the end) of one segment file.
 
-    The core checks the CRC of every record when it opens the segment. A sealed segment must
-    hold every record up to ``expected_end`` (the LSN before the next segment); a corrupt record
-    fails with a :class:`tflux.CorruptionError` naming the file and offset.
+    The core decodes the file alone (``tflux.read_segment_deltas``: no other segment is opened),
+    checking every record's framing and CRC. A sealed segment must hold every record up to
+    ``expected_end`` (the LSN before the next segment); a corrupt record fails with a
+    :class:`tflux.CorruptionError` naming the file and offset. The active segment's torn tail
+    (a write in progress) ends its records.
     """
     schema = log_schema(raw)
-    with open_view(log_dir, [name]) as log:
-        if sealed:
-            check_sealed(log, log_dir, name, expected_end)
-        start = max(first, log.start_index)
-        stop = log.last_index if last is None else min(last, log.last_index)
-        if not sealed and last is not None and log.last_index < last:
-            path = os.path.join(log_dir, name)
-            raise tflux.CorruptionError(
-                f"{path}: holds entries up to LSN {log.last_index}, expected {last} "
-                "(the log was truncated or rewritten while it was read)",
-                path,
-                None,
-            )
-        while start <= stop:
-            batch = log.read_deltas(start, stop + 1, max_bytes=BATCH_BYTES, raw=raw)
-            start += len(batch)
-            yield with_source(batch.to_arrow(), source, name, schema)
+    path = os.path.join(log_dir, name)
+    table = tflux.read_segment_deltas(
+        path, last=not sealed, from_lsn=first, to_lsn=last, raw=raw
+    ).to_arrow()
+    lsns = table.column("lsn")
+    got_last = lsns[-1].as_py() if table.num_rows else first - 1
+    want_last = expected_end if sealed else last
+    if sealed and expected_end is not None and last is not None:
+        want_last = min(last, expected_end)
+    if want_last is not None and got_last < want_last:
+        why = (
+            "gap or overlap between segments"
+            if sealed
+            else "the log was truncated or rewritten while it was read"
+        )
+        raise tflux.CorruptionError(
+            f"{path}: holds entries up to LSN {got_last}, expected {want_last} ({why})",
+            path,
+            None,
+        )
+    for start in range(0, table.num_rows, SEGMENT_BATCH_ROWS):
+        yield with_source(table.slice(start, SEGMENT_BATCH_ROWS), source, name, schema)
 
 
 def read_snapshot(source: str, path: str) -> Iterator[pa.RecordBatch]:

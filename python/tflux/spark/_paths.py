@@ -134,22 +134,3 @@ def open_view(log_dir: str, names: Sequence[str]) -> Iterator[tflux.Log]:
             log.close()
     finally:
         shutil.rmtree(view, ignore_errors=True)
-
-
-def check_sealed(log: tflux.Log, log_dir: str, name: str, expected_end: int | None) -> None:
-    """A sealed segment has no torn tail and ends right before the next segment starts."""
-    rec = log.recovery
-    path = os.path.join(log_dir, name)
-    if rec.truncated:
-        raise CorruptionError(
-            f"corrupt {path} at offset {rec.cut_offset}: {rec.reason} (sealed segment)",
-            path,
-            rec.cut_offset,
-        )
-    if expected_end is not None and log.last_index != expected_end:
-        raise CorruptionError(
-            f"{path}: sealed segment ends at LSN {log.last_index} but the next segment starts "
-            f"at {expected_end + 1} (gap or overlap between segments)",
-            path,
-            None,
-        )

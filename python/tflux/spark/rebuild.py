@@ -16,8 +16,8 @@ The rules are the state machine's (spec 7), expressed as columns instead of a lo
 
 One window (partitioned by source and queue, ordered by LSN) numbers the entries; the rest are
 joins and aggregations, so work spreads over queues and sources. The snapshot's per-queue
-metadata (name, implementation, last id) is read on the driver with :func:`tflux.read_snapshot`:
-the columnar snapshot batch has no row for a queue without records.
+metadata (name, implementation, last id) comes from :attr:`tflux.SnapshotBatch.queues` on the
+driver (the records themselves are read by the tasks).
 """
 
 from __future__ import annotations
@@ -49,13 +49,15 @@ class _Frames:
         self.sources = _paths.resolve(path)
         starts, logs, snaps = [], [], []
         for src in self.sources:
-            snap = tflux.read_snapshot(src.snapshot) if src.snapshot else None
+            snap = tflux.read_snapshot_batch(src.snapshot) if src.snapshot else None
             after = snap.last_index if snap is not None else -1
             if snap is None:
                 starts.append((src.base, "", 1, 0))
             else:
-                starts += [(src.base, q.name, q.implementation, q.last_id) for q in snap.queues]
-                if any(q.records for q in snap.queues):
+                starts += [
+                    (src.base, q["name"], q["implementation"], q["last_id"]) for q in snap.queues
+                ]
+                if len(snap):
                     snaps.append(src.snapshot)
             names = _paths.segment_names(src.log_dir) if src.log_dir else []
             if names:
