@@ -2141,3 +2141,28 @@ def test_a_pickled_record_still_settles_its_own_delivery(tmp_path):
         rec = pickle.loads(pickle.dumps(store.dequeue("q", timeout=0)))
         store.ack(rec)
         assert store.dequeue("q", timeout=0) is None
+
+
+def test_ack_many_acknowledges_all_with_one_write_or_none(tmp_path):
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        store.create_queue("a")
+        store.enqueue_many("a", [(1, b"x"), (2, b"y"), (3, b"z")])
+        store.enqueue("", 0, b"d")
+        recs = [store.dequeue("a", timeout=0) for _ in range(3)]
+        other = store.dequeue("", timeout=0)
+        before = store.log_bounds
+        # One record not in flight (acked twice in the list): nothing is written.
+        with pytest.raises(tflux.NotInFlightError):
+            store.ack_many([recs[0], recs[0]])
+        assert store.log_bounds == before
+        store.ack_many([recs[0], recs[2], other])
+        _, last, _ = store.log_bounds
+        assert last == before[1] + 3, "three RemoveRecord deltas in one append"
+        assert {q.name: (q.count, q.in_flight) for q in store.queues()} == {
+            "": (0, 0),
+            "a": (0, 1),
+        }
+    with tflux.open(tmp_path) as store:
+        # The unacknowledged one comes back; the acked ones are gone for good.
+        assert [(r.id, r.payload) for r in store.records("a")] == [(2, b"y")]
+        assert store.records("") == []

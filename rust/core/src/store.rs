@@ -488,6 +488,33 @@ impl Store {
         self.after_write(lsn)
     }
 
+    /// Acknowledges several in-flight records with one log write and one fsync: either all
+    /// are acknowledged or, when one is not in flight (or named twice), none is.
+    pub fn ack_many(&self, items: &[(&[u8], u64, Option<u64>)]) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let lsn = {
+            let mut inner = self.writable()?;
+            let mut seen = std::collections::HashSet::new();
+            for &(name, id, incarnation) in items {
+                if !in_flight(inner.state.queue(name)?, id, incarnation) || !seen.insert((name, id))
+                {
+                    return Err(Error::NotInFlight {
+                        queue: raw_name(name),
+                        id,
+                    });
+                }
+            }
+            let deltas: Vec<DeltaRef<'_>> = items
+                .iter()
+                .map(|&(name, id, _)| DeltaRef::RemoveRecord { name, id })
+                .collect();
+            self.log_and_apply(&mut inner, &deltas)?.1
+        };
+        self.after_write(lsn)
+    }
+
     /// Puts an in-flight record back with its id (so before later records of the same key).
     pub fn nack(&self, name: &[u8], id: u64, incarnation: Option<u64>) -> Result<()> {
         {

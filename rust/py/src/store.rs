@@ -312,6 +312,20 @@ impl PyStore {
         run(py, || self.inner.ack(queue.as_bytes(), id, inc))
     }
 
+    /// Acknowledges several records with one log write and one fsync (all or none).
+    fn ack_many(&self, py: Python<'_>, records: Vec<PyRef<'_, PyRecord>>) -> PyResult<()> {
+        let owned: Vec<(String, u64, Option<u64>)> = records
+            .iter()
+            .map(|r| (r.queue.clone(), r.id, r.incarnation))
+            .collect();
+        drop(records);
+        let items: Vec<(&[u8], u64, Option<u64>)> = owned
+            .iter()
+            .map(|(q, id, inc)| (q.as_bytes(), *id, *inc))
+            .collect();
+        run(py, || self.inner.ack_many(&items))
+    }
+
     fn nack(&self, py: Python<'_>, record: PyRef<'_, PyRecord>) -> PyResult<()> {
         let (queue, id, inc) = (record.queue.clone(), record.id, record.incarnation);
         drop(record);
