@@ -1049,3 +1049,46 @@ def test_unknown_verb_is_a_usage_error():
     result = run_cli("frobnicate")
     assert result.returncode == 2
     assert "frobnicate" in result.stderr
+
+
+# --- tflux export ----------------------------------------------------------------------------
+
+
+def test_export_writes_the_log_and_the_snapshot_as_parquet(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    base = tmp_path / "base"
+    with tflux.open(base, log_sync_policy="never") as store:
+        store.create_queue("jobs")
+        store.enqueue_many("jobs", [(3, b"a"), (1, b"b")])
+        store.snapshot()  # snapshot holds a and b
+        store.enqueue("jobs", 2, b"c")
+        store.ack(store.dequeue("jobs", timeout=0))  # removes b (key 1)
+    result = run_cli("export", base, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    log = pq.read_table(tmp_path / "out" / "log.parquet").to_pylist()
+    # After the snapshot the log was compacted only up to the snapshot: the rows that remain
+    # after it are exactly the add of c and the remove of b (record id 2).
+    tail = [(r["kind"], r["queue"], r["key"], r["record_id"], r["message"]) for r in log][-2:]
+    assert tail == [("add_record", "jobs", 2, None, b"c"), ("remove_record", "jobs", None, 2, None)]
+    snap = pq.read_table(tmp_path / "out" / "snapshot.parquet").to_pylist()
+    assert sorted((r["queue"], r["record_id"], r["key"], r["message"]) for r in snap) == [
+        ("jobs", 1, 3, b"a"),
+        ("jobs", 2, 1, b"b"),
+    ]
+    assert "log rows" in result.stdout and "snapshot rows" in result.stdout
+
+
+def test_export_of_a_corrupt_log_names_the_file_and_exits_1(tmp_path):
+    pytest.importorskip("pyarrow.parquet")
+    log_dir = tmp_path / "base" / "data" / "log"
+    with tflux.Log.open(log_dir, sync="never", soft_limit=64, hard_limit=64) as log:
+        for i in range(6):
+            log.append(1, b"D\x01" + bytes([ord("a") + i]))
+            log.commit(log.last_index)
+        first = log.segments[0].path
+    raw = bytearray(Path(first).read_bytes())
+    raw[8 + 16] ^= 0x01  # a data byte of the first record of a sealed segment
+    Path(first).write_bytes(raw)
+    result = run_cli("export", tmp_path / "base", tmp_path / "out")
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert Path(first).name in result.stderr
