@@ -15,8 +15,8 @@ build: ## build a release wheel into dist/
 lint: ## cargo fmt + clippy, ruff check + format
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	ruff check .
-	ruff format --check .
+	ruff check python tests benches
+	ruff format --check python tests benches
 
 typecheck: ## check the native module against its stub
 	$(PYTHON) -m mypy.stubtest tflux._tflux --mypy-config-file pyproject.toml --allowlist stubtest-allowlist.txt
