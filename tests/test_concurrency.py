@@ -36,17 +36,28 @@ WRITER = textwrap.dedent(
     import hashlib, random, sys, time
     import tflux
     path, seconds = sys.argv[1], float(sys.argv[2])
+    big = len(sys.argv) > 3  # 4 KiB entries, never committed: cuts reach into sealed segments
     rng = random.Random(5)
     def entry(lsn, gen):
         head = b"%d:%d:" % (lsn, gen)
-        return head + hashlib.sha256(head).digest()[: 1 + lsn % 29]
-    log = tflux.Log.open(path, soft_limit=128, hard_limit=512, sync="never")
+        digest = hashlib.sha256(head).digest()
+        return head + (digest * 128 if big else digest[: 1 + lsn % 29])
+    limits = (4096, 16384) if big else (128, 512)
+    log = tflux.Log.open(path, soft_limit=limits[0], hard_limit=limits[1], sync="never")
     print("READY", flush=True)
     gen, ops = 0, 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         ops += 1
         r = rng.random()
+        if big:
+            if log.last_index > 40 or (log.last_index > 0 and r < 0.3):
+                log.truncate_after(rng.randint(-1, log.last_index - 1))
+                gen += 1
+            else:
+                first = log.last_index + 1
+                log.append_many(1, [entry(first + i, gen) for i in range(rng.randint(1, 4))])
+            continue
         if r < 0.6:
             first = log.last_index + 1
             log.append_many(1, [entry(first + i, gen) for i in range(rng.randint(1, 6))])
@@ -72,10 +83,12 @@ READER = textwrap.dedent(
     lock = threading.Lock()
     def ok(e):
         head, _, digest = e.data.partition(b":")
+        if not head.isdigit():
+            return False
         lsn = int(head)
         gen, _, digest = digest.partition(b":")
-        h = b"%d:%s:" % (lsn, gen)
-        return lsn == e.lsn and digest == hashlib.sha256(h).digest()[: 1 + lsn % 29]
+        h = hashlib.sha256(b"%d:%s:" % (lsn, gen)).digest()
+        return lsn == e.lsn and digest in (h[: 1 + lsn % 29], h * 128)
     def work():
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -114,10 +127,10 @@ READER = textwrap.dedent(
 )
 
 
-def cross_process(tmp_path, seconds: float) -> dict:
+def cross_process(tmp_path, seconds: float, big: bool = False) -> dict:
     path = tmp_path / "log"
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), str(seconds)],
+        [sys.executable, "-c", WRITER, str(path), str(seconds), *(["big"] if big else [])],
         stdout=subprocess.PIPE,
         text=True,
         env=child_env(),
@@ -224,7 +237,26 @@ def test_reader_threads_beside_a_store_writer_see_whole_records(tmp_path):
     assert stats.get("readonly_scans", 0) > 5 and stats.get("writes", 0) > 50
 
 
+TORN_READ = (
+    "a read-only reader can return a record of a sealed (memory-mapped) segment whose data a "
+    "concurrent truncate_after is zeroing (all or part zeros, wrong checksum): the checks and the "
+    "copy both read the shared map (check-then-copy race). Rare: 1 entry in ~12 million in the "
+    "one-minute run; see docs/reliability.md"
+)
+
+
 @pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason=TORN_READ)
+def test_a_reader_never_returns_a_record_zeroed_by_a_concurrent_truncate(tmp_path):
+    # 4 KiB entries, never committed, so truncate_after keeps cutting into sealed segments that
+    # the reader has mapped; reproduced 2-3 torn entries per 30 s on the development machine.
+    stats = cross_process(tmp_path, 30.0, big=True)
+    record_figures("concurrency_truncate_race_slow", stats)
+    assert stats["bad"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason=TORN_READ)
 def test_concurrent_readers_for_a_minute(tmp_path):
     stats = cross_process(tmp_path / "p", 60.0)
     record_figures("concurrency_processes_slow", stats)
