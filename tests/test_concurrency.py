@@ -261,7 +261,6 @@ def test_a_reader_never_returns_a_record_zeroed_by_a_concurrent_truncate(tmp_pat
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=TORN_READ)
 def test_concurrent_readers_for_a_minute(tmp_path):
     stats = cross_process(tmp_path / "p", 60.0)
     record_figures("concurrency_processes_slow", stats)
