@@ -551,6 +551,9 @@ impl Log {
         check_crc: bool,
         mut f: impl FnMut(i64, i32, &[u8]) -> bool,
     ) -> Result<()> {
+        // A read-only log may share its files with a writer in another process: always check.
+        let readonly = self.opts.readonly;
+        let check_crc = check_crc || readonly;
         let mut lsn = start;
         let mut used = 0u64;
         let mut stopped = false;
@@ -560,7 +563,7 @@ impl Log {
             let last = (end - 1).min(seg.last_lsn());
             let remaining = budget.saturating_sub(used);
             let chunk_last = seg.chunk_end(lsn, last, remaining.saturating_add(4096).min(8 << 20));
-            seg.visit(lsn, chunk_last, check_crc, |l, term, data| {
+            seg.visit(lsn, chunk_last, check_crc, readonly, |l, term, data| {
                 if stopped {
                     return false;
                 }

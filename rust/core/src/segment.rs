@@ -190,12 +190,21 @@ impl RecordIndex {
     }
 }
 
-/// Offset of the record `steps` records after the one at `at` (headers already validated).
-fn walk(bytes: &[u8], mut at: usize, steps: usize) -> usize {
+/// Offset of the record `steps` records after the one at `at`, following the headers' lengths.
+/// `None` when a header is missing or a length runs past the bytes: the file changed under a
+/// read-only reader (another process truncated it), or was damaged since it was scanned.
+fn walk(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
     for _ in 0..steps {
-        at += record::record_len(record::data_len(&bytes[at..]));
+        let header = bytes.get(at..at.checked_add(record::HEADER_LEN)?)?;
+        if header[..4] != record::RECORD_MARKER {
+            return None;
+        }
+        at = at.checked_add(record::record_len(record::data_len(header)))?;
+        if at > bytes.len() {
+            return None;
+        }
     }
-    at
+    Some(at)
 }
 
 /// An open segment file.
@@ -312,8 +321,11 @@ impl Segment {
             return Ok(self.index.offset(i));
         }
         let (anchor, offset) = self.index.anchor(i);
+        let path = self.path.clone();
         let map = self.mapped()?;
-        Ok(walk(map, offset as usize, i - anchor) as u64)
+        walk(map, offset as usize, i - anchor)
+            .map(|o| o as u64)
+            .ok_or_else(|| changed_under_reader(&path, offset, lsn))
     }
 
     /// End offset of the record at `lsn` (dense index).
@@ -349,10 +361,13 @@ impl Segment {
             let mut dense = RecordIndex::default();
             let mut at = header::HEADER_LEN;
             let terms: Vec<i32> = (0..count).map(|i| self.index.term(i)).collect();
+            let path = self.path.clone();
+            let first_lsn = self.first_lsn;
             let map = self.mapped()?;
-            for term in terms {
+            for (i, term) in terms.into_iter().enumerate() {
                 dense.push(at as u64, term);
-                at = walk(map, at, 1);
+                let lsn = first_lsn + i as i64;
+                at = walk(map, at, 1).ok_or_else(|| changed_under_reader(&path, at as u64, lsn))?;
             }
             self.index = dense;
         }
@@ -412,25 +427,41 @@ impl Segment {
 
     /// Visits the records `from..=to` (LSNs inside this segment) in order while `f` returns
     /// true, re-checking each record's framing and checksum.
+    /// `copy` is for read-only logs, whose files another process may change while they are
+    /// read: the records are copied out of the map first, and checked (CRC included) on the
+    /// copy, so a concurrent truncation can only make the read fail, never return bytes that
+    /// differ from the ones checked.
     pub fn visit(
         &mut self,
         from: i64,
         to: i64,
         check_crc: bool,
+        copy: bool,
         mut f: impl FnMut(i64, i32, &[u8]) -> bool,
     ) -> Result<()> {
         if from > to {
             return Ok(());
         }
         let start = self.record_offset(from)?;
+        let copy = copy && self.sealed;
+        let check_crc = check_crc || copy;
         let end = if self.index.is_dense() {
             self.record_end(to)
+        } else if copy {
+            let steps = (to - from + 1) as usize;
+            let map = self.mapped()?;
+            walk(map, start as usize, steps).map_or(self.size, |e| e as u64)
         } else {
             self.size
         };
         let first_lsn = self.first_lsn;
         let path = self.path.clone();
         let bytes = self.bytes(start, end)?;
+        let bytes = if copy {
+            Cow::Owned(bytes.to_vec())
+        } else {
+            bytes
+        };
         let mut at = 0usize;
         for lsn in from..=to {
             let frame = if check_crc {
@@ -515,6 +546,16 @@ impl Segment {
     pub fn sync(&self) -> Result<()> {
         self.file.sync_data().ctx("fsync segment", &self.path)
     }
+}
+
+fn changed_under_reader(path: &Path, offset: u64, lsn: i64) -> Error {
+    Error::corruption(
+        path,
+        Some(offset),
+        format!(
+            "record {lsn} is no longer where the index says (the file changed while it was read)"
+        ),
+    )
 }
 
 /// Reserves `len` bytes for the file by writing zeros (never shrinking it). Real zeros, not
