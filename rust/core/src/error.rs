@@ -8,6 +8,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// "No such file or directory", built from the OS number so Python sees `errno == ENOENT`.
 pub(crate) const ENOENT: i32 = 2;
+/// "Not a directory".
+pub(crate) const ENOTDIR: i32 = 20;
+
+/// The errno for a directory that is not there: ENOTDIR when something else has its name.
+pub(crate) fn missing_dir_errno(path: &Path) -> i32 {
+    if path.exists() {
+        ENOTDIR
+    } else {
+        ENOENT
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -9,7 +9,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::error::{Error, IoContext, PoisonCause, Result, ENOENT};
+use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::record;
 use crate::format::segment::{self as seg_format, Header};
 use crate::segment::{self, scan_file, FileScan, ScanStop, Segment};
@@ -194,7 +194,7 @@ impl Log {
                 return Err(Error::io(
                     "open log directory",
                     &dir,
-                    std::io::Error::from_raw_os_error(ENOENT),
+                    std::io::Error::from_raw_os_error(crate::error::missing_dir_errno(&dir)),
                 ));
             }
         } else {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result, ENOENT};
+use crate::error::{Error, Result};
 use crate::format::segment::Header;
 use crate::log::{list_segments, SegmentInfo};
 use crate::segment::{scan_file, ScanStop};
@@ -71,7 +71,7 @@ pub fn verify(path: impl AsRef<Path>) -> Result<VerifyReport> {
         return Err(Error::io(
             "verify",
             &dir,
-            std::io::Error::from_raw_os_error(ENOENT),
+            std::io::Error::from_raw_os_error(crate::error::missing_dir_errno(&dir)),
         ));
     }
     let (files, ignored) = list_segments(&dir)?;
