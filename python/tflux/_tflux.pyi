@@ -159,16 +159,27 @@ class Log:
         ``empty_entries=False`` refuses empty data and lets recovery treat a trailing empty
         record as a header torn after its term (the two are identical on disk).
         """
-    def append(self, term: int, data: bytes) -> int: ...
-    def append_many(self, term: int, items: Sequence[bytes]) -> int: ...
-    def insert_range(self, start: int, entries: Sequence[tuple[int, bytes]]) -> None: ...
-    def commit(self, lsn: int) -> None: ...
-    def truncate_after(self, lsn: int) -> None: ...
-    def read(self, start: int, max_bytes: int | None = None) -> list[Entry]: ...
+    def append(self, term: int, data: bytes) -> int:
+        """Append one entry; returns its LSN (durable on return with ``sync="always"``)."""
+    def append_many(self, term: int, items: Sequence[bytes]) -> int:
+        """Append entries of one term with one write and one sync; returns the first LSN."""
+    def insert_range(self, start: int, entries: Sequence[tuple[int, bytes]]) -> None:
+        """Follower path: the entries replace the log from ``start`` on (later ones are
+        discarded); ``start`` past the end restarts the log there. Committed entries are never
+        overwritten (``ValueError``)."""
+    def commit(self, lsn: int) -> None:
+        """Raise the commit index (never lowers it; past the last LSN: ``ValueError``)."""
+    def truncate_after(self, lsn: int) -> None:
+        """Drop the uncommitted entries after ``lsn`` (below the commit index: ``ValueError``)."""
+    def read(self, start: int, max_bytes: int | None = None) -> list[Entry]:
+        """Contiguous entries from ``start``: at least one, then while the data bytes stay
+        within ``max_bytes``. ``read(last_index + 1) == []``; compacted LSNs: ``IndexError``."""
     def read_batch(
         self, start: int | None = None, end: int | None = None, max_bytes: int = 4 << 20
-    ) -> EntryBatch: ...
-    def entries(self, start: int | None = None, end: int | None = None) -> EntryIterator: ...
+    ) -> EntryBatch:
+        """Entries ``start..end`` (end exclusive) as columnar buffers, within ``max_bytes``."""
+    def entries(self, start: int | None = None, end: int | None = None) -> EntryIterator:
+        """Iterate over entries ``start..end`` (end exclusive), fetched in chunks."""
     def read_deltas(
         self,
         start: int | None = None,
@@ -177,10 +188,15 @@ class Log:
         raw: bool = False,
     ) -> DeltaBatch:
         """Entries ``start..end`` decoded into columns (at least one; bad data: CorruptionError)."""
-    def term_at(self, lsn: int) -> int: ...
-    def compact(self, snapshot_index: int) -> int: ...
-    def sync(self) -> None: ...
-    def close(self) -> None: ...
+    def term_at(self, lsn: int) -> int:
+        """Term of the entry at ``lsn`` (outside the log: ``IndexError``)."""
+    def compact(self, snapshot_index: int) -> int:
+        """Delete the leading sealed segments whose entries are all ``<= snapshot_index`` (which
+        must be committed); returns how many files were deleted."""
+    def sync(self) -> None:
+        """Make every written entry durable (fsync of the active segment)."""
+    def close(self) -> None:
+        """Sync per policy and release the directory lock; later calls raise ``ClosedError``."""
     @property
     def path(self) -> str: ...
     @property
