@@ -456,6 +456,23 @@ def test_replay_after_delete_and_recreate_restarts_ids(spark, tmp_path):
     assert restored(base)[1] == {"": [(1, 4, b"e")], "q": [(2, 0, b"d"), (1, 3, b"c")]}
 
 
+@pytest.mark.parametrize(
+    "bad", ["missing", "twice"], ids=["remove-of-a-missing-id", "remove-twice"]
+)
+def test_validated_replay_raises_where_the_local_restore_does(spark, tmp_path, bad):
+    base = tmp_path / bad
+    deltas = [create("q"), add("q", 1, b"a"), add("q", 2, b"b"), remove("q", 1)]
+    deltas += [remove("q", 7)] if bad == "missing" else [remove("q", 1)]
+    deltas += [add("q", 3, b"c")]
+    with tflux.Log.open(base / "data" / "log") as log:
+        log.append_many(1, deltas)
+    with pytest.raises(tflux.ReplayError) as local:
+        tflux.open(base, readonly=True)
+    with pytest.raises(tflux.ReplayError) as distributed:
+        tflux.spark.replay(spark, str(base), validate=True)
+    assert distributed.value.lsn == local.value.lsn == 4
+
+
 def test_snapshot_source_returns_the_snapshot_records(spark, tmp_path):
     base = tmp_path / "snap"
     model = generate(base, 21, 6000, snapshots=1)

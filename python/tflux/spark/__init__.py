@@ -35,11 +35,12 @@ def register(spark: SparkSession) -> SparkSession:
     return spark
 
 
-def replay(spark: SparkSession, path) -> DataFrame:
-    """The live records of every queue after snapshot + log (see :mod:`tflux.spark.rebuild`)."""
+def replay(spark: SparkSession, path, validate: bool = False) -> DataFrame:
+    """The live records of every queue after snapshot + log (see :mod:`tflux.spark.rebuild`);
+    ``validate=True`` raises :class:`tflux.ReplayError` where the local restore would."""
     from tflux.spark.rebuild import replay as _replay
 
-    return _replay(spark, path)
+    return _replay(spark, path, validate)
 
 
 def queue_summary(spark: SparkSession, path) -> DataFrame:

@@ -114,7 +114,7 @@ class _Frames:
             )
         )
         self.removes = events.filter(F.col("kind") == "remove_record").select(
-            "source", "queue", "inc", "record_id"
+            "source", "queue", "inc", "record_id", "lsn"
         )
         records = self.adds
         if snaps:
@@ -142,6 +142,29 @@ class _Frames:
                 F.max_by("implementation", "lsn").alias("created_impl"),
             )
         )
+
+    def check(self) -> None:
+        """Raise :class:`tflux.ReplayError` (with the LSN) where the local restore would: a
+        RemoveRecord of a record that is not there, or removed twice. Costs two Spark jobs."""
+        keys = ["source", "queue", "inc", "record_id"]
+        present = self.records.select(*keys)
+        missing = self.removes.join(present, keys, "left_anti").orderBy("lsn").limit(1).collect()
+        twice = (
+            self.removes.groupBy(*keys)
+            .agg(F.count("*").alias("n"), F.max("lsn").alias("lsn"))
+            .filter(F.col("n") > 1)
+            .orderBy("lsn")
+            .limit(1)
+            .collect()
+        )
+        bad = sorted(missing + twice, key=lambda r: r.lsn)
+        if bad:
+            r = bad[0]
+            raise tflux.ReplayError(
+                f"replay failed at LSN {r.lsn}: RemoveRecord: record id {r.record_id} is not in "
+                f"queue {r.queue!r} ({r.source})",
+                r.lsn,
+            )
 
     def live(self) -> DataFrame:
         live = self.records.join(
@@ -198,13 +221,19 @@ def logs_schema(spark: SparkSession) -> StructType:
     return StructType([full[name] for name in keep])
 
 
-def replay(spark: SparkSession, path) -> DataFrame:
+def replay(spark: SparkSession, path, validate: bool = False) -> DataFrame:
     """Live records per queue: ``queue``, ``record_id``, ``key``, ``message`` (ready records, as
     ``tflux.open(base, readonly=True).records(queue)`` returns them; in-flight records of a
     running store are ready after a restore). Order by ``queue, key, record_id`` for dequeue
     order. With several sources a leading ``source`` column names each record's base directory.
+
+    ``validate=True`` first checks what the local restore checks for removals (a RemoveRecord
+    of a missing or already removed record raises :class:`tflux.ReplayError` with its LSN); it
+    costs two extra Spark jobs, so it is off by default.
     """
     frames = _Frames(spark, path)
+    if validate:
+        frames.check()
     return frames.output(frames.live())
 
 

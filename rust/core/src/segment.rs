@@ -401,9 +401,28 @@ impl Segment {
 
     /// The last LSN in `from..=to` such that the records `from..=last` span at most `max_span`
     /// bytes on disk (always at least `from`). Sealed segments are mapped: no bound needed.
-    pub fn chunk_end(&self, from: i64, to: i64, max_span: u64) -> i64 {
+    pub fn chunk_end(&mut self, from: i64, to: i64, max_span: u64) -> i64 {
         if !self.index.is_dense() {
-            return to;
+            // Sealed: walk the mapped headers (no I/O), so that a small read of a big segment
+            // touches (and, read-only, copies) only what it returns.
+            let Ok(start) = self.record_offset(from) else {
+                return from;
+            };
+            let Ok(map) = self.mapped() else {
+                return from;
+            };
+            let mut at = start as usize;
+            let mut included = from;
+            for lsn in from..=to {
+                match walk(map, at, 1) {
+                    Some(next) if lsn == from || (next as u64) - start <= max_span => {
+                        at = next;
+                        included = lsn;
+                    }
+                    _ => break,
+                }
+            }
+            return included;
         }
         let start = self.index.offset((from - self.first_lsn) as usize);
         let (lo, hi) = (
