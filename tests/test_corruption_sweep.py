@@ -309,7 +309,11 @@ def test_the_snapshot_header_is_outside_the_checksum_as_documented(tmp_path):
     path.write_bytes(bytes(buf))
     with tflux.open(base) as store:
         assert store.restored_snapshot_index == index + 64
+        moved = store.moved_aside
     assert content_of(base) != original
+    # ... but not deleted: the discarded segments are in data/temp, with their entries.
+    assert moved and all(Path(p).parent == base / "data" / "temp" for p in moved)
+    assert all(Path(p).name.startswith("restart-") and Path(p).stat().st_size > 8 for p in moved)
 
 
 @pytest.mark.slow

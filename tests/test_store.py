@@ -947,6 +947,10 @@ def test_a_snapshot_ahead_of_the_whole_log_restarts_the_log_after_it(base_dir):
         assert names(store) == [""]
         assert contents(store, "") == [(1, 5, b"s", "")]
         assert store.enqueue("", 0, b"n") == 2
+        # The old log is moved aside into data/temp, not deleted.
+        moved = [Path(p) for p in store.moved_aside]
+        assert len(moved) == 1
+        assert moved[0].parent == data / "temp" and moved[0].name.endswith(segment_name(0))
     entries = log_entries(base_dir)
     assert entries[0] == (11, 1, add("", 0, b"n"))
     assert segment_name(11) in segment_files(log_dir)

@@ -351,6 +351,9 @@ class Store:
     @property
     def restored_snapshot_index(self) -> int | None: ...
     @property
+    def moved_aside(self) -> list[str]:
+        """Segments moved into ``data/temp`` at open (snapshot ahead of the whole log)."""
+    @property
     def log_bounds(self) -> tuple[int, int, int]: ...
     @property
     def term(self) -> int: ...

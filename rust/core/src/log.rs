@@ -968,8 +968,44 @@ impl Log {
 
     /// Discards the whole log and starts it again, empty, at `start`.
     fn restart(&mut self, start: i64) -> Result<()> {
+        self.restart_moving(start, None)
+    }
+
+    /// Starts the log again, empty, at `start`, moving every segment file into `../temp`
+    /// (`restart-<unix time>-<name>`) instead of deleting it; returns the new paths. For a
+    /// snapshot found ahead of the whole log: if that snapshot's index is itself damaged (it is
+    /// outside the snapshot's checksum), the entries are still on disk to recover.
+    pub fn restart_moving_aside(&mut self, start: i64) -> Result<Vec<PathBuf>> {
+        self.write_op(|log| {
+            let temp = log.temp_dir()?;
+            let mut moved = Vec::new();
+            log.restart_moving(start, Some((&temp, &mut moved)))?;
+            sync_dir(&temp)?;
+            Ok(moved)
+        })
+    }
+
+    fn restart_moving(
+        &mut self,
+        start: i64,
+        mut aside: Option<(&Path, &mut Vec<PathBuf>)>,
+    ) -> Result<()> {
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         while let Some(seg) = self.segments.pop() {
-            fs::remove_file(seg.path()).ctx("delete discarded segment", seg.path())?;
+            match aside.as_mut() {
+                Some((temp, moved)) if !seg.is_empty() => {
+                    let name = seg
+                        .path()
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned());
+                    let target = temp.join(format!("restart-{stamp}-{}", name.unwrap_or_default()));
+                    fs::rename(seg.path(), &target).ctx("move segment aside", seg.path())?;
+                    moved.push(target);
+                }
+                _ => fs::remove_file(seg.path()).ctx("delete discarded segment", seg.path())?,
+            }
         }
         sync_dir(&self.dir)?;
         self.create_segment(start)?;

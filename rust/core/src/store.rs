@@ -25,6 +25,8 @@ pub struct OpenReport {
     pub snapshot_index: Option<i64>,
     pub replayed: u64,
     pub torn_tail_cut: bool,
+    /// Segments moved into data/temp because the snapshot was ahead of the whole log.
+    pub moved_aside: Vec<PathBuf>,
 }
 
 /// Paths of a base directory (spec section 1).
@@ -161,8 +163,10 @@ impl Store {
             ));
         }
         if log.last_index() < snapshot_index && !readonly {
-            // The snapshot is ahead of the whole log: the log restarts after it.
-            log.insert_range(snapshot_index + 1, &[] as &[(i32, &[u8])])?;
+            // The snapshot is ahead of the whole log: the log restarts after it. Its segments
+            // move to data/temp rather than being deleted (the snapshot's index is outside its
+            // checksum, so a damaged index must not cost the log).
+            report.moved_aside = log.restart_moving_aside(snapshot_index + 1)?;
         }
         if log.last_index() > snapshot_index {
             report.replayed = state.replay(&mut log, Some(snapshot_index + 1))?;

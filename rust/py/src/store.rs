@@ -368,6 +368,18 @@ impl PyStore {
         self.inner.open_report().replayed
     }
 
+    /// Segment files moved into data/temp at open because the snapshot was ahead of the whole
+    /// log (the log restarted after it); empty normally.
+    #[getter]
+    fn moved_aside(&self) -> Vec<String> {
+        self.inner
+            .open_report()
+            .moved_aside
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect()
+    }
+
     /// Last index of the snapshot the store was restored from (None: no snapshot).
     #[getter]
     fn restored_snapshot_index(&self) -> Option<i64> {
