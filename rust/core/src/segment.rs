@@ -95,9 +95,9 @@ pub fn scan_records<'a>(
 }
 
 /// Records between two remembered offsets in a sealed segment's index. Finding a record walks
-/// at most this many headers in the memory map; the index costs 8 / 32 bytes per record
+/// at most this many headers in the memory map; the index costs 8 / 8 = 1 byte per record
 /// instead of 8 (it is the log's only per-record memory).
-const SEALED_STRIDE: usize = 32;
+const SEALED_STRIDE: usize = 8;
 
 /// Start offsets of the records of one segment and the runs of equal terms. Dense (every
 /// record) for the active segment, which is read with positioned reads; sparse (every

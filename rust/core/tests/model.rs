@@ -81,7 +81,7 @@ proptest! {
         run_model(ops, 64, 160, prealloc)?;
     }
 
-    /// Segments of ~100 records: sealed segments keep a sparse index (every 32nd offset), so
+    /// Segments of ~100 records: sealed segments keep a sparse index (every 8th offset), so
     /// reads, terms and cuts inside them walk record headers.
     #[test]
     fn log_with_many_records_per_segment_matches_a_vec_model(
