@@ -16,19 +16,7 @@ impl PyDeltaBatch {
     }
 }
 
-fn ne_bytes<'py, T: Copy, const N: usize>(
-    py: Python<'py>,
-    values: &[T],
-    to: impl Fn(T) -> [u8; N],
-) -> Bound<'py, PyBytes> {
-    PyBytes::new_with(py, values.len() * N, |buf| {
-        for (chunk, v) in buf.chunks_exact_mut(N).zip(values) {
-            chunk.copy_from_slice(&to(*v));
-        }
-        Ok(())
-    })
-    .expect("filling a fresh bytes object cannot fail")
-}
+use crate::log::native_bytes as ne_bytes;
 
 fn validity<'py>(py: Python<'py>, bits: &Bitmap) -> Option<Bound<'py, PyBytes>> {
     (bits.nulls > 0).then(|| PyBytes::new(py, &bits.bytes))

@@ -241,7 +241,8 @@ pub struct PyEntryBatch {
     data: Py<PyBytes>,
 }
 
-fn native_bytes<'py, T: Copy, const N: usize>(
+/// A bytes object holding `values` in native byte order (an Arrow values buffer).
+pub fn native_bytes<'py, T: Copy, const N: usize>(
     py: Python<'py>,
     values: &[T],
     to_bytes: impl Fn(T) -> [u8; N],
