@@ -1,0 +1,204 @@
+"""``tflux dump``: the records of a log as decoded deltas (or raw bytes), one per line."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+import tflux
+from tflux.cli._base import _log_dir
+from tflux.cli._render import (
+    CONTEXT_SETTINGS,
+    EXIT_CORRUPT,
+    CliError,
+    _implementation,
+    _plural,
+    _silence_stdout,
+    err,
+)
+from tflux.errors import TfluxError
+
+
+def _dump_line_text(lsn: int, term: int, data: bytes, encode: Callable[[bytes], str]) -> str:
+    crc = tflux.crc32(data)
+    return f"lsn={lsn} term={term} length={len(data)} crc=0x{crc:08x} data={encode(data)}\n"
+
+
+def _dump_line_json(lsn: int, term: int, data: bytes, encode: Callable[[bytes], str]) -> str:
+    # Formatted by hand, 3x faster than json.dumps: integers and hex/base64 text need no escaping.
+    crc = tflux.crc32(data)
+    return (
+        f'{{"lsn":{lsn},"term":{term},"length":{len(data)},"crc":{crc},"data":"{encode(data)}"}}\n'
+    )
+
+
+_ENCODINGS: dict[str, Callable[[bytes], str]] = {
+    "hex": bytes.hex,
+    "base64": lambda data: base64.b64encode(data).decode("ascii"),
+}
+
+_PREVIEW = 32  # message bytes shown by dump
+
+
+def _preview(message: bytes) -> str:
+    """The first bytes of ``message`` as ASCII: ``\\`` and other bytes escaped, ``...`` if cut."""
+    text = "".join(
+        "\\\\" if b == 0x5C else chr(b) if 0x20 <= b < 0x7F else f"\\x{b:02x}"
+        for b in message[:_PREVIEW]
+    )
+    return text + ("..." if len(message) > _PREVIEW else "")
+
+
+def _decoded(data: bytes) -> dict[str, Any]:
+    """The fields of the delta in ``data``; kind "undecodable" (and the error) if it is not one."""
+    try:
+        delta = tflux.decode_delta(data)
+    except (TfluxError, ValueError) as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        return {
+            "kind": "undecodable",
+            "error": message,
+            "offset": getattr(exc, "offset", None),
+            "length": len(data),
+            "data": data.hex(),
+        }
+    kind = delta.kind
+    fields: dict[str, Any] = {"kind": kind, "queue": delta.queue}
+    if kind == "create_queue":
+        fields["implementation"] = _implementation(delta.implementation)
+        fields["max_size"] = delta.max_queue_size
+        fields["max_message_size"] = delta.max_message_size
+        fields["key_range"] = list(delta.key_range) if delta.key_range is not None else None
+    elif kind == "add_record":
+        message = delta.message or b""
+        fields["key"] = delta.key
+        fields["message_length"] = len(message)
+        fields["message"] = _preview(message)
+    elif kind == "remove_record":
+        fields["record_id"] = delta.record_id
+    return fields
+
+
+def _quoted(text: str, backslashes: bool = True) -> str:
+    if backslashes:
+        text = text.replace("\\", "\\\\")
+    return '"' + text.replace('"', '\\"') + '"'
+
+
+def _text_value(key: str, value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return f"{value[0]}..{value[1]}"
+    if key == "message":  # a preview: its backslashes are escapes already
+        return _quoted(value, backslashes=False)
+    if key in ("queue", "error"):
+        return _quoted(value)
+    return str(value)
+
+
+def _dump_decoded_text(lsn: int, term: int, fields: dict[str, Any]) -> str:
+    parts = [f"lsn={lsn}", f"term={term}"]
+    parts += [f"{key}={_text_value(key, value)}" for key, value in fields.items()]
+    return " ".join(parts) + "\n"
+
+
+def _dump_decoded_json(lsn: int, term: int, fields: dict[str, Any]) -> str:
+    return json.dumps({"lsn": lsn, "term": term, **fields}, separators=(",", ":")) + "\n"
+
+
+@click.command(
+    context_settings=CONTEXT_SETTINGS,
+    short_help="Print the records of a log as decoded deltas, one per line (or JSON Lines).",
+)
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (JSON Lines).")
+@click.option("--from", "first", type=click.IntRange(min=0), help="First LSN to print.")
+@click.option("--to", "last", type=click.IntRange(min=0), help="Last LSN to print (inclusive).")
+@click.option(
+    "--raw", is_flag=True, help="Print the raw bytes (lsn, term, length, crc, data), not deltas."
+)
+@click.option(
+    "--encoding",
+    type=click.Choice(sorted(_ENCODINGS)),
+    default="hex",
+    show_default=True,
+    help="With --raw: how the data bytes are printed.",
+)
+def dump(
+    path: Path, as_json: bool, first: int | None, last: int | None, raw: bool, encoding: str
+) -> None:
+    """Print the records of a log, one line each: lsn, term and the decoded delta.
+
+    PATH is a base directory (holding data/log) or a log directory. The log is opened
+    read-only. Each line has lsn, term, kind (create_queue, delete_queue, add_record,
+    remove_record) and queue ("" is the default queue), then by kind: implementation,
+    max_size, max_message_size, key_range (none = no limit / no range); key, message_length
+    and message (the first 32 bytes as text, other bytes as \\xNN, "..." when longer);
+    record_id. Data that is not a delta is printed as kind=undecodable with the error and
+    the bytes in hex, and makes the exit code 1 once everything is printed.
+
+    With --raw, each line is lsn, term, length, crc (CRC-32 of the data) and the data bytes
+    (hex or base64), whatever they hold. With --json each line is a JSON object with the same
+    keys. Output stops quietly when the reader goes away (e.g. `| head`).
+
+    \b
+    Examples:
+      tflux dump ./base | head
+      tflux dump ./base/data/log --from 1000 --to 1009
+      tflux dump ./base --json | jq 'select(.kind == "remove_record")'
+      tflux dump ./base --raw --json --encoding base64 > records.jsonl
+
+    \b
+    Exit codes: 0 success, 1 a corrupt record or undecodable data was met, 2 usage or I/O error.
+    """
+    if first is not None and last is not None and first > last:
+        raise CliError(f"--from {first} is after --to {last}")
+    encode = _ENCODINGS[encoding]
+    raw_line = _dump_line_json if as_json else _dump_line_text
+    decoded_line = _dump_decoded_json if as_json else _dump_decoded_text
+    bad: list[tuple[int, str]] = []  # (lsn, error) of undecodable records
+    with tflux.Log.open(_log_dir(path), readonly=True) as log:
+        start = max(first if first is not None else 0, log.start_index)
+        end = min(last + 1 if last is not None else log.last_index + 1, log.last_index + 1)
+        if start >= end and (first is not None or last is not None):
+            err.print(
+                f"note: nothing in range; the log holds LSNs {log.start_index}..{log.last_index}"
+            )
+            return
+        write = sys.stdout.write
+        lines: list[str] = []
+        try:
+            for entry in log.entries(start, end):
+                if raw:
+                    lines.append(raw_line(entry.lsn, entry.term, entry.data, encode))
+                else:
+                    fields = _decoded(entry.data)
+                    if fields["kind"] == "undecodable":
+                        bad.append((entry.lsn, fields["error"]))
+                    lines.append(decoded_line(entry.lsn, entry.term, fields))
+                if len(lines) >= 1000:
+                    write("".join(lines))
+                    lines.clear()
+            write("".join(lines))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+            return
+        except TfluxError:
+            write("".join(lines))  # what was read before the bad record, then the error
+            sys.stdout.flush()
+            raise
+    if bad:
+        lsn, message = bad[0]
+        raise CliError(
+            f"{_plural(len(bad), 'record')} could not be decoded as a delta "
+            f"(first at LSN {lsn}: {message}); --raw prints the bytes",
+            EXIT_CORRUPT,
+        )

@@ -1,0 +1,219 @@
+"""``tflux inspect``: settings, metadata, snapshot and segments of a base directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+import tflux
+from tflux.cli._base import SETTINGS_FILE, _base_dir, _Files, _settings_in_force
+from tflux.cli._check import Checked, _check, _print_findings
+from tflux.cli._render import (
+    CONTEXT_SETTINGS,
+    EXIT_CORRUPT,
+    EXIT_OK,
+    _file_size,
+    _implementation,
+    _key_range,
+    _limit,
+    _plural,
+    _print_json,
+    _queue_label,
+    _segments_table,
+    _size,
+    _table,
+    out,
+)
+
+
+@click.command(
+    context_settings=CONTEXT_SETTINGS,
+    short_help="Settings, metadata, snapshot and segments of a base directory at a glance.",
+)
+@click.argument("base", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
+def inspect(base: Path, as_json: bool) -> None:
+    """Show the settings in force, the metadata, the snapshot and the log segments of BASE.
+
+    Nothing is written and the state is not replayed (tflux replay does that). Checksums of
+    every file are checked on the way; problems are listed at the end (tflux verify says more).
+
+    With --json, one object: base, settings (in force, PascalCase keys), settings_file (the
+    keys set by taskflux.settings.json, or null), metadata ({term, voted_for} or null when
+    corrupt), snapshot (null or {last_index, last_term, bytes, queues: [{name, implementation,
+    records, last_id, max_size, max_message_size, key_range}]}), segments ([{name, first_lsn,
+    last_lsn, records, bytes, file_bytes, sealed}]), temp (file names under data/temp) and
+    problems ([{fatal, kind, path, offset, message}]).
+
+    \b
+    Examples:
+      tflux inspect ./base
+      tflux inspect ./base --json | jq .snapshot.last_index
+
+    \b
+    Exit codes: 0 all readable, 1 a file is corrupt, 2 usage or I/O error (or a bad settings file).
+    """
+    base, log_dir = _base_dir(base)
+    files = _Files(base)
+    settings = _settings_in_force(base)
+    from_file: dict[str, Any] | None = None
+    if files.settings.is_file():
+        text = files.settings.read_text()
+        from_file = json.loads(text) if text.strip() else {}
+    checked = _check(base, log_dir)
+    temp = sorted(os.listdir(files.temp)) if files.temp.is_dir() else []
+    if as_json:
+        _print_json(_inspect_json(base, settings, from_file, checked, temp))
+    else:
+        _inspect_text(base, settings, from_file, checked, temp)
+    sys.exit(EXIT_CORRUPT if checked.fatal else EXIT_OK)
+
+
+def _snapshot_json(snap: tflux.Snapshot, nbytes: int) -> dict[str, Any]:
+    return {
+        "last_index": snap.last_index,
+        "last_term": snap.last_term,
+        "bytes": nbytes,
+        "queues": [
+            {
+                "name": q.name,
+                "implementation": _implementation(q.implementation),
+                "records": len(q.records),
+                "last_id": q.last_id,
+                "max_size": q.max_queue_size,
+                "max_message_size": q.max_message_size,
+                "key_range": list(q.key_range) if q.key_range is not None else None,
+            }
+            for q in snap.queues
+        ],
+    }
+
+
+def _inspect_json(
+    base: Path,
+    settings: dict[str, str],
+    from_file: dict[str, Any] | None,
+    checked: Checked,
+    temp: list[str],
+) -> dict[str, Any]:
+    files = _Files(base)
+    meta, snap = checked.metadata, checked.snapshot
+    return {
+        "base": str(base),
+        "settings": settings,
+        "settings_file": from_file,
+        "metadata": None if meta is None else {"term": meta.term, "voted_for": meta.voted_for},
+        "snapshot": None if snap is None else _snapshot_json(snap, _file_size(files.snapshot) or 0),
+        "segments": [
+            {
+                "name": s.name,
+                "first_lsn": s.start_lsn,
+                "last_lsn": s.last_lsn,
+                "records": s.count,
+                "bytes": s.size,
+                "file_bytes": s.file_size,
+                "sealed": s.sealed,
+            }
+            for s in checked.report.segments
+        ],
+        "temp": temp,
+        "problems": [
+            {
+                "fatal": f.fatal,
+                "kind": f.kind,
+                "path": f.path,
+                "offset": f.offset,
+                "message": f.message,
+            }
+            for f in checked.findings
+        ],
+    }
+
+
+def _inspect_text(
+    base: Path,
+    settings: dict[str, str],
+    from_file: dict[str, Any] | None,
+    checked: Checked,
+    temp: list[str],
+) -> None:
+    files = _Files(base)
+    out.print(f"[bold]base[/]      {escape(str(base))}")
+    source = (
+        f"{SETTINGS_FILE} (*) and defaults"
+        if from_file is not None
+        else f"defaults (no {SETTINGS_FILE})"
+    )
+    out.print(f"[bold]settings[/]  in force, from {source}:")
+    for key, value in settings.items():
+        mark = " *" if from_file and key in from_file else ""
+        out.print(f"  {key:<34} {escape(value)}{mark}")
+    out.print()
+
+    meta = checked.metadata
+    if meta is None:
+        out.print(f"[bold]metadata[/]  {escape(str(files.metadata))}: unreadable (see below)")
+    else:
+        vote = "no vote" if meta.voted_for is None else f"voted for {meta.voted_for}"
+        absent = "" if _file_size(files.metadata) else " (absent: the defaults)"
+        out.print(f"[bold]metadata[/]  term {meta.term}, {vote}{absent}")
+
+    snap = checked.snapshot
+    if snap is None:
+        corrupt = any(f.path == str(files.snapshot) for f in checked.findings)
+        out.print(f"[bold]snapshot[/]  {'unreadable (see below)' if corrupt else 'none'}")
+    else:
+        records = sum(len(q.records) for q in snap.queues)
+        out.print(
+            f"[bold]snapshot[/]  last index {snap.last_index:,}, last term {snap.last_term}, "
+            f"{_plural(len(snap.queues), 'queue')}, {_plural(records, 'record')}, "
+            f"{_size(_file_size(files.snapshot) or 0)}"
+        )
+        table = _table(
+            "queue",
+            "implementation",
+            "key range",
+            "records",
+            "last id",
+            "max size",
+            "max message",
+            right=("records", "last id", "max size", "max message"),
+        )
+        for q in snap.queues:
+            table.add_row(
+                escape(_queue_label(q.name)),
+                _implementation(q.implementation),
+                _key_range(q.key_range),
+                f"{len(q.records):,}",
+                f"{q.last_id:,}",
+                _limit(q.max_queue_size),
+                _limit(q.max_message_size),
+            )
+        out.print(table)
+    out.print()
+
+    segments = checked.report.segments
+    used = sum(s.size for s in segments)
+    allocated = sum(s.file_size for s in segments)
+    span = (
+        f"LSN {segments[0].start_lsn:,}..{segments[-1].last_lsn:,}, "
+        if segments and segments[-1].last_lsn >= segments[0].start_lsn
+        else ""
+    )
+    out.print(
+        f"[bold]log[/]       {span}{_plural(checked.report.records, 'record')} in "
+        f"{_plural(len(segments), 'segment')}, {_size(used)} ({_size(allocated)} allocated)"
+    )
+    out.print(_segments_table(segments, limit=16))
+    if temp:
+        shown = ", ".join(temp[:5]) + (f" and {len(temp) - 5} more" if len(temp) > 5 else "")
+        out.print(f"[bold]temp[/]      {_plural(len(temp), 'file')} in data/temp: {escape(shown)}")
+    _print_findings(checked.findings)
+    if checked.findings:
+        out.print(f"run: tflux verify {escape(str(base))}")
