@@ -15,6 +15,7 @@ pub(crate) mod mmap;
 pub mod segment;
 pub mod settings;
 pub mod state;
+pub mod storage;
 pub mod store;
 pub mod verify;
 

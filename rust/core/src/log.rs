@@ -7,12 +7,15 @@
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::record;
 use crate::format::segment::{self as seg_format, Header};
+use crate::fsutil::{self, sync_dir};
 use crate::segment::{self, scan_file, FileScan, ScanStop, Segment};
+use crate::storage::{self, Rename, Storage, StorageFile};
 
 /// When appended records are fsynced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +58,8 @@ pub struct LogOptions {
     /// empty record; when empty entries are not allowed, such a trailing record in the last
     /// segment is cut as torn (and appending empty data is refused).
     pub empty_entries: bool,
+    /// Where every change to the directory goes (tests inject faults here).
+    pub storage: Arc<dyn Storage>,
 }
 
 impl Default for LogOptions {
@@ -68,6 +73,7 @@ impl Default for LogOptions {
             readonly: false,
             commit_index: None,
             empty_entries: true,
+            storage: storage::real(),
         }
     }
 }
@@ -198,12 +204,12 @@ impl Log {
                 ));
             }
         } else {
-            crate::fsutil::create_dir_durable(&dir)?;
+            fsutil::create_dir_durable(&*opts.storage, &dir)?;
         }
         let lock = if opts.readonly {
             None
         } else {
-            Some(lock_dir(&dir)?)
+            Some(fsutil::lock_dir(&*opts.storage, &dir)?)
         };
         let (files, ignored) = list_segments(&dir)?;
         let mut log = Log {
@@ -274,9 +280,12 @@ impl Log {
                 Header::Uninitialised if is_last => {
                     // A crash while the segment was being created: nothing was ever in it.
                     if writable {
-                        segment::initialise(&scan.file, path).map_err(|e| fatal(None, e))?;
+                        let file = self.adopt_clone(&scan.file, path);
+                        let file = file.map_err(|e| fatal(None, e))?;
+                        segment::initialise(&*file, path).map_err(|e| fatal(None, e))?;
                     }
                     self.segments.push(Segment::from_file_scan(
+                        &self.opts.storage,
                         path.clone(),
                         *first_lsn,
                         scan,
@@ -330,6 +339,7 @@ impl Log {
                 previous_term = t;
             }
             self.segments.push(Segment::from_file_scan(
+                &self.opts.storage,
                 path.clone(),
                 *first_lsn,
                 scan,
@@ -356,8 +366,9 @@ impl Log {
         if !self.opts.readonly {
             // Zero the garbage and write a whole end marker, even past a short file's end.
             let marker_end = offset + record::END_MARKER.len() as u64;
-            segment::zero_range(&scan.file, path, offset, garbage_end.max(marker_end))?;
-            scan.file.sync_data().ctx("fsync segment", path)?;
+            let file = self.adopt_clone(&scan.file, path)?;
+            segment::zero_range(&*file, path, offset, garbage_end.max(marker_end))?;
+            file.sync_data().ctx("fsync segment", path)?;
         }
         self.recovery.cut_path = Some(path.to_path_buf());
         self.recovery.cut_offset = Some(offset);
@@ -395,8 +406,9 @@ impl Log {
                 let scan = scan_file(path, true, false, self.last_term_or_zero(), true)?;
                 let end = scan.nonzero_end(offset);
                 let marker_end = offset + record::END_MARKER.len() as u64;
-                segment::zero_range(&scan.file, path, offset, end.max(marker_end))?;
-                scan.file.sync_data().ctx("fsync segment", path)?;
+                let file = self.adopt_clone(&scan.file, path)?;
+                segment::zero_range(&*file, path, offset, end.max(marker_end))?;
+                file.sync_data().ctx("fsync segment", path)?;
                 self.recovery.cut_path = Some(path.clone());
                 self.recovery.cut_offset = Some(offset);
                 self.recovery.bytes_cut = end.saturating_sub(offset);
@@ -412,6 +424,7 @@ impl Log {
                 self.recovery.records_kept = kept as u64;
                 let first_lsn = files[fatal.file].0;
                 self.segments.push(Segment::from_file_scan(
+                    &self.opts.storage,
                     path.clone(),
                     first_lsn,
                     scan,
@@ -430,8 +443,8 @@ impl Log {
             fs::rename(path, &target).ctx("move segment aside", path)?;
             self.recovery.moved.push(target);
         }
-        sync_dir(&temp)?;
-        sync_dir(&self.dir)?;
+        sync_dir(&*self.opts.storage, &temp)?;
+        sync_dir(&*self.opts.storage, &self.dir)?;
         if let Some(last) = self.segments.last_mut() {
             last.unseal()?;
         }
@@ -441,8 +454,14 @@ impl Log {
     fn temp_dir(&self) -> Result<PathBuf> {
         let parent = self.dir.parent().unwrap_or(Path::new("."));
         let temp = parent.join("temp");
-        crate::fsutil::create_dir_durable(&temp)?;
+        fsutil::create_dir_durable(&*self.opts.storage, &temp)?;
         Ok(temp)
+    }
+
+    /// A second handle on a file opened by a scan, writing through this log's storage.
+    fn adopt_clone(&self, file: &File, path: &Path) -> Result<Arc<dyn StorageFile>> {
+        let file = file.try_clone().ctx("open segment", path)?;
+        Ok(self.opts.storage.adopt(file, path))
     }
 
     fn last_term_or_zero(&self) -> i32 {
@@ -698,7 +717,7 @@ impl Log {
 
     /// A handle on the active segment and the last LSN written to it, so that a caller can
     /// fsync outside any lock it holds around the log (group commit).
-    pub fn sync_handle(&self) -> Result<(std::sync::Arc<File>, i64)> {
+    pub fn sync_handle(&self) -> Result<(Arc<dyn StorageFile>, i64)> {
         let active = self.segments.last().ok_or_else(|| Error::ReadOnly {
             path: self.dir.clone(),
         })?;
@@ -901,10 +920,12 @@ impl Log {
                 .take_while(|s| s.last_lsn() <= snapshot_index)
                 .count();
             for seg in log.segments.drain(..obsolete) {
-                fs::remove_file(seg.path()).ctx("delete compacted segment", seg.path())?;
+                let path = seg.path();
+                let removed = log.opts.storage.remove_file(path);
+                removed.ctx("delete compacted segment", path)?;
             }
             if obsolete > 0 {
-                sync_dir(&log.dir)?;
+                sync_dir(&*log.opts.storage, &log.dir)?;
             }
             Ok(obsolete)
         })
@@ -956,10 +977,12 @@ impl Log {
         let k = self.segment_of(lsn);
         while self.segments.len() > k + 1 {
             let seg = self.segments.pop().expect("len > k + 1");
-            fs::remove_file(seg.path()).ctx("delete discarded segment", seg.path())?;
+            let path = seg.path();
+            let removed = self.opts.storage.remove_file(path);
+            removed.ctx("delete discarded segment", path)?;
         }
         if self.segments.len() > 1 || k > 0 {
-            sync_dir(&self.dir)?;
+            sync_dir(&*self.opts.storage, &self.dir)?;
         }
         let seg = self.active();
         seg.unseal()?;
@@ -980,7 +1003,7 @@ impl Log {
             let temp = log.temp_dir()?;
             let mut moved = Vec::new();
             log.restart_moving(start, Some((&temp, &mut moved)))?;
-            sync_dir(&temp)?;
+            sync_dir(&*log.opts.storage, &temp)?;
             Ok(moved)
         })
     }
@@ -1001,13 +1024,18 @@ impl Log {
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned());
                     let target = temp.join(format!("restart-{stamp}-{}", name.unwrap_or_default()));
-                    fs::rename(seg.path(), &target).ctx("move segment aside", seg.path())?;
+                    let storage = &self.opts.storage;
+                    let renamed = storage.rename(seg.path(), &target, Rename::NoReplace);
+                    renamed.ctx("move segment aside", seg.path())?;
                     moved.push(target);
                 }
-                _ => fs::remove_file(seg.path()).ctx("delete discarded segment", seg.path())?,
+                _ => {
+                    let removed = self.opts.storage.remove_file(seg.path());
+                    removed.ctx("delete discarded segment", seg.path())?
+                }
             }
         }
-        sync_dir(&self.dir)?;
+        sync_dir(&*self.opts.storage, &self.dir)?;
         self.create_segment(start)?;
         self.commit_index = start - 1;
         Ok(())
@@ -1039,16 +1067,17 @@ impl Log {
         } else {
             0
         };
-        let seg = match Segment::create(&self.dir, first_lsn, prealloc) {
+        let seg = match Segment::create(&self.opts.storage, &self.dir, first_lsn, prealloc) {
             Ok(seg) => seg,
             Err(e) => {
                 // Do not leave a half-made file behind (e.g. disk full while preallocating):
                 // it would be taken for the active segment at the next open.
-                let _ = fs::remove_file(self.dir.join(seg_format::file_name(first_lsn)));
+                let path = self.dir.join(seg_format::file_name(first_lsn));
+                let _ = self.opts.storage.remove_file(&path);
                 return Err(e);
             }
         };
-        sync_dir(&self.dir)?;
+        sync_dir(&*self.opts.storage, &self.dir)?;
         self.segments.push(seg);
         Ok(())
     }
@@ -1082,25 +1111,6 @@ fn segment_info(s: &Segment) -> SegmentInfo {
         file_size: s.file_size(),
         sealed: s.sealed(),
     }
-}
-
-/// Takes the exclusive writer lock: an `flock` on the directory itself, released by the kernel
-/// when the process dies (no stale lock files).
-fn lock_dir(dir: &Path) -> Result<File> {
-    let handle = File::open(dir).ctx("open log directory", dir)?;
-    match handle.try_lock() {
-        Ok(()) => Ok(handle),
-        Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
-            path: dir.to_path_buf(),
-        }),
-        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock log directory", dir, e)),
-    }
-}
-
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .ctx("fsync directory", dir)
 }
 
 /// Segment files as `(first LSN, path)`, sorted.

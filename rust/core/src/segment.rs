@@ -7,7 +7,6 @@
 
 use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -17,6 +16,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::format::record::{self, BadRecord, Frame, END_MARKER};
 use crate::format::segment as header;
 use crate::mmap::map_readonly;
+use crate::storage::{Open, Storage, StorageFile};
 
 /// Where a scan stopped when it did not reach a clean end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,7 +216,9 @@ pub struct Segment {
     /// Offset just past the last record (header included, end marker excluded).
     size: u64,
     /// Shared so that a group-commit fsync can run on it outside the log's lock.
-    file: Arc<File>,
+    file: Arc<dyn StorageFile>,
+    /// Where a read-only segment reopens itself for writing (`unseal`).
+    storage: Arc<dyn Storage>,
     writable: bool,
     sealed: bool,
     /// Read-only map of a sealed segment, made on first read.
@@ -224,50 +226,53 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Wraps an already scanned file.
-    pub fn from_scan(
+    /// Wraps an already scanned file (not sealed).
+    fn from_scan(
+        storage: &Arc<dyn Storage>,
         path: PathBuf,
         first_lsn: i64,
-        file: File,
+        file: Arc<dyn StorageFile>,
         writable: bool,
         index: RecordIndex,
         size: u64,
-        sealed: bool,
     ) -> Segment {
         Segment {
             path,
             first_lsn,
             index,
             size,
-            file: Arc::new(file),
+            file,
+            storage: Arc::clone(storage),
             writable,
-            sealed,
+            sealed: false,
             map: None,
         }
     }
 
     /// Creates a new, empty segment file: reserve `preallocate` bytes, write the header and the
     /// end marker, sync the file. The caller syncs the directory.
-    pub fn create(dir: &Path, first_lsn: i64, preallocate: u64) -> Result<Segment> {
+    pub fn create(
+        storage: &Arc<dyn Storage>,
+        dir: &Path,
+        first_lsn: i64,
+        preallocate: u64,
+    ) -> Result<Segment> {
         let path = dir.join(header::file_name(first_lsn));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let file = storage
+            .open(&path, Open::CreateNew)
             .ctx("create segment", &path)?;
         if preallocate > 0 {
-            reserve(&file, preallocate).ctx("preallocate segment", &path)?;
+            reserve(&*file, preallocate).ctx("preallocate segment", &path)?;
         }
-        initialise(&file, &path)?;
+        initialise(&*file, &path)?;
         Ok(Segment::from_scan(
+            storage,
             path,
             first_lsn,
             file,
             true,
             RecordIndex::default(),
             header::HEADER_LEN as u64,
-            false,
         ))
     }
 
@@ -301,7 +306,7 @@ impl Segment {
     }
 
     pub fn file_size(&self) -> u64 {
-        self.file.metadata().map(|m| m.len()).unwrap_or(0)
+        self.file.file_len().unwrap_or(0)
     }
 
     pub fn last_term(&self) -> Option<i32> {
@@ -341,7 +346,7 @@ impl Segment {
     /// The map of a sealed segment, made on first use.
     fn mapped(&mut self) -> Result<&[u8]> {
         if self.map.is_none() {
-            self.map = map_readonly(&self.file, self.size).ctx("map segment", &self.path)?;
+            self.map = map_readonly(self.file.file(), self.size).ctx("map segment", &self.path)?;
         }
         Ok(self.map.as_deref().unwrap_or(&[]))
     }
@@ -374,13 +379,10 @@ impl Segment {
         self.map = None;
         self.sealed = false;
         if !self.writable {
-            self.file = Arc::new(
-                OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(&self.path)
-                    .ctx("reopen segment for writing", &self.path)?,
-            );
+            self.file = self
+                .storage
+                .open(&self.path, Open::ReadWrite)
+                .ctx("reopen segment for writing", &self.path)?;
             self.writable = true;
         }
         Ok(())
@@ -542,7 +544,7 @@ impl Segment {
         debug_assert!(!self.sealed, "cuts happen in the active segment");
         let cut = self.record_offset(lsn)?;
         zero_range(
-            &self.file,
+            &*self.file,
             &self.path,
             cut,
             self.size + END_MARKER.len() as u64,
@@ -552,7 +554,7 @@ impl Segment {
         Ok(())
     }
 
-    pub fn shared_file(&self) -> Arc<File> {
+    pub fn shared_file(&self) -> Arc<dyn StorageFile> {
         Arc::clone(&self.file)
     }
 
@@ -580,8 +582,8 @@ fn changed_under_reader(path: &Path, offset: u64, lsn: i64) -> Error {
 /// Reserves `len` bytes for the file by writing zeros (never shrinking it). Real zeros, not
 /// `fallocate`'s unwritten extents: an fdatasync after writing into unwritten extents must also
 /// commit the extent conversion, which made durable appends about 1.6x slower on ext4.
-fn reserve(file: &File, len: u64) -> std::io::Result<()> {
-    let current = file.metadata()?.len();
+fn reserve(file: &dyn StorageFile, len: u64) -> std::io::Result<()> {
+    let current = file.file_len()?;
     if current >= len {
         return Ok(());
     }
@@ -597,7 +599,7 @@ fn reserve(file: &File, len: u64) -> std::io::Result<()> {
 }
 
 /// Writes a fresh header and end marker at the start of `file` and syncs it.
-pub fn initialise(file: &File, path: &Path) -> Result<()> {
+pub fn initialise(file: &dyn StorageFile, path: &Path) -> Result<()> {
     let mut first = header::header().to_vec();
     first.extend_from_slice(&END_MARKER);
     file.write_all_at(&first, 0)
@@ -606,7 +608,7 @@ pub fn initialise(file: &File, path: &Path) -> Result<()> {
 }
 
 /// Overwrites `[start, end)` with zeros, in bounded chunks.
-pub fn zero_range(file: &File, path: &Path, start: u64, end: u64) -> Result<()> {
+pub fn zero_range(file: &dyn StorageFile, path: &Path, start: u64, end: u64) -> Result<()> {
     const CHUNK: u64 = 1 << 20;
     let zeros = vec![0u8; CHUNK.min(end.saturating_sub(start)) as usize];
     let mut at = start;
@@ -771,6 +773,7 @@ pub fn scan_file(
 impl Segment {
     /// Builds the segment from a scan (keeping a sealed segment's map for later reads).
     pub fn from_file_scan(
+        storage: &Arc<dyn Storage>,
         path: PathBuf,
         first_lsn: i64,
         scan: FileScan,
@@ -780,11 +783,11 @@ impl Segment {
         let size = scan.end.max(header::HEADER_LEN as u64);
         // The scan's map (or buffer) is dropped here: a sealed segment is mapped again when it
         // is read, so opening a long log does not leave all of it resident.
-        let mut seg = Segment::from_scan(
-            path, first_lsn, scan.file, writable, scan.index, size, sealed,
-        );
+        let file = storage.adopt(scan.file, &path);
+        let mut seg =
+            Segment::from_scan(storage, path, first_lsn, file, writable, scan.index, size);
         if sealed {
-            seg.index.sparsify(SEALED_STRIDE);
+            seg.seal();
         }
         seg
     }

@@ -7,7 +7,7 @@
 //! outside the state lock, so concurrent writers share one fsync (group commit).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,25 @@ use crate::format::snapshot;
 use crate::log::{Log, LogOptions, SyncPolicy};
 use crate::settings::{Settings, StoreSync};
 use crate::state::{raw_name, Applied, QueueConfig, QueueInfo, QueueState, Record};
+use crate::storage::{self, Storage};
+
+/// How [`Store::open_with`] opens a base directory.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// No lock, no writes.
+    pub readonly: bool,
+    /// Where every change to the directory goes (tests inject faults here).
+    pub storage: Arc<dyn Storage>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            readonly: false,
+            storage: storage::real(),
+        }
+    }
+}
 
 /// What opening found and did.
 #[derive(Debug, Clone, Default)]
@@ -79,6 +98,7 @@ struct Durability {
 
 pub struct Store {
     layout: Layout,
+    storage: Arc<dyn Storage>,
     settings: Settings,
     readonly: bool,
     inner: Mutex<Inner>,
@@ -100,11 +120,21 @@ impl Store {
     /// Opens (creating the layout unless read-only) the store in `base`. `overrides` is a JSON
     /// object of settings that win over `taskflux.settings.json`.
     pub fn open(base: &Path, overrides: Option<&str>, readonly: bool) -> Result<Store> {
+        let opts = StoreOptions {
+            readonly,
+            ..StoreOptions::default()
+        };
+        Store::open_with(base, overrides, opts)
+    }
+
+    /// [`Store::open`] with every option (the storage seam included).
+    pub fn open_with(base: &Path, overrides: Option<&str>, opts: StoreOptions) -> Result<Store> {
+        let StoreOptions { readonly, storage } = opts;
         let layout = Layout::new(base);
         let settings = Settings::load(base, overrides)?;
         if !readonly {
             for dir in [&layout.data, &layout.log, &layout.temp] {
-                crate::fsutil::create_dir_durable(dir)?;
+                crate::fsutil::create_dir_durable(&*storage, dir)?;
             }
         }
         let log_opts = LogOptions {
@@ -118,6 +148,7 @@ impl Store {
             readonly,
             commit_index: None,
             empty_entries: false,
+            storage: Arc::clone(&storage),
         };
         // The log takes the writer lock first: nothing else is touched by a refused open.
         let mut log = Log::open(&layout.log, log_opts)?;
@@ -180,6 +211,7 @@ impl Store {
         let synced = log.last_index();
         let store = Store {
             layout,
+            storage,
             settings,
             readonly,
             inner: Mutex::new(Inner {
@@ -581,7 +613,8 @@ impl Store {
         // The snapshot must never be ahead of a durable log: sync first.
         inner.log.sync()?;
         let snap = inner.state.to_snapshot(last, term);
-        snapshot::write(&self.layout.snapshot, &snap)?;
+        let bytes = snapshot::encode(&snap)?;
+        crate::fsutil::atomic_write(&*self.storage, &self.layout.snapshot, &bytes)?;
         inner.snapshot_index = last;
         inner.log.compact(last)?;
         Ok(true)

@@ -471,6 +471,7 @@ impl PyLog {
             readonly,
             commit_index,
             empty_entries,
+            ..core::LogOptions::default()
         };
         let display = path.display().to_string();
         let log = py.detach(|| core::Log::open(&path, opts).map_err(Fail::Core));

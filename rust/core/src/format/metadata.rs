@@ -145,5 +145,5 @@ pub fn read(path: &Path) -> Result<Metadata> {
 /// Writes the metadata atomically (temp file under `<parent>/temp/`, fsync, rename, fsync parent).
 pub fn write(path: &Path, m: &Metadata) -> Result<()> {
     m.validate()?;
-    crate::fsutil::atomic_write(path, &encode(m))
+    crate::fsutil::atomic_write(&crate::storage::RealStorage, path, &encode(m))
 }

@@ -384,5 +384,5 @@ pub fn read(path: &Path) -> Result<Option<Snapshot>> {
 /// Writes the snapshot atomically (temp file under `<parent>/temp/`, fsync, rename, fsync parent).
 pub fn write(path: &Path, s: &Snapshot) -> Result<()> {
     let bytes = encode(s)?;
-    crate::fsutil::atomic_write(path, &bytes)
+    crate::fsutil::atomic_write(&crate::storage::RealStorage, path, &bytes)
 }
