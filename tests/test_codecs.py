@@ -433,22 +433,31 @@ records = st.dictionaries(
 )
 
 
+ordered_ranges = st.tuples(int64s, int64s).map(sorted).map(tuple)
+
+
 @st.composite
 def snapshot_queues(draw):
+    """Queues a restore accepts (spec 7): heap with any keys, array with keys in its range."""
     queue_names = draw(st.sets(names, max_size=4)) | {""}
     queues = []
     for name in sorted(queue_names):
         recs = draw(records)
         top = max(recs, default=0)
         last_id = draw(st.integers(top, UINT64_MAX))
+        implementation = draw(st.sampled_from([1, 2]))
+        key_range = draw(ordered_ranges if implementation == 2 else st.none() | ordered_ranges)
+        if implementation == 2:
+            lo, hi = key_range
+            recs = {rid: (lo + (k - lo) % (hi - lo + 1), d) for rid, (k, d) in recs.items()}
         queues.append(
             SnapshotQueue(
                 name,
-                implementation=draw(int32s),
+                implementation=implementation,
                 last_id=last_id,
                 max_queue_size=draw(sizes),
                 max_message_size=draw(sizes),
-                key_range=draw(ranges),
+                key_range=key_range,
                 records=[(rid, k, d) for rid, (k, d) in recs.items()],
             )
         )
@@ -529,10 +538,10 @@ def test_absent_or_empty_snapshot_is_none(tmp_path):
     assert read_snapshot(path) is None
 
 
-def test_a_directory_in_place_of_the_snapshot_is_an_os_error(tmp_path):
-    with pytest.raises(tflux.TfluxIOError) as info:
+def test_a_directory_in_place_of_the_snapshot_is_refused_naming_it(tmp_path):
+    with pytest.raises(CorruptionError, match="a directory, not a regular file") as info:
         read_snapshot(tmp_path)
-    assert isinstance(info.value, OSError)
+    assert info.value.path == str(tmp_path)
 
 
 DEFAULT = ref_queue("", last_id=5)
@@ -616,9 +625,9 @@ def test_snapshot_header_errors_name_their_offsets(tmp_path):
 @pytest.mark.parametrize(
     ("index", "term", "queues", "match"),
     [
-        (2**31, 1, [SnapshotQueue("")], "last index"),
+        (2**63, 1, [SnapshotQueue("")], "last.index"),
         (-1, 1, [SnapshotQueue("")], "last index"),
-        (1, 2**31, [SnapshotQueue("")], "last term"),
+        (1, 2**63, [SnapshotQueue("")], "last.term"),
         (1, -1, [SnapshotQueue("")], "last term"),
         (1, 1, [], "default queue"),
         (1, 1, [SnapshotQueue("a")], "default queue"),
@@ -643,6 +652,21 @@ def test_snapshots_that_could_not_be_read_back_are_refused(tmp_path, index, term
         ({"name": "", "last_id": -1}, "last_id"),
         ({"name": "", "max_queue_size": -1}, "max_queue_size"),
         ({"name": "", "records": [(1, 0)]}, "record"),
+        # What a restore refuses (spec 7), refused here too (issue 10, defect 10).
+        ({"name": "", "implementation": 7}, "implementation code 7"),
+        ({"name": "", "implementation": 0}, "implementation code 0"),
+        ({"name": "", "implementation": 2}, "needs a key range"),
+        ({"name": "", "key_range": (5, 4)}, "min 5 is greater than max 4"),
+        (
+            {
+                "name": "",
+                "implementation": 2,
+                "key_range": (0, 3),
+                "last_id": 1,
+                "records": [(1, 4, b"")],
+            },
+            "outside the array queue's range",
+        ),
     ],
 )
 def test_bad_snapshot_queues_are_value_errors(kwargs, match):
@@ -792,3 +816,62 @@ def test_writing_into_a_missing_directory_is_an_os_error(tmp_path):
         write_snapshot(tmp_path / "nope" / "tflux.snapshot", 1, 1, [SnapshotQueue("")])
     assert info.value.errno == errno.ENOENT
     assert not (tmp_path / "nope").exists()
+
+
+# -------------------------------------------------------- snapshot: codec agrees with restore
+
+any_sizes = st.none() | st.integers(0, INT32_MAX)
+any_ranges = st.none() | st.tuples(int64s, int64s)
+keys_near_a_range = st.integers(-3, 12) | int64s
+
+
+@st.composite
+def any_snapshot_queue(draw, name: str):
+    recs = draw(
+        st.dictionaries(
+            st.integers(0, 40), st.tuples(keys_near_a_range, st.binary(max_size=8)), max_size=6
+        )
+    )
+    return dict(
+        name=name,
+        implementation=draw(st.sampled_from([0, 1, 2, 3, 7, -1]) | int32s),
+        last_id=draw(st.integers(0, 45)),
+        max_queue_size=draw(any_sizes),
+        max_message_size=draw(any_sizes),
+        key_range=draw(any_ranges | st.tuples(st.integers(0, 9), st.integers(0, 9))),
+        records=[(rid, k, d) for rid, (k, d) in recs.items()],
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(0, INT64_MAX),
+    st.lists(st.sampled_from(["", "", "a", "b"]), max_size=4).flatmap(
+        lambda names: st.tuples(*[any_snapshot_queue(n) for n in names])
+    ),
+)
+def test_every_snapshot_write_snapshot_accepts_is_restored_by_open(index, queue_args):
+    """Issue 10, defect 10: write_snapshot never writes a file that tflux.open refuses."""
+    import tempfile
+
+    try:
+        queues = [SnapshotQueue(**q) for q in queue_args]
+    except ValueError:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        data.mkdir()
+        try:
+            write_snapshot(data / "tflux.snapshot", index, 1, queues)
+        except ValueError:
+            assert not (data / "tflux.snapshot").exists()
+            return
+        with tflux.open(tmp, log_preallocate_segments=False, log_sync_policy="never") as store:
+            assert store.restored_snapshot_index == index
+            infos = {q.name: q for q in store.queues()}
+            assert sorted(infos) == sorted(q.name for q in queues)
+            for q in queues:
+                ready = [(r.key, r.id, r.payload) for r in store.records(q.name)]
+                assert ready == sorted((k, i, d) for i, k, d in q.records)
+                assert infos[q.name].last_id == q.last_id
+                assert infos[q.name].key_range == q.key_range

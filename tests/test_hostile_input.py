@@ -47,9 +47,16 @@ CHILD = textwrap.dedent(
             tflux.read_snapshot(path)
         elif what == "metadata":
             tflux.read_metadata(path)
+        elif what == "open":
+            with tflux.open(path, log_preallocate_segments=False) as s:
+                out["records"] = len(s.records(""))
+        elif what == "settings":
+            out["settings"] = tflux.settings(path)
+        elif what == "settings-argument":
+            tflux.settings(path, log_sync_policy="x" * 100_000_000)
         out["outcome"] = "ok"
     except BaseException as e:
-        out.update(outcome="error", type=type(e).__name__, msg=str(e)[:300],
+        out.update(outcome="error", type=type(e).__name__, msg=str(e)[:300], msg_len=len(str(e)),
                    path=getattr(e, "path", None), offset=getattr(e, "offset", None))
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -59,14 +66,17 @@ CHILD = textwrap.dedent(
 ).replace("AS_LIMIT", str(LIMIT))
 
 
-def run(what: str, path: Path) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, what, str(path)],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=120,
-    )
+def run(what: str, path: Path, timeout: float = 120) -> dict:
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, what, str(path)],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"outcome": "hang", "timeout": timeout}
     if proc.returncode != 0 or not proc.stdout.strip():
         return {"outcome": "crash", "rc": proc.returncode, "stderr": proc.stderr[-500:]}
     return json.loads(proc.stdout)
@@ -212,6 +222,88 @@ def test_a_huge_metadata_file_is_a_clear_error_in_bounded_memory(tmp_path):
     out = run("metadata", path)
     FIGURES["sparse 2 GiB metadata"] = out
     expect_clear_error(out, "huge metadata", path)
+
+
+# Issue 10, defect 7: a special file in place of the metadata, the snapshot or the settings file
+# was read until memory ran out (/dev/zero), blocked open() forever (a FIFO) or was silently
+# ignored (a settings directory or FIFO). Each is now refused at once, naming the file.
+SPECIAL_FILES = ["fifo", "dev-zero", "directory"]
+
+
+def make_special(path: Path, kind: str) -> None:
+    import os
+
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        os.symlink("/dev/zero", path)
+    else:
+        path.mkdir()
+
+
+@pytest.mark.parametrize("kind", SPECIAL_FILES)
+@pytest.mark.parametrize("name", ["tflux.metadata", "tflux.snapshot"])
+def test_a_special_file_as_metadata_or_snapshot_is_refused_at_once(tmp_path, name, kind):
+    (tmp_path / "data").mkdir()
+    path = tmp_path / "data" / name
+    make_special(path, kind)
+    reader = "metadata" if name == "tflux.metadata" else "snapshot"
+    for what, target in [(reader, path), ("open", tmp_path)]:
+        out = run(what, target, timeout=20)
+        FIGURES[f"{name} as {kind} ({what})"] = out
+        expect_clear_error(out, f"{name} as {kind} ({what})", path, offset=False)
+        assert "not a regular file" in out["msg"], out
+
+
+@pytest.mark.parametrize("kind", SPECIAL_FILES)
+def test_a_special_file_as_settings_is_refused_at_once(tmp_path, kind):
+    path = tmp_path / "taskflux.settings.json"
+    make_special(path, kind)
+    for what in ["settings", "open"]:
+        out = run(what, tmp_path, timeout=20)
+        FIGURES[f"settings as {kind} ({what})"] = out
+        assert out["outcome"] == "error" and out["type"] == "SettingsError", out
+        assert str(path) in out["msg"] and "not a regular file" in out["msg"], out
+        assert out["vmhwm_kib"] < 256 * 1024, out
+
+
+# Issue 10, defect 13: a bad key or value was quoted whole (a 100 MB settings file gave a 100 MB
+# message and a 1 GB peak). Files are capped at 1 MiB; messages quote a short prefix.
+def test_a_huge_settings_file_is_refused_by_size_in_bounded_memory(tmp_path):
+    path = tmp_path / "taskflux.settings.json"
+    path.write_bytes(b'{"LogSyncPolicy": "' + b"x" * 100_000_000 + b'"}')
+    out = run("settings", tmp_path)
+    FIGURES["100 MB settings file"] = out
+    assert out["outcome"] == "error" and out["type"] == "SettingsError", out
+    assert str(path) in out["msg"] and "1048576" in out["msg"], out
+    assert out["vmhwm_kib"] < 256 * 1024, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"LogSyncPolicy": "' + "x" * 1_000_000 + '"}',
+        '{"' + "k" * 1_000_000 + '": 1}',
+        '{"LogFileSoftLimit": "' + "9" * 1_000_000 + '"}',
+    ],
+    ids=["long value", "long unknown key", "long wrong-type value"],
+)
+def test_a_bad_setting_is_quoted_by_a_short_prefix(tmp_path, text):
+    import tflux
+
+    (tmp_path / "taskflux.settings.json").write_text(text)
+    with pytest.raises(tflux.SettingsError) as info:
+        tflux.settings(tmp_path)
+    length = len(str(info.value))
+    assert length < 1000, str(info.value)[:200]
+
+
+def test_a_huge_settings_argument_is_quoted_by_a_short_prefix(tmp_path):
+    out = run("settings-argument", tmp_path)
+    FIGURES["100 MB settings argument"] = out
+    assert out["outcome"] == "error" and out["type"] == "SettingsError", out
+    assert "LogSyncPolicy" in out["msg"] and out["msg_len"] < 1000, out
+    assert out["vmhwm_kib"] < 768 * 1024, out
 
 
 def test_zz_record_hostile_figures():

@@ -67,6 +67,7 @@ FAST = {"log_preallocate_segments": False, "log_sync_policy": "never"}
 # --- independent codecs of the snapshot (spec 4) and metadata (spec 5) ---------------------------
 
 SNAPSHOT_MARKER = bytes.fromhex("b6380fc9")
+WIDE_SNAPSHOT_MARKER = bytes.fromhex("b6380fca")  # spec 4.1: Int64 index and term
 METADATA_MARKER = bytes.fromhex("5a6ea012")
 
 
@@ -136,11 +137,16 @@ class Reader:
 def decode_snapshot(buf: bytes) -> tuple[int, int, dict[str, SnapQueue]]:
     """Strict reader for snapshots tflux wrote: any deviation from spec 4 fails the test."""
     r = Reader(buf)
-    assert r.take(4) == SNAPSHOT_MARKER
-    last_index, last_term, length = r.unpack(">iii")
+    marker = r.take(4)
+    assert marker in (SNAPSHOT_MARKER, WIDE_SNAPSHOT_MARKER)
+    wide = marker == WIDE_SNAPSHOT_MARKER
+    last_index, last_term, length = r.unpack(">qqi" if wide else ">iii")
+    # Spec 4.1: written wide only when index or term does not fit Int32.
+    assert wide == (max(last_index, last_term) > 2**31 - 1)
     state = r.take(length)
     (crc,) = r.unpack(">I")
-    assert crc == zlib.crc32(state), "snapshot checksum"
+    covered = buf[4:20] + state if wide else state
+    assert crc == zlib.crc32(covered), "snapshot checksum"
     assert r.pos == len(buf), "trailing bytes after the snapshot checksum"
     s = Reader(state)
     queues: dict[str, SnapQueue] = {}
@@ -1471,20 +1477,46 @@ def test_leftovers_in_the_temp_directory_do_not_disturb_an_open(base_dir):
     assert read_snapshot_file(base_dir)[0] == 2
 
 
-def test_a_snapshot_index_beyond_int32_is_refused_and_the_old_snapshot_stays(base_dir):
+def test_a_store_keeps_snapshotting_past_lsn_int32_max(base_dir):
+    """Issue 10, defect 9: past LSN 2**31-1 snapshots are written wide (spec 4.1), not refused."""
     data = base_dir / "data"
     data.mkdir()
     old = encode_snapshot(2**31 - 1, 1, [SnapQueue("", last_id=1, records=[(1, 0, b"s")])])
     (data / "tflux.snapshot").write_bytes(old)
     with tflux.open(base_dir, **FAST) as store:
         assert store.restored_snapshot_index == 2**31 - 1
-        assert store.enqueue("", 0, b"n") == 2
-        with pytest.raises((TfluxError, ValueError, OverflowError)):
-            store.snapshot()
-        assert (data / "tflux.snapshot").read_bytes() == old
-    assert log_entries(base_dir) == [(2**31, 1, add("", 0, b"n"))]
+        assert store.enqueue("", 0, b"n") == 2  # record id; its LSN is 2**31
+        assert store.snapshot() is True
+        assert store.enqueue("", 0, b"m") == 3
+    assert read_snapshot_file(base_dir)[:2] == (2**31, 1)
+    assert read_snapshot_file(base_dir)[2][""].records == [(1, 0, b"s"), (2, 0, b"n")]
     with tflux.open(base_dir, **FAST) as store:
-        assert [r.payload for r in store.records("")] == [b"s", b"n"]
+        assert store.restored_snapshot_index == 2**31
+        assert [r.payload for r in store.records("")] == [b"s", b"n", b"m"]
+        assert store.snapshot() is True
+    assert read_snapshot_file(base_dir)[:2] == (2**31 + 1, 1)
+
+
+def test_a_log_continued_far_past_int32_snapshots_reopens_and_restores(base_dir):
+    """The log continues at a high LSN (a follower's insert_range); the store snapshots."""
+    high = 2**40
+    (base_dir / "data").mkdir()
+    tflux.write_snapshot(
+        base_dir / "data" / "tflux.snapshot", high - 1, 1, [tflux.SnapshotQueue("")]
+    )
+    assert read_snapshot_file(base_dir)[:2] == (high - 1, 1)
+    log_dir_of(base_dir).mkdir()
+    with tflux.Log.open(log_dir_of(base_dir), preallocate=False) as log:
+        log.insert_range(high, [(1, add("", 3, b"a")), (1, add("", 1, b"b"))])
+    with tflux.open(base_dir, **FAST) as store:
+        assert store.restored_snapshot_index == high - 1
+        assert [r.payload for r in store.records("")] == [b"b", b"a"]
+        store.enqueue("", 2, b"c")  # at LSN high + 2
+        assert store.snapshot() is True
+    assert read_snapshot_file(base_dir)[:2] == (high + 2, 1)
+    with tflux.open(base_dir, **FAST) as store:
+        assert store.restored_snapshot_index == high + 2
+        assert [store.dequeue("", 0).payload for _ in range(3)] == [b"b", b"c", b"a"]
 
 
 # --- one writer, read-only ------------------------------------------------------------------------

@@ -433,7 +433,10 @@ def read_snapshot(path: str | PathLike[str]) -> Snapshot | None:
 def write_snapshot(
     path: str | PathLike[str], last_index: int, last_term: int, queues: Iterable[SnapshotQueue]
 ) -> None:
-    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed)."""
+    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed).
+
+    Refuses (``ValueError``) every snapshot ``tflux.open`` would refuse. Index and term are
+    ``0..2**63-1``; past Int32 the wide layout (spec 4.1) is written."""
 
 @final
 class Metadata:
@@ -451,7 +454,10 @@ def read_metadata(path: str | PathLike[str]) -> Metadata:
     """Read a metadata file; absent or empty means term 1, no vote."""
 
 def write_metadata(path: str | PathLike[str], term: int, voted_for: int | None = None) -> None:
-    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed)."""
+    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed).
+
+    Refuses (``ValueError``) every snapshot ``tflux.open`` would refuse. Index and term are
+    ``0..2**63-1``; past Int32 the wide layout (spec 4.1) is written."""
 
 # ----- columnar (Arrow) views -----
 

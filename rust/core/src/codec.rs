@@ -9,6 +9,16 @@ pub fn crc32(data: &[u8]) -> u32 {
     crc32fast::hash(data)
 }
 
+/// CRC-32 of `parts` laid end to end (for checksums over bytes that are not contiguous on disk).
+#[inline]
+pub fn crc32_of(parts: &[&[u8]]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize()
+}
+
 /// Reads a big-endian `u32` at `at`; `None` when fewer than 4 bytes are available.
 #[inline]
 pub fn be_u32(buf: &[u8], at: usize) -> Option<u32> {

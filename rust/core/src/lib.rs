@@ -8,6 +8,7 @@
 pub mod codec;
 pub mod columns;
 pub mod error;
+pub mod files;
 pub mod format;
 pub mod fsutil;
 pub mod log;

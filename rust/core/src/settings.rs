@@ -5,9 +5,27 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
+use crate::files::{read_regular, ReadError};
 
 pub const SETTINGS_FILE: &str = "taskflux.settings.json";
+/// The longest settings file read (1 MiB): a few hundred bytes is typical, and a cap keeps a
+/// hostile file from costing memory or producing huge error messages.
+pub const SETTINGS_MAX_LEN: u64 = 1 << 20;
+/// At most this many characters of a bad key or value are quoted in an error.
+const QUOTE_CHARS: usize = 64;
+
+/// `text` for an error message: at most [`QUOTE_CHARS`] characters, then how much was left out.
+fn quote(text: &str) -> String {
+    match text.char_indices().nth(QUOTE_CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!(
+            "{}... ({} more characters)",
+            &text[..cut],
+            text[cut..].chars().count()
+        ),
+    }
+}
 
 /// When the store fsyncs the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,17 +73,33 @@ pub const KEYS: [&str; 6] = [
     "LogSyncIntervalMs",
 ];
 
+/// A JSON value for an error message, never longer than a short prefix.
+fn quote_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{}\"", quote(s)),
+        Value::Array(a) => format!("an array of {} items", a.len()),
+        Value::Object(o) => format!("an object of {} keys", o.len()),
+        other => quote(&other.to_string()),
+    }
+}
+
 impl Settings {
     /// Defaults, then `base/taskflux.settings.json` if present, then `overrides` (a JSON object
     /// with the same keys, e.g. from keyword arguments).
     pub fn load(base: &Path, overrides: Option<&str>) -> Result<Settings> {
         let mut settings = Settings::default();
         let path = base.join(SETTINGS_FILE);
-        if path.is_file() {
-            let text = std::fs::read_to_string(&path).ctx("read settings", &path)?;
+        let source = path.display().to_string();
+        let bytes = read_regular(&path, SETTINGS_MAX_LEN).map_err(|e| match e {
+            ReadError::Io(e) => Error::io("read settings", &path, e),
+            other => Error::Settings(format!("{source}: {other}")),
+        })?;
+        if let Some(bytes) = bytes {
+            let text = String::from_utf8(bytes)
+                .map_err(|e| Error::Settings(format!("{source}: not UTF-8 text: {e}")))?;
             // An empty file means "nothing written yet": all defaults (spec section 1).
             if !text.trim().is_empty() {
-                settings.merge_json(&text, &path.display().to_string())?;
+                settings.merge_json(&text, &source)?;
             }
         }
         if let Some(json) = overrides {
@@ -91,14 +125,22 @@ impl Settings {
             .filter(|k| !KEYS.contains(k))
             .collect();
         if !unknown.is_empty() {
+            const SHOWN: usize = 5;
+            let mut names: Vec<String> = unknown.iter().take(SHOWN).map(|k| quote(k)).collect();
+            if unknown.len() > SHOWN {
+                names.push(format!("and {} more", unknown.len() - SHOWN));
+            }
             return Err(Error::Settings(format!(
                 "{source}: unknown setting(s) {} (known: {})",
-                unknown.join(", "),
+                names.join(", "),
                 KEYS.join(", ")
             )));
         }
         let bad = |key: &str, want: &str| {
-            Error::Settings(format!("{source}: {key} must be {want}, got {}", map[key]))
+            Error::Settings(format!(
+                "{source}: {key} must be {want}, got {}",
+                quote_value(&map[key])
+            ))
         };
         let uint = |key: &str| {
             map[key]

@@ -12,9 +12,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, IoContext, PoisonCause, Result};
+use crate::files;
 use crate::format::delta::DeltaRef;
-use crate::format::metadata::{self, Metadata};
-use crate::format::snapshot;
+use crate::format::metadata::Metadata;
 use crate::log::{Log, LogOptions, SyncPolicy};
 use crate::settings::{Settings, StoreSync};
 use crate::state::{raw_name, Applied, QueueConfig, QueueInfo, QueueState, Record};
@@ -152,8 +152,8 @@ impl Store {
         };
         // The log takes the writer lock first: nothing else is touched by a refused open.
         let mut log = Log::open(&layout.log, log_opts)?;
-        let metadata = metadata::read(&layout.metadata)?;
-        let snap = snapshot::read(&layout.snapshot)?;
+        let metadata = files::read_metadata(&layout.metadata)?;
+        let snap = files::read_snapshot(&layout.snapshot)?;
         let mut report = OpenReport {
             torn_tail_cut: log.recovery().truncated(),
             ..OpenReport::default()
@@ -613,8 +613,7 @@ impl Store {
         // The snapshot must never be ahead of a durable log: sync first.
         inner.log.sync()?;
         let snap = inner.state.to_snapshot(last, term);
-        let bytes = snapshot::encode(&snap)?;
-        crate::fsutil::atomic_write(&*self.storage, &self.layout.snapshot, &bytes)?;
+        files::write_snapshot(&*self.storage, &self.layout.snapshot, &snap)?;
         inner.snapshot_index = last;
         inner.log.compact(last)?;
         Ok(true)

@@ -9,9 +9,12 @@ use std::path::Path;
 
 use common::*;
 use proptest::prelude::*;
+use tflux_core::files;
 use tflux_core::format::delta::{self, Delta, DeltaError, DeltaRef};
 use tflux_core::format::metadata::{self, Metadata};
 use tflux_core::format::snapshot::{self, QueueData, Snapshot};
+use tflux_core::state::{IMPL_ARRAY, IMPL_HEAP};
+use tflux_core::storage::RealStorage;
 use tflux_core::Error;
 
 // ---------- a hand encoder of snapshots, written from spec section 4 ----------
@@ -556,8 +559,8 @@ fn snapshot_encode_refuses_what_decode_would_refuse() {
     };
     let base = manifest_snapshot();
     let mut s = base.clone();
-    s.last_index = i32::MAX as i64 + 1;
-    invalid(&s, "last index 2147483648");
+    s.last_index = -1;
+    invalid(&s, "last index -1");
     let mut s = base.clone();
     s.last_term = -1;
     invalid(&s, "last term -1");
@@ -579,10 +582,135 @@ fn snapshot_encode_refuses_what_decode_would_refuse() {
     let mut s = base.clone();
     s.queues[0].last_id = 2;
     invalid(&s, "above its last id");
+    // What a restore refuses (spec 7): the codec refuses it too (issue 10, defect 10).
+    let mut s = base.clone();
+    s.queues[0].implementation = 7;
+    invalid(&s, "unknown queue implementation code 7");
+    let mut s = base.clone();
+    s.queues[1].key_range = None;
+    invalid(&s, "needs a key range");
+    let mut s = base.clone();
+    s.queues[1].key_range = Some((5, 4));
+    invalid(&s, "min 5 is greater than max 4");
+    let mut s = base.clone();
+    s.queues[1].records[0].1 = 10;
+    invalid(&s, "key 10 is outside the array queue's range [0, 9]");
+    let mut s = base.clone();
+    s.queues[1].max_queue_size = -2;
+    invalid(&s, "max queue size -2 is invalid");
+    let mut s = base.clone();
+    s.queues[0].max_message_size = i32::MIN;
+    invalid(&s, "max message size -2147483648 is invalid");
     let mut s = base;
     s.last_index = i32::MAX as i64;
     s.last_term = i32::MAX as i64;
     assert!(snapshot::encode(&s).is_ok());
+}
+
+/// Whatever a restore refuses, decode refuses as corruption at the field's offset.
+#[test]
+fn snapshot_decode_refuses_what_a_restore_refuses() {
+    const Q0: u64 = 20; // first queue
+    let check = |queues: &[HandQueue], offset: u64, needle: &str| {
+        let (o, r) = snap_err(&hand_snapshot(1, 1, &hand_state(queues)));
+        assert_eq!(o, offset, "{r}");
+        assert!(r.contains(needle), "{r}");
+    };
+    let q = |implementation, max_queue_size, key_range, records| HandQueue {
+        implementation,
+        max_queue_size,
+        key_range,
+        ..hand_queue(b"", 9, records)
+    };
+    // Settings errors are reported where the queue's settings start (after the name).
+    check(&[q(7, -1, None, vec![])], Q0 + 1, "implementation code 7");
+    check(&[q(2, -1, None, vec![])], Q0 + 1, "needs a key range");
+    check(&[q(1, -2, None, vec![])], Q0 + 1, "max queue size -2");
+    check(
+        &[q(1, -1, Some((3, 2)), vec![])],
+        Q0 + 1,
+        "min 3 is greater",
+    );
+    // A record outside an array queue's range: its key field.
+    let rec0 = Q0 + 1 + 4 + 8 + 4 + 4 + 17 + 4;
+    check(
+        &[q(2, -1, Some((0, 3)), vec![(1, 3, b"ab"), (2, 4, b"")])],
+        rec0 + 22 + 8,
+        "key 4 is outside the array queue's range [0, 3]",
+    );
+    // A heap queue with a range holds any key (the range is only an enqueue policy).
+    let ok = hand_snapshot(
+        1,
+        1,
+        &hand_state(&[q(1, -1, Some((0, 3)), vec![(1, 9, b"")])]),
+    );
+    assert!(snapshot::decode(&ok, Path::new("s")).is_ok());
+}
+
+/// Spec 4.1 written independently: marker B6 38 0F CA, Int64 index and term, the state, and a
+/// CRC over the 16 index/term bytes followed by the state bytes.
+fn hand_wide_snapshot(index: i64, term: i64, state: &[u8]) -> Vec<u8> {
+    let mut f = vec![0xB6, 0x38, 0x0F, 0xCA];
+    f.extend_from_slice(&index.to_be_bytes());
+    f.extend_from_slice(&term.to_be_bytes());
+    f.extend_from_slice(&(state.len() as i32).to_be_bytes());
+    f.extend_from_slice(state);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&f[4..20]);
+    crc.update(state);
+    f.extend_from_slice(&crc.finalize().to_be_bytes());
+    f
+}
+
+/// Issue 10, defect 9: a snapshot past LSN 2^31-1 is written in the wide layout, read back, and
+/// narrow files stay byte-identical to the seed's layout up to Int32::MAX.
+#[test]
+fn wide_snapshots_past_int32() {
+    let state = hand_state(&[hand_queue(b"", 3, vec![(2, 10, b"b"), (3, 10, b"c")])]);
+    let s = snapshot::decode(&hand_snapshot(1, 1, &state), Path::new("s")).unwrap();
+    for (index, term) in [
+        (i32::MAX as i64 + 1, 1),
+        (5, i32::MAX as i64 + 1),
+        (i64::MAX, i64::MAX),
+    ] {
+        let wide = Snapshot {
+            last_index: index,
+            last_term: term,
+            ..s.clone()
+        };
+        let bytes = snapshot::encode(&wide).unwrap();
+        assert_eq!(bytes, hand_wide_snapshot(index, term, &state));
+        assert_eq!(snapshot::decode(&bytes, Path::new("s")).unwrap(), wide);
+    }
+    let narrow = Snapshot {
+        last_index: i32::MAX as i64,
+        last_term: i32::MAX as i64,
+        ..s.clone()
+    };
+    assert_eq!(
+        snapshot::encode(&narrow).unwrap(),
+        hand_snapshot(i32::MAX, i32::MAX, &state)
+    );
+    // Readers accept the wide layout for small values too.
+    let small = hand_wide_snapshot(7, 2, &state);
+    assert_eq!(
+        snapshot::decode(&small, Path::new("s")).unwrap().last_index,
+        7
+    );
+    // The wide checksum covers index and term: any flipped header bit is caught.
+    for i in 4..20 {
+        let mut b = small.clone();
+        b[i] ^= 0x01;
+        let (offset, reason) = snap_err(&b);
+        assert_eq!(offset, b.len() as u64 - 4, "byte {i}: {reason}");
+    }
+    // Negative values are refused in either layout, at their field.
+    assert_eq!(snap_err(&hand_wide_snapshot(-1, 2, &state)).0, 4);
+    assert_eq!(snap_err(&hand_wide_snapshot(1, -2, &state)).0, 12);
+    // A narrow marker with wide fields (or the reverse) fails, never misreads.
+    let mut mixed = hand_wide_snapshot(7, 2, &state);
+    mixed[3] = 0xC9;
+    assert!(snapshot::decode(&mixed, Path::new("s")).is_err());
 }
 
 #[test]
@@ -591,16 +719,19 @@ fn snapshot_files_are_written_atomically() {
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     let path = data.join("tflux.snapshot");
-    assert_eq!(snapshot::read(&path).unwrap(), None);
+    assert_eq!(files::read_snapshot(&path).unwrap(), None);
     std::fs::write(&path, b"").unwrap();
-    assert_eq!(snapshot::read(&path).unwrap(), None);
+    assert_eq!(files::read_snapshot(&path).unwrap(), None);
     std::fs::write(&path, golden("tflux.snapshot")).unwrap();
-    assert_eq!(snapshot::read(&path).unwrap(), Some(manifest_snapshot()));
+    assert_eq!(
+        files::read_snapshot(&path).unwrap(),
+        Some(manifest_snapshot())
+    );
 
     let mut s = manifest_snapshot();
     s.last_index = 99;
-    snapshot::write(&path, &s).unwrap();
-    assert_eq!(snapshot::read(&path).unwrap(), Some(s.clone()));
+    files::write_snapshot(&RealStorage, &path, &s).unwrap();
+    assert_eq!(files::read_snapshot(&path).unwrap(), Some(s.clone()));
     let temp: Vec<_> = std::fs::read_dir(data.join("temp")).unwrap().collect();
     assert!(temp.is_empty(), "temp files left behind: {temp:?}");
 
@@ -608,20 +739,29 @@ fn snapshot_files_are_written_atomically() {
     let mut bad = s.clone();
     bad.last_term = -5;
     assert!(matches!(
-        snapshot::write(&path, &bad),
+        files::write_snapshot(&RealStorage, &path, &bad),
         Err(Error::InvalidArgument(_))
     ));
-    assert_eq!(snapshot::read(&path).unwrap(), Some(s));
+    assert_eq!(files::read_snapshot(&path).unwrap(), Some(s));
 }
 
 #[test]
 fn snapshot_read_reports_io_errors_and_corruption_with_the_path() {
     let dir = tempfile::tempdir().unwrap();
-    // A directory where the file should be: an I/O error, not "absent".
-    assert!(matches!(snapshot::read(dir.path()), Err(Error::Io { .. })));
+    // A directory where the file should be: refused naming the file, not "absent".
+    match files::read_snapshot(dir.path()) {
+        Err(Error::Corruption { path, reason, .. }) => {
+            assert_eq!(path, dir.path());
+            assert!(
+                reason.contains("a directory, not a regular file"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     let path = dir.path().join("tflux.snapshot");
     std::fs::write(&path, b"\xB6\x38\x0F").unwrap();
-    match snapshot::read(&path) {
+    match files::read_snapshot(&path) {
         Err(Error::Corruption { path: p, .. }) => assert_eq!(p, path),
         other => panic!("{other:?}"),
     }
@@ -631,7 +771,7 @@ fn snapshot_read_reports_io_errors_and_corruption_with_the_path() {
 fn atomic_write_does_not_create_a_missing_parent() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nope").join("tflux.metadata");
-    match metadata::write(&path, &Metadata::default()) {
+    match files::write_metadata(&RealStorage, &path, &Metadata::default()) {
         Err(Error::Io { source, .. }) => assert_eq!(source.kind(), std::io::ErrorKind::NotFound),
         other => panic!("{other:?}"),
     }
@@ -722,10 +862,10 @@ fn metadata_errors_name_their_offsets() {
 fn metadata_files_are_written_atomically() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tflux.metadata");
-    assert_eq!(metadata::read(&path).unwrap(), Metadata::default());
+    assert_eq!(files::read_metadata(&path).unwrap(), Metadata::default());
     std::fs::write(&path, b"").unwrap();
     assert_eq!(
-        metadata::read(&path).unwrap(),
+        files::read_metadata(&path).unwrap(),
         Metadata {
             term: 1,
             voted_for: None
@@ -735,9 +875,10 @@ fn metadata_files_are_written_atomically() {
         term: 7,
         voted_for: Some(2),
     };
-    metadata::write(&path, &m).unwrap();
+    files::write_metadata(&RealStorage, &path, &m).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), golden("tflux.metadata"));
-    metadata::write(
+    files::write_metadata(
+        &RealStorage,
         &path,
         &Metadata {
             term: 8,
@@ -746,7 +887,7 @@ fn metadata_files_are_written_atomically() {
     )
     .unwrap();
     assert_eq!(
-        metadata::read(&path).unwrap(),
+        files::read_metadata(&path).unwrap(),
         Metadata {
             term: 8,
             voted_for: None
@@ -767,11 +908,11 @@ fn metadata_files_are_written_atomically() {
         },
     ] {
         assert!(matches!(
-            metadata::write(&path, &bad),
+            files::write_metadata(&RealStorage, &path, &bad),
             Err(Error::InvalidArgument(_))
         ));
     }
-    assert_eq!(metadata::read(&path).unwrap().term, 8);
+    assert_eq!(files::read_metadata(&path).unwrap().term, 8);
 }
 
 // ---------- round trips ----------
@@ -811,12 +952,24 @@ fn delta_strategy() -> impl Strategy<Value = Delta> {
     ]
 }
 
+/// A size limit as stored: -1 (none) or 0..=Int32::MAX.
+fn limit() -> impl Strategy<Value = i32> {
+    prop_oneof![Just(-1), 0..=i32::MAX]
+}
+
+/// A key range with min <= max.
+fn key_range() -> impl Strategy<Value = (i64, i64)> {
+    (any::<i64>(), any::<i64>()).prop_map(|(a, b)| (a.min(b), a.max(b)))
+}
+
+/// A queue a restore accepts (spec 7): heap with any keys, or array with keys inside its range.
 fn queue_strategy(name: Vec<u8>) -> impl Strategy<Value = QueueData> {
     (
-        any::<i32>(),
-        any::<i32>(),
-        any::<i32>(),
-        any::<Option<(i64, i64)>>(),
+        prop_oneof![Just(IMPL_HEAP), Just(IMPL_ARRAY)],
+        limit(),
+        limit(),
+        prop::option::of(key_range()),
+        key_range(),
         prop::collection::btree_map(
             any::<u64>(),
             (any::<i64>(), prop::collection::vec(any::<u8>(), 0..40)),
@@ -825,8 +978,34 @@ fn queue_strategy(name: Vec<u8>) -> impl Strategy<Value = QueueData> {
         any::<u64>(),
     )
         .prop_map(
-            move |(implementation, max_queue_size, max_message_size, key_range, recs, extra)| {
+            move |(
+                implementation,
+                max_queue_size,
+                max_message_size,
+                range,
+                array_range,
+                recs,
+                extra,
+            )| {
+                let key_range = if implementation == IMPL_ARRAY {
+                    Some(array_range)
+                } else {
+                    range
+                };
                 let max_id = recs.keys().next_back().copied().unwrap_or(0);
+                let records = recs
+                    .into_iter()
+                    .map(|(id, (k, d))| {
+                        let k = match (implementation, key_range) {
+                            (IMPL_ARRAY, Some((min, max))) => {
+                                let span = max as i128 - min as i128 + 1;
+                                (min as i128 + (k as i128).rem_euclid(span)) as i64
+                            }
+                            _ => k,
+                        };
+                        (id, k, d)
+                    })
+                    .collect();
                 QueueData {
                     name: name.clone(),
                     implementation,
@@ -834,16 +1013,21 @@ fn queue_strategy(name: Vec<u8>) -> impl Strategy<Value = QueueData> {
                     max_queue_size,
                     max_message_size,
                     key_range,
-                    records: recs.into_iter().map(|(id, (k, d))| (id, k, d)).collect(),
+                    records,
                 }
             },
         )
 }
 
+/// Index or term: mostly narrow (fits Int32), sometimes wide (spec 4.1).
+fn header_value() -> impl Strategy<Value = i64> {
+    prop_oneof![3 => 0..=i32::MAX as i64, 1 => 0..=i64::MAX]
+}
+
 fn snapshot_strategy() -> impl Strategy<Value = Snapshot> {
     (
-        0..=i32::MAX as i64,
-        0..=i32::MAX as i64,
+        header_value(),
+        header_value(),
         prop::collection::btree_set(name(), 0..5),
     )
         .prop_flat_map(|(last_index, last_term, mut names)| {
@@ -885,6 +1069,7 @@ proptest! {
 
     #[test]
     fn shuffled_snapshot_records_come_back_in_id_order(s in snapshot_strategy(), seed in any::<u64>()) {
+        let s = Snapshot { last_index: s.last_index & i32::MAX as i64, last_term: s.last_term & i32::MAX as i64, ..s };
         // Hand-encode with records reversed or rotated: decoding must sort them.
         let queues: Vec<HandQueue> = s.queues.iter().map(|q| {
             let mut records: Vec<(u64, i64, &[u8])> = q.records.iter().map(|(i, k, d)| (*i, *k, d.as_slice())).collect();
@@ -927,4 +1112,147 @@ fn decoded_delta_borrows_from_its_bytes() {
         panic!("{d:?}")
     };
     assert_eq!(message.as_ptr(), bytes[14..].as_ptr());
+}
+
+// ---------- special files (issue 10, defect 7) ----------
+
+fn mkfifo(path: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// Runs `f` on another thread and fails (instead of hanging) if it takes over 10 s.
+fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the read blocked or ran away")
+}
+
+fn refused_naming(r: tflux_core::Result<impl std::fmt::Debug>, path: &Path, needle: &str) {
+    match r {
+        Err(e @ Error::Corruption { .. }) | Err(e @ Error::Settings(_)) => {
+            let m = e.to_string();
+            assert!(m.contains(&path.display().to_string()), "{m}");
+            assert!(m.contains(needle), "{m}");
+        }
+        other => panic!(
+            "expected a refusal naming {}, got {other:?}",
+            path.display()
+        ),
+    }
+}
+
+#[test]
+fn special_files_as_metadata_snapshot_or_settings_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().to_path_buf();
+    let meta = base.join("tflux.metadata");
+    let snap = base.join("tflux.snapshot");
+    let settings = base.join(tflux_core::settings::SETTINGS_FILE);
+
+    // A FIFO: refused at once, never a blocked open.
+    for p in [&meta, &snap, &settings] {
+        mkfifo(p);
+    }
+    let (m, s, t) = (meta.clone(), snap.clone(), base.clone());
+    let (rm, rs, rt) = within_10s(move || {
+        (
+            files::read_metadata(&m),
+            files::read_snapshot(&s),
+            tflux_core::settings::Settings::load(&t, None),
+        )
+    });
+    refused_naming(rm, &meta, "a FIFO, not a regular file");
+    refused_naming(rs, &snap, "a FIFO, not a regular file");
+    refused_naming(rt, &settings, "a FIFO, not a regular file");
+
+    // A symlink to /dev/zero: refused, never read until memory runs out.
+    for p in [&meta, &snap, &settings] {
+        std::fs::remove_file(p).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", p).unwrap();
+    }
+    let (m, s, t) = (meta.clone(), snap.clone(), base.clone());
+    let (rm, rs, rt) = within_10s(move || {
+        (
+            files::read_metadata(&m),
+            files::read_snapshot(&s),
+            tflux_core::settings::Settings::load(&t, None),
+        )
+    });
+    refused_naming(rm, &meta, "a character device, not a regular file");
+    refused_naming(rs, &snap, "a character device, not a regular file");
+    refused_naming(rt, &settings, "a character device, not a regular file");
+
+    // A directory with the settings file's name is not "no settings file".
+    std::fs::remove_file(&settings).unwrap();
+    std::fs::create_dir(&settings).unwrap();
+    refused_naming(
+        tflux_core::settings::Settings::load(&base, None),
+        &settings,
+        "a directory, not a regular file",
+    );
+
+    // A symlink to a regular file is read as that file.
+    std::fs::remove_file(&snap).unwrap();
+    let real = base.join("real.snapshot");
+    std::fs::write(&real, golden("tflux.snapshot")).unwrap();
+    std::os::unix::fs::symlink(&real, &snap).unwrap();
+    assert_eq!(
+        files::read_snapshot(&snap).unwrap(),
+        Some(manifest_snapshot())
+    );
+}
+
+#[test]
+fn reads_are_bounded_by_the_format() {
+    let dir = tempfile::tempdir().unwrap();
+    // A sparse file longer than any snapshot the format allows: refused without reading it.
+    let snap = dir.path().join("tflux.snapshot");
+    let f = std::fs::File::create(&snap).unwrap();
+    f.set_len(snapshot::MAX_FILE_LEN + 1).unwrap();
+    refused_naming(files::read_snapshot(&snap), &snap, "bytes long");
+    // Settings: at most 1 MiB.
+    let settings = dir.path().join(tflux_core::settings::SETTINGS_FILE);
+    let mut text = b"{\"LogSyncPolicy\": \"".to_vec();
+    text.resize(tflux_core::settings::SETTINGS_MAX_LEN as usize + 1, b'x');
+    std::fs::write(&settings, &text).unwrap();
+    refused_naming(
+        tflux_core::settings::Settings::load(dir.path(), None),
+        &settings,
+        "1048577 bytes long",
+    );
+}
+
+/// Issue 10, defect 13: a bad key or value is quoted by a short prefix, never whole.
+#[test]
+fn settings_errors_quote_a_short_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join(tflux_core::settings::SETTINGS_FILE);
+    let long = "y".repeat(500_000);
+    for text in [
+        format!("{{\"LogSyncPolicy\": \"{long}\"}}"),
+        format!("{{\"{long}\": 1}}"),
+        format!("{{\"LogFileSoftLimit\": [{}1]}}", "1,".repeat(200_000)),
+    ] {
+        std::fs::write(&settings, &text).unwrap();
+        let e = tflux_core::settings::Settings::load(dir.path(), None).unwrap_err();
+        let m = e.to_string();
+        assert!(matches!(e, Error::Settings(_)), "{m}");
+        assert!(m.len() < 600, "{} bytes: {}", m.len(), &m[..600]);
+    }
+    std::fs::remove_file(&settings).unwrap();
+    let e = tflux_core::settings::Settings::load(
+        dir.path(),
+        Some(&format!("{{\"LogSyncPolicy\": \"{long}\"}}")),
+    )
+    .unwrap_err();
+    assert!(e.to_string().len() < 600);
+    assert!(e.to_string().contains("LogSyncPolicy"), "{e}");
 }

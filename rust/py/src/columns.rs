@@ -219,7 +219,7 @@ fn read_snapshot_batch(
     path: std::path::PathBuf,
 ) -> PyResult<Option<PySnapshotBatch>> {
     let r = py.detach(|| {
-        let snap = tflux_core::format::snapshot::read(&path)?;
+        let snap = tflux_core::files::read_snapshot(&path)?;
         snap.map(|s| SnapshotColumns::from_snapshot(&s)).transpose()
     });
     let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use tflux_core::format::metadata::{self as core, Metadata, NO_VOTE};
+use tflux_core::files;
+use tflux_core::format::metadata::{Metadata, NO_VOTE};
 
 use crate::delta::{int_arg, INT32};
 use crate::errors::{py_result, Fail};
@@ -71,7 +72,7 @@ impl PyMetadata {
 /// Read `tflux.metadata`; an absent or empty file is term 1, no vote.
 #[pyfunction]
 fn read_metadata(py: Python<'_>, path: PathBuf) -> PyResult<PyMetadata> {
-    let r = py.detach(|| core::read(&path).map_err(Fail::Core));
+    let r = py.detach(|| files::read_metadata(&path).map_err(Fail::Core));
     py_result(py, r).map(|inner| PyMetadata { inner })
 }
 
@@ -85,7 +86,9 @@ fn write_metadata(
     voted_for: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let m = metadata(term, voted_for)?;
-    let r = py.detach(|| core::write(&path, &m).map_err(Fail::Core));
+    let r = py.detach(|| {
+        files::write_metadata(&tflux_core::storage::RealStorage, &path, &m).map_err(Fail::Core)
+    });
     py_result(py, r)
 }
 

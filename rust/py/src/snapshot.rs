@@ -6,7 +6,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
-use tflux_core::format::snapshot::{self as core, QueueData, Snapshot};
+use tflux_core::files;
+use tflux_core::format::snapshot::{QueueData, Snapshot};
 
 use crate::delta::{
     bytes_repr, int_arg, items, key_range_arg, key_range_repr, limit_arg, limit_py, name_arg,
@@ -192,8 +193,8 @@ fn snapshot_arg(
         qs.push(q.get().inner.clone());
     }
     let s = Snapshot {
-        last_index: int_arg(last_index, "last_index", "0..=2147483647")?,
-        last_term: int_arg(last_term, "last_term", "0..=2147483647")?,
+        last_index: int_arg(last_index, "last_index", "0..=9223372036854775807")?,
+        last_term: int_arg(last_term, "last_term", "0..=9223372036854775807")?,
         queues: qs,
     };
     s.validate().map_err(|e| invalid(py, e))?;
@@ -259,7 +260,7 @@ impl PySnapshot {
 /// Read `tflux.snapshot`; `None` when the file is absent or empty (nothing written yet).
 #[pyfunction]
 fn read_snapshot(py: Python<'_>, path: PathBuf) -> PyResult<Option<PySnapshot>> {
-    let r = py.detach(|| core::read(&path).map_err(Fail::Core));
+    let r = py.detach(|| files::read_snapshot(&path).map_err(Fail::Core));
     Ok(py_result(py, r)?.map(|inner| PySnapshot { inner }))
 }
 
@@ -273,7 +274,9 @@ fn write_snapshot(
     queues: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
     let s = snapshot_arg(py, last_index, last_term, queues)?;
-    let r = py.detach(|| core::write(&path, &s).map_err(Fail::Core));
+    let r = py.detach(|| {
+        files::write_snapshot(&tflux_core::storage::RealStorage, &path, &s).map_err(Fail::Core)
+    });
     py_result(py, r)
 }
 

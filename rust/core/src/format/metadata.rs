@@ -4,9 +4,8 @@
 //! Marker 5A 6E A0 12 | Int32 version = 1 | Int32 term | Int32 vote (-1 = none) | UInt32 CRC(version, term, vote)
 //! ```
 //! Exactly 20 bytes. Absent or empty means term 1, no vote. Term >= 0; a vote is -1 or >= 0.
+//! Pure bytes: reading and writing the file is `crate::files`.
 
-use std::fs;
-use std::io;
 use std::path::Path;
 
 use crate::codec::{be_i32, be_u32, crc32};
@@ -116,34 +115,4 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Metadata> {
         term,
         voted_for: (vote != NO_VOTE).then_some(vote),
     })
-}
-
-/// Reads the metadata at `path`; an absent or empty file is the default (term 1, no vote).
-pub fn read(path: &Path) -> Result<Metadata> {
-    // The format is exactly 20 bytes: never read (or allocate for) more than that.
-    match fs::metadata(path) {
-        Ok(m) if m.len() > LEN as u64 => {
-            return Err(Error::corruption(
-                path,
-                Some(LEN as u64),
-                format!(
-                    "metadata file is {} bytes long (expected exactly 20)",
-                    m.len()
-                ),
-            ))
-        }
-        _ => {}
-    }
-    match fs::read(path) {
-        Ok(b) if b.is_empty() => Ok(Metadata::default()),
-        Ok(b) => decode(&b, path),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Metadata::default()),
-        Err(e) => Err(Error::io("read metadata", path, e)),
-    }
-}
-
-/// Writes the metadata atomically (temp file under `<parent>/temp/`, fsync, rename, fsync parent).
-pub fn write(path: &Path, m: &Metadata) -> Result<()> {
-    m.validate()?;
-    crate::fsutil::atomic_write(&crate::storage::RealStorage, path, &encode(m))
 }

@@ -3,6 +3,7 @@
 pub mod cursor;
 pub mod delta;
 pub mod metadata;
+pub mod queue;
 pub mod record;
 pub mod segment;
 pub mod snapshot;

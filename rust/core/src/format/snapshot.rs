@@ -1,37 +1,92 @@
-//! The snapshot file `data/tflux.snapshot` (spec section 4).
+//! The snapshot file `data/tflux.snapshot` (spec sections 4 and 4.1). Pure bytes: reading and
+//! writing the file is `crate::files`.
 //!
 //! ```text
-//! Marker B6 38 0F C9 | Int32 last index | Int32 last term | Buffer state | UInt32 CRC(state bytes)
+//! narrow: Marker B6 38 0F C9 | Int32 last index | Int32 last term | Buffer state | UInt32 CRC(state bytes)
+//! wide:   Marker B6 38 0F CA | Int64 last index | Int64 last term | Buffer state
+//!         | UInt32 CRC(16 index/term bytes, then the state bytes)
 //! state       = Array<QueueData>
 //! QueueData   = QueueName | Int32 implementation | UInt64 last id | Int32 max queue size
 //!               | Int32 max message size | Nullable<Pair<Int64,Int64>> key range | Array<QueueRecord>
 //! QueueRecord = UInt64 id | Int64 priority | Buffer data
 //! ```
-//! The CRC covers the state bytes only (not their length). Nothing may follow the checksum.
-//! Validation on read (spec 7.1): duplicate queue names, duplicate record ids, a record id above
-//! its queue's last id and a missing default queue are corruption. Records come back sorted by
-//! ascending id (the order they are re-inserted in). Writing refuses what reading would refuse.
+//! The narrow layout is written whenever index and term fit Int32 (byte-identical to the seed);
+//! the wide one only when they do not. Readers accept both. Nothing may follow the checksum.
+//!
+//! Every rule a restore enforces (spec 4 and 7) lives in [`Snapshot::check`]: [`decode`] reports
+//! a violation as corruption at the offending field's offset, [`encode`] refuses it, and
+//! `QueueState::from_snapshot` refuses it too, so whatever one accepts the others accept.
+//! Records come back from [`decode`] sorted by ascending id (the order they are re-inserted in).
 
-use std::collections::HashSet;
-use std::fs;
-use std::io;
+use std::fmt;
 use std::path::Path;
 
 use super::cursor::{put_buffer, put_key_range, put_name, validate_queue_name, Cursor, Decoded};
-use crate::codec::crc32;
+use super::queue::QueueConfig;
+use crate::codec::crc32_of;
 use crate::error::{Error, Result};
 
+/// Marker of the narrow layout (Int32 index and term, spec 4).
 pub const MARKER: [u8; 4] = [0xB6, 0x38, 0x0F, 0xC9];
+/// Marker of the wide layout (Int64 index and term, spec 4.1).
+pub const WIDE_MARKER: [u8; 4] = [0xB6, 0x38, 0x0F, 0xCA];
 const LAST_INDEX_AT: usize = 4;
-const LAST_TERM_AT: usize = 8;
-const STATE_LEN_AT: usize = 12;
-/// Offset of the state bytes (the queue count is their first field).
-pub const STATE_AT: usize = 16;
 const CRC_LEN: usize = 4;
+/// The longest file the format allows: the wide header, an Int32-long state, the checksum.
+/// Readers never read more than this.
+pub const MAX_FILE_LEN: u64 = Layout::Wide.state_at() as u64 + i32::MAX as u64 + CRC_LEN as u64;
 /// Smallest QueueData: empty name, no range, no records.
 const MIN_QUEUE_LEN: usize = 1 + 4 + 8 + 4 + 4 + 1 + 4;
 /// Smallest QueueRecord: empty data.
 const MIN_RECORD_LEN: usize = 8 + 8 + 4;
+
+/// The two header layouts (spec 4 and 4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Int32 index and term: the seed's layout.
+    Narrow,
+    /// Int64 index and term, checksummed with the state.
+    Wide,
+}
+
+impl Layout {
+    /// The layout a writer uses: narrow whenever both values fit Int32, wide otherwise.
+    pub fn for_header(last_index: i64, last_term: i64) -> Layout {
+        let fits = |v: i64| i32::try_from(v).is_ok();
+        if fits(last_index) && fits(last_term) {
+            Layout::Narrow
+        } else {
+            Layout::Wide
+        }
+    }
+
+    const fn width(self) -> usize {
+        match self {
+            Layout::Narrow => 4,
+            Layout::Wide => 8,
+        }
+    }
+
+    const fn marker(self) -> [u8; 4] {
+        match self {
+            Layout::Narrow => MARKER,
+            Layout::Wide => WIDE_MARKER,
+        }
+    }
+
+    const fn term_at(self) -> usize {
+        LAST_INDEX_AT + self.width()
+    }
+
+    const fn state_len_at(self) -> usize {
+        LAST_INDEX_AT + 2 * self.width()
+    }
+
+    /// Offset of the state bytes (the queue count is their first field).
+    pub const fn state_at(self) -> usize {
+        self.state_len_at() + 4
+    }
+}
 
 /// One queue as stored in a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -54,55 +109,109 @@ pub struct Snapshot {
     pub queues: Vec<QueueData>,
 }
 
-fn invalid(reason: String) -> Error {
-    Error::InvalidArgument(reason)
+/// Which field breaks a rule (so [`decode`] can name its offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    LastIndex,
+    LastTerm,
+    /// The queue count (too many queues, or no default queue among them).
+    Queues,
+    QueueName(usize),
+    /// The queue's settings (implementation, size limits, key range).
+    QueueConfig(usize),
+    RecordCount(usize),
+    RecordId(usize, usize),
+    RecordKey(usize, usize),
+    RecordData(usize, usize),
 }
 
-fn to_int32(value: i64, field: &str) -> Result<i32> {
-    i32::try_from(value)
-        .ok()
-        .filter(|v| *v >= 0)
-        .ok_or_else(|| {
-            invalid(format!(
-                "snapshot {field} {value} is outside 0..=2147483647"
-            ))
-        })
+/// A rule of spec sections 4 and 7 that a snapshot breaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub field: Field,
+    pub reason: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+fn violation<T>(field: Field, reason: String) -> Result<T, Violation> {
+    Err(Violation { field, reason })
 }
 
 fn shown(name: &[u8]) -> String {
-    String::from_utf8_lossy(name).into_owned()
+    format!("{:?}", String::from_utf8_lossy(name))
 }
 
 impl QueueData {
-    /// Checks what [`decode`] would refuse in one queue: its name, duplicate record ids, an id
-    /// above `last_id`, record data too long for a Buffer, too many records for an Array.
-    pub fn validate(&self) -> Result<()> {
-        validate_queue_name(&self.name).map_err(invalid)?;
+    /// The queue's settings, checked (spec 7: implementation code, an array needs a range,
+    /// limits -1 or 0..2^31-1, range min <= max).
+    pub fn config(&self) -> Result<QueueConfig, String> {
+        QueueConfig::from_raw(
+            self.implementation,
+            self.max_queue_size,
+            self.max_message_size,
+            self.key_range,
+        )
+    }
+
+    /// Every rule one queue obeys (`q` is its index, for [`Field`]): its name, its settings,
+    /// each record's id (at most `last_id`, no duplicates), key (inside an array queue's range)
+    /// and data length, the record count.
+    pub fn check(&self, q: usize) -> Result<(), Violation> {
+        validate_queue_name(&self.name).or_else(|r| violation(Field::QueueName(q), r))?;
         let name = shown(&self.name);
+        let config = self
+            .config()
+            .or_else(|r| violation(Field::QueueConfig(q), format!("queue {name}: {r}")))?;
         if i32::try_from(self.records.len()).is_err() {
-            return Err(invalid(format!("too many records in queue {name:?}")));
+            return violation(
+                Field::RecordCount(q),
+                format!("too many records in queue {name}"),
+            );
         }
-        let mut ids = HashSet::with_capacity(self.records.len());
-        for (id, _, data) in &self.records {
+        for (i, (id, key, data)) in self.records.iter().enumerate() {
             if *id > self.last_id {
-                return Err(invalid(format!(
-                    "record id {id} in queue {name:?} is above its last id {}",
-                    self.last_id
-                )));
+                return violation(
+                    Field::RecordId(q, i),
+                    format!(
+                        "record id {id} in queue {name} is above its last id {}",
+                        self.last_id
+                    ),
+                );
             }
-            if !ids.insert(*id) {
-                return Err(invalid(format!(
-                    "duplicate record id {id} in queue {name:?}"
-                )));
-            }
+            config.check_stored_key(*key).or_else(|r| {
+                violation(
+                    Field::RecordKey(q, i),
+                    format!("queue {name} record {id}: {r}"),
+                )
+            })?;
             if i32::try_from(data.len()).is_err() {
-                return Err(invalid(format!(
-                    "record {id} in queue {name:?} is {} bytes long (at most 2147483647)",
-                    data.len()
-                )));
+                return violation(
+                    Field::RecordData(q, i),
+                    format!(
+                        "record {id} in queue {name} is {} bytes long (at most 2147483647)",
+                        data.len()
+                    ),
+                );
             }
+        }
+        if let Some(i) = first_repeat(&self.records) {
+            let id = self.records[i].0;
+            return violation(
+                Field::RecordId(q, i),
+                format!("duplicate record id {id} in queue {name}"),
+            );
         }
         Ok(())
+    }
+
+    /// [`QueueData::check`] as an `InvalidArgument` error.
+    pub fn validate(&self) -> Result<()> {
+        self.check(0).map_err(|v| Error::InvalidArgument(v.reason))
     }
 
     /// Puts the records in ascending id order (the order [`decode`] returns them in).
@@ -113,45 +222,85 @@ impl QueueData {
     }
 }
 
-impl Snapshot {
-    /// Checks everything [`decode`] would refuse, so that [`encode`] never writes a file that
-    /// cannot be read back: an index or term outside 0..=Int32::MAX, invalid or duplicate queue
-    /// names, a missing default queue, and each queue's [`QueueData::validate`].
-    pub fn validate(&self) -> Result<()> {
-        self.header().map(|_| ())
+/// The index of the first record whose id an earlier record already has.
+fn first_repeat(records: &[(u64, i64, Vec<u8>)]) -> Option<usize> {
+    if records.windows(2).all(|w| w[0].0 < w[1].0) {
+        return None;
     }
+    let mut order: Vec<usize> = (0..records.len()).collect();
+    order.sort_unstable_by_key(|&i| (records[i].0, i));
+    order
+        .windows(2)
+        .filter(|w| records[w[0]].0 == records[w[1]].0)
+        .map(|w| w[1])
+        .min()
+}
 
-    fn header(&self) -> Result<(i32, i32)> {
-        let index = to_int32(self.last_index, "last index")?;
-        let term = to_int32(self.last_term, "last term")?;
-        if i32::try_from(self.queues.len()).is_err() {
-            return Err(invalid("too many queues for one snapshot".into()));
+impl Snapshot {
+    /// Every rule a restore enforces (spec 4, 4.1, 7, 7.1): index and term >= 0, at most
+    /// Int32::MAX queues, unique queue names, the default queue present, and each queue's
+    /// [`QueueData::check`]. The one place these rules live.
+    pub fn check(&self) -> Result<(), Violation> {
+        for (value, field, what) in [
+            (self.last_index, Field::LastIndex, "last index"),
+            (self.last_term, Field::LastTerm, "last term"),
+        ] {
+            if value < 0 {
+                return violation(field, format!("negative {what} {value}"));
+            }
         }
-        let mut names = HashSet::with_capacity(self.queues.len());
-        for q in &self.queues {
-            q.validate()?;
+        if i32::try_from(self.queues.len()).is_err() {
+            return violation(Field::Queues, "too many queues for one snapshot".into());
+        }
+        let mut names = std::collections::HashSet::with_capacity(self.queues.len());
+        for (i, q) in self.queues.iter().enumerate() {
+            q.check(i)?;
             if !names.insert(q.name.as_slice()) {
-                return Err(invalid(format!("duplicate queue {:?}", shown(&q.name))));
+                return violation(
+                    Field::QueueName(i),
+                    format!("duplicate queue {}", shown(&q.name)),
+                );
             }
         }
         if !names.contains(&b""[..]) {
-            return Err(invalid(
-                "a snapshot must hold the default queue (empty name)".into(),
-            ));
+            return violation(
+                Field::Queues,
+                "no default queue (empty name) in the snapshot".into(),
+            );
         }
-        Ok((index, term))
+        Ok(())
+    }
+
+    /// [`Snapshot::check`] as an `InvalidArgument` error.
+    pub fn validate(&self) -> Result<()> {
+        self.check().map_err(|v| Error::InvalidArgument(v.reason))
+    }
+
+    /// The layout [`encode`] writes this snapshot in.
+    pub fn layout(&self) -> Layout {
+        Layout::for_header(self.last_index, self.last_term)
     }
 }
 
-/// The file's bytes. Queues are written in the given order, records in ascending id order.
-/// Refuses (with `InvalidArgument`) an index or term outside Int32 (or negative), invalid or
-/// duplicate queue names, duplicate ids, an id above its queue's last id, a missing default queue.
+/// The file's bytes, narrow or wide by [`Layout::for_header`]. Queues are written in the given
+/// order, records in ascending id order. Refuses (with `InvalidArgument`) whatever
+/// [`Snapshot::check`] refuses, and a state longer than Int32::MAX bytes.
 pub fn encode(s: &Snapshot) -> Result<Vec<u8>> {
-    let (index, term) = s.header()?;
-    let mut out = Vec::with_capacity(STATE_AT + CRC_LEN + state_len_hint(s));
-    out.extend_from_slice(&MARKER);
-    out.extend_from_slice(&index.to_be_bytes());
-    out.extend_from_slice(&term.to_be_bytes());
+    s.validate()?;
+    let layout = s.layout();
+    let state_at = layout.state_at();
+    let mut out = Vec::with_capacity(state_at + CRC_LEN + state_len_hint(s));
+    out.extend_from_slice(&layout.marker());
+    match layout {
+        Layout::Narrow => {
+            out.extend_from_slice(&(s.last_index as i32).to_be_bytes());
+            out.extend_from_slice(&(s.last_term as i32).to_be_bytes());
+        }
+        Layout::Wide => {
+            out.extend_from_slice(&s.last_index.to_be_bytes());
+            out.extend_from_slice(&s.last_term.to_be_bytes());
+        }
+    }
     out.extend_from_slice(&[0; 4]); // state length, filled in below
     out.extend_from_slice(&(s.queues.len() as i32).to_be_bytes());
     for q in &s.queues {
@@ -172,16 +321,28 @@ pub fn encode(s: &Snapshot) -> Result<Vec<u8>> {
             put_buffer(&mut out, data);
         }
     }
-    let state_len = out.len() - STATE_AT;
+    let state_len = out.len() - state_at;
     let state_len = i32::try_from(state_len).map_err(|_| {
-        invalid(format!(
+        Error::InvalidArgument(format!(
             "snapshot state is {state_len} bytes (at most 2147483647)"
         ))
     })?;
-    out[STATE_LEN_AT..STATE_AT].copy_from_slice(&state_len.to_be_bytes());
-    let crc = crc32(&out[STATE_AT..]);
+    out[layout.state_len_at()..state_at].copy_from_slice(&state_len.to_be_bytes());
+    let crc = checksum(
+        layout,
+        &out[LAST_INDEX_AT..layout.state_len_at()],
+        &out[state_at..],
+    );
     out.extend_from_slice(&crc.to_be_bytes());
     Ok(out)
+}
+
+/// What the checksum covers: the state bytes, preceded in the wide layout by index and term.
+fn checksum(layout: Layout, header: &[u8], state: &[u8]) -> u32 {
+    match layout {
+        Layout::Narrow => crc32_of(&[state]),
+        Layout::Wide => crc32_of(&[header, state]),
+    }
 }
 
 fn state_len_hint(s: &Snapshot) -> usize {
@@ -200,36 +361,37 @@ fn state_len_hint(s: &Snapshot) -> usize {
         .sum::<usize>()
 }
 
-/// Decodes and validates a whole snapshot file; errors name `path` and the offending offset.
+/// Decodes and checks a whole snapshot file (either layout); errors name `path` and the
+/// offending offset.
 pub fn decode(bytes: &[u8], path: &Path) -> Result<Snapshot> {
     let at =
         |e: super::cursor::DecodeError| Error::corruption(path, Some(e.offset as u64), e.reason);
     let mut c = Cursor::new(bytes);
     let marker = c.take(4, "snapshot marker").map_err(at)?;
-    if marker != MARKER {
+    let layout = if marker == MARKER {
+        Layout::Narrow
+    } else if marker == WIDE_MARKER {
+        Layout::Wide
+    } else {
         return Err(Error::corruption(
             path,
             Some(0),
             format!(
-                "bad snapshot marker {} (expected B6 38 0F C9)",
+                "bad snapshot marker {} (expected B6 38 0F C9, or B6 38 0F CA for the wide layout)",
                 hex_words(marker)
             ),
         ));
-    }
-    let last_index = c.i32("last index").map_err(at)?;
-    let last_term = c.i32("last term").map_err(at)?;
-    for (value, field, offset) in [
-        (last_index, "last index", LAST_INDEX_AT),
-        (last_term, "last term", LAST_TERM_AT),
-    ] {
-        if value < 0 {
-            return Err(Error::corruption(
-                path,
-                Some(offset as u64),
-                format!("negative {field} {value}"),
-            ));
-        }
-    }
+    };
+    let (last_index, last_term) = match layout {
+        Layout::Narrow => (
+            c.i32("last index").map_err(at)?.into(),
+            c.i32("last term").map_err(at)?.into(),
+        ),
+        Layout::Wide => (
+            c.i64("last index").map_err(at)?,
+            c.i64("last term").map_err(at)?,
+        ),
+    };
     let state = c.buffer("state length").map_err(at)?;
     let crc_at = c.pos();
     let stored = c.u32("checksum").map_err(at)?;
@@ -240,7 +402,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Snapshot> {
             format!("{} trailing bytes after the checksum", c.left()),
         ));
     }
-    let computed = crc32(state);
+    let computed = checksum(layout, &bytes[LAST_INDEX_AT..layout.state_len_at()], state);
     if stored != computed {
         return Err(Error::corruption(
             path,
@@ -248,12 +410,21 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Snapshot> {
             format!("checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"),
         ));
     }
-    let queues = decode_state(state).map_err(at)?;
-    Ok(Snapshot {
-        last_index: last_index.into(),
-        last_term: last_term.into(),
+    let state_at = layout.state_at();
+    let (queues, spans) = decode_state(state, state_at).map_err(at)?;
+    let mut s = Snapshot {
+        last_index,
+        last_term,
         queues,
-    })
+    };
+    if let Err(v) = s.check() {
+        let offset = offset_of(v.field, layout, &spans, &s.queues);
+        return Err(Error::corruption(path, Some(offset as u64), v.reason));
+    }
+    for q in &mut s.queues {
+        q.sort_records();
+    }
+    Ok(s)
 }
 
 fn hex_words(b: &[u8]) -> String {
@@ -263,73 +434,37 @@ fn hex_words(b: &[u8]) -> String {
         .join(" ")
 }
 
-/// Decodes `Array<QueueData>` (the state bytes start at [`STATE_AT`] in the file).
-fn decode_state(state: &[u8]) -> Decoded<Vec<QueueData>> {
-    let mut c = Cursor::at_base(state, STATE_AT);
+/// Where one queue's fields start in the file.
+struct Span {
+    name: usize,
+    config: usize,
+    record_count: usize,
+}
+
+/// Decodes `Array<QueueData>` (the state bytes start at `state_at` in the file): the structure
+/// only; the rules are [`Snapshot::check`]'s.
+fn decode_state(state: &[u8], state_at: usize) -> Decoded<(Vec<QueueData>, Vec<Span>)> {
+    let mut c = Cursor::at_base(state, state_at);
     let count = c.len("queue count", MIN_QUEUE_LEN)?;
     let mut queues = Vec::with_capacity(count);
-    let mut names: HashSet<&[u8]> = HashSet::with_capacity(count);
+    let mut spans = Vec::with_capacity(count);
     for _ in 0..count {
         let name_at = c.pos();
         let name = c.queue_name()?;
-        if !names.insert(name) {
-            return c.fail(name_at, format!("duplicate queue {:?}", shown(name)));
-        }
+        let config_at = c.pos();
         let implementation = c.i32("implementation")?;
         let last_id = c.u64("last id")?;
         let max_queue_size = c.i32("max queue size")?;
         let max_message_size = c.i32("max message size")?;
         let key_range = c.key_range()?;
+        let count_at = c.pos();
         let n = c.len("record count", MIN_RECORD_LEN)?;
         let mut records = Vec::with_capacity(n);
-        let mut sorted = true;
-        let mut offsets = Vec::new(); // id field offsets, kept only for out-of-order queues
         for _ in 0..n {
-            let id_at = c.pos();
             let id = c.u64("record id")?;
-            if id > last_id {
-                return c.fail(
-                    id_at,
-                    format!(
-                        "record id {id} in queue {:?} is above its last id {last_id}",
-                        shown(name)
-                    ),
-                );
-            }
-            if let Some(&(prev, _, _)) = records.last() {
-                if id == prev {
-                    return c.fail(
-                        id_at,
-                        format!("duplicate record id {id} in queue {:?}", shown(name)),
-                    );
-                }
-                if sorted && id < prev {
-                    sorted = false;
-                    offsets.reserve(n);
-                    offsets.extend(record_offsets(id_at, &records));
-                }
-            }
-            if !sorted {
-                offsets.push(id_at);
-            }
             let key = c.i64("record priority")?;
             let data = c.buffer("record data length")?;
             records.push((id, key, data.to_vec()));
-        }
-        if !sorted {
-            let mut order: Vec<usize> = (0..records.len()).collect();
-            order.sort_unstable_by_key(|&i| (records[i].0, offsets[i]));
-            if let Some(w) = order
-                .windows(2)
-                .find(|w| records[w[0]].0 == records[w[1]].0)
-            {
-                let id = records[w[1]].0;
-                return c.fail(
-                    offsets[w[1]],
-                    format!("duplicate record id {id} in queue {:?}", shown(name)),
-                );
-            }
-            records.sort_unstable_by_key(|r| r.0);
         }
         queues.push(QueueData {
             name: name.to_vec(),
@@ -339,6 +474,11 @@ fn decode_state(state: &[u8]) -> Decoded<Vec<QueueData>> {
             max_message_size,
             key_range,
             records,
+        });
+        spans.push(Span {
+            name: state_at + name_at,
+            config: state_at + config_at,
+            record_count: state_at + count_at,
         });
     }
     if c.left() != 0 {
@@ -350,39 +490,28 @@ fn decode_state(state: &[u8]) -> Decoded<Vec<QueueData>> {
             ),
         );
     }
-    if !names.contains(&b""[..]) {
-        return c.fail(0, "no default queue (empty name) in the snapshot".into());
-    }
-    Ok(queues)
+    Ok((queues, spans))
 }
 
-/// Offsets of the id fields of `records`, all read before the record at `next_at`. Records are
-/// back to back, so they are recomputed from their sizes (walking back from `next_at`).
-fn record_offsets(next_at: usize, records: &[(u64, i64, Vec<u8>)]) -> Vec<usize> {
-    let mut offsets = vec![0; records.len()];
-    let mut at = next_at;
-    for (i, r) in records.iter().enumerate().rev() {
-        at -= MIN_RECORD_LEN + r.2.len();
-        offsets[i] = at;
-    }
-    offsets
-}
-
-/// Reads the snapshot at `path`: `None` when the file is absent or empty (nothing written yet).
-pub fn read(path: &Path) -> Result<Option<Snapshot>> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("read snapshot", path, e)),
+/// The file offset of `field` (records are back to back after their count, in file order).
+fn offset_of(field: Field, layout: Layout, spans: &[Span], queues: &[QueueData]) -> usize {
+    let record_at = |q: usize, r: usize| {
+        spans[q].record_count
+            + 4
+            + queues[q].records[..r]
+                .iter()
+                .map(|x| MIN_RECORD_LEN + x.2.len())
+                .sum::<usize>()
     };
-    if bytes.is_empty() {
-        return Ok(None);
+    match field {
+        Field::LastIndex => LAST_INDEX_AT,
+        Field::LastTerm => layout.term_at(),
+        Field::Queues => layout.state_at(),
+        Field::QueueName(q) => spans[q].name,
+        Field::QueueConfig(q) => spans[q].config,
+        Field::RecordCount(q) => spans[q].record_count,
+        Field::RecordId(q, r) => record_at(q, r),
+        Field::RecordKey(q, r) => record_at(q, r) + 8,
+        Field::RecordData(q, r) => record_at(q, r) + 16,
     }
-    decode(&bytes, path).map(Some)
-}
-
-/// Writes the snapshot atomically (temp file under `<parent>/temp/`, fsync, rename, fsync parent).
-pub fn write(path: &Path, s: &Snapshot) -> Result<()> {
-    let bytes = encode(s)?;
-    crate::fsutil::atomic_write(&crate::storage::RealStorage, path, &bytes)
 }

@@ -17,14 +17,12 @@ use roaring::RoaringTreemap;
 
 use crate::error::{Error, Result};
 use crate::format::delta::{self, DeltaRef};
+pub use crate::format::queue::{QueueConfig, IMPL_ARRAY, IMPL_HEAP};
 use crate::format::snapshot::{QueueData, Snapshot};
 use crate::log::Log;
 
 pub use heap4::Heap4;
 pub use keyed::KeyedFifos;
-
-pub const IMPL_HEAP: i32 = 1;
-pub const IMPL_ARRAY: i32 = 2;
 
 /// One queued message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,83 +30,6 @@ pub struct Record {
     pub id: u64,
     pub key: i64,
     pub data: Box<[u8]>,
-}
-
-/// A queue's fixed settings (`None` = no limit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueConfig {
-    pub implementation: i32,
-    pub max_queue_size: Option<u32>,
-    pub max_message_size: Option<u32>,
-    pub key_range: Option<(i64, i64)>,
-}
-
-impl Default for QueueConfig {
-    fn default() -> Self {
-        QueueConfig {
-            implementation: IMPL_HEAP,
-            max_queue_size: None,
-            max_message_size: None,
-            key_range: None,
-        }
-    }
-}
-
-impl QueueConfig {
-    /// Checks a configuration as written in a delta or snapshot (-1 = no limit).
-    pub fn from_raw(
-        implementation: i32,
-        max_queue_size: i32,
-        max_message_size: i32,
-        key_range: Option<(i64, i64)>,
-    ) -> std::result::Result<QueueConfig, String> {
-        let limit = |v: i32, what: &str| match v {
-            -1 => Ok(None),
-            v if v >= 0 => Ok(Some(v as u32)),
-            v => Err(format!("{what} {v} is invalid (-1 or 0..2147483647)")),
-        };
-        let config = QueueConfig {
-            implementation,
-            max_queue_size: limit(max_queue_size, "max queue size")?,
-            max_message_size: limit(max_message_size, "max message size")?,
-            key_range,
-        };
-        config.validate()?;
-        Ok(config)
-    }
-
-    pub fn validate(&self) -> std::result::Result<(), String> {
-        match self.implementation {
-            IMPL_HEAP => {}
-            IMPL_ARRAY if self.key_range.is_none() => {
-                return Err("a queue array (implementation 2) needs a key range".into())
-            }
-            IMPL_ARRAY => {}
-            other => {
-                return Err(format!(
-                    "unknown queue implementation code {other} (1 = heap, 2 = array)"
-                ))
-            }
-        }
-        for (what, v) in [
-            ("max queue size", self.max_queue_size),
-            ("max message size", self.max_message_size),
-        ] {
-            if v.is_some_and(|v| v > i32::MAX as u32) {
-                return Err(format!("{what} must be at most 2147483647"));
-            }
-        }
-        if let Some((min, max)) = self.key_range {
-            if min > max {
-                return Err(format!("key range min {min} is greater than max {max}"));
-            }
-        }
-        Ok(())
-    }
-
-    fn raw_size(v: Option<u32>) -> i32 {
-        v.map_or(-1, |v| v as i32)
-    }
 }
 
 /// Records waiting to be dequeued, in the queue's implementation.
@@ -386,33 +307,18 @@ impl QueueState {
 
     /// Rebuilds the state a snapshot describes (records re-inserted in id order).
     pub fn from_snapshot(snapshot: &Snapshot) -> Result<QueueState> {
+        // The snapshot's rules (spec 4 and 7) live in `Snapshot::check`, shared with the codec.
+        snapshot.validate()?;
         let mut queues = HashMap::default();
         for q in &snapshot.queues {
-            let config = QueueConfig::from_raw(
-                q.implementation,
-                q.max_queue_size,
-                q.max_message_size,
-                q.key_range,
-            )
-            .map_err(|reason| {
-                Error::InvalidArgument(format!(
-                    "snapshot queue {}: {reason}",
-                    display_name(&q.name)
-                ))
-            })?;
+            let config = q.config().map_err(Error::InvalidArgument)?;
             let mut queue = Queue::new(&q.name, config);
             queue.last_id = q.last_id;
             let mut records: Vec<&(u64, i64, Vec<u8>)> = q.records.iter().collect();
-            records.sort_by_key(|r| r.0);
+            if !records.is_sorted_by_key(|r| r.0) {
+                records.sort_by_key(|r| r.0);
+            }
             for (id, key, data) in records {
-                if let (IMPL_ARRAY, Some((min, max))) = (config.implementation, config.key_range) {
-                    if *key < min || *key > max {
-                        return Err(Error::InvalidArgument(format!(
-                            "snapshot queue {}: record {id} has key {key} outside the range [{min}, {max}]",
-                            display_name(&q.name)
-                        )));
-                    }
-                }
                 queue.insert(Record {
                     id: *id,
                     key: *key,
@@ -420,11 +326,6 @@ impl QueueState {
                 });
             }
             queues.insert(q.name.clone(), queue);
-        }
-        if !queues.contains_key(&Vec::new()) {
-            return Err(Error::InvalidArgument(
-                "snapshot has no default queue".into(),
-            ));
         }
         Ok(QueueState { queues })
     }
@@ -634,17 +535,13 @@ impl QueueState {
                         None,
                     )
                 })?;
-                if q.config.implementation == IMPL_ARRAY {
-                    if let Some((min, max)) = q.config.key_range {
-                        if key < min || key > max {
-                            return Err(replay_error(
-                                lsn,
-                                format!("AddRecord key {key} outside array queue {} range [{min}, {max}]", display_name(name)),
-                                None,
-                            ));
-                        }
-                    }
-                }
+                q.config.check_stored_key(key).map_err(|r| {
+                    replay_error(
+                        lsn,
+                        format!("AddRecord to queue {}: {r}", display_name(name)),
+                        None,
+                    )
+                })?;
                 q.add(key, message).map(Applied::Added).ok_or_else(|| {
                     replay_error(
                         lsn,

@@ -1,0 +1,163 @@
+//! The small whole files of a base directory: `data/tflux.metadata`, `data/tflux.snapshot` and
+//! (through [`read_regular`]) `taskflux.settings.json`. `crate::format` turns them into bytes;
+//! this module reads and writes those bytes.
+//!
+//! Every read goes through [`read_regular`]: the file must be a regular file (a FIFO, device,
+//! socket or directory with the file's name is refused, naming the file, and a FIFO can never
+//! block the open), and no read is longer than the format allows.
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::format::metadata::{self, Metadata};
+use crate::format::snapshot::{self, Snapshot};
+use crate::storage::Storage;
+
+/// Why [`read_regular`] could not read a file.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The operating system refused (other than "not found").
+    Io(io::Error),
+    /// Something other than a regular file has the name; says what it is ("a FIFO").
+    NotRegular(&'static str),
+    /// The file is longer than the caller allows.
+    TooLong { len: u64, limit: u64 },
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::NotRegular(kind) => write!(f, "{kind}, not a regular file"),
+            ReadError::TooLong { len, limit } => {
+                write!(f, "file is {len} bytes long (at most {limit} allowed)")
+            }
+        }
+    }
+}
+
+fn kind(t: fs::FileType) -> Option<&'static str> {
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("a special file")
+    }
+}
+
+/// Reads the regular file at `path`, at most `limit` bytes; `None` when it does not exist.
+///
+/// The type and length are checked before opening (so a device is never opened), the open
+/// cannot block (`O_NONBLOCK`: a FIFO swapped in after the check returns at once) and the open
+/// file is checked again. Symbolic links are followed: only what they lead to must be a regular
+/// file. The read stops at the checked length + 1 bytes, so a file that grows meanwhile can
+/// neither exhaust memory nor pass the limit.
+pub fn read_regular(path: &Path, limit: u64) -> std::result::Result<Option<Vec<u8>>, ReadError> {
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ReadError::Io(e)),
+    };
+    check(&meta, limit)?;
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ReadError::Io(e)),
+    };
+    let len = check(&file.metadata().map_err(ReadError::Io)?, limit)?;
+    read_at_most(file, len, limit)
+}
+
+/// The length of a regular file no longer than `limit`.
+fn check(meta: &fs::Metadata, limit: u64) -> std::result::Result<u64, ReadError> {
+    if let Some(kind) = kind(meta.file_type()) {
+        return Err(ReadError::NotRegular(kind));
+    }
+    if meta.len() > limit {
+        return Err(ReadError::TooLong {
+            len: meta.len(),
+            limit,
+        });
+    }
+    Ok(meta.len())
+}
+
+fn read_at_most(
+    file: File,
+    len: u64,
+    limit: u64,
+) -> std::result::Result<Option<Vec<u8>>, ReadError> {
+    // `len` <= `limit` was checked, so this allocation is bounded by the caller's limit.
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(len.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLong {
+            len: bytes.len() as u64,
+            limit,
+        });
+    }
+    Ok(Some(bytes))
+}
+
+/// Reads the metadata at `path`; an absent or empty file is the default (term 1, no vote).
+pub fn read_metadata(path: &Path) -> Result<Metadata> {
+    // The format is exactly 20 bytes: never read (or allocate for) more than that.
+    let bytes = read_regular(path, metadata::LEN as u64).map_err(|e| match e {
+        ReadError::Io(e) => Error::io("read metadata", path, e),
+        ReadError::TooLong { len, .. } => Error::corruption(
+            path,
+            Some(metadata::LEN as u64),
+            format!("metadata file is {len} bytes long (expected exactly 20)"),
+        ),
+        other => Error::corruption(path, None, other.to_string()),
+    })?;
+    match bytes {
+        Some(b) if !b.is_empty() => metadata::decode(&b, path),
+        _ => Ok(Metadata::default()),
+    }
+}
+
+/// Writes the metadata atomically (temp file under `<parent>/temp/`, fsync, rename, fsync parent).
+pub fn write_metadata(storage: &dyn Storage, path: &Path, m: &Metadata) -> Result<()> {
+    m.validate()?;
+    crate::fsutil::atomic_write(storage, path, &metadata::encode(m))
+}
+
+/// Reads the snapshot at `path`: `None` when the file is absent or empty (nothing written yet).
+/// Never reads more than [`snapshot::MAX_FILE_LEN`] (the longest file the format allows).
+pub fn read_snapshot(path: &Path) -> Result<Option<Snapshot>> {
+    let bytes = read_regular(path, snapshot::MAX_FILE_LEN).map_err(|e| match e {
+        ReadError::Io(e) => Error::io("read snapshot", path, e),
+        other => Error::corruption(path, None, other.to_string()),
+    })?;
+    match bytes {
+        Some(b) if !b.is_empty() => snapshot::decode(&b, path).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// Writes the snapshot atomically (temp file under `<parent>/temp/`, fsync, rename, fsync
+/// parent); refuses what [`snapshot::encode`] refuses, leaving the old file alone.
+pub fn write_snapshot(storage: &dyn Storage, path: &Path, s: &Snapshot) -> Result<()> {
+    let bytes = snapshot::encode(s)?;
+    crate::fsutil::atomic_write(storage, path, &bytes)
+}
