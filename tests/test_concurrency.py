@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -227,6 +229,125 @@ def in_process(tmp_path, seconds: float) -> dict:
     out["bad"] = bad[:10]
     out["error_examples"] = errors
     return out
+
+
+# --- a reader's view survives the writer's cuts (deterministic) ---------------------------------
+
+OLD = [b"old0", b"old1", b"old2", b"old3"]  # 20-byte records at offsets 8, 28, 48, 68
+
+
+def cut_and_refill(writer: tflux.Log) -> None:
+    """truncate_after(0), then new entries 1 (24 bytes) and 2 (4 bytes): the new entry 2 starts at
+    the offset of the old entry 3 and ends where it ended, so only its LSN tells them apart."""
+    writer.truncate_after(0)
+    writer.append_many(1, [b"new1" + bytes(20), b"new2"])
+    assert [e.data for e in writer.entries()] == [b"old0", b"new1" + bytes(20), b"new2"]
+
+
+def open_writer(path, **kwargs) -> tflux.Log:
+    kwargs.setdefault("soft_limit", 1 << 20)
+    kwargs.setdefault("hard_limit", 1 << 21)
+    return tflux.Log.open(path, **kwargs)
+
+
+@pytest.mark.parametrize("preallocate", [False, True], ids=["sparse", "preallocated"])
+def test_a_reader_never_returns_a_new_entry_at_an_old_lsn(tmp_path, preallocate):
+    path = tmp_path / "log"
+    with open_writer(path, preallocate=preallocate) as writer:
+        writer.append_many(1, OLD)
+        with tflux.Log.open(path, readonly=True) as reader:
+            assert reader.last_index == 3
+            cut_and_refill(writer)
+            # The reader keeps the view it opened: LSN 3 is the old entry 3 (never the new
+            # entry 2 that now sits at the same offset), and so is the rest of it.
+            assert [(e.lsn, e.data) for e in reader.read(3)] == [(3, b"old3")]
+            assert [(e.lsn, e.data) for e in reader.entries()] == list(enumerate(OLD))
+        with tflux.Log.open(path, readonly=True) as again:
+            assert [e.data for e in again.entries()] == [b"old0", b"new1" + bytes(20), b"new2"]
+
+
+READ_LSN_3 = textwrap.dedent(
+    r"""
+    import sys, tflux
+    with tflux.Log.open(sys.argv[1], readonly=True) as log:
+        print("READY", log.last_index, flush=True)
+        sys.stdin.readline()
+        try:
+            print(repr([(e.lsn, e.data) for e in log.read(3)]), flush=True)
+        except tflux.TfluxError as e:
+            print(type(e).__name__, flush=True)
+    """
+)
+
+
+def test_a_reader_process_never_returns_a_new_entry_at_an_old_lsn(tmp_path):
+    path = tmp_path / "log"
+    with open_writer(path, preallocate=False) as writer:
+        writer.append_many(1, OLD)
+        child = subprocess.Popen(
+            [sys.executable, "-c", READ_LSN_3, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        assert child.stdout.readline().split() == ["READY", "3"]
+        cut_and_refill(writer)
+        out, _ = child.communicate("go\n", timeout=60)
+    assert child.returncode == 0
+    assert out.strip() == repr([(3, b"old3")])
+
+
+def test_a_reader_keeps_its_view_when_a_cut_reaches_into_mapped_sealed_segments(tmp_path):
+    path = tmp_path / "log"
+    old = [bytes([65 + i]) * 16 for i in range(7)]  # 32-byte records: LSNs 0-2 | 3-5 | 6
+    with open_writer(path, soft_limit=64, hard_limit=100, preallocate=False) as writer:
+        writer.append_many(1, old[:3])
+        writer.append_many(1, old[3:6])
+        writer.append(1, old[6])
+        layout = [(s.start_lsn, s.sealed) for s in writer.segments]
+        assert layout == [(0, True), (3, True), (6, False)]
+        with tflux.Log.open(path, readonly=True) as reader:
+            assert [e.data for e in reader.read(0, max_bytes=0)] == old[:1]  # maps segment 0
+            writer.truncate_after(0)
+            writer.append_many(1, [b"x" * 48, b"y"])  # new entry 2 at the old entry 2's offset
+            writer.append_many(2, [b"z" * 16] * 4)
+            assert [e.lsn for e in reader.read(1)] == list(range(1, 7))
+            assert [(e.lsn, e.data) for e in reader.entries()] == list(enumerate(old))
+
+
+def test_a_segment_cut_under_a_reader_in_place_is_a_stale_read_not_corruption(tmp_path):
+    # What an in-place cut (an older writer, another tool) looks like to a reader: the file it
+    # indexed is shorter now. The log is healthy; the reader must reopen.
+    path = tmp_path / "log"
+    with open_writer(path, preallocate=False) as writer:
+        writer.append_many(1, OLD)
+    seg = next(path.iterdir())
+    with tflux.Log.open(path, readonly=True) as reader:
+        os.truncate(seg, 48)  # keeps the header and entries 0 and 1
+        with pytest.raises(tflux.StaleReadError) as caught:
+            reader.read(3)
+        assert caught.value.path == str(seg)
+        assert isinstance(caught.value, tflux.TfluxError)
+        assert not isinstance(caught.value, tflux.CorruptionError)
+        back = pickle.loads(pickle.dumps(caught.value))
+        assert (type(back), back.path, back.offset) == (tflux.StaleReadError, str(seg), 68)
+    with tflux.Log.open(path, readonly=True) as again:  # the retry sees what is there now
+        assert [e.data for e in again.entries()] == [b"old0", b"old1"]
+
+
+def test_a_record_damaged_in_place_under_a_reader_is_still_corruption(tmp_path):
+    path = tmp_path / "log"
+    with open_writer(path, preallocate=False) as writer:
+        writer.append_many(1, OLD)
+    seg = next(path.iterdir())
+    with tflux.Log.open(path, readonly=True) as reader:
+        with open(seg, "r+b") as f:
+            f.seek(68 + 16)
+            f.write(b"OLD3")  # same inode, same length, bad checksum
+        with pytest.raises(tflux.CorruptionError) as caught:
+            reader.read(3)
+        assert (caught.value.path, caught.value.offset) == (str(seg), 68)
 
 
 def test_a_reader_process_scans_a_log_under_a_busy_writer_process(tmp_path):

@@ -42,6 +42,7 @@ from tflux.errors import (
     ReadOnlyError,
     ReplayError,
     SettingsError,
+    StaleReadError,
     TfluxError,
     TfluxIOError,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "Snapshot",
     "SnapshotBatch",
     "SnapshotQueue",
+    "StaleReadError",
     "Store",
     "TfluxError",
     "TfluxIOError",

@@ -19,6 +19,7 @@ __all__ = [
     "ReadOnlyError",
     "ReplayError",
     "SettingsError",
+    "StaleReadError",
     "TfluxError",
     "TfluxIOError",
 ]
@@ -42,6 +43,27 @@ class CorruptionError(TfluxError, ValueError):
         self.offset = offset
 
     def __reduce__(self):  # keep path/offset across pickling
+        return (type(self), (self.message, self.path, self.offset))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class StaleReadError(TfluxError):
+    """A read-only reader found a file changed under it: a writer cut, replaced or deleted a
+    segment while the log was being opened or read. The log is healthy; reopen and retry.
+
+    Not a :class:`CorruptionError` (nothing on disk is damaged). ``path`` names the file and
+    ``offset`` the record being read (either may be ``None``).
+    """
+
+    def __init__(self, message: str, path: str | None = None, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.offset = offset
+
+    def __reduce__(self):
         return (type(self), (self.message, self.path, self.offset))
 
     def __str__(self) -> str:

@@ -29,6 +29,14 @@ pub enum Error {
         offset: Option<u64>,
         reason: String,
     },
+    /// A read-only reader found that a file changed under it (a writer cut, replaced or deleted
+    /// it since the reader opened the log). The log is healthy: reopen and retry.
+    #[error("{} changed while it was read{}: {reason}; reopen the log and retry", path.display(), offset.map(|o| format!(" (offset {o})")).unwrap_or_default())]
+    StaleRead {
+        path: PathBuf,
+        offset: Option<u64>,
+        reason: String,
+    },
     /// An operating-system error, with the operation and file it happened on.
     #[error("{op} {}: {source}", path.display())]
     Io {
@@ -118,6 +126,14 @@ impl PoisonCause {
 impl Error {
     pub fn corruption(path: &Path, offset: Option<u64>, reason: impl Into<String>) -> Self {
         Error::Corruption {
+            path: path.to_path_buf(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn stale_read(path: &Path, offset: Option<u64>, reason: impl Into<String>) -> Self {
+        Error::StaleRead {
             path: path.to_path_buf(),
             offset,
             reason: reason.into(),

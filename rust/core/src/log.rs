@@ -177,6 +177,8 @@ pub struct Log {
     recovery: RecoveryReport,
     ignored: Vec<PathBuf>,
     poisoned: Option<PoisonCause>,
+    /// See [`Log::stop_cuts_after`].
+    cut_stop: Option<segment::RewriteStep>,
 }
 
 impl std::fmt::Debug for Log {
@@ -192,9 +194,22 @@ impl std::fmt::Debug for Log {
 
 impl Log {
     /// Opens (creating it if needed, unless read-only) the log in `dir`.
+    ///
+    /// Read-only, a writer may change the directory while it is scanned (compaction deletes
+    /// segments, a cut replaces one, a roll-over adds one): a failure that such a change
+    /// explains is [`Error::StaleRead`] (reopen and retry), not corruption.
     pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<Log> {
+        if !opts.readonly {
+            return Log::open_scanned(dir.as_ref(), opts);
+        }
+        let before = segment_identities(dir.as_ref());
+        Log::open_scanned(dir.as_ref(), opts)
+            .map_err(|e| stale_if_changed(e, dir.as_ref(), &before))
+    }
+
+    fn open_scanned(dir: &Path, opts: LogOptions) -> Result<Log> {
         opts.validate()?;
-        let dir = dir.as_ref().to_path_buf();
+        let dir = dir.to_path_buf();
         if opts.readonly {
             if !dir.is_dir() {
                 return Err(Error::io(
@@ -209,7 +224,9 @@ impl Log {
         let lock = if opts.readonly {
             None
         } else {
-            Some(fsutil::lock_dir(&*opts.storage, &dir)?)
+            let lock = fsutil::lock_dir(&*opts.storage, &dir)?;
+            segment::remove_cut_leftovers(&*opts.storage, &dir)?;
+            Some(lock)
         };
         let (files, ignored) = list_segments(&dir)?;
         let mut log = Log {
@@ -221,6 +238,7 @@ impl Log {
             recovery: RecoveryReport::default(),
             ignored,
             poisoned: None,
+            cut_stop: None,
         };
         if let Err(fatal) = log.load(&files) {
             if !log.opts.repair {
@@ -984,9 +1002,29 @@ impl Log {
         if self.segments.len() > 1 || k > 0 {
             sync_dir(&*self.opts.storage, &self.dir)?;
         }
+        let opts = segment::RewriteOptions {
+            preallocate: self.preallocation(),
+            stop_after: self.cut_stop,
+        };
         let seg = self.active();
         seg.unseal()?;
-        seg.cut_at(lsn)
+        seg.cut_at(lsn, &opts)
+    }
+
+    /// Bytes reserved in a new segment file (and in the file a cut writes).
+    fn preallocation(&self) -> u64 {
+        if self.opts.preallocate {
+            self.opts.soft_limit
+        } else {
+            0
+        }
+    }
+
+    /// Fault injection for crash tests: the next cuts stop right after `step`, leaving the
+    /// files as a kill there would (the call fails and the log refuses further writes).
+    #[doc(hidden)]
+    pub fn stop_cuts_after(&mut self, step: Option<segment::RewriteStep>) {
+        self.cut_stop = step;
     }
 
     /// Discards the whole log and starts it again, empty, at `start`.
@@ -1062,12 +1100,8 @@ impl Log {
     }
 
     fn create_segment(&mut self, first_lsn: i64) -> Result<()> {
-        let prealloc = if self.opts.preallocate {
-            self.opts.soft_limit
-        } else {
-            0
-        };
-        let seg = match Segment::create(&self.opts.storage, &self.dir, first_lsn, prealloc) {
+        let preallocate = self.preallocation();
+        let seg = match Segment::create(&self.opts.storage, &self.dir, first_lsn, preallocate) {
             Ok(seg) => seg,
             Err(e) => {
                 // Do not leave a half-made file behind (e.g. disk full while preallocating):
@@ -1110,6 +1144,52 @@ fn segment_info(s: &Segment) -> SegmentInfo {
         size: s.size(),
         file_size: s.file_size(),
         sealed: s.sealed(),
+    }
+}
+
+/// `(name, device, inode)` of every segment-named entry of `dir`, sorted; empty when the
+/// directory cannot be listed. Two equal lists mean no segment was added, removed or replaced
+/// in between.
+fn segment_identities(dir: &Path) -> Vec<(std::ffi::OsString, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(seg_format::parse_file_name)
+                .is_some()
+        })
+        .filter_map(|e| {
+            let meta = fs::metadata(e.path()).ok()?;
+            Some((e.file_name(), meta.dev(), meta.ino()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A read-only open's failure becomes [`Error::StaleRead`] when the segments changed since
+/// `before` (a writer deleted, replaced or added one while they were scanned) and the failure
+/// is one such a change causes: corruption (a gap, a record being written or replaced) or a
+/// file gone missing.
+fn stale_if_changed(err: Error, dir: &Path, before: &[(std::ffi::OsString, u64, u64)]) -> Error {
+    let changed = || segment_identities(dir) != before;
+    match err {
+        Error::Corruption {
+            path,
+            offset,
+            reason,
+        } if changed() => Error::stale_read(&path, offset, reason),
+        Error::Io { op, path, source }
+            if source.kind() == std::io::ErrorKind::NotFound && changed() =>
+        {
+            Error::stale_read(&path, None, format!("{op}: {source}"))
+        }
+        err => err,
     }
 }
 

@@ -16,7 +16,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::format::record::{self, BadRecord, Frame, END_MARKER};
 use crate::format::segment as header;
 use crate::mmap::map_readonly;
-use crate::storage::{Open, Storage, StorageFile};
+use crate::storage::{Open, Rename, Storage, StorageFile};
 
 /// Where a scan stopped when it did not reach a clean end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -326,11 +326,10 @@ impl Segment {
             return Ok(self.index.offset(i));
         }
         let (anchor, offset) = self.index.anchor(i);
-        let path = self.path.clone();
-        let map = self.mapped()?;
-        walk(map, offset as usize, i - anchor)
-            .map(|o| o as u64)
-            .ok_or_else(|| changed_under_reader(&path, offset, lsn))
+        let found = walk(self.mapped()?, offset as usize, i - anchor);
+        found.map(|o| o as u64).ok_or_else(|| {
+            changed_under_reader(&self.path, self.file.file(), self.size, offset, lsn)
+        })
     }
 
     /// End offset of the record at `lsn` (dense index).
@@ -366,13 +365,15 @@ impl Segment {
             let mut dense = RecordIndex::default();
             let mut at = header::HEADER_LEN;
             let terms: Vec<i32> = (0..count).map(|i| self.index.term(i)).collect();
-            let path = self.path.clone();
             let first_lsn = self.first_lsn;
-            let map = self.mapped()?;
+            self.mapped()?;
+            let map = self.map.as_deref().unwrap_or(&[]);
             for (i, term) in terms.into_iter().enumerate() {
                 dense.push(at as u64, term);
                 let lsn = first_lsn + i as i64;
-                at = walk(map, at, 1).ok_or_else(|| changed_under_reader(&path, at as u64, lsn))?;
+                at = walk(map, at, 1).ok_or_else(|| {
+                    changed_under_reader(&self.path, self.file.file(), self.size, at as u64, lsn)
+                })?;
             }
             self.index = dense;
         }
@@ -395,10 +396,21 @@ impl Segment {
             return Ok(Cow::Borrowed(&map[start as usize..end as usize]));
         }
         let mut buf = vec![0u8; (end - start) as usize];
-        self.file
-            .read_exact_at(&mut buf, start)
-            .ctx("read segment", &self.path)?;
-        Ok(Cow::Owned(buf))
+        match self.file.read_exact_at(&mut buf, start) {
+            Ok(()) => Ok(Cow::Owned(buf)),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                // The records were there at open: the file was shortened since.
+                let reason = format!("the file ends before offset {end}");
+                Err(unreadable(
+                    &self.path,
+                    self.file.file(),
+                    self.size,
+                    start,
+                    reason,
+                ))
+            }
+            Err(e) => Err(Error::io("read segment", &self.path, e)),
+        }
     }
 
     /// The last LSN in `from..=to` such that the records `from..=last` span at most `max_span`
@@ -476,7 +488,7 @@ impl Segment {
             self.size
         };
         let first_lsn = self.first_lsn;
-        let path = self.path.clone();
+        let (path, file, size) = (self.path.clone(), Arc::clone(&self.file), self.size);
         let bytes = self.bytes(start, end)?;
         let bytes = if copy {
             Cow::Owned(bytes.to_vec())
@@ -498,16 +510,20 @@ impl Segment {
                     at = next;
                 }
                 Frame::End => {
-                    return Err(Error::corruption(
+                    return Err(unreadable(
                         &path,
-                        Some(start + at as u64),
+                        file.file(),
+                        size,
+                        start + at as u64,
                         format!("record {lsn} vanished (segment starts at {first_lsn})"),
                     ))
                 }
                 Frame::Bad(reason) => {
-                    return Err(Error::corruption(
+                    return Err(unreadable(
                         &path,
-                        Some(start + at as u64),
+                        file.file(),
+                        size,
+                        start + at as u64,
                         reason.to_string(),
                     ))
                 }
@@ -534,21 +550,19 @@ impl Segment {
         Ok(())
     }
 
-    /// Discards the records from `lsn` on: zeroes their bytes (the first zero word is the new
-    /// end marker, and no stale record can ever be read back), then forgets them.
-    pub fn cut_at(&mut self, lsn: i64) -> Result<()> {
+    /// Discards the records from `lsn` on by copy-on-truncate ([`rewrite_prefix`]): the records
+    /// kept go into a new file that replaces this one, and writing continues there. The old
+    /// file is never changed, so a reader that indexed it keeps reading the entries that were
+    /// at its LSNs (never a new record written where an old one was).
+    pub fn cut_at(&mut self, lsn: i64, opts: &RewriteOptions) -> Result<()> {
         let keep = (lsn - self.first_lsn) as usize;
         if keep >= self.index.len() {
             return Ok(());
         }
         debug_assert!(!self.sealed, "cuts happen in the active segment");
         let cut = self.record_offset(lsn)?;
-        zero_range(
-            &*self.file,
-            &self.path,
-            cut,
-            self.size + END_MARKER.len() as u64,
-        )?;
+        self.file = rewrite_prefix(&*self.storage, &*self.file, &self.path, cut, opts)?;
+        self.writable = true;
         self.index.truncate(keep);
         self.size = cut;
         Ok(())
@@ -569,14 +583,34 @@ impl Segment {
     }
 }
 
-fn changed_under_reader(path: &Path, offset: u64, lsn: i64) -> Error {
-    Error::corruption(
+fn changed_under_reader(path: &Path, file: &File, size: u64, offset: u64, lsn: i64) -> Error {
+    unreadable(
         path,
-        Some(offset),
-        format!(
-            "record {lsn} is no longer where the index says (the file changed while it was read)"
-        ),
+        file,
+        size,
+        offset,
+        format!("record {lsn} is no longer where the index says"),
     )
+}
+
+/// The error for a record that checked fine when the segment was opened and cannot be read
+/// now: [`Error::StaleRead`] when the file changed under the reader (its path names another
+/// file, none, or a file shorter than the records indexed: a writer cut, replaced or deleted
+/// it), [`Error::Corruption`] when it is the same file, still long enough (damage in place).
+fn unreadable(path: &Path, file: &File, size: u64, offset: u64, reason: String) -> Error {
+    use std::os::unix::fs::MetadataExt;
+    let held = file.metadata().ok();
+    let now = std::fs::metadata(path).ok();
+    let replaced = match (&held, &now) {
+        (Some(h), Some(n)) => (h.dev(), h.ino()) != (n.dev(), n.ino()) || n.len() < size,
+        _ => true,
+    };
+    let shorter = held.is_some_and(|h| h.len() < size);
+    if replaced || shorter {
+        Error::stale_read(path, Some(offset), reason)
+    } else {
+        Error::corruption(path, Some(offset), reason)
+    }
 }
 
 /// Reserves `len` bytes for the file by writing zeros (never shrinking it). Real zeros, not
@@ -605,6 +639,156 @@ pub fn initialise(file: &dyn StorageFile, path: &Path) -> Result<()> {
     file.write_all_at(&first, 0)
         .ctx("write segment header", path)?;
     file.sync_all().ctx("fsync segment", path)
+}
+
+/// Steps of [`rewrite_prefix`], in order. A crash after any of them leaves, under the
+/// segment's name, either the old file or the new one (never neither), and at most a leftover
+/// `.cut` file that the next writable open removes ([`remove_cut_leftovers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RewriteStep {
+    /// The `.cut` file exists, reserved and zero-filled.
+    Created,
+    /// The kept bytes and the end marker are written into it.
+    Written,
+    /// It is fsynced.
+    Synced,
+    /// It is renamed over the segment.
+    Renamed,
+    /// The directory is fsynced: the cut is durable.
+    DirSynced,
+}
+
+/// How [`rewrite_prefix`] makes the new file.
+#[derive(Debug, Clone, Default)]
+pub struct RewriteOptions {
+    /// Bytes reserved (written as zeros) in the new file, as for a new segment; 0 = none.
+    pub preallocate: u64,
+    /// Fault injection for crash tests: fail right after this step, leaving the files exactly
+    /// as a kill there would.
+    pub stop_after: Option<RewriteStep>,
+}
+
+/// Suffix of the file a cut writes before renaming it over the segment (`<segment name>.cut`,
+/// in the log directory: never taken for a segment, and renamed within one directory).
+pub const CUT_SUFFIX: &str = ".cut";
+
+/// Replaces the segment file at `path` by a new file holding its bytes `[0, end)` (the header
+/// and the records kept; `end` must be a record boundary) followed by an end marker and zeros:
+/// copy-on-truncate. The new file is written beside it as `<name>.cut`, reserved like a new
+/// segment, fsynced, renamed over `path`, and the directory fsynced. `source` (the open old
+/// file) is only read: a reader that holds it keeps seeing the records it indexed. Returns
+/// the new file, open for reading and writing. The one way to cut a segment: `truncate_after`,
+/// `insert_range` and repair all use it.
+pub fn rewrite_prefix(
+    storage: &dyn Storage,
+    source: &dyn StorageFile,
+    path: &Path,
+    end: u64,
+    opts: &RewriteOptions,
+) -> Result<Arc<dyn StorageFile>> {
+    let temp = cut_temp_path(path);
+    match storage.remove_file(&temp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(Error::io("remove leftover cut file", &temp, e))
+        }
+        _ => {}
+    }
+    let file = match write_prefix_copy(storage, source, path, &temp, end, opts) {
+        Ok(file) => file,
+        Err(e) => {
+            // Keep a stopped (simulated crash) rewrite's file for the crash test to find.
+            if opts.stop_after.is_none() {
+                let _ = storage.remove_file(&temp);
+            }
+            return Err(e);
+        }
+    };
+    storage
+        .rename(&temp, path, Rename::Replace)
+        .ctx("rename cut segment over", path)?;
+    stop_if(opts, RewriteStep::Renamed, path)?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    crate::fsutil::sync_dir(storage, dir)?;
+    stop_if(opts, RewriteStep::DirSynced, path)?;
+    Ok(file)
+}
+
+/// Steps up to the fsync of [`rewrite_prefix`]: the new file, complete and durable.
+fn write_prefix_copy(
+    storage: &dyn Storage,
+    source: &dyn StorageFile,
+    path: &Path,
+    temp: &Path,
+    end: u64,
+    opts: &RewriteOptions,
+) -> Result<Arc<dyn StorageFile>> {
+    let file = storage
+        .open(temp, Open::CreateNew)
+        .ctx("create cut segment", temp)?;
+    reserve(&*file, opts.preallocate).ctx("preallocate cut segment", temp)?;
+    stop_if(opts, RewriteStep::Created, temp)?;
+    const CHUNK: u64 = 1 << 20;
+    let mut buf = vec![0u8; CHUNK.min(end) as usize];
+    let mut at = 0;
+    while at < end {
+        let n = CHUNK.min(end - at) as usize;
+        source
+            .read_exact_at(&mut buf[..n], at)
+            .ctx("read segment", path)?;
+        file.write_all_at(&buf[..n], at)
+            .ctx("write cut segment", temp)?;
+        at += n as u64;
+    }
+    file.write_all_at(&END_MARKER, end)
+        .ctx("write cut segment", temp)?;
+    stop_if(opts, RewriteStep::Written, temp)?;
+    file.sync_all().ctx("fsync cut segment", temp)?;
+    stop_if(opts, RewriteStep::Synced, temp)?;
+    Ok(file)
+}
+
+fn stop_if(opts: &RewriteOptions, step: RewriteStep, path: &Path) -> Result<()> {
+    if opts.stop_after == Some(step) {
+        let why = std::io::Error::other(format!("stopped after {step:?} (fault injection)"));
+        return Err(Error::io("cut segment", path, why));
+    }
+    Ok(())
+}
+
+/// `<segment>.cut` beside the segment.
+pub fn cut_temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(CUT_SUFFIX);
+    path.with_file_name(name)
+}
+
+/// Removes the `<segment name>.cut` files a crash in [`rewrite_prefix`] left in `dir` (the
+/// segment itself is intact: the name only exists before the rename). Returns how many.
+pub fn remove_cut_leftovers(storage: &dyn Storage, dir: &Path) -> Result<usize> {
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir).ctx("list log directory", dir)? {
+        let entry = entry.ctx("list log directory", dir)?;
+        let name = entry.file_name();
+        let is_leftover = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(CUT_SUFFIX))
+            .and_then(header::parse_file_name)
+            .is_some();
+        if is_leftover {
+            let path = entry.path();
+            storage
+                .remove_file(&path)
+                .ctx("remove leftover cut file", &path)?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        crate::fsutil::sync_dir(storage, dir)?;
+    }
+    Ok(removed)
 }
 
 /// Overwrites `[start, end)` with zeros, in bounded chunks.

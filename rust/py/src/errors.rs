@@ -39,6 +39,11 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
             "CorruptionError",
             (message, path.display().to_string(), offset),
         ),
+        Error::StaleRead { path, offset, .. } => tflux_error(
+            py,
+            "StaleReadError",
+            (message, path.display().to_string(), offset),
+        ),
         Error::Io { path, source, .. } => tflux_error(
             py,
             "TfluxIOError",
