@@ -1147,10 +1147,14 @@ fn segment_info(s: &Segment) -> SegmentInfo {
     }
 }
 
-/// `(name, device, inode)` of every segment-named entry of `dir`, sorted; empty when the
+/// Name, device, inode and birth time of a file: a file deleted and made again under the same
+/// name may reuse the inode number, not the birth time (where the file system records one).
+type FileIdentity = (std::ffi::OsString, u64, u64, Option<SystemTime>);
+
+/// The [`FileIdentity`] of every segment-named entry of `dir`, sorted; empty when the
 /// directory cannot be listed. Two equal lists mean no segment was added, removed or replaced
-/// in between.
-fn segment_identities(dir: &Path) -> Vec<(std::ffi::OsString, u64, u64)> {
+/// in between (appends do not count).
+fn segment_identities(dir: &Path) -> Vec<FileIdentity> {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
@@ -1165,7 +1169,7 @@ fn segment_identities(dir: &Path) -> Vec<(std::ffi::OsString, u64, u64)> {
         })
         .filter_map(|e| {
             let meta = fs::metadata(e.path()).ok()?;
-            Some((e.file_name(), meta.dev(), meta.ino()))
+            Some((e.file_name(), meta.dev(), meta.ino(), meta.created().ok()))
         })
         .collect();
     out.sort();
@@ -1176,7 +1180,7 @@ fn segment_identities(dir: &Path) -> Vec<(std::ffi::OsString, u64, u64)> {
 /// `before` (a writer deleted, replaced or added one while they were scanned) and the failure
 /// is one such a change causes: corruption (a gap, a record being written or replaced) or a
 /// file gone missing.
-fn stale_if_changed(err: Error, dir: &Path, before: &[(std::ffi::OsString, u64, u64)]) -> Error {
+fn stale_if_changed(err: Error, dir: &Path, before: &[FileIdentity]) -> Error {
     let changed = || segment_identities(dir) != before;
     match err {
         Error::Corruption {
@@ -1184,8 +1188,14 @@ fn stale_if_changed(err: Error, dir: &Path, before: &[(std::ffi::OsString, u64, 
             offset,
             reason,
         } if changed() => Error::stale_read(&path, offset, reason),
+        // A segment listed (and stat'ed), then not found: deleted since. Only a dangling
+        // symbolic link under a segment's name is not found for good. (No identity check: a
+        // roll-over and a cut can delete a file and make the same names and inode numbers
+        // again within one timestamp tick.)
         Error::Io { op, path, source }
-            if source.kind() == std::io::ErrorKind::NotFound && changed() =>
+            if source.kind() == std::io::ErrorKind::NotFound
+                && path != dir
+                && (path.symlink_metadata().is_err() || path.exists() || changed()) =>
         {
             Error::stale_read(&path, None, format!("{op}: {source}"))
         }
