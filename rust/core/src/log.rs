@@ -3,7 +3,8 @@
 //! Segments are kept in LSN order; only the last one (the active segment) is written. Opening
 //! scans every segment: sealed ones must be perfect, the active one may end in a torn record,
 //! which is cut. Every operation that discards records deletes obsolete segments first (newest
-//! first) and then zeroes the records at the cut, so a crash in between never leaves a gap.
+//! first) and then rewrites the cut segment (copy-on-truncate), so a crash in between never leaves a
+//! gap.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -987,7 +988,8 @@ impl Log {
         Ok(())
     }
 
-    /// Discards entries from `lsn` on: delete obsolete segments newest first, then zero the cut.
+    /// Discards entries from `lsn` on: delete obsolete segments newest first, then rewrite the
+    /// segment holding the cut without the discarded records ([`segment::rewrite_prefix`]).
     fn discard_from(&mut self, lsn: i64) -> Result<()> {
         if lsn > self.last_index() {
             return Ok(());
