@@ -16,6 +16,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+pub mod testing;
+
 /// How [`Storage::open`] opens a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Open {
