@@ -55,6 +55,11 @@ pub enum Error {
     /// and errno of the original error.
     #[error("writes are refused after an earlier I/O error ({}); reopen to continue", cause.reason)]
     Poisoned { cause: PoisonCause },
+    /// A change that was written to the log and applied, but whose fsync failed: it may or may
+    /// not survive a crash (and later writes are refused). Unlike every other error, the call
+    /// that returns it did take effect in the running store.
+    #[error("the change was written but could not be made durable ({}); it may or may not survive a crash", cause.reason)]
+    NotDurable { cause: PoisonCause },
     /// A bad `taskflux.settings.json` or settings argument (names the key).
     #[error("{0}")]
     Settings(String),
@@ -104,7 +109,9 @@ impl PoisonCause {
     pub fn from_error(e: &Error) -> PoisonCause {
         let (path, errno) = match e {
             Error::Io { path, source, .. } => (Some(path.clone()), source.raw_os_error()),
-            Error::Poisoned { cause } => (cause.path.clone(), cause.errno),
+            Error::Poisoned { cause } | Error::NotDurable { cause } => {
+                (cause.path.clone(), cause.errno)
+            }
             _ => (None, None),
         };
         PoisonCause {

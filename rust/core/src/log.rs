@@ -180,6 +180,9 @@ pub struct Log {
     poisoned: Option<PoisonCause>,
     /// See [`Log::stop_cuts_after`].
     cut_stop: Option<segment::RewriteStep>,
+    /// Set by a failed fsync: after one, a later fsync that succeeds proves nothing (the kernel
+    /// may have dropped the dirty pages), so no durability is ever claimed again.
+    sync_failed: Option<PoisonCause>,
 }
 
 impl std::fmt::Debug for Log {
@@ -240,6 +243,7 @@ impl Log {
             ignored,
             poisoned: None,
             cut_stop: None,
+            sync_failed: None,
         };
         if let Err(fatal) = log.load(&files) {
             if !log.opts.repair {
@@ -641,7 +645,7 @@ impl Log {
     /// within `max_bytes`. `read(last_index + 1)` is empty.
     pub fn read(&mut self, start: i64, max_bytes: Option<u64>) -> Result<Vec<Entry>> {
         self.check_read_start(start)?;
-        let end = self.last_index() + 1;
+        let end = self.next_index();
         let mut out = Vec::new();
         self.visit(
             start,
@@ -664,7 +668,7 @@ impl Log {
     /// of data (and always under 2 GiB, so offsets fit Arrow's int32).
     pub fn read_batch(&mut self, start: i64, end: i64, max_bytes: u64) -> Result<EntryBatch> {
         self.check_read_start(start)?;
-        let end = end.min(self.last_index() + 1);
+        let end = end.min(self.next_index());
         let mut batch = EntryBatch {
             first_lsn: start,
             terms: Vec::new(),
@@ -696,7 +700,7 @@ impl Log {
         f: impl FnMut(i64, i32, &[u8]) -> bool,
     ) -> Result<()> {
         self.check_read_start(start)?;
-        let end = end.min(self.last_index() + 1);
+        let end = end.min(self.next_index());
         self.visit(start, end, u64::MAX, true, f)
     }
 
@@ -710,7 +714,7 @@ impl Log {
         f: impl FnMut(i64, i32, &[u8]) -> bool,
     ) -> Result<()> {
         self.check_read_start(start)?;
-        let end = end.min(self.last_index() + 1);
+        let end = end.min(self.next_index());
         // One segment at a time, unmapping each sealed one once read: replaying a long log
         // keeps at most one segment resident.
         let mut f = f;
@@ -736,9 +740,21 @@ impl Log {
 
     /// A handle on the active segment and the last LSN written to it, so that a caller can
     /// fsync outside any lock it holds around the log (group commit).
+    /// Refused after a failed fsync (see `sync_failed`).
     pub fn sync_handle(&self) -> Result<(Arc<dyn StorageFile>, i64)> {
-        let active = self.segments.last().ok_or_else(|| Error::ReadOnly {
-            path: self.dir.clone(),
+        if let Some(cause) = &self.sync_failed {
+            return Err(Error::Poisoned {
+                cause: cause.clone(),
+            });
+        }
+        let active = self.segments.last().ok_or_else(|| {
+            if self.opts.readonly {
+                Error::ReadOnly {
+                    path: self.dir.clone(),
+                }
+            } else {
+                Error::Closed("log")
+            }
         })?;
         Ok((active.shared_file(), self.last_index()))
     }
@@ -786,19 +802,41 @@ impl Log {
     /// Appends entries of one term with one write (and one sync); returns the first LSN.
     pub fn append_many<D: AsRef<[u8]>>(&mut self, term: i32, items: &[D]) -> Result<i64> {
         self.write_op(|log| {
-            let first = log.last_index() + 1;
-            log.append_entries(items.iter().map(|d| (term, d.as_ref())))?;
+            let first = log.next_index();
+            let entries = items.iter().map(|d| (term, d.as_ref()));
+            log.append_entries(entries, Commit::Leave)?;
             Ok(first)
         })
+    }
+
+    /// [`Log::append_many`] that also commits the entries in the same step (a writer that is
+    /// its own quorum, as the store): once the entries are written the call succeeds, and a
+    /// failed roll-over only stops later writes. Appending and committing as two calls would
+    /// let the roll-over fail the commit of entries that are already in the log.
+    pub fn append_many_committed<D: AsRef<[u8]>>(&mut self, term: i32, items: &[D]) -> Result<i64> {
+        self.write_op(|log| {
+            let first = log.next_index();
+            let entries = items.iter().map(|d| (term, d.as_ref()));
+            log.append_entries(entries, Commit::Through)?;
+            Ok(first)
+        })
+    }
+
+    /// The LSN the next appended entry gets.
+    fn next_index(&self) -> i64 {
+        // Never overflows: no entry is ever placed past MAX_ENTRY_LSN.
+        self.last_index() + 1
     }
 
     /// Validates terms and sizes, then writes the entries into the active segment.
     fn append_entries<'a>(
         &mut self,
         entries: impl Iterator<Item = (i32, &'a [u8])> + Clone,
+        commit: Commit,
     ) -> Result<()> {
         let mut previous = self.last_term_or_zero();
         let mut bytes = 0usize;
+        check_lsn_room(self.next_index(), entries.clone().count())?;
         for (term, data) in entries.clone() {
             check_term(term, previous)?;
             if data.is_empty() && !self.opts.empty_entries {
@@ -827,8 +865,11 @@ impl Log {
         }
         let active = self.active();
         active.append_encoded(&mut encoded, &placed)?;
+        if commit == Commit::Through {
+            self.commit_index = self.last_index();
+        }
         if self.opts.sync == SyncPolicy::Always {
-            self.active().sync()?;
+            self.sync_active()?;
         }
         // The entries are written (and synced per policy): a failed roll-over must not report
         // them as failed, or the caller's view would diverge from the log. It stops further
@@ -860,7 +901,8 @@ impl Log {
                     log.commit_index
                 )));
             }
-            let gap = start > log.last_index() + 1;
+            check_lsn_room(start, entries.len())?;
+            let gap = start > log.next_index();
             // Validate every term before discarding anything.
             let mut previous = if gap || start == log.start_index() {
                 0
@@ -876,7 +918,8 @@ impl Log {
             } else {
                 log.discard_from(start)?;
             }
-            log.append_entries(entries.iter().map(|(t, d)| (*t, d.as_ref())))?;
+            let entries_ref = entries.iter().map(|(t, d)| (*t, d.as_ref()));
+            log.append_entries(entries_ref, Commit::Leave)?;
             if entries.is_empty() {
                 log.sync_if(SyncPolicy::Always)?;
             }
@@ -952,13 +995,13 @@ impl Log {
 
     /// Makes every written entry durable.
     pub fn sync(&mut self) -> Result<()> {
-        self.write_op(|log| log.active().sync())
+        self.write_op(|log| log.sync_active())
     }
 
     /// Syncs per policy and releases the directory lock.
     pub fn close(mut self) -> Result<()> {
         if !self.opts.readonly && self.poisoned.is_none() && self.opts.sync == SyncPolicy::Batch {
-            self.active().sync()?;
+            self.sync_active()?;
         }
         Ok(())
     }
@@ -971,7 +1014,7 @@ impl Log {
             && self.opts.sync == SyncPolicy::Batch
             && !self.segments.is_empty()
         {
-            self.active().sync()
+            self.sync_active()
         } else {
             Ok(())
         };
@@ -983,13 +1026,28 @@ impl Log {
 
     fn sync_if(&mut self, policy: SyncPolicy) -> Result<()> {
         if self.opts.sync == policy {
-            self.active().sync()?;
+            self.sync_active()?;
         }
         Ok(())
     }
 
     /// Discards entries from `lsn` on: delete obsolete segments newest first, then rewrite the
     /// segment holding the cut without the discarded records ([`segment::rewrite_prefix`]).
+    /// Fsyncs the active segment, remembering a failure (see `sync_failed`).
+    fn sync_active(&mut self) -> Result<()> {
+        let result = self.active().sync();
+        if let Err(e) = &result {
+            self.sync_failed = Some(PoisonCause::from_error(e));
+        }
+        result
+    }
+
+    /// Why writes are refused, if they are (an I/O error, a failed roll-over, a close).
+    pub fn poisoned(&self) -> Option<&PoisonCause> {
+        self.poisoned.as_ref()
+    }
+
+    /// Discards entries from `lsn` on: delete obsolete segments newest first, then zero the cut.
     fn discard_from(&mut self, lsn: i64) -> Result<()> {
         if lsn > self.last_index() {
             return Ok(());
@@ -1093,7 +1151,7 @@ impl Log {
         if (soft < size && all_committed) || hard < size {
             let next = active.last_lsn() + 1;
             if self.opts.sync == SyncPolicy::Batch {
-                self.active().sync()?;
+                self.sync_active()?;
             }
             self.active().seal();
             self.create_segment(next)?;
@@ -1116,6 +1174,34 @@ impl Log {
         sync_dir(&*self.opts.storage, &self.dir)?;
         self.segments.push(seg);
         Ok(())
+    }
+}
+
+/// Whether entries are committed as they are appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Commit {
+    Leave,
+    Through,
+}
+
+/// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
+/// an entry (the next LSN, the start of a log emptied after it), so that every LSN the log
+/// computes fits an i64 (docs/format.md, "LSN limit").
+pub const MAX_ENTRY_LSN: i64 = i64::MAX - 1;
+
+/// Refuses to place `count` entries from `first` on when the last would be past
+/// [`MAX_ENTRY_LSN`].
+fn check_lsn_room(first: i64, count: usize) -> Result<()> {
+    let last = i64::try_from(count)
+        .ok()
+        .and_then(|n| first.checked_add(n))
+        .map(|end| end - 1);
+    match last {
+        _ if count == 0 => Ok(()),
+        Some(last) if last <= MAX_ENTRY_LSN => Ok(()),
+        _ => Err(Error::InvalidArgument(format!(
+            "{count} entries from LSN {first} would pass the largest LSN {MAX_ENTRY_LSN}"
+        ))),
     }
 }
 

@@ -538,9 +538,12 @@ impl Segment {
     pub fn append_encoded(&mut self, encoded: &mut Vec<u8>, records: &[(u64, i32)]) -> Result<()> {
         debug_assert!(!self.sealed && self.writable);
         encoded.extend_from_slice(&END_MARKER);
-        self.file
-            .write_all_at(encoded, self.size)
-            .ctx("write segment", &self.path)?;
+        if let Err(e) = self.file.write_all_at(encoded, self.size) {
+            // A short write may have left whole records of this batch behind: put the end
+            // marker back (best effort) so that a reopen does not find part of a failed call.
+            let _ = self.file.write_all_at(&END_MARKER, self.size);
+            return Err(Error::io("write segment", &self.path, e));
+        }
         encoded.truncate(encoded.len() - END_MARKER.len());
         let base = self.size;
         for &(rel, term) in records {

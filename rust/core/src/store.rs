@@ -108,6 +108,8 @@ pub struct Store {
     /// Set when a failure after a successful write (an automatic snapshot) must stop later
     /// writes without failing the write itself.
     refused: Mutex<Option<PoisonCause>>,
+    /// Whether a caller has been told that writes stopped (so `close` need not say it again).
+    told: std::sync::atomic::AtomicBool,
     syncer: Mutex<Option<JoinHandle<()>>>,
     report: OpenReport,
 }
@@ -230,6 +232,7 @@ impl Store {
                 changed: Condvar::new(),
             },
             refused: Mutex::new(None),
+            told: std::sync::atomic::AtomicBool::new(false),
             syncer: Mutex::new(None),
             report,
         };
@@ -281,11 +284,28 @@ impl Store {
                 path: self.layout.base.clone(),
             });
         }
-        let refused = lock(&self.refused).clone();
-        if let Some(cause) = refused.or_else(|| lock(&self.durability.state).error.clone()) {
-            return Err(Error::Poisoned { cause });
+        // Closed first: a call after close is refused as such, whatever stopped writes before.
+        let inner = self.inner()?;
+        if let Some(cause) = self.stopped(&inner) {
+            return self.tell(Err(Error::Poisoned { cause }));
         }
-        self.inner()
+        Ok(inner)
+    }
+
+    /// Why writes stopped, if they did: a failed write, roll-over, snapshot or fsync.
+    fn stopped(&self, inner: &Inner) -> Option<PoisonCause> {
+        let refused = lock(&self.refused).clone();
+        refused
+            .or_else(|| lock(&self.durability.state).error.clone())
+            .or_else(|| inner.log.poisoned().cloned())
+    }
+
+    /// Passes a result on to a caller, noting when it tells them that writes stopped.
+    fn tell<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(Error::Io { .. } | Error::Poisoned { .. } | Error::NotDurable { .. }) = &result {
+            self.told.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        result
     }
 
     /// Appends deltas (one write), commits them and applies them; returns what each did and
@@ -302,7 +322,13 @@ impl Store {
             encoded.push(buf);
         }
         let segments_before = inner.log.segments_len();
-        let first = inner.log.append_many(inner.metadata.term, &encoded)?;
+        // Appended and committed in one step: once this returns Ok the deltas are in the log,
+        // and a roll-over that fails after them stops later writes instead of failing this one.
+        let first = self.tell(
+            inner
+                .log
+                .append_many_committed(inner.metadata.term, &encoded),
+        )?;
         let last = first + deltas.len() as i64 - 1;
         // Once in the log, the deltas are applied before anything else can fail, so the state
         // always matches what a replay of the log would build.
@@ -310,7 +336,6 @@ impl Store {
         for (i, d) in deltas.iter().enumerate() {
             applied.push(inner.state.apply_delta(Some(first + i as i64), d)?);
         }
-        inner.log.commit(last)?;
         if inner.log.segments_len() != segments_before {
             // The deltas are logged and applied: this call succeeds. A snapshot that cannot be
             // written stops later writes instead (fail-stop), naming the file and errno.
@@ -374,9 +399,14 @@ impl Store {
         }
     }
 
+    /// Waits for durability per policy. The change is in the log and applied by now, so a
+    /// failure here says exactly that: `NotDurable`.
     fn after_write(&self, lsn: i64) -> Result<()> {
         if self.settings.log_sync_policy == StoreSync::Always {
-            self.wait_durable(lsn)?;
+            let waited = self.wait_durable(lsn).map_err(|e| Error::NotDurable {
+                cause: PoisonCause::from_error(&e),
+            });
+            self.tell(waited)?;
         }
         Ok(())
     }
@@ -601,7 +631,7 @@ impl Store {
     /// nothing was logged since the last snapshot.
     pub fn snapshot(&self) -> Result<bool> {
         let mut inner = self.writable()?;
-        self.snapshot_locked(&mut inner)
+        self.tell(self.snapshot_locked(&mut inner))
     }
 
     fn snapshot_locked(&self, inner: &mut Inner) -> Result<bool> {
@@ -619,7 +649,10 @@ impl Store {
         Ok(true)
     }
 
-    /// Syncs everything and releases the lock. Further calls fail; waiting dequeues wake up.
+    /// Syncs everything and releases the lock. Further calls fail with `Closed`; waiting
+    /// dequeues wake up, and writers waiting for durability return once close synced their
+    /// changes. After writes stopped, close reports that failure only if no caller was told
+    /// of it yet (e.g. a background fsync failed), so it is reported exactly once.
     pub fn close(&self) -> Result<()> {
         {
             let mut st = lock(&self.durability.state);
@@ -631,13 +664,38 @@ impl Store {
                 return Ok(());
             }
             inner.closed = true;
-            let synced = if self.readonly || self.settings.log_sync_policy == StoreSync::Never {
-                Ok(())
+            let stopped = if self.readonly {
+                None
             } else {
-                inner.log.sync()
+                self.stopped(&inner)
+            };
+            let synced = match stopped {
+                Some(cause) => {
+                    let told = self.told.swap(true, std::sync::atomic::Ordering::Relaxed);
+                    if told {
+                        Ok(())
+                    } else {
+                        Err(Error::Poisoned { cause })
+                    }
+                }
+                None if self.readonly || self.settings.log_sync_policy == StoreSync::Never => {
+                    Ok(())
+                }
+                None => {
+                    let last = inner.log.last_index();
+                    let synced = inner.log.sync();
+                    if synced.is_ok() {
+                        // Writers still waiting for their fsync are covered by this one.
+                        let mut st = lock(&self.durability.state);
+                        st.synced = st.synced.max(last);
+                        self.durability.changed.notify_all();
+                    }
+                    synced
+                }
             };
             // Release the directory lock now, not when the last reference goes away.
-            synced.and(inner.log.release())
+            let released = inner.log.release();
+            synced.and(released)
         };
         self.ready.notify_all();
         if let Some(h) = lock(&self.syncer).take() {

@@ -55,7 +55,7 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
             (message, path.display().to_string(), None::<i32>),
         ),
         Error::ReadOnly { .. } => tflux_error(py, "ReadOnlyError", (message,)),
-        Error::Poisoned { cause } => tflux_error(
+        Error::Poisoned { cause } | Error::NotDurable { cause } => tflux_error(
             py,
             "TfluxIOError",
             (

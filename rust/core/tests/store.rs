@@ -1,0 +1,207 @@
+//! The Store through the storage seam: durability across reopen, fail-stop after a failed
+//! write, and what `close` reports. Scenario: each test opens a store on a `FaultStorage`
+//! (which passes every operation through until told otherwise), breaks one operation, and
+//! reopens the directory with the real file system to see what survived.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use tflux_core::error::Error;
+use tflux_core::state::QueueConfig;
+use tflux_core::storage::testing::{Fault, FaultStorage, OpKind, EIO, ENOSPC};
+use tflux_core::store::{Store, StoreOptions};
+
+const SMALL: &str = r#"{"LogFileSoftLimit": 200, "LogFileHardLimit": 200,
+    "LogPreallocateSegments": true, "SnapshotCreationSegmentsThreshold": 0}"#;
+
+fn open(base: &Path, settings: &str) -> (Store, Arc<FaultStorage>) {
+    let storage = FaultStorage::new(base).unwrap();
+    let opts = StoreOptions {
+        readonly: false,
+        storage: storage.clone(),
+    };
+    (
+        Store::open_with(base, Some(settings), opts).unwrap(),
+        storage,
+    )
+}
+
+/// Payloads of the default queue after reopening with the real file system.
+fn payloads(base: &Path, settings: &str) -> Vec<String> {
+    let store = Store::open(base, Some(settings), false).unwrap();
+    let mut out: Vec<String> = store
+        .peek_all(b"")
+        .unwrap()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.data).into_owned())
+        .collect();
+    out.sort();
+    store.close().unwrap();
+    out
+}
+
+#[test]
+fn enqueued_and_acked_records_survive_a_reopen_and_a_power_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = open(dir.path(), SMALL);
+    store.create_queue(b"q", QueueConfig::default()).unwrap();
+    for i in 0..20 {
+        store
+            .enqueue(b"", i % 3, format!("r{i:02}").as_bytes())
+            .unwrap();
+    }
+    let (rec, inc) = store.dequeue(b"", Some(Duration::ZERO)).unwrap().unwrap();
+    store.ack(b"", rec.id, Some(inc)).unwrap();
+    let (_, last, _) = store.log_bounds().unwrap();
+    assert!(store.snapshot().unwrap());
+    store.close().unwrap();
+    assert!(
+        storage.ops_of(OpKind::Create) > 3,
+        "records rolled over several segments"
+    );
+    let mut expected: Vec<String> = (0..20).map(|i| format!("r{i:02}")).collect();
+    expected.retain(|p| p.as_bytes() != &*rec.data);
+    assert_eq!(payloads(dir.path(), SMALL), expected);
+    storage.crash().unwrap();
+    assert_eq!(
+        payloads(dir.path(), SMALL),
+        expected,
+        "power loss after close"
+    );
+    let store = Store::open(dir.path(), Some(SMALL), false).unwrap();
+    assert_eq!(store.log_bounds().unwrap().2, last);
+}
+
+// Defect 1 of issue 10: the append that filled a segment succeeded, the roll-over after it
+// failed (ENOSPC creating the next segment) and poisoned the log, then the separate commit
+// failed on the poisoned log: the enqueue raised although its record was applied and durable.
+#[test]
+fn a_failed_roll_over_does_not_fail_the_enqueue_that_filled_the_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = open(dir.path(), SMALL);
+    storage.fail(Fault {
+        kind: Some(OpKind::Create),
+        nth: storage.ops_of(OpKind::Create),
+        errno: ENOSPC,
+    });
+    let mut acked = Vec::new();
+    let mut rolled = false;
+    for i in 0..20 {
+        let payload = format!("r{i:02}");
+        let creates = storage.ops_of(OpKind::Create);
+        let result = store.enqueue(b"", 0, payload.as_bytes());
+        if rolled {
+            assert!(
+                matches!(result, Err(Error::Poisoned { .. })),
+                "writes after the failed roll-over are refused: {result:?}"
+            );
+            break;
+        }
+        assert!(result.is_ok(), "enqueue {i} failed: {result:?}");
+        acked.push(payload);
+        rolled = storage.ops_of(OpKind::Create) > creates;
+    }
+    assert!(rolled, "the workload reached a roll-over");
+    store.close().unwrap();
+    assert_eq!(payloads(dir.path(), SMALL), acked);
+    storage.crash().unwrap();
+    assert_eq!(payloads(dir.path(), SMALL), acked, "after a power loss");
+}
+
+#[test]
+fn a_failed_fsync_says_the_change_was_written_and_may_survive() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = open(dir.path(), SMALL);
+    store.enqueue(b"", 0, b"kept").unwrap();
+    storage.fail(Fault {
+        kind: Some(OpKind::Sync),
+        nth: storage.ops_of(OpKind::Sync),
+        errno: EIO,
+    });
+    let e = store.enqueue(b"", 0, b"unsure").unwrap_err();
+    assert!(matches!(e, Error::NotDurable { .. }), "{e}");
+    // Once an fsync failed, no later one is trusted: writes stop.
+    let e = store.enqueue(b"", 0, b"refused").unwrap_err();
+    assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+    store.close().unwrap();
+    let after = payloads(dir.path(), SMALL);
+    assert!(
+        after == ["kept"] || after == ["kept", "unsure"],
+        "{after:?}"
+    );
+    storage.crash().unwrap();
+    let after = payloads(dir.path(), SMALL);
+    assert!(
+        after == ["kept"] || after == ["kept", "unsure"],
+        "power loss: {after:?}"
+    );
+}
+
+// Defect 2 of issue 10: a writer waiting for its fsync when `close` ran called `sync_handle`
+// on the released log and got "opened read-only", although close had synced its record.
+#[test]
+fn writers_waiting_for_their_fsync_during_close_succeed_and_later_calls_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = open(dir.path(), SMALL);
+    let store = Arc::new(store);
+    storage.slow_syncs(Duration::from_millis(300));
+    let spawn = |payload: &'static str| {
+        let store = Arc::clone(&store);
+        thread::spawn(move || store.enqueue(b"", 0, payload.as_bytes()))
+    };
+    // a syncs (300 ms); b appends meanwhile and waits for the next fsync; close runs while
+    // a's fsync is in progress, so b's fsync can only start after the log is released.
+    let a = spawn("a");
+    thread::sleep(Duration::from_millis(50));
+    let b = spawn("b");
+    thread::sleep(Duration::from_millis(50));
+    store.close().unwrap();
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    assert!(a.is_ok() && b.is_ok(), "a: {a:?}, b: {b:?}");
+    let late = store.enqueue(b"", 0, b"late");
+    assert!(matches!(late, Err(Error::Closed(_))), "{late:?}");
+    assert_eq!(payloads(dir.path(), SMALL), ["a", "b"]);
+    storage.crash().unwrap();
+    assert_eq!(
+        payloads(dir.path(), SMALL),
+        ["a", "b"],
+        "after a power loss"
+    );
+}
+
+// Defect 15 of issue 10: close re-raised the fail-stop error the failing call had already
+// raised, so a `with` block raised a second time on exit.
+#[test]
+fn close_does_not_repeat_a_failure_the_caller_was_told_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = open(dir.path(), SMALL);
+    storage.fail(Fault {
+        kind: Some(OpKind::Write),
+        nth: storage.ops_of(OpKind::Write),
+        errno: ENOSPC,
+    });
+    let e = store.enqueue(b"", 0, b"x").unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    store.close().unwrap();
+}
+
+#[test]
+fn close_reports_a_background_fsync_failure_nobody_was_told_of() {
+    let settings = r#"{"LogSyncPolicy": "interval", "LogSyncIntervalMs": 5}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = open(dir.path(), settings);
+    let store = Arc::new(store);
+    store.enqueue(b"", 0, b"x").unwrap();
+    storage.fail(Fault {
+        kind: Some(OpKind::Sync),
+        nth: storage.ops_of(OpKind::Sync),
+        errno: EIO,
+    });
+    store.start_background_sync();
+    thread::sleep(Duration::from_millis(100));
+    let e = store.close().unwrap_err();
+    assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+    store.close().unwrap();
+}
