@@ -155,6 +155,10 @@ def check_scenario(tmp_path: Path, name: str) -> dict:
         e = x.get("error")
         if e and (e["type"] != "TfluxIOError" or not e["path"] or e["errno"] is None):
             problems.append(f"a refused later write does not name the file and errno: {e}")
+    # Issue 10, defect 15: close re-raised the failure the failing call had already raised,
+    # so a `with` block raised a second time on exit.
+    if out["close"] != "ok":
+        problems.append(f"close repeated a failure the caller was told of: {out['close']}")
     if out["reads"].get("phantom"):
         problems.append(f"a failed enqueue is visible in the store: {out['reads']['phantom']}")
     # lift the limit: everything acknowledged must be there

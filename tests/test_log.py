@@ -1125,3 +1125,34 @@ def test_verify_of_a_freshly_closed_log_finds_nothing_and_writes_nothing(log_dir
     after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in log_dir.iterdir()}
     assert after == before
     assert END_MARKER == (log_dir / segment_name(0)).read_bytes()[28:32]
+
+
+# --- the LSN limit -------------------------------------------------------------------------------
+
+# Issue 10, defect 8: LSN arithmetic wrapped at 2**63-1: after insert_range(2**63-1, ...)
+# append returned -2**63 and wrote "-9223372036854775808.log".
+MAX_ENTRY_LSN = 2**63 - 2  # 2**63-1 stays the exclusive end past the last entry
+
+
+def test_no_operation_places_an_entry_past_the_largest_lsn(log, log_dir):
+    with pytest.raises(ValueError, match="largest LSN"):
+        log.insert_range(2**63 - 1, [(1, b"x")])
+    with pytest.raises(ValueError, match="largest LSN"):
+        log.insert_range(MAX_ENTRY_LSN, [(1, b"x"), (1, b"y")])
+    log.insert_range(MAX_ENTRY_LSN - 1, [(1, b"x")])
+    assert log.append(1, b"last") == MAX_ENTRY_LSN
+    with pytest.raises(ValueError, match="largest LSN"):
+        log.append(1, b"past")
+    with pytest.raises(ValueError, match="largest LSN"):
+        log.append_many(1, [b"past"])
+    with pytest.raises(ValueError):
+        log.commit(2**63 - 1)
+    log.commit(MAX_ENTRY_LSN)
+    assert [e.lsn for e in log.read(MAX_ENTRY_LSN - 1)] == [MAX_ENTRY_LSN - 1, MAX_ENTRY_LSN]
+    assert log.read(2**63 - 1) == []
+    assert (log.start_index, log.last_index) == (MAX_ENTRY_LSN - 1, MAX_ENTRY_LSN)
+    assert not any(p.name.startswith("-") for p in log_dir.iterdir())
+    log.close()
+    reopened = open_log(log_dir)
+    assert reopened.last_index == MAX_ENTRY_LSN
+    reopened.close()

@@ -2202,3 +2202,52 @@ def test_ack_many_acknowledges_all_with_one_write_or_none(tmp_path):
         # The unacknowledged one comes back; the acked ones are gone for good.
         assert [(r.id, r.payload) for r in store.records("a")] == [(2, b"y")]
         assert store.records("") == []
+
+
+# Issue 10, defect 2: writers waiting for their fsync while another thread closed the store got
+# TfluxIOError("... opened read-only") although close had synced their records (ghost writes).
+def test_close_while_threads_enqueue_gives_success_or_closed_error_and_no_ghost(base_dir):
+    for attempt in range(3):
+        close_during_enqueues(base_dir / f"round-{attempt}")
+
+
+def close_during_enqueues(base: Path) -> None:
+    store = tflux.open(base, log_sync_policy="always", log_preallocate_segments=False)
+    acked: list[bytes] = []
+    refused: list[bytes] = []
+    others: list[BaseException] = []
+    lock = threading.Lock()
+    started = threading.Barrier(5)
+
+    def producer(n: int) -> None:
+        started.wait()
+        i = 0
+        while True:
+            i += 1
+            payload = b"%d-%d" % (n, i)
+            try:
+                store.enqueue("", 0, payload)
+            except tflux.ClosedError:
+                with lock:
+                    refused.append(payload)
+                return
+            except BaseException as e:  # any other error is the defect
+                with lock:
+                    others.append(e)
+                return
+            with lock:
+                acked.append(payload)
+
+    threads = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    time.sleep(0.05)
+    store.close()
+    for t in threads:
+        t.join(30)
+    assert others == [], others[:3]
+    assert len(refused) == 4
+    with tflux.open(base, **FAST) as again:
+        present = {bytes(r.payload) for r in again.records("")}
+    assert present == set(acked)
