@@ -176,18 +176,19 @@ impl DeltaColumns {
 }
 
 /// Decodes every record of one segment file (named by its first LSN) without opening the log
-/// it belongs to: framing and checksums are checked; a torn tail ends the records when
-/// `last` is true (the active segment) and is corruption otherwise. Entries outside
-/// `from..=to` are skipped.
+/// it belongs to: the recovery scanner classifies it ([`crate::recovery::scan_segment`]), so a
+/// torn tail ends the records of the last segment (`Position::Last`) and anything else the
+/// scanner finds fatal is a `CorruptionError`. Entries outside `from..=to` are skipped.
 pub fn read_segment_deltas(
     path: &std::path::Path,
-    last: bool,
+    position: crate::recovery::Position,
     from: Option<i64>,
     to: Option<i64>,
     raw: bool,
 ) -> Result<DeltaColumns> {
-    use crate::format::segment::{self as seg_format, Header};
-    use crate::segment::{scan_records, ScanStop};
+    use crate::format::record::{self, Frame};
+    use crate::format::segment as seg_format;
+    use crate::recovery::{scan_segment, ScanOptions};
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -195,48 +196,47 @@ pub fn read_segment_deltas(
     let first_lsn = seg_format::parse_file_name(name).ok_or_else(|| {
         Error::InvalidArgument(format!("{} is not named like a segment", path.display()))
     })?;
-    let file = std::fs::File::open(path).map_err(|e| Error::io("open segment", path, e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io("stat segment", path, e))?
-        .len();
-    let map =
-        crate::mmap::map_readonly(&file, len).map_err(|e| Error::io("map segment", path, e))?;
-    let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
-    match seg_format::check_header(bytes, false) {
-        Header::Valid => {}
-        Header::Uninitialised if last => return Ok(DeltaColumns::default()),
-        other => {
-            return Err(Error::corruption(
-                path,
-                Some(0),
-                format!("bad segment header: {other:?}"),
-            ))
-        }
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("stat segment", path, e))?;
+    if !meta.is_file() {
+        // Never opened: a FIFO would block, a device would never end.
+        return Err(Error::corruption(
+            path,
+            None,
+            "named like a segment but is not a regular file: its records cannot be read",
+        ));
+    }
+    // Deltas are never empty: a trailing empty record is a torn header (as the store opens).
+    let options = ScanOptions {
+        empty_entries: false,
+        ..ScanOptions::default()
+    };
+    let (scan, finding) = scan_segment(path, position, 0, &options)?;
+    if let Some(f) = finding.filter(|f| f.fatal) {
+        return Err(f.to_error());
     }
     let mut cols = DeltaColumns {
         raw: raw.then(Binary::default),
         ..DeltaColumns::default()
     };
     let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
-    let mut lsn = first_lsn;
-    let mut failure = None;
-    let (_, stop) = scan_records(bytes, 0, |_, term, data| {
-        if failure.is_none() && lsn >= from && lsn <= to {
-            if let Err(e) = cols.push(lsn, term, data) {
-                failure = Some(e);
+    for i in 0..scan.index.len() {
+        let lsn = first_lsn.saturating_add(i as i64);
+        if lsn < from || lsn > to {
+            continue;
+        }
+        // Checked by the scan just now: framing only.
+        match record::parse_with::<false>(&scan.bytes, scan.index.offset(i) as usize) {
+            Frame::Record { term, data, .. } => cols.push(lsn, term, data)?,
+            _ => {
+                return Err(Error::corruption(
+                    path,
+                    Some(scan.index.offset(i)),
+                    "record changed while it was read",
+                ))
             }
         }
-        lsn += 1;
-    });
-    if let Some(e) = failure {
-        return Err(e);
     }
-    match stop {
-        ScanStop::Clean => Ok(cols),
-        ScanStop::Bad { .. } if last => Ok(cols),
-        stop => Err(Error::corruption(path, stop.offset(), stop.describe())),
-    }
+    Ok(cols)
 }
 
 /// Decodes entries `start..end` of `log` (clamped to the log) into columns, stopping after

@@ -1,7 +1,7 @@
 //! Small file-system helpers shared by the log, the snapshot, the metadata and the store. Every
 //! change goes through a [`Storage`] (the real one in production, a fault-injecting one in tests).
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,4 +103,175 @@ fn temp_path(temp_dir: &Path, target: &Path) -> PathBuf {
         .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     temp_dir.join(format!("{stem}.{}.{seq}.tmp", std::process::id()))
+}
+
+/// A segment-named entry of a log directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentFile {
+    /// LSN of the first record, from the name.
+    pub first_lsn: i64,
+    pub path: PathBuf,
+    pub kind: EntryKind,
+}
+
+/// What a segment-named entry is, found by `stat` before anything opens it (a FIFO must never
+/// be opened: the open would block).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file (or a symlink to one).
+    Regular,
+    /// Anything else: a directory, a FIFO, a device, a socket, a dangling symlink.
+    Other(&'static str),
+}
+
+/// Segment-named entries of `dir` sorted by first LSN, and the names that are not segments.
+pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut segments = Vec::new();
+    let mut ignored = Vec::new();
+    for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
+        let entry = entry.ctx("list log directory", dir)?;
+        let path = entry.path();
+        let parsed = entry
+            .file_name()
+            .to_str()
+            .and_then(crate::format::segment::parse_file_name);
+        let Some(first_lsn) = parsed else {
+            ignored.push(path);
+            continue;
+        };
+        // A segment-named entry is never skipped: skipping it would make the log look shorter
+        // than it is. What cannot be read as a segment is reported by the recovery scanner.
+        let kind = match fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => EntryKind::Regular,
+            Ok(meta) => {
+                let t = meta.file_type();
+                EntryKind::Other(if t.is_dir() {
+                    "a directory"
+                } else if t.is_fifo() {
+                    "a FIFO"
+                } else if t.is_char_device() || t.is_block_device() {
+                    "a device"
+                } else if t.is_socket() {
+                    "a socket"
+                } else {
+                    "not a regular file"
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => EntryKind::Other("a dangling symlink"),
+            Err(e) => return Err(Error::io("stat segment", &path, e)),
+        };
+        segments.push(SegmentFile {
+            first_lsn,
+            path,
+            kind,
+        });
+    }
+    segments.sort_by(|a, b| (a.first_lsn, &a.path).cmp(&(b.first_lsn, &b.path)));
+    ignored.sort();
+    Ok((segments, ignored))
+}
+
+/// The `temp` directory beside a log directory, created if needed. Refused when it is a
+/// symlink (or not a directory): whatever is moved or copied there must stay inside the base.
+pub fn temp_dir_beside(storage: &dyn Storage, log_dir: &Path) -> Result<PathBuf> {
+    let temp = parent_of(log_dir).join(TEMP_DIR);
+    match std::fs::symlink_metadata(&temp) {
+        Ok(meta) if meta.is_dir() => Ok(temp),
+        Ok(_) => Err(Error::io(
+            "use temp directory",
+            &temp,
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a directory (a symlink is refused: nothing is written outside the base)",
+            ),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            create_dir_durable(storage, &temp)?;
+            Ok(temp)
+        }
+        Err(e) => Err(Error::io("stat temp directory", &temp, e)),
+    }
+}
+
+/// A fresh name in `dir`: `<prefix>-<unix seconds>-<pid>-<seq>-<name><suffix>`. Unique within
+/// this process; callers still create it exclusively (never replacing an existing file).
+fn aside_name(dir: &Path, prefix: &str, source: &Path, suffix: &str) -> PathBuf {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let name = source
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(
+        "{prefix}-{stamp}-{}-{seq}-{name}{suffix}",
+        std::process::id()
+    ))
+}
+
+/// How many fresh names to try before giving up (each collision means another process is busy
+/// in the same directory; 100 in a row is a bug, not bad luck).
+const ASIDE_ATTEMPTS: u64 = 100;
+
+/// Moves `path` into `dir` under a fresh `<prefix>-...-<name>` and returns the new path. Never
+/// replaces an existing file (`Rename::NoReplace`; a taken name is retried with another).
+/// The caller syncs both directories.
+pub fn move_aside(storage: &dyn Storage, path: &Path, dir: &Path, prefix: &str) -> Result<PathBuf> {
+    for _ in 0..ASIDE_ATTEMPTS {
+        let target = aside_name(dir, prefix, path, "");
+        match storage.rename(path, &target, Rename::NoReplace) {
+            Ok(()) => return Ok(target),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("move file aside", path, e)),
+        }
+    }
+    let e = io::Error::from(io::ErrorKind::AlreadyExists);
+    Err(Error::io("move file aside", path, e))
+}
+
+/// Copies the regular file `path` into `dir` as a fresh `<prefix>-...-<name>.orig`, created
+/// exclusively (`O_CREAT|O_EXCL` never follows a planted symlink) and fsynced. Returns the
+/// copy's path. The caller syncs `dir`.
+pub fn backup_copy(
+    storage: &dyn Storage,
+    path: &Path,
+    dir: &Path,
+    prefix: &str,
+) -> Result<PathBuf> {
+    use std::os::unix::fs::FileExt;
+    let source = File::open(path).ctx("open file to back up", path)?;
+    for _ in 0..ASIDE_ATTEMPTS {
+        let target = aside_name(dir, prefix, path, ".orig");
+        let copy = match storage.open(&target, Open::CreateNew) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("create backup", &target, e)),
+        };
+        let written = (|| {
+            const CHUNK: usize = 1 << 20;
+            let mut buf = vec![0u8; CHUNK];
+            let mut at = 0u64;
+            loop {
+                let n = source
+                    .read_at(&mut buf, at)
+                    .ctx("read file to back up", path)?;
+                if n == 0 {
+                    break;
+                }
+                copy.write_all_at(&buf[..n], at)
+                    .ctx("write backup", &target)?;
+                at += n as u64;
+            }
+            copy.sync_all().ctx("fsync backup", &target)
+        })();
+        if let Err(e) = written {
+            let _ = storage.remove_file(&target);
+            return Err(e);
+        }
+        return Ok(target);
+    }
+    let e = io::Error::from(io::ErrorKind::AlreadyExists);
+    Err(Error::io("create backup", path, e))
 }

@@ -2,9 +2,11 @@
 //!
 //! Layers, bottom up: [`codec`] (big-endian primitives and the CRC), [`format`] (byte layouts of
 //! records and segment headers), [`segment`] (one segment file: scan, append, cut), [`log`] (the
-//! segmented Raft log), [`verify`] (read-only checking of a log directory).
+//! segmented Raft log), [`recovery`] (the one scanner that classifies a log directory),
+//! [`verify`] (read-only checking of a log directory).
 //! Nothing here knows about Python; the `tflux-py` crate wraps these types.
 
+pub mod base;
 pub mod codec;
 pub mod columns;
 pub mod error;
@@ -13,6 +15,7 @@ pub mod format;
 pub mod fsutil;
 pub mod log;
 pub(crate) mod mmap;
+pub mod recovery;
 pub mod segment;
 pub mod settings;
 pub mod state;
@@ -20,6 +23,10 @@ pub mod storage;
 pub mod store;
 pub mod verify;
 
+pub use base::{verify_base, BaseReport, Layout, VerifyDepth, VerifyOptions};
 pub use error::{Error, Result};
-pub use log::{Entry, EntryBatch, Log, LogOptions, RecoveryReport, SegmentInfo, SyncPolicy};
+pub use log::{
+    Entry, EntryBatch, Log, LogOptions, PendingOpen, RecoveryReport, SegmentInfo, SyncPolicy,
+};
+pub use recovery::{Finding, FindingKind, RecoveryMode, RepairPlan, ScanOptions};
 pub use verify::{verify, Problem, ProblemKind, VerifyReport};

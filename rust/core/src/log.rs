@@ -9,14 +9,15 @@
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::record;
-use crate::format::segment::{self as seg_format, Header};
+use crate::format::segment as seg_format;
 use crate::fsutil::{self, sync_dir};
-use crate::segment::{self, scan_file, FileScan, ScanStop, Segment};
-use crate::storage::{self, Rename, Storage, StorageFile};
+use crate::recovery::{self, LogScan, RecoveryMode, ScanOptions};
+use crate::segment::{self, Segment};
+use crate::storage::{self, Storage, StorageFile};
 
 /// When appended records are fsynced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +50,9 @@ pub struct LogOptions {
     pub hard_limit: u64,
     pub preallocate: bool,
     pub sync: SyncPolicy,
-    /// Cut at the first bad record anywhere and move later segments to `../temp`.
-    pub repair: bool,
+    /// What opening does with what the recovery scan finds (cut a torn tail by default;
+    /// `Repair` cuts at the first bad record anywhere and moves later segments to `../temp`).
+    pub recovery: RecoveryMode,
     /// No lock, no writes (a torn tail is reported, not cut).
     pub readonly: bool,
     /// Commit index after open (default: `start_index - 1`).
@@ -70,7 +72,7 @@ impl Default for LogOptions {
             hard_limit: 32 << 20,
             preallocate: true,
             sync: SyncPolicy::Always,
-            repair: false,
+            recovery: RecoveryMode::TolerateTornTail,
             readonly: false,
             commit_index: None,
             empty_entries: true,
@@ -87,9 +89,15 @@ impl LogOptions {
                 self.soft_limit, self.hard_limit
             )));
         }
-        if self.repair && self.readonly {
+        if self.recovery == RecoveryMode::Repair && self.readonly {
             return Err(Error::InvalidArgument(
                 "repair=True needs a writable log (readonly=False)".into(),
+            ));
+        }
+        if self.recovery == RecoveryMode::ReportOnly {
+            return Err(Error::InvalidArgument(
+                "a log cannot be opened in report-only mode (scan it with recovery::scan_dir)"
+                    .into(),
             ));
         }
         Ok(())
@@ -160,13 +168,77 @@ impl RecoveryReport {
     }
 }
 
-/// A problem found while loading that repair would fix by cutting here.
-struct Fatal {
-    /// Index into the file list of the segment where the problem is.
-    file: usize,
-    /// Cut inside that segment at this offset; `None` = the whole file goes.
-    offset: Option<u64>,
-    error: Error,
+/// A log scanned and locked but not yet opened ([`Log::prepare`]).
+pub struct PendingOpen {
+    dir: PathBuf,
+    opts: LogOptions,
+    lock: Option<File>,
+    scan: LogScan,
+    /// Read-only: the segments as listed before the scan (a failure explained by a writer's
+    /// change since is a stale read).
+    before: Option<Vec<FileIdentity>>,
+}
+
+impl PendingOpen {
+    /// What the scan found.
+    pub fn scan(&self) -> &LogScan {
+        &self.scan
+    }
+
+    /// The error the open will raise for the scan's first fatal finding (none when repairing).
+    pub fn check(&self) -> Result<()> {
+        if self.opts.recovery == RecoveryMode::Repair {
+            return Ok(());
+        }
+        match (self.scan.first_fatal(), &self.before) {
+            (None, _) => Ok(()),
+            (Some(f), Some(before)) => Err(stale_if_changed(f.to_error(), &self.dir, before)),
+            (Some(f), None) => Err(f.to_error()),
+        }
+    }
+
+    /// Acts on the scan: refuses on a fatal finding (unless repairing), else cuts a torn tail,
+    /// initialises a half-created segment or executes the repair plan, and opens the log.
+    pub fn open(self) -> Result<Log> {
+        self.check()?;
+        let PendingOpen {
+            dir,
+            opts,
+            lock,
+            scan,
+            ..
+        } = self;
+        let first = scan.listed.first().map_or(0, |f| f.first_lsn);
+        let ignored = scan.ignored.clone();
+        let recovered = recovery::recover(scan, !opts.readonly, &opts.storage)?;
+        let mut log = Log {
+            dir,
+            opts,
+            segments: recovered.segments,
+            commit_index: -1,
+            _lock: lock,
+            recovery: recovered.report,
+            ignored,
+            poisoned: None,
+            cut_stop: None,
+            sync_failed: None,
+        };
+        if log.segments.is_empty() && !log.opts.readonly {
+            log.create_segment(first)?;
+        }
+        let floor = log.start_index() - 1;
+        log.commit_index = match log.opts.commit_index {
+            None => floor,
+            Some(ci) if ci >= floor && ci <= log.last_index() => ci,
+            Some(ci) => {
+                return Err(Error::InvalidArgument(format!(
+                    "commit_index {ci} is outside the log [{floor}, {}]",
+                    log.last_index()
+                )))
+            }
+        };
+        Ok(log)
+    }
 }
 
 pub struct Log {
@@ -197,21 +269,31 @@ impl std::fmt::Debug for Log {
 }
 
 impl Log {
-    /// Opens (creating it if needed, unless read-only) the log in `dir`.
+    /// Opens (creating it if needed, unless read-only) the log in `dir`: scans it (no writes),
+    /// then acts on what the scan found. A refused open changes nothing.
     ///
     /// Read-only, a writer may change the directory while it is scanned (compaction deletes
     /// segments, a cut replaces one, a roll-over adds one): a failure that such a change
     /// explains is [`Error::StaleRead`] (reopen and retry), not corruption.
     pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<Log> {
-        if !opts.readonly {
-            return Log::open_scanned(dir.as_ref(), opts);
-        }
-        let before = segment_identities(dir.as_ref());
-        Log::open_scanned(dir.as_ref(), opts)
-            .map_err(|e| stale_if_changed(e, dir.as_ref(), &before))
+        Log::prepare(dir, opts)?.open()
     }
 
-    fn open_scanned(dir: &Path, opts: LogOptions) -> Result<Log> {
+    /// The first half of [`Log::open`]: takes the writer lock (unless read-only) and scans every
+    /// segment, writing nothing. The caller may check the scan before [`PendingOpen::open`].
+    pub fn prepare(dir: impl AsRef<Path>, opts: LogOptions) -> Result<PendingOpen> {
+        let dir = dir.as_ref();
+        if !opts.readonly {
+            return Log::prepare_scanned(dir, opts);
+        }
+        let before = segment_identities(dir);
+        let mut pending =
+            Log::prepare_scanned(dir, opts).map_err(|e| stale_if_changed(e, dir, &before))?;
+        pending.before = Some(before);
+        Ok(pending)
+    }
+
+    fn prepare_scanned(dir: &Path, opts: LogOptions) -> Result<PendingOpen> {
         opts.validate()?;
         let dir = dir.to_path_buf();
         if opts.readonly {
@@ -232,259 +314,44 @@ impl Log {
             segment::remove_cut_leftovers(&*opts.storage, &dir)?;
             Some(lock)
         };
-        let (files, ignored) = list_segments(&dir)?;
-        let mut log = Log {
+        let scan = recovery::scan_dir(
+            &dir,
+            ScanOptions {
+                mode: opts.recovery,
+                empty_entries: opts.empty_entries,
+            },
+            &opts.storage,
+        )?;
+        Ok(PendingOpen {
             dir,
             opts,
-            segments: Vec::new(),
-            commit_index: -1,
-            _lock: lock,
-            recovery: RecoveryReport::default(),
-            ignored,
-            poisoned: None,
-            cut_stop: None,
-            sync_failed: None,
-        };
-        if let Err(fatal) = log.load(&files) {
-            if !log.opts.repair {
-                return Err(fatal.error);
-            }
-            log.repair(&files, fatal)?;
-        }
-        if log.segments.is_empty() && !log.opts.readonly {
-            let first = files.first().map_or(0, |f| f.0);
-            log.create_segment(first)?;
-        }
-        let floor = log.start_index() - 1;
-        log.commit_index = match log.opts.commit_index {
-            None => floor,
-            Some(ci) if ci >= floor && ci <= log.last_index() => ci,
-            Some(ci) => {
-                return Err(Error::InvalidArgument(format!(
-                    "commit_index {ci} is outside the log [{floor}, {}]",
-                    log.last_index()
-                )))
-            }
-        };
-        Ok(log)
+            lock,
+            scan,
+            before: None,
+        })
     }
 
-    /// Scans every file; stops at the first problem that only repair may fix.
-    fn load(&mut self, files: &[(i64, PathBuf)]) -> Result<(), Fatal> {
-        let writable = !self.opts.readonly;
-        let mut previous_term = 0;
-        for (k, (first_lsn, path)) in files.iter().enumerate() {
-            let is_last = k + 1 == files.len();
-            let fatal = |offset, error| Fatal {
-                file: k,
-                offset,
-                error,
-            };
-            if let Some(prev) = self.segments.last() {
-                let expected = prev.last_lsn() + 1;
-                if *first_lsn != expected {
-                    let what = if *first_lsn > expected {
-                        "gap"
-                    } else {
-                        "overlap"
-                    };
-                    let reason = format!(
-                        "{what} between segments: {} ends at LSN {}, this segment starts at {first_lsn}",
-                        prev.path().display(),
-                        expected - 1
-                    );
-                    return Err(fatal(None, Error::corruption(path, Some(0), reason)));
-                }
-            }
-            let scan = scan_file(path, writable && is_last, !is_last, previous_term, true)
-                .map_err(|e| fatal(None, e))?;
-            match scan.header {
-                Header::Valid => {}
-                Header::Uninitialised if is_last => {
-                    // A crash while the segment was being created: nothing was ever in it.
-                    if writable {
-                        let file = self.adopt_clone(&scan.file, path);
-                        let file = file.map_err(|e| fatal(None, e))?;
-                        segment::initialise(&*file, path).map_err(|e| fatal(None, e))?;
-                    }
-                    self.segments.push(Segment::from_file_scan(
-                        &self.opts.storage,
-                        path.clone(),
-                        *first_lsn,
-                        scan,
-                        writable,
-                        false,
-                    ));
-                    continue;
-                }
-                Header::Uninitialised => {
-                    let reason = "segment header missing (file empty or all zeros)";
-                    return Err(fatal(None, Error::corruption(path, Some(0), reason)));
-                }
-                Header::BadMarker => {
-                    let reason = "bad segment file marker (expected 12 76 AD 55)";
-                    return Err(fatal(None, Error::corruption(path, Some(0), reason)));
-                }
-                Header::UnknownVersion(v) => {
-                    let reason = format!("unknown segment format version {v} (expected 1)");
-                    return Err(fatal(None, Error::corruption(path, Some(0), reason)));
-                }
-            }
-            let mut scan = scan;
-            if is_last && !self.opts.empty_entries && scan.ends_with_ambiguous_empty_record() {
-                let last = scan.index.len() - 1;
-                let offset = scan.index.offset(last);
-                scan.index.truncate(last);
-                scan.last_term = scan.index.last_term();
-                scan.end = offset;
-                scan.stop = ScanStop::Bad {
-                    offset,
-                    reason: record::BadRecord::TornHeader,
-                };
-            }
-            match &scan.stop {
-                ScanStop::Clean => {}
-                ScanStop::Term { offset, .. } if is_last && scan.stop_is_torn_header() => {
-                    self.cut_torn_tail(path, &scan, *offset)
-                        .map_err(|e| fatal(None, e))?;
-                }
-                ScanStop::Bad { offset, .. } if is_last => {
-                    self.cut_torn_tail(path, &scan, *offset)
-                        .map_err(|e| fatal(None, e))?;
-                }
-                stop => {
-                    let offset = stop.offset().unwrap_or(0);
-                    let error = Error::corruption(path, Some(offset), stop.describe());
-                    return Err(fatal(Some(offset), error));
-                }
-            }
-            if let Some(t) = scan.last_term {
-                previous_term = t;
-            }
-            self.segments.push(Segment::from_file_scan(
-                &self.opts.storage,
-                path.clone(),
-                *first_lsn,
-                scan,
-                writable && is_last,
-                !is_last,
+    /// Opens a read-only log from a scan already made (verify: the log is read once).
+    pub fn open_from_scan(scan: LogScan, opts: LogOptions) -> Result<Log> {
+        opts.validate()?;
+        if !opts.readonly {
+            return Err(Error::InvalidArgument(
+                "only a read-only log opens from an earlier scan (a writer scans under its lock)"
+                    .into(),
             ));
         }
-        if let Some(last) = self.segments.last_mut() {
-            if last.sealed() {
-                // Only reachable after repair dropped later files.
-                last.unseal().map_err(|e| Fatal {
-                    file: 0,
-                    offset: None,
-                    error: e,
-                })?;
-            }
+        PendingOpen {
+            dir: scan.dir.clone(),
+            opts,
+            lock: None,
+            scan,
+            before: None,
         }
-        Ok(())
-    }
-
-    /// Zeroes a torn tail of the active segment (unless read-only) and records it.
-    fn cut_torn_tail(&mut self, path: &Path, scan: &FileScan, offset: u64) -> Result<()> {
-        let garbage_end = scan.nonzero_end(offset);
-        if !self.opts.readonly {
-            // Zero the garbage and write a whole end marker, even past a short file's end.
-            let marker_end = offset + record::END_MARKER.len() as u64;
-            let file = self.adopt_clone(&scan.file, path)?;
-            segment::zero_range(&*file, path, offset, garbage_end.max(marker_end))?;
-            file.sync_data().ctx("fsync segment", path)?;
-        }
-        self.recovery.cut_path = Some(path.to_path_buf());
-        self.recovery.cut_offset = Some(offset);
-        self.recovery.bytes_cut = garbage_end.saturating_sub(offset);
-        self.recovery.records_kept = scan.index.len() as u64;
-        self.recovery.reason = Some(scan.stop.describe());
-        Ok(())
-    }
-
-    /// Cuts the log where loading failed: keeps a copy of the damaged segment, cuts it at the bad
-    /// record, and moves every later file into `../temp` (nothing is deleted).
-    fn repair(&mut self, files: &[(i64, PathBuf)], fatal: Fatal) -> Result<()> {
-        let temp = self.temp_dir()?;
-        let stamp = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let aside = |path: &Path, suffix: &str| {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            temp.join(format!(
-                "repair-{stamp}-{}{suffix}",
-                name.unwrap_or_default()
-            ))
-        };
-        // Segments loaded before the bad file stay; drop anything partially loaded from it.
-        self.segments.truncate(fatal.file);
-        let first_moved = match fatal.offset {
-            Some(offset) => {
-                let path = &files[fatal.file].1;
-                let backup = aside(path, ".orig");
-                fs::copy(path, &backup).ctx("back up damaged segment", path)?;
-                File::open(&backup)
-                    .and_then(|f| f.sync_all())
-                    .ctx("fsync backup", &backup)?;
-                self.recovery.moved.push(backup);
-                let scan = scan_file(path, true, false, self.last_term_or_zero(), true)?;
-                let end = scan.nonzero_end(offset);
-                let marker_end = offset + record::END_MARKER.len() as u64;
-                let file = self.adopt_clone(&scan.file, path)?;
-                segment::zero_range(&*file, path, offset, end.max(marker_end))?;
-                file.sync_data().ctx("fsync segment", path)?;
-                self.recovery.cut_path = Some(path.clone());
-                self.recovery.cut_offset = Some(offset);
-                self.recovery.bytes_cut = end.saturating_sub(offset);
-                self.recovery.reason = Some(fatal.error.to_string());
-                let kept = scan.index.iter_until(offset);
-                let mut scan = scan;
-                scan.index.truncate(kept);
-                scan.end = if kept == 0 {
-                    seg_format::HEADER_LEN as u64
-                } else {
-                    offset
-                };
-                self.recovery.records_kept = kept as u64;
-                let first_lsn = files[fatal.file].0;
-                self.segments.push(Segment::from_file_scan(
-                    &self.opts.storage,
-                    path.clone(),
-                    first_lsn,
-                    scan,
-                    true,
-                    false,
-                ));
-                fatal.file + 1
-            }
-            None => {
-                self.recovery.reason = Some(fatal.error.to_string());
-                fatal.file
-            }
-        };
-        for (_, path) in &files[first_moved..] {
-            let target = aside(path, "");
-            fs::rename(path, &target).ctx("move segment aside", path)?;
-            self.recovery.moved.push(target);
-        }
-        sync_dir(&*self.opts.storage, &temp)?;
-        sync_dir(&*self.opts.storage, &self.dir)?;
-        if let Some(last) = self.segments.last_mut() {
-            last.unseal()?;
-        }
-        Ok(())
+        .open()
     }
 
     fn temp_dir(&self) -> Result<PathBuf> {
-        let parent = self.dir.parent().unwrap_or(Path::new("."));
-        let temp = parent.join("temp");
-        fsutil::create_dir_durable(&*self.opts.storage, &temp)?;
-        Ok(temp)
-    }
-
-    /// A second handle on a file opened by a scan, writing through this log's storage.
-    fn adopt_clone(&self, file: &File, path: &Path) -> Result<Arc<dyn StorageFile>> {
-        let file = file.try_clone().ctx("open segment", path)?;
-        Ok(self.opts.storage.adopt(file, path))
+        fsutil::temp_dir_beside(&*self.opts.storage, &self.dir)
     }
 
     fn last_term_or_zero(&self) -> i32 {
@@ -1111,21 +978,11 @@ impl Log {
         start: i64,
         mut aside: Option<(&Path, &mut Vec<PathBuf>)>,
     ) -> Result<()> {
-        let stamp = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
         while let Some(seg) = self.segments.pop() {
             match aside.as_mut() {
                 Some((temp, moved)) if !seg.is_empty() => {
-                    let name = seg
-                        .path()
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned());
-                    let target = temp.join(format!("restart-{stamp}-{}", name.unwrap_or_default()));
-                    let storage = &self.opts.storage;
-                    let renamed = storage.rename(seg.path(), &target, Rename::NoReplace);
-                    renamed.ctx("move segment aside", seg.path())?;
-                    moved.push(target);
+                    let storage = &*self.opts.storage;
+                    moved.push(fsutil::move_aside(storage, seg.path(), temp, "restart")?);
                 }
                 _ => {
                     let removed = self.opts.storage.remove_file(seg.path());
@@ -1289,36 +1146,4 @@ fn stale_if_changed(err: Error, dir: &Path, before: &[FileIdentity]) -> Error {
         }
         err => err,
     }
-}
-
-/// Segment files as `(first LSN, path)`, sorted.
-pub type SegmentFiles = Vec<(i64, PathBuf)>;
-
-/// Segment files of `dir` sorted by first LSN, and the names that are not segments.
-pub fn list_segments(dir: &Path) -> Result<(SegmentFiles, Vec<PathBuf>)> {
-    let mut segments = Vec::new();
-    let mut ignored = Vec::new();
-    for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
-        let entry = entry.ctx("list log directory", dir)?;
-        let path = entry.path();
-        let parsed = entry
-            .file_name()
-            .to_str()
-            .and_then(seg_format::parse_file_name);
-        let Some(lsn) = parsed else {
-            ignored.push(path);
-            continue;
-        };
-        // A segment-named entry that cannot be stat'ed is an error, not a file to skip: skipping
-        // it would make the log look shorter than it is.
-        let meta = fs::metadata(&path).ctx("stat segment", &path)?;
-        if meta.is_file() {
-            segments.push((lsn, path));
-        } else {
-            ignored.push(path);
-        }
-    }
-    segments.sort();
-    ignored.sort();
-    Ok((segments, ignored))
 }

@@ -130,12 +130,7 @@ impl Storage for RealStorage {
     fn rename(&self, from: &Path, to: &Path, mode: Rename) -> io::Result<()> {
         match mode {
             Rename::Replace => fs::rename(from, to),
-            // A hard link fails with EEXIST when the target exists (atomically, unlike a check
-            // before the rename); a crash between link and unlink leaves both names, never none.
-            Rename::NoReplace => {
-                fs::hard_link(from, to)?;
-                fs::remove_file(from)
-            }
+            Rename::NoReplace => rename_noreplace(from, to),
         }
     }
 
@@ -158,5 +153,42 @@ impl Storage for RealStorage {
             Err(fs::TryLockError::WouldBlock) => Ok(None),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
+    }
+}
+
+/// `rename(from, to)` that fails with `EEXIST` instead of replacing `to`: `renameat2` with
+/// `RENAME_NOREPLACE` (atomic, and it moves directories too, which repair moves aside when one
+/// has a segment's name).
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let cstr = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+    };
+    let (f, t) = (cstr(from)?, cstr(to)?);
+    // SAFETY: both are valid NUL-terminated strings that outlive the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        // A file system without RENAME_NOREPLACE: a hard link fails with EEXIST when the
+        // target exists (atomically, unlike a check before the rename); a crash between link
+        // and unlink leaves both names, never none.
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => {
+            fs::hard_link(from, to)?;
+            fs::remove_file(from)
+        }
+        _ => Err(err),
     }
 }

@@ -11,11 +11,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::base;
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::files;
 use crate::format::delta::DeltaRef;
 use crate::format::metadata::Metadata;
 use crate::log::{Log, LogOptions, SyncPolicy};
+use crate::recovery::RecoveryMode;
 use crate::settings::{Settings, StoreSync};
 use crate::state::{raw_name, Applied, QueueConfig, QueueInfo, QueueState, Record};
 use crate::storage::{self, Storage};
@@ -48,30 +50,7 @@ pub struct OpenReport {
     pub moved_aside: Vec<PathBuf>,
 }
 
-/// Paths of a base directory (spec section 1).
-#[derive(Debug, Clone)]
-pub struct Layout {
-    pub base: PathBuf,
-    pub data: PathBuf,
-    pub log: PathBuf,
-    pub temp: PathBuf,
-    pub snapshot: PathBuf,
-    pub metadata: PathBuf,
-}
-
-impl Layout {
-    pub fn new(base: &Path) -> Layout {
-        let data = base.join("data");
-        Layout {
-            base: base.to_path_buf(),
-            log: data.join("log"),
-            temp: data.join("temp"),
-            snapshot: data.join("tflux.snapshot"),
-            metadata: data.join("tflux.metadata"),
-            data,
-        }
-    }
-}
+pub use crate::base::Layout;
 
 struct Inner {
     log: Log,
@@ -134,11 +113,6 @@ impl Store {
         let StoreOptions { readonly, storage } = opts;
         let layout = Layout::new(base);
         let settings = Settings::load(base, overrides)?;
-        if !readonly {
-            for dir in [&layout.data, &layout.log, &layout.temp] {
-                crate::fsutil::create_dir_durable(&*storage, dir)?;
-            }
-        }
         let log_opts = LogOptions {
             soft_limit: settings.log_file_soft_limit,
             hard_limit: settings.log_file_hard_limit,
@@ -146,64 +120,53 @@ impl Store {
             // Syncing is the store's job (group commit); Batch makes roll-over sync the segment
             // it seals, so every entry of a sealed segment is durable.
             sync: SyncPolicy::Batch,
-            repair: false,
+            recovery: RecoveryMode::TolerateTornTail,
             readonly,
             commit_index: None,
-            empty_entries: false,
+            empty_entries: base::store_scan_options(RecoveryMode::TolerateTornTail).empty_entries,
             storage: Arc::clone(&storage),
         };
-        // The log takes the writer lock first: nothing else is touched by a refused open.
-        let mut log = Log::open(&layout.log, log_opts)?;
+        // Validate first, create after: an existing log is locked and scanned (no writes)
+        // before anything is read, and nothing is created or cut until every check passed.
+        let existing = readonly || layout.log.is_dir();
+        let pending = if existing {
+            Some(Log::prepare(&layout.log, log_opts.clone())?)
+        } else {
+            None
+        };
+        if let Some(p) = &pending {
+            p.check()?;
+        }
         let metadata = files::read_metadata(&layout.metadata)?;
-        let snap = files::read_snapshot(&layout.snapshot)?;
+        let mut restored = base::load_snapshot(&layout)?;
+        let pending = match pending {
+            Some(p) => p,
+            None => {
+                // No log yet: check the snapshot against an empty log, then create.
+                base::check_continuity(&layout, 0, restored.snapshot.map(|s| s.0))?;
+                Log::prepare(&layout.log, log_opts)?
+            }
+        };
+        pending.check()?;
+        base::check_log(&layout, pending.scan(), &metadata, &restored)?;
+        let mut log = pending.open()?;
+        if !readonly {
+            crate::fsutil::create_dir_durable(&*storage, &layout.temp)?;
+        }
+        let snapshot_index = restored.snapshot_index();
         let mut report = OpenReport {
             torn_tail_cut: log.recovery().truncated(),
+            snapshot_index: restored.snapshot.map(|s| s.0),
             ..OpenReport::default()
         };
-        if let Some((lsn, term)) = log.last_entry() {
-            if term > metadata.term {
-                return Err(Error::corruption(
-                    &layout.log,
-                    None,
-                    format!(
-                        "entry {lsn} has term {term}, above the current term {} in the metadata",
-                        metadata.term
-                    ),
-                ));
-            }
-        }
-        let (mut state, snapshot_index) = match &snap {
-            Some(s) => {
-                let state = QueueState::from_snapshot(s)
-                    .map_err(|e| Error::corruption(&layout.snapshot, None, e.to_string()))?;
-                (state, s.last_index)
-            }
-            None => (QueueState::new(), -1),
-        };
-        report.snapshot_index = snap.as_ref().map(|s| s.last_index);
-        let start = log.start_index();
-        if start > snapshot_index + 1 {
-            let what = match snap {
-                Some(_) => {
-                    format!("the log starts at {start} but the snapshot ends at {snapshot_index}")
-                }
-                None => format!("the log starts at {start} and there is no snapshot"),
-            };
-            return Err(Error::corruption(
-                &layout.log,
-                None,
-                format!("gap between snapshot and log: {what}"),
-            ));
-        }
         if log.last_index() < snapshot_index && !readonly {
             // The snapshot is ahead of the whole log: the log restarts after it. Its segments
             // move to data/temp rather than being deleted (the snapshot's index is outside its
             // checksum, so a damaged index must not cost the log).
             report.moved_aside = log.restart_moving_aside(snapshot_index + 1)?;
         }
-        if log.last_index() > snapshot_index {
-            report.replayed = state.replay(&mut log, Some(snapshot_index + 1))?;
-        }
+        report.replayed = base::replay(&mut restored.state, &mut log, snapshot_index)?;
+        let mut state = restored.state;
         if !readonly && log.last_index() >= log.start_index() {
             log.commit(log.last_index())?;
         }

@@ -180,7 +180,7 @@ fn repair_cuts_at_the_first_bad_record_and_moves_later_files_aside() {
     std::fs::write(logdir.join(seg_name(0)), &first).unwrap();
     std::fs::write(logdir.join(seg_name(3)), hand_segment(&[(2, b"later")])).unwrap();
     let mut o = opts(1 << 20, 2 << 20, false);
-    o.repair = true;
+    o.recovery = tflux_core::RecoveryMode::Repair;
     let mut log = Log::open(&logdir, o).unwrap();
     assert_eq!(all_entries(&mut log), vec![(0, 1, b"keep".to_vec())]);
     let report = log.recovery().clone();

@@ -239,8 +239,15 @@ fn read_segment_deltas(
     to_lsn: Option<i64>,
     raw: bool,
 ) -> PyResult<PyDeltaBatch> {
-    let r =
-        py.detach(|| tflux_core::columns::read_segment_deltas(&path, last, from_lsn, to_lsn, raw));
+    use tflux_core::recovery::Position;
+    let position = if last {
+        Position::Last
+    } else {
+        Position::Sealed
+    };
+    let r = py.detach(|| {
+        tflux_core::columns::read_segment_deltas(&path, position, from_lsn, to_lsn, raw)
+    });
     let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
     Ok(PyDeltaBatch::new(cols))
 }

@@ -467,7 +467,11 @@ impl PyLog {
             hard_limit,
             preallocate,
             sync,
-            repair,
+            recovery: if repair {
+                tflux_core::RecoveryMode::Repair
+            } else {
+                tflux_core::RecoveryMode::TolerateTornTail
+            },
             readonly,
             commit_index,
             empty_entries,

@@ -1,0 +1,356 @@
+//! A base directory (spec section 1): its layout, and the checks a restore applies to it, in
+//! one place. `Store::open` calls each check and stops at the first failure; [`verify_base`]
+//! calls the same checks and collects every finding, so `tflux verify` and `tflux.open` can
+//! never disagree about a directory.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::files;
+use crate::format::metadata::Metadata;
+use crate::log::{Log, LogOptions, SegmentInfo};
+use crate::recovery::{scan_dir, Finding, FindingKind, LogScan, RecoveryMode, ScanOptions};
+use crate::settings::{Settings, SETTINGS_FILE};
+use crate::state::{QueueInfo, QueueState};
+
+/// Paths of a base directory (spec section 1). The one place that knows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub base: PathBuf,
+    pub data: PathBuf,
+    pub log: PathBuf,
+    pub temp: PathBuf,
+    pub snapshot: PathBuf,
+    pub metadata: PathBuf,
+    pub settings: PathBuf,
+}
+
+impl Layout {
+    pub fn new(base: &Path) -> Layout {
+        let data = base.join("data");
+        Layout {
+            base: base.to_path_buf(),
+            log: data.join("log"),
+            temp: data.join(crate::fsutil::TEMP_DIR),
+            snapshot: data.join("tflux.snapshot"),
+            metadata: data.join("tflux.metadata"),
+            settings: base.join(SETTINGS_FILE),
+            data,
+        }
+    }
+}
+
+/// The scan a store restores from: a log holds deltas, which are never empty (a trailing empty
+/// record is a torn header).
+pub fn store_scan_options(mode: RecoveryMode) -> ScanOptions {
+    ScanOptions {
+        mode,
+        empty_entries: false,
+    }
+}
+
+/// The snapshot's index and term, and the state it describes.
+#[derive(Debug)]
+pub struct Restored {
+    pub state: QueueState,
+    /// `(last index, last term)` of the snapshot; None without one.
+    pub snapshot: Option<(i64, i64)>,
+}
+
+impl Restored {
+    /// LSN of the last entry the snapshot covers (-1 without a snapshot).
+    pub fn snapshot_index(&self) -> i64 {
+        self.snapshot.map_or(-1, |s| s.0)
+    }
+}
+
+/// Reads the snapshot and rebuilds the state it describes; a snapshot whose content a restore
+/// refuses (spec sections 4 and 7) is corruption of the snapshot file.
+pub fn load_snapshot(layout: &Layout) -> Result<Restored> {
+    match files::read_snapshot(&layout.snapshot)? {
+        None => Ok(Restored {
+            state: QueueState::new(),
+            snapshot: None,
+        }),
+        Some(s) => {
+            let state = QueueState::from_snapshot(&s)
+                .map_err(|e| Error::corruption(&layout.snapshot, None, e.to_string()))?;
+            Ok(Restored {
+                state,
+                snapshot: Some((s.last_index, s.last_term)),
+            })
+        }
+    }
+}
+
+/// No log entry may have a term above the metadata's current term.
+pub fn check_terms(layout: &Layout, last_entry: Option<(i64, i32)>, meta: &Metadata) -> Result<()> {
+    match last_entry {
+        Some((lsn, term)) if term > meta.term => Err(Error::corruption(
+            &layout.log,
+            None,
+            format!(
+                "entry {lsn} has term {term}, above the current term {} in the metadata",
+                meta.term
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The log must continue the snapshot: start at or before its last index + 1 (at 0 without a
+/// snapshot). A snapshot ahead of the whole log is accepted (the log restarts after it).
+pub fn check_continuity(
+    layout: &Layout,
+    log_start: i64,
+    snapshot_index: Option<i64>,
+) -> Result<()> {
+    let covered = snapshot_index.unwrap_or(-1);
+    if log_start <= covered.saturating_add(1) {
+        return Ok(());
+    }
+    let what = match snapshot_index {
+        Some(i) => format!("the log starts at {log_start} but the snapshot ends at {i}"),
+        None => format!("the log starts at {log_start} and there is no snapshot"),
+    };
+    Err(Error::corruption(
+        &layout.log,
+        None,
+        format!("gap between snapshot and log: {what}"),
+    ))
+}
+
+/// Checks the scanned log against the metadata and the snapshot (terms, continuity).
+pub fn check_log(
+    layout: &Layout,
+    scan: &LogScan,
+    meta: &Metadata,
+    restored: &Restored,
+) -> Result<()> {
+    check_terms(layout, scan.last_entry(), meta)?;
+    check_continuity(layout, scan.start_index(), restored.snapshot.map(|s| s.0))
+}
+
+/// Applies the log's entries after the snapshot to the state; returns how many.
+pub fn replay(state: &mut QueueState, log: &mut Log, snapshot_index: i64) -> Result<u64> {
+    if log.last_index() > snapshot_index {
+        state.replay(log, Some(snapshot_index + 1))
+    } else {
+        Ok(0)
+    }
+}
+
+/// How deep `verify_base` goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum VerifyDepth {
+    /// The files and how they agree: no state is rebuilt.
+    Files,
+    /// Also rebuild the state (snapshot + replay), as a read-only open does.
+    #[default]
+    Replay,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VerifyOptions {
+    pub depth: VerifyDepth,
+}
+
+/// What a snapshot holds, for the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotSummary {
+    pub last_index: i64,
+    pub last_term: i64,
+    pub queues: u64,
+    pub records: u64,
+}
+
+/// Everything `verify_base` found.
+#[derive(Debug)]
+pub struct BaseReport {
+    pub layout: Layout,
+    /// Every finding: settings, metadata, snapshot, each segment, their agreement, replay.
+    pub problems: Vec<Finding>,
+    pub segments: Vec<SegmentInfo>,
+    pub records: u64,
+    pub bytes: u64,
+    /// `(first, last)` LSN of the log as a read-only open would hold it (when sound).
+    pub log_bounds: Option<(i64, i64)>,
+    pub metadata: Option<Metadata>,
+    /// Whether the metadata file exists (absent means the defaults).
+    pub metadata_present: bool,
+    pub snapshot: Option<SnapshotSummary>,
+    /// The rebuilt state (depth `Replay`, no fatal finding before it).
+    pub queues: Option<Vec<QueueInfo>>,
+    pub replayed: Option<u64>,
+    pub log_seconds: f64,
+    pub replay_seconds: f64,
+}
+
+impl BaseReport {
+    /// True when a read-only `tflux.open` of the directory succeeds (and restores, at depth
+    /// `Replay`).
+    pub fn ok(&self) -> bool {
+        !self.problems.iter().any(|p| p.fatal)
+    }
+}
+
+/// Checks exactly what a restore accepts, reading only: settings, metadata, snapshot (its
+/// content too), every segment, the log against the metadata and the snapshot, and at depth
+/// `Replay` the replay of the log onto the snapshot's state. The log is checksummed once.
+pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
+    if !base.is_dir() {
+        return Err(Error::io(
+            "verify",
+            base,
+            std::io::Error::from_raw_os_error(crate::error::missing_dir_errno(base)),
+        ));
+    }
+    let layout = Layout::new(base);
+    let mut report = BaseReport {
+        layout: layout.clone(),
+        problems: Vec::new(),
+        segments: Vec::new(),
+        records: 0,
+        bytes: 0,
+        log_bounds: None,
+        metadata: None,
+        metadata_present: std::fs::symlink_metadata(&layout.metadata).is_ok(),
+        snapshot: None,
+        queues: None,
+        replayed: None,
+        log_seconds: 0.0,
+        replay_seconds: 0.0,
+    };
+    let problems = &mut report.problems;
+    if let Err(e) = Settings::load(base, None) {
+        problems.push(Finding::from_error(
+            FindingKind::Settings,
+            &layout.settings,
+            &e,
+        ));
+    }
+    let meta = files::read_metadata(&layout.metadata)
+        .map_err(|e| {
+            problems.push(Finding::from_error(
+                FindingKind::Corruption,
+                &layout.metadata,
+                &e,
+            ))
+        })
+        .ok();
+    report.metadata = meta;
+    let restored = match files::read_snapshot(&layout.snapshot) {
+        Ok(snap) => {
+            report.snapshot = snap.as_ref().map(|s| SnapshotSummary {
+                last_index: s.last_index,
+                last_term: s.last_term,
+                queues: s.queues.len() as u64,
+                records: s.queues.iter().map(|q| q.records.len() as u64).sum(),
+            });
+            // The same function the store restores with (it reads the file again: small).
+            load_snapshot(&layout)
+                .map_err(|e| {
+                    problems.push(Finding::from_error(
+                        FindingKind::Corruption,
+                        &layout.snapshot,
+                        &e,
+                    ))
+                })
+                .ok()
+        }
+        Err(e) => {
+            problems.push(Finding::from_error(
+                FindingKind::Corruption,
+                &layout.snapshot,
+                &e,
+            ));
+            None
+        }
+    };
+    if !layout.log.is_dir() {
+        let e = Error::io(
+            "open log directory",
+            &layout.log,
+            std::io::Error::from_raw_os_error(crate::error::missing_dir_errno(&layout.log)),
+        );
+        problems.push(Finding::from_error(FindingKind::Io, &layout.log, &e));
+        return Ok(report);
+    }
+    let started = Instant::now();
+    let scan_options = store_scan_options(RecoveryMode::ReportOnly);
+    let scan = scan_dir(&layout.log, scan_options, &crate::storage::real())?;
+    report.log_seconds = started.elapsed().as_secs_f64();
+    report.records = scan.records();
+    report.bytes = scan.bytes();
+    report.segments = scan.files.iter().map(|f| f.info.clone()).collect();
+    let log_ok = scan.ok();
+    problems.extend(scan.findings.iter().cloned());
+    if !log_ok {
+        return Ok(report);
+    }
+    report.log_bounds = Some((scan.start_index(), scan.last_index()));
+    if let Some(meta) = &meta {
+        if let Err(e) = check_terms(&layout, scan.last_entry(), meta) {
+            problems.push(Finding::from_error(
+                FindingKind::TermAboveMetadata,
+                &layout.log,
+                &e,
+            ));
+        }
+    }
+    if let Some(r) = &restored {
+        if let Err(e) = check_continuity(&layout, scan.start_index(), r.snapshot.map(|s| s.0)) {
+            problems.push(Finding::from_error(
+                FindingKind::SnapshotGap,
+                &layout.log,
+                &e,
+            ));
+        }
+    }
+    let (Some(mut restored), VerifyDepth::Replay) = (restored, options.depth) else {
+        return Ok(report);
+    };
+    if problems.iter().any(|p| p.fatal) {
+        return Ok(report);
+    }
+    let started = Instant::now();
+    let snapshot_index = restored.snapshot_index();
+    let files: Vec<(i64, PathBuf)> = scan
+        .files
+        .iter()
+        .map(|f| (f.file.first_lsn, f.file.path.clone()))
+        .collect();
+    let mut log = Log::open_from_scan(scan, readonly_store_log())?;
+    match replay(&mut restored.state, &mut log, snapshot_index) {
+        Ok(n) => {
+            report.replayed = Some(n);
+            report.queues = Some(restored.state.infos());
+        }
+        Err(e) => {
+            let lsn = match &e {
+                Error::Replay { lsn, .. } => *lsn,
+                _ => None,
+            };
+            // The segment holding the LSN names the file.
+            let path = lsn
+                .and_then(|l| files.iter().rev().find(|(first, _)| *first <= l))
+                .map_or(layout.log.clone(), |(_, p)| p.clone());
+            let mut f = Finding::from_error(FindingKind::Replay, &path, &e);
+            f.path = path;
+            f.lsn = lsn;
+            problems.push(f);
+        }
+    }
+    report.replay_seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Options of the log a read-only store open uses (the scan is the store's).
+fn readonly_store_log() -> LogOptions {
+    LogOptions {
+        readonly: true,
+        empty_entries: false,
+        ..LogOptions::default()
+    }
+}

@@ -1,0 +1,661 @@
+//! The recovery scanner: one walk over the segments of a log directory that classifies every
+//! finding (torn tail, corruption, term order, gap or overlap, unreadable or ignored entries)
+//! into a report, and a mode that decides what the findings mean (raft-engine's habit: one
+//! reader of the files, one place for the rules).
+//!
+//! Opening a log is two steps: [`scan_dir`] reads (never writes), then the caller acts on the
+//! result: cut a torn tail, initialise a half-created segment, or execute a [`RepairPlan`]. A
+//! refused open therefore changes nothing. `verify`, `verify_base`, `Log::open`, repair and
+//! `read_segment_deltas` (the Spark reader) all classify through [`scan_segment`].
+//! [`crate::segment::scan_file`] stays the one place that reads a file's records.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::record;
+use crate::format::segment::Header;
+use crate::fsutil::{self, EntryKind, SegmentFile};
+use crate::log::{RecoveryReport, SegmentInfo};
+use crate::segment::{self, scan_file, FileScan, ScanStop, Segment};
+use crate::storage::Storage;
+
+/// What a scan does with what it finds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RecoveryMode {
+    /// Every finding but an ignored file refuses the open, a torn tail included.
+    Strict,
+    /// A torn tail of the last segment (or its half-written header) is cut (initialised);
+    /// anything else refuses the open. What a crash leaves, and nothing more.
+    #[default]
+    TolerateTornTail,
+    /// Like `TolerateTornTail`, but the first fatal finding is cut away: the damaged segment
+    /// is copied aside and cut at the bad record, later files move into `../temp`.
+    Repair,
+    /// Nothing refuses: every segment is walked and every finding reported (verify).
+    ReportOnly,
+}
+
+/// How a log directory is scanned.
+#[derive(Debug, Clone, Copy)]
+pub struct ScanOptions {
+    pub mode: RecoveryMode,
+    /// Whether the log may hold empty entries; when not, a trailing empty record followed only
+    /// by zeros is a torn header (docs/format.md, log decision 2).
+    pub empty_entries: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            mode: RecoveryMode::TolerateTornTail,
+            empty_entries: true,
+        }
+    }
+}
+
+/// What a finding is (`as_str` names it for Python and the CLI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindingKind {
+    /// The last segment ends in an incomplete record: a crash mid-write; cut at open.
+    TornTail,
+    /// The last segment's header was never completed: a crash while creating it; initialised
+    /// at open.
+    UninitialisedHeader,
+    /// Bytes that do not follow the format (a bad record, a bad header), or a file of the base
+    /// directory that a restore refuses.
+    Corruption,
+    /// A complete record whose term is negative or lower than the term before it.
+    TermOrder,
+    /// A segment starts after the LSN the previous one ends at (LSNs missing).
+    Gap,
+    /// A segment starts before the LSN the previous one ends at.
+    Overlap,
+    /// A segment-named entry that is not a regular file (directory, FIFO, device, dangling
+    /// symlink): its records cannot be read, so it is never skipped silently.
+    NotRegularFile,
+    /// An entry not named like a segment: the log ignores it.
+    IgnoredFile,
+    /// The log starts after the snapshot's last index + 1 (or after 0 without a snapshot).
+    SnapshotGap,
+    /// A log entry's term is above the metadata's current term.
+    TermAboveMetadata,
+    /// A bad settings file.
+    Settings,
+    /// A delta that cannot be applied while rebuilding the state.
+    Replay,
+    /// An operating-system error while reading a file.
+    Io,
+}
+
+impl FindingKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FindingKind::TornTail => "torn_tail",
+            FindingKind::UninitialisedHeader => "uninitialised_header",
+            FindingKind::Corruption => "corruption",
+            FindingKind::TermOrder => "term_order",
+            FindingKind::Gap => "gap",
+            FindingKind::Overlap => "overlap",
+            FindingKind::NotRegularFile => "not_regular_file",
+            FindingKind::IgnoredFile => "ignored_file",
+            FindingKind::SnapshotGap => "snapshot_gap",
+            FindingKind::TermAboveMetadata => "term_above_metadata",
+            FindingKind::Settings => "settings",
+            FindingKind::Replay => "replay",
+            FindingKind::Io => "io_error",
+        }
+    }
+
+    /// Whether a crash alone can leave this (the last segment's end): cut or initialised by a
+    /// tolerant open.
+    pub fn is_crash_residue(&self) -> bool {
+        matches!(
+            self,
+            FindingKind::TornTail | FindingKind::UninitialisedHeader
+        )
+    }
+
+    /// Whether repair can cut it away (a problem of the segments themselves).
+    pub fn in_log(&self) -> bool {
+        matches!(
+            self,
+            FindingKind::TornTail
+                | FindingKind::UninitialisedHeader
+                | FindingKind::Corruption
+                | FindingKind::TermOrder
+                | FindingKind::Gap
+                | FindingKind::Overlap
+                | FindingKind::NotRegularFile
+        )
+    }
+}
+
+/// One finding: the file, the byte offset where the problem starts (when it has one), and
+/// whether the scan's mode refuses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub path: PathBuf,
+    pub offset: Option<u64>,
+    pub message: String,
+    pub fatal: bool,
+    /// Offset just past the last non-zero byte from `offset` on: how far a cut must zero.
+    pub reach: Option<u64>,
+    /// Index of the segment file in [`LogScan::files`].
+    pub file: Option<usize>,
+    /// The entry concerned, when known (a replay failure).
+    pub lsn: Option<i64>,
+}
+
+impl Finding {
+    pub fn new(kind: FindingKind, path: &Path, offset: Option<u64>, message: String) -> Finding {
+        Finding {
+            kind,
+            path: path.to_path_buf(),
+            offset,
+            message,
+            fatal: !matches!(kind, FindingKind::IgnoredFile),
+            reach: None,
+            file: None,
+            lsn: None,
+        }
+    }
+
+    /// A finding for an error (the error's own file and offset when it has them).
+    pub fn from_error(kind: FindingKind, path: &Path, e: &Error) -> Finding {
+        let (path, offset, message) = match e {
+            Error::Corruption {
+                path,
+                offset,
+                reason,
+            } => (path.clone(), *offset, reason.clone()),
+            Error::Io { path, .. } => (path.clone(), None, e.to_string()),
+            _ => (path.to_path_buf(), None, e.to_string()),
+        };
+        let kind = match (kind, e) {
+            (FindingKind::Corruption, Error::Io { .. }) => FindingKind::Io,
+            (k, _) => k,
+        };
+        Finding::new(kind, &path, offset, message)
+    }
+
+    /// The error a refused open raises for this finding.
+    pub fn to_error(&self) -> Error {
+        Error::corruption(&self.path, self.offset, self.message.clone())
+    }
+}
+
+/// One segment-named entry and what the scan made of it.
+#[derive(Debug)]
+pub struct ScannedFile {
+    pub file: SegmentFile,
+    /// Records, sizes and position (sealed or last) as found.
+    pub info: SegmentInfo,
+    /// The segment (opened read-only) up to its first problem; `None` when the file cannot be
+    /// read as a segment (not a regular file, bad header).
+    pub segment: Option<Segment>,
+}
+
+/// Everything one walk over a log directory found.
+#[derive(Debug)]
+pub struct LogScan {
+    pub dir: PathBuf,
+    pub options: ScanOptions,
+    pub files: Vec<ScannedFile>,
+    /// In segment order, ignored files first. Outside `ReportOnly` the walk stops at the first
+    /// fatal finding.
+    pub findings: Vec<Finding>,
+    pub ignored: Vec<PathBuf>,
+    /// Every segment-named entry, in LSN order (`files` is a prefix of it).
+    pub listed: Vec<SegmentFile>,
+}
+
+impl LogScan {
+    pub fn ok(&self) -> bool {
+        !self.findings.iter().any(|f| f.fatal)
+    }
+
+    pub fn first_fatal(&self) -> Option<&Finding> {
+        self.findings.iter().find(|f| f.fatal)
+    }
+
+    /// Records of every scanned segment (up to its first problem).
+    pub fn records(&self) -> u64 {
+        self.files.iter().map(|f| f.info.count).sum()
+    }
+
+    /// Bytes of record data (headers included) of every scanned segment.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.info.size).sum()
+    }
+
+    /// LSN of the first entry the log would hold (0 for an empty directory).
+    pub fn start_index(&self) -> i64 {
+        self.files.first().map_or(0, |f| f.file.first_lsn)
+    }
+
+    /// `(lsn, term)` of the last entry a tolerant open keeps, when the log is sound.
+    pub fn last_entry(&self) -> Option<(i64, i32)> {
+        self.files.iter().rev().find_map(|f| {
+            let seg = f.segment.as_ref()?;
+            Some((seg.last_lsn(), seg.last_term()?))
+        })
+    }
+
+    /// LSN of the last entry (`start_index - 1` when there is none).
+    pub fn last_index(&self) -> i64 {
+        self.files
+            .last()
+            .and_then(|f| f.segment.as_ref())
+            .map_or(self.start_index() - 1, |s| s.last_lsn())
+    }
+}
+
+/// Where a segment sits in its log: only the last one may end in a torn record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Position {
+    Sealed,
+    Last,
+}
+
+/// Scans one segment file (a regular file) and classifies how it ends. Returns the scan and
+/// the finding at its end (fatal per `options.mode`), if any.
+pub fn scan_segment(
+    path: &Path,
+    position: Position,
+    previous_term: i32,
+    options: &ScanOptions,
+) -> Result<(FileScan, Option<Finding>)> {
+    let is_last = position == Position::Last;
+    // Sealed segments are mapped; the last one is read (it is about to be written).
+    let mut scan = scan_file(path, false, !is_last, previous_term, true)?;
+    let finding = match scan.header {
+        Header::Valid => classify_end(path, &mut scan, is_last, options),
+        Header::Uninitialised if is_last => Some(Finding::new(
+            FindingKind::UninitialisedHeader,
+            path,
+            Some(0),
+            "segment header never written (crash during creation); the next open initialises it"
+                .into(),
+        )),
+        ref other => {
+            let message = match other {
+                Header::Uninitialised => "segment header missing (file empty or all zeros)".into(),
+                Header::BadMarker => "bad segment file marker (expected 12 76 AD 55)".into(),
+                Header::UnknownVersion(v) => {
+                    format!("unknown segment format version {v} (expected 1)")
+                }
+                Header::Valid => unreachable!("handled above"),
+            };
+            Some(Finding::new(
+                FindingKind::Corruption,
+                path,
+                Some(0),
+                message,
+            ))
+        }
+    };
+    let finding = finding.map(|mut f| {
+        f.fatal = is_fatal(f.kind, options.mode);
+        f
+    });
+    Ok((scan, finding))
+}
+
+/// Whether `kind` refuses an open in `mode` (ReportOnly reports what a tolerant open refuses).
+fn is_fatal(kind: FindingKind, mode: RecoveryMode) -> bool {
+    match kind {
+        FindingKind::IgnoredFile => false,
+        k if k.is_crash_residue() => mode == RecoveryMode::Strict,
+        _ => true,
+    }
+}
+
+/// The finding at the end of a segment with a valid header (None when it ends cleanly).
+fn classify_end(
+    path: &Path,
+    scan: &mut FileScan,
+    is_last: bool,
+    options: &ScanOptions,
+) -> Option<Finding> {
+    if is_last && !options.empty_entries && scan.ends_with_ambiguous_empty_record() {
+        // A trailing empty record followed by zeros in a log without empty entries: a header
+        // torn after its term. Forget it; it is cut as a torn tail.
+        let last = scan.index.len() - 1;
+        let offset = scan.index.offset(last);
+        scan.index.truncate(last);
+        scan.last_term = scan.index.last_term();
+        scan.end = offset;
+        scan.stop = ScanStop::Bad {
+            offset,
+            reason: record::BadRecord::TornHeader,
+        };
+    }
+    scan.count = scan.index.len();
+    let offset = scan.stop.offset()?;
+    let (kind, message) = match &scan.stop {
+        ScanStop::Clean => return None,
+        ScanStop::Term { .. } if is_last && scan.stop_is_torn_header() => (
+            FindingKind::TornTail,
+            "torn tail: record header never completed; the next open cuts it".to_string(),
+        ),
+        ScanStop::Bad { reason, .. } if is_last => (
+            FindingKind::TornTail,
+            format!("torn tail: {reason}; the next open cuts it"),
+        ),
+        stop @ ScanStop::Term { .. } => (FindingKind::TermOrder, stop.describe()),
+        stop => (FindingKind::Corruption, stop.describe()),
+    };
+    let mut f = Finding::new(kind, path, Some(offset), message);
+    f.reach = Some(scan.nonzero_end(offset));
+    Some(f)
+}
+
+/// Walks every segment of `dir` in LSN order and classifies what it finds. Reads only: opens
+/// regular files read-only, never opens anything else.
+/// `storage` is where the scanned segments will later write (nothing is written here).
+pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) -> Result<LogScan> {
+    let (entries, ignored) = fsutil::list_segments(dir)?;
+    let mut scan = LogScan {
+        dir: dir.to_path_buf(),
+        options,
+        files: Vec::with_capacity(entries.len()),
+        findings: Vec::new(),
+        ignored: ignored.clone(),
+        listed: entries.clone(),
+    };
+    for path in ignored {
+        let message = format!(
+            "{} is not named like a segment and is ignored",
+            path.display()
+        );
+        scan.findings
+            .push(Finding::new(FindingKind::IgnoredFile, &path, None, message));
+    }
+    let report_only = options.mode == RecoveryMode::ReportOnly;
+    let mut previous_term = 0;
+    // LSN the next segment must start at; None at the start and after a damaged segment.
+    let mut expected: Option<i64> = None;
+    let total = entries.len();
+    for (k, entry) in entries.into_iter().enumerate() {
+        let is_last = k + 1 == total;
+        let path = entry.path.clone();
+        let mut found = Vec::new();
+        if let Some(exp) = expected {
+            if entry.first_lsn != exp {
+                let (kind, what) = if entry.first_lsn > exp {
+                    (FindingKind::Gap, "gap")
+                } else {
+                    (FindingKind::Overlap, "overlap")
+                };
+                let message = format!(
+                    "{what} between segments: the previous segment ends at LSN {}, this one starts at {}",
+                    exp - 1,
+                    entry.first_lsn
+                );
+                found.push(Finding::new(kind, &path, Some(0), message));
+            }
+        }
+        let mut info = SegmentInfo {
+            name: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            path: path.clone(),
+            start_lsn: entry.first_lsn,
+            count: 0,
+            size: 0,
+            file_size: 0,
+            sealed: !is_last,
+        };
+        let mut segment = None;
+        match entry.kind {
+            EntryKind::Other(what) => {
+                let message =
+                    format!("named like a segment but is {what}: its records cannot be read");
+                found.push(Finding::new(
+                    FindingKind::NotRegularFile,
+                    &path,
+                    None,
+                    message,
+                ));
+            }
+            EntryKind::Regular => {
+                let position = if is_last {
+                    Position::Last
+                } else {
+                    Position::Sealed
+                };
+                let (file_scan, end) = scan_segment(&path, position, previous_term, &options)?;
+                info.count = file_scan.count as u64;
+                info.size = file_scan.end.max(crate::format::segment::HEADER_LEN as u64);
+                info.file_size = file_scan.bytes.len() as u64;
+                let readable = matches!(file_scan.header, Header::Valid | Header::Uninitialised)
+                    && { is_last || file_scan.header == Header::Valid };
+                if let Some(t) = file_scan.last_term {
+                    previous_term = t;
+                }
+                if readable {
+                    segment = Some(Segment::from_file_scan(
+                        storage,
+                        path.clone(),
+                        entry.first_lsn,
+                        file_scan,
+                        false,
+                        !is_last,
+                    ));
+                }
+                found.extend(end);
+            }
+        }
+        let damaged = found.iter().any(|f| f.fatal);
+        expected = match &segment {
+            Some(seg) if !damaged => Some(seg.last_lsn().saturating_add(1)),
+            _ => None,
+        };
+        for mut f in found {
+            f.file = Some(k);
+            scan.findings.push(f);
+        }
+        scan.files.push(ScannedFile {
+            file: entry,
+            info,
+            segment,
+        });
+        if damaged && !report_only {
+            break;
+        }
+    }
+    Ok(scan)
+}
+
+/// A cut planned inside one segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedCut {
+    pub path: PathBuf,
+    /// Where the cut starts: the first bad record.
+    pub offset: u64,
+    /// Offset just past the last non-zero byte: `[offset, reach)` is zeroed.
+    pub reach: u64,
+    /// Records of the segment kept before the cut.
+    pub records_kept: u64,
+    /// LSN of the first entry that leaves the log.
+    pub first_lost_lsn: i64,
+}
+
+/// What repair would do, decided from a scan and nothing else: keep the segments before the
+/// first problem, cut the damaged one at its bad record (keeping a copy of it), and move every
+/// later file into `../temp`. Nothing is deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairPlan {
+    /// The finding that decides the plan (the first fatal one, else a torn tail).
+    pub reason: Finding,
+    /// Segment files kept whole or cut (a prefix of the scanned files).
+    pub kept_files: usize,
+    pub cut: Option<PlannedCut>,
+    /// Files moved whole into `../temp` (a suffix of the listed segment files).
+    pub moved: Vec<PathBuf>,
+}
+
+impl RepairPlan {
+    /// The plan for `scan`, or None when the log has nothing repair would change (at most an
+    /// uninitialised header, which any writable open initialises).
+    pub fn from_scan(scan: &LogScan) -> Option<RepairPlan> {
+        let reason = scan
+            .findings
+            .iter()
+            .find(|f| f.fatal && f.kind.in_log())
+            .or_else(|| {
+                scan.findings
+                    .iter()
+                    .find(|f| f.kind == FindingKind::TornTail)
+            })?
+            .clone();
+        let k = reason.file?;
+        let scanned = &scan.files[k];
+        // A problem at a record (not the file's header or its place in the sequence) keeps
+        // the records before it; anything else moves the whole file.
+        let at_record = matches!(
+            reason.kind,
+            FindingKind::TornTail | FindingKind::Corruption | FindingKind::TermOrder
+        ) && reason.offset.is_some_and(|o| o > 0)
+            && scanned.segment.is_some();
+        let (cut, first_moved) = if at_record {
+            let seg = scanned.segment.as_ref().expect("checked above");
+            let offset = reason.offset.unwrap_or_default();
+            let cut = PlannedCut {
+                path: scanned.file.path.clone(),
+                offset,
+                reach: reason.reach.unwrap_or(offset),
+                records_kept: seg.len() as u64,
+                first_lost_lsn: seg.last_lsn().saturating_add(1),
+            };
+            (Some(cut), k + 1)
+        } else {
+            (None, k)
+        };
+        // Every listed segment file from there on moves, scanned or not (the scan stops at the
+        // first fatal finding).
+        let moved = scan.listed[first_moved.min(scan.listed.len())..]
+            .iter()
+            .map(|f| f.path.clone())
+            .collect();
+        Some(RepairPlan {
+            reason,
+            kept_files: k + usize::from(at_record),
+            cut,
+            moved,
+        })
+    }
+}
+
+/// The plan `Log::open(dir, repair)` would execute, computed without writing anything.
+pub fn plan_repair(dir: &Path, empty_entries: bool) -> Result<Option<RepairPlan>> {
+    let options = ScanOptions {
+        mode: RecoveryMode::Repair,
+        empty_entries,
+    };
+    let scan = scan_dir(dir, options, &crate::storage::real())?;
+    Ok(RepairPlan::from_scan(&scan))
+}
+
+/// What acting on a scan produced: the segments of the opened log and the report of what was
+/// cut or moved.
+pub(crate) struct Recovered {
+    pub segments: Vec<Segment>,
+    pub report: RecoveryReport,
+}
+
+/// Acts on a scan whose mode accepted it (the caller checked [`LogScan::ok`], or the mode is
+/// Repair): cuts a torn tail, initialises a half-created last segment, or executes the repair
+/// plan. `writable` false changes nothing and only reports.
+pub(crate) fn recover(
+    scan: LogScan,
+    writable: bool,
+    storage: &Arc<dyn Storage>,
+) -> Result<Recovered> {
+    let fs = &**storage;
+    let mut report = RecoveryReport::default();
+    let repair = scan.options.mode == RecoveryMode::Repair;
+    let plan = if repair {
+        RepairPlan::from_scan(&scan)
+    } else {
+        None
+    };
+    let torn = scan
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::TornTail)
+        .cloned();
+    let uninitialised = scan
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::UninitialisedHeader)
+        .map(|f| f.path.clone());
+    let dir = scan.dir.clone();
+    let kept = plan.as_ref().map_or(scan.files.len(), |p| p.kept_files);
+    let mut segments: Vec<Segment> = scan
+        .files
+        .into_iter()
+        .take(kept)
+        .filter_map(|f| f.segment)
+        .collect();
+    if let Some(plan) = plan {
+        let temp = fsutil::temp_dir_beside(fs, &dir)?;
+        if let Some(cut) = &plan.cut {
+            let backup = fsutil::backup_copy(fs, &cut.path, &temp, "repair")?;
+            report.moved.push(backup);
+        }
+        for path in &plan.moved {
+            report
+                .moved
+                .push(fsutil::move_aside(fs, path, &temp, "repair")?);
+        }
+        fsutil::sync_dir(fs, &temp)?;
+        fsutil::sync_dir(fs, &dir)?;
+        if let Some(cut) = &plan.cut {
+            let seg = segments.last_mut().expect("the cut segment is kept");
+            cut_segment(seg, cut.offset, cut.reach)?;
+            report.cut_path = Some(cut.path.clone());
+            report.cut_offset = Some(cut.offset);
+            report.bytes_cut = cut.reach.saturating_sub(cut.offset);
+            report.records_kept = cut.records_kept;
+        }
+        report.reason = Some(plan.reason.to_error().to_string());
+    } else if let Some(t) = torn {
+        let offset = t.offset.unwrap_or_default();
+        let reach = t.reach.unwrap_or(offset);
+        let seg = segments
+            .last_mut()
+            .expect("a torn tail is in the last segment");
+        if writable {
+            cut_segment(seg, offset, reach)?;
+        }
+        report.cut_path = Some(t.path.clone());
+        report.cut_offset = Some(offset);
+        report.bytes_cut = reach.saturating_sub(offset);
+        report.records_kept = seg.len() as u64;
+        report.reason = Some(t.message.clone());
+    }
+    if writable {
+        if let Some(last) = segments.last_mut() {
+            // The active segment is written from here on: dense index, no map, writable file.
+            last.unseal()?;
+            if uninitialised.as_deref() == Some(last.path()) {
+                segment::initialise(&*last.shared_file(), last.path())?;
+            }
+        }
+    }
+    Ok(Recovered { segments, report })
+}
+
+/// Zeroes `[offset, max(reach, offset + end marker))` of the (kept) segment and syncs it: the
+/// first zero word is the new end marker, and no discarded record can be read back.
+fn cut_segment(seg: &mut Segment, offset: u64, reach: u64) -> Result<()> {
+    seg.unseal()?;
+    let file = seg.shared_file();
+    let marker_end = offset + record::END_MARKER.len() as u64;
+    segment::zero_range(&*file, seg.path(), offset, reach.max(marker_end))?;
+    file.sync_data().ctx("fsync segment", seg.path())
+}
