@@ -245,3 +245,177 @@ fn readonly_open_reports_a_torn_tail_without_writing() {
     drop(log);
     assert_eq!(std::fs::read(dir.path().join(seg_name(0))).unwrap(), bytes);
 }
+
+/// A log dir under `base/data/log` with a sealed segment damaged at its second record and a
+/// later segment: repair cuts the first and moves the second into `data/temp`.
+fn damaged_base(base: &std::path::Path) -> std::path::PathBuf {
+    let logdir = base.join("data/log");
+    std::fs::create_dir_all(&logdir).unwrap();
+    let mut first = hand_segment(&[(1, b"keep"), (1, b"bad!"), (1, b"lost")]);
+    first[8 + 20 + 16] ^= 1;
+    std::fs::write(logdir.join(seg_name(0)), &first).unwrap();
+    std::fs::write(logdir.join(seg_name(3)), hand_segment(&[(2, b"later")])).unwrap();
+    logdir
+}
+
+fn repair_opts() -> tflux_core::LogOptions {
+    let mut o = opts(1 << 20, 2 << 20, false);
+    o.recovery = tflux_core::RecoveryMode::Repair;
+    o
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[test]
+fn repair_never_renames_over_a_file_already_in_temp() {
+    // Issue 10 defect 4: two repairs in the same second chose the same `repair-<secs>-<name>`
+    // and the second rename replaced the first one's file. Files with every name a repair in
+    // the next seconds could have chosen are planted; all must survive.
+    let base = tempfile::tempdir().unwrap();
+    let logdir = damaged_base(base.path());
+    let temp = base.path().join("data/temp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let now = unix_now();
+    let planted: Vec<_> = (now..now + 3)
+        .map(|s| temp.join(format!("repair-{s}-{}", seg_name(3))))
+        .collect();
+    for p in &planted {
+        std::fs::write(p, b"an earlier repair's segment").unwrap();
+    }
+    let log = Log::open(&logdir, repair_opts()).unwrap();
+    let moved = log.recovery().moved.clone();
+    drop(log);
+    for p in &planted {
+        assert_eq!(std::fs::read(p).unwrap(), b"an earlier repair's segment");
+    }
+    let later = moved
+        .iter()
+        .find(|m| !m.to_string_lossy().ends_with(".orig"));
+    assert_eq!(
+        std::fs::read(later.unwrap()).unwrap(),
+        hand_segment(&[(2, b"later")])
+    );
+}
+
+#[test]
+fn repair_backups_never_write_through_a_planted_symlink() {
+    // Issue 10 defect 5: the backup of the cut segment went to a predictable name with
+    // `fs::copy`, which follows a symlink planted there to a file outside the base.
+    let base = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, b"not yours").unwrap();
+    let logdir = damaged_base(base.path());
+    let temp = base.path().join("data/temp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let now = unix_now();
+    for s in now..now + 3 {
+        let link = temp.join(format!("repair-{s}-{}.orig", seg_name(0)));
+        std::os::unix::fs::symlink(&victim, link).unwrap();
+    }
+    let log = Log::open(&logdir, repair_opts()).unwrap();
+    let moved = log.recovery().moved.clone();
+    drop(log);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"not yours");
+    let backup = moved
+        .iter()
+        .find(|m| m.to_string_lossy().ends_with(".orig"));
+    let backup = backup.unwrap();
+    assert!(backup.starts_with(&temp));
+    assert!(!std::fs::symlink_metadata(backup).unwrap().is_symlink());
+}
+
+#[test]
+fn repair_refuses_a_temp_directory_that_is_a_symlink_out_of_the_base() {
+    let base = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let logdir = damaged_base(base.path());
+    std::os::unix::fs::symlink(outside.path(), base.path().join("data/temp")).unwrap();
+    assert!(Log::open(&logdir, repair_opts()).is_err());
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert!(
+        logdir.join(seg_name(3)).exists(),
+        "a refused repair moves nothing"
+    );
+}
+
+#[test]
+fn a_segment_named_entry_that_is_not_a_regular_file_is_corruption_naming_it() {
+    // Issue 10 defect 6: a directory, FIFO or symlink to a device with a segment's name was
+    // ignored: the store opened without its records and verify said OK.
+    type Make = fn(&std::path::Path);
+    let specials: [(&str, Make); 4] = [
+        ("directory", |p| std::fs::create_dir(p).unwrap()),
+        ("fifo", |p| {
+            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc_mkfifo(c.as_ptr(), 0o600) }, 0);
+        }),
+        ("symlink to /dev/zero", |p| {
+            std::os::unix::fs::symlink("/dev/zero", p).unwrap()
+        }),
+        ("symlink to /dev/null", |p| {
+            std::os::unix::fs::symlink("/dev/null", p).unwrap()
+        }),
+    ];
+    for (what, make) in specials {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(seg_name(0)), hand_segment(&[(1, b"a")])).unwrap();
+        let special = dir.path().join(seg_name(1));
+        make(&special);
+        for readonly in [false, true] {
+            let mut o = opts(1 << 20, 2 << 20, false);
+            o.readonly = readonly;
+            match Log::open(dir.path(), o) {
+                Err(Error::Corruption { path, .. }) => assert_eq!(path, special, "{what}"),
+                other => panic!("{what}: expected corruption, got {other:?}"),
+            }
+        }
+        let report = tflux_core::verify(dir.path()).unwrap();
+        assert!(!report.ok(), "{what}");
+        assert!(
+            report.problems.iter().any(|p| p.fatal && p.path == special),
+            "{what}"
+        );
+    }
+}
+
+extern "C" {
+    #[link_name = "mkfifo"]
+    fn libc_mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
+}
+
+#[test]
+fn a_refused_store_open_changes_nothing() {
+    // Issue 10 defect 14: the store created data/log and a 16 MiB segment (and cut torn
+    // tails) before failing on bad metadata or a bad snapshot.
+    use tflux_core::store::Store;
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("tflux.metadata"), [0xAB; 20]).unwrap();
+    assert!(Store::open(base.path(), None, false).is_err());
+    assert!(
+        !data.join("log").exists(),
+        "no log created by a refused open"
+    );
+    assert!(!data.join("temp").exists());
+
+    // An existing log with a torn tail and a bad snapshot: the tail stays as it was.
+    let base = tempfile::tempdir().unwrap();
+    let logdir = base.path().join("data/log");
+    std::fs::create_dir_all(&logdir).unwrap();
+    let mut torn = hand_segment(&[(1, b"\x00\x00\x00\x01q")]);
+    torn.truncate(torn.len() - 4); // no end marker:
+    torn.extend_from_slice(&hand_record(1, b"cut")[..10]); // a record torn mid-header
+    std::fs::write(logdir.join(seg_name(0)), &torn).unwrap();
+    std::fs::write(base.path().join("data/tflux.snapshot"), b"garbage").unwrap();
+    assert!(Store::open(base.path(), None, false).is_err());
+    assert_eq!(std::fs::read(logdir.join(seg_name(0))).unwrap(), torn);
+    assert!(!base.path().join("data/temp").exists());
+}
