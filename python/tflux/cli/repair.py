@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +83,7 @@ def repair(path: Path, yes: bool) -> None:
     move into data/temp/. After a confirmation (or --yes) the repair is done by
     tflux.Log.open(BASE/data/log, repair=True) and its report is printed: every moved
     file's new path. Nothing is ever deleted: the cut segment's original bytes are kept in
-    data/temp/ too (as NAME.orig), also for a torn tail (copied there by this command).
+    data/temp/ too (as NAME.orig), also for a torn tail.
     Then the directory is checked again.
 
     Only the log can be repaired: a corrupt snapshot or metadata file, or a gap between the
@@ -132,12 +130,6 @@ def repair(path: Path, yes: bool) -> None:
         if not click.confirm("Repair now?", default=False, err=True):
             out.print("nothing changed")
             sys.exit(EXIT_CORRUPT)
-    copied = None
-    if plan.cut is not None and not plan.problem.fatal:  # a torn tail: the library keeps no copy
-        temp.mkdir(parents=True, exist_ok=True)
-        source = Path(plan.cut[0])
-        copied = temp / f"repair-{int(time.time())}-{source.name}.orig"
-        shutil.copy2(source, copied)
     with tflux.Log.open(log_dir, repair=True, empty_entries=base is None) as log:
         recovery = log.recovery
         bounds = (log.start_index, log.last_index)
@@ -149,7 +141,7 @@ def repair(path: Path, yes: bool) -> None:
         )
     if recovery.reason:
         out.print(f"  reason {escape(recovery.reason)}")
-    for moved in ([str(copied)] if copied else []) + list(recovery.moved):
+    for moved in recovery.moved:
         out.print(f"  moved  {escape(moved)}")
     span = (
         f"LSN {bounds[0]:,}..{bounds[1]:,}"
