@@ -632,7 +632,27 @@ impl Store {
             } else {
                 self.stopped(&inner)
             };
+            // After a failed fsync no later one proves anything (log decision 14): skip it.
+            let fsync_failed = lock(&self.durability.state).error.is_some();
+            let synced = if self.readonly
+                || self.settings.log_sync_policy == StoreSync::Never
+                || fsync_failed
+            {
+                Ok(())
+            } else {
+                let last = inner.log.last_index();
+                let synced = inner.log.sync();
+                if synced.is_ok() {
+                    // Writers still waiting for their fsync are covered by this one.
+                    let mut st = lock(&self.durability.state);
+                    st.synced = st.synced.max(last);
+                    self.durability.changed.notify_all();
+                }
+                synced
+            };
             let synced = match stopped {
+                // Writes had stopped: report that once (a sync refused by the stopped log, or
+                // failing now, is part of the same failure).
                 Some(cause) => {
                     let told = self.told.swap(true, std::sync::atomic::Ordering::Relaxed);
                     if told {
@@ -641,20 +661,7 @@ impl Store {
                         Err(Error::Poisoned { cause })
                     }
                 }
-                None if self.readonly || self.settings.log_sync_policy == StoreSync::Never => {
-                    Ok(())
-                }
-                None => {
-                    let last = inner.log.last_index();
-                    let synced = inner.log.sync();
-                    if synced.is_ok() {
-                        // Writers still waiting for their fsync are covered by this one.
-                        let mut st = lock(&self.durability.state);
-                        st.synced = st.synced.max(last);
-                        self.durability.changed.notify_all();
-                    }
-                    synced
-                }
+                None => synced,
             };
             // Release the directory lock now, not when the last reference goes away.
             let released = inner.log.release();

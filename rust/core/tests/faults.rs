@@ -1,6 +1,6 @@
 //! Fault injection through the storage seam (`tflux_core::storage::testing::FaultStorage`).
 //! Scenario: a scripted Store workload (create queues, enqueue, enqueue_many, dequeue + ack,
-//! ack_many, snapshots, roll-overs every few records with tiny segments) runs once cleanly to
+//! ack_many, delete a queue, snapshots, roll-overs every few records with tiny segments) runs once cleanly to
 //! count its changing file operations; then, for every operation index, it runs again with
 //! - that operation failing with EIO, then with ENOSPC (a failing write leaves half its bytes),
 //!   after which the directory is reopened as is (a restart) and again after a power loss;
@@ -33,6 +33,7 @@ type Model = BTreeMap<String, BTreeSet<(i64, Vec<u8>)>>;
 enum Effect {
     None,
     Create(String),
+    Delete(String),
     Add(String, Vec<(i64, Vec<u8>)>),
     Remove(String, Vec<(i64, Vec<u8>)>),
 }
@@ -42,6 +43,9 @@ fn apply(model: &mut Model, effect: &Effect) {
         Effect::None => {}
         Effect::Create(q) => {
             model.entry(q.clone()).or_default();
+        }
+        Effect::Delete(q) => {
+            model.remove(q);
         }
         Effect::Add(q, records) => model
             .get_mut(q)
@@ -106,7 +110,7 @@ fn workload(base: &Path, storage: Arc<FaultStorage>) -> Outcome {
         n += 1;
         msg(n)
     };
-    for q in ["a", "b"] {
+    for q in ["a", "b", "c"] {
         let r = store.create_queue(q.as_bytes(), QueueConfig::default());
         out.record(Effect::Create(q.into()), r);
     }
@@ -149,6 +153,8 @@ fn workload(base: &Path, storage: Arc<FaultStorage>) -> Outcome {
         if round == 1 {
             let r = store.snapshot();
             out.record(Effect::None, r);
+            let r = store.delete_queue(b"c");
+            out.record(Effect::Delete("c".into()), r);
         }
     }
     let r = store.close();
