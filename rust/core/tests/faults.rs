@@ -20,6 +20,7 @@ use tflux_core::error::Error;
 use tflux_core::state::QueueConfig;
 use tflux_core::storage::testing::{Fault, FaultStorage, OpKind, EIO, ENOSPC};
 use tflux_core::store::{Store, StoreOptions};
+use tflux_core::{Log, LogOptions, SyncPolicy};
 
 /// Tiny segments: a roll-over every few records, automatic snapshots every two sealed ones.
 const SETTINGS: &str = r#"{"LogFileSoftLimit": 200, "LogFileHardLimit": 200,
@@ -253,4 +254,219 @@ fn every_failing_operation_loses_nothing_acknowledged_and_writes_no_ghost() {
         "{total} operations x (EIO, ENOSPC, power loss): {} runs, {failed_calls} failed calls",
         total * 3
     );
+}
+
+// ----- the raw log ------------------------------------------------------------------------------
+
+/// `(lsn, term, data)` of every entry a log holds, in order.
+type Entries = Vec<(i64, i32, Vec<u8>)>;
+
+/// A log operation of the scripted workload.
+#[derive(Debug, Clone)]
+enum LogOp {
+    Append(i32, Vec<Vec<u8>>),
+    Commit(i64),
+    Truncate(i64),
+    Insert(i64, Vec<(i32, Vec<u8>)>),
+    Compact(i64),
+}
+
+fn log_script() -> Vec<LogOp> {
+    let data = |tag: &str, n: usize| -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| format!("{tag}{i:02}-{}", "z".repeat(i % 5)).into_bytes())
+            .collect()
+    };
+    let mut ops = Vec::new();
+    for (i, d) in data("a", 8).into_iter().enumerate() {
+        ops.push(LogOp::Append(1 + (i / 4) as i32, vec![d]));
+    }
+    ops.push(LogOp::Append(2, data("b", 5)));
+    ops.push(LogOp::Commit(6));
+    ops.push(LogOp::Truncate(9));
+    ops.push(LogOp::Append(3, data("c", 4)));
+    ops.push(LogOp::Insert(
+        11,
+        vec![(3, b"i0".to_vec()), (4, b"i1-longer".to_vec())],
+    ));
+    ops.push(LogOp::Commit(12));
+    ops.push(LogOp::Compact(8));
+    ops.push(LogOp::Append(4, data("d", 6)));
+    ops.push(LogOp::Truncate(14));
+    ops
+}
+
+fn log_options(storage: Arc<dyn tflux_core::storage::Storage>) -> LogOptions {
+    LogOptions {
+        soft_limit: 96,
+        hard_limit: 160,
+        preallocate: true,
+        sync: SyncPolicy::Always,
+        storage,
+        ..LogOptions::default()
+    }
+}
+
+fn log_entries(log: &mut Log) -> Entries {
+    let start = log.start_index();
+    let entries = log.read(start, None).expect("a reopened log reads back");
+    entries
+        .into_iter()
+        .map(|e| (e.lsn, e.term, e.data))
+        .collect()
+}
+
+/// Whether `restored` is a state the failed operation `op` may leave, given the entries
+/// before it and after it had it succeeded: all of it, none of it, or (for discarding
+/// operations) part of the discard, which only drops entries the call was dropping anyway.
+fn allowed_after_failure(
+    op: &LogOp,
+    before: &Entries,
+    after: &Entries,
+    restored: &Entries,
+) -> bool {
+    if restored == before || restored == after {
+        return true;
+    }
+    let is_prefix = |keep_from: i64| {
+        restored.len() <= before.len()
+            && before.starts_with(restored)
+            && restored.last().is_none_or(|e| e.0 + 1 >= keep_from)
+    };
+    match op {
+        LogOp::Truncate(lsn) => is_prefix(*lsn + 1),
+        LogOp::Insert(start, _) => is_prefix(*start),
+        LogOp::Compact(_) => before.ends_with(restored) && after.len() <= restored.len(),
+        LogOp::Append(..) | LogOp::Commit(_) => false,
+    }
+}
+
+/// Runs the log script; returns the acknowledged entries and, for the first failed
+/// operation, what it was with the entries before and after it.
+fn log_workload(
+    dir: &Path,
+    storage: Arc<FaultStorage>,
+) -> (Entries, Option<(LogOp, Entries, Entries)>) {
+    let mut model: Entries = Vec::new();
+    let Ok(mut log) = Log::open(dir, log_options(storage)) else {
+        return (model, Some((LogOp::Commit(-1), Vec::new(), Vec::new())));
+    };
+    let mut failed = None;
+    for op in log_script() {
+        let mut after = model.clone();
+        let result = match &op {
+            LogOp::Append(term, items) => {
+                let first = log.last_index() + 1;
+                for (i, d) in items.iter().enumerate() {
+                    after.push((first + i as i64, *term, d.clone()));
+                }
+                log.append_many(*term, items).map(|_| ())
+            }
+            LogOp::Commit(lsn) => log.commit(*lsn),
+            LogOp::Truncate(lsn) => {
+                after.retain(|e| e.0 <= *lsn);
+                log.truncate_after(*lsn)
+            }
+            LogOp::Insert(start, items) => {
+                after.retain(|e| e.0 < *start);
+                for (i, (t, d)) in items.iter().enumerate() {
+                    after.push((start + i as i64, *t, d.clone()));
+                }
+                log.insert_range(*start, items)
+            }
+            LogOp::Compact(index) => log.compact(*index).map(|_| {
+                let start = log.start_index();
+                after.retain(|e| e.0 >= start);
+            }),
+        };
+        match result {
+            Ok(()) => model = after,
+            Err(_) if failed.is_none() => {
+                // Compaction's effect is known only once it ran: allow any start up to `index`.
+                if let LogOp::Compact(index) = &op {
+                    after.retain(|e| e.0 > *index);
+                }
+                failed = Some((op, model.clone(), after));
+            }
+            Err(_) => {}
+        }
+    }
+    let _ = log.close();
+    (model, failed)
+}
+
+fn check_log(what: &str, dir: &Path, model: &Entries, failed: &Option<(LogOp, Entries, Entries)>) {
+    let mut log = Log::open(dir, LogOptions::default())
+        .unwrap_or_else(|e| panic!("{what}: reopening failed: {e}"));
+    let restored = log_entries(&mut log);
+    let ok = match failed {
+        None => &restored == model,
+        Some((op, before, after)) => allowed_after_failure(op, before, after, &restored),
+    };
+    assert!(
+        ok,
+        "{what}: restored log differs from every allowed one\nrestored: {restored:?}\nacknowledged: {model:?}\nfailed: {failed:?}"
+    );
+}
+
+fn run_log(setup: impl FnOnce(&FaultStorage), what: &str) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = FaultStorage::new(dir.path()).unwrap();
+    setup(&storage);
+    let log_dir = dir.path().join("log");
+    let (model, failed) = log_workload(&log_dir, Arc::clone(&storage));
+    if log_dir.is_dir() {
+        check_log(&format!("{what}, restart"), &log_dir, &model, &failed);
+    }
+    storage.crash().unwrap();
+    if log_dir.is_dir() {
+        check_log(&format!("{what}, power loss"), &log_dir, &model, &failed);
+    } else {
+        assert!(
+            model.is_empty(),
+            "{what}: acknowledged entries but no log directory"
+        );
+    }
+    failed.is_some()
+}
+
+#[test]
+fn every_failing_operation_of_a_raw_log_leaves_a_log_that_opens_with_what_was_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = FaultStorage::new(dir.path()).unwrap();
+    let (model, failed) = log_workload(&dir.path().join("log"), Arc::clone(&storage));
+    assert!(failed.is_none(), "the clean run fails nowhere: {failed:?}");
+    assert!(!model.is_empty());
+    let total = storage.ops();
+    assert!(
+        storage.ops_of(OpKind::Rename) > 0,
+        "truncation copies and renames"
+    );
+    assert!(
+        storage.ops_of(OpKind::Remove) > 0,
+        "compaction and truncation delete segments"
+    );
+    for index in 0..total {
+        for errno in [EIO, ENOSPC] {
+            let what = format!(
+                "log: errno {errno} at operation {index} {:?}",
+                storage.op(index)
+            );
+            let fault = Fault {
+                kind: None,
+                nth: index,
+                errno,
+            };
+            assert!(
+                run_log(|s| s.fail(fault), &what),
+                "{what}: the fault is reported"
+            );
+        }
+        let what = format!(
+            "log: power loss at operation {index} {:?}",
+            storage.op(index)
+        );
+        run_log(|s| s.crash_at(index), &what);
+    }
+    eprintln!("log: {total} operations x (EIO, ENOSPC, power loss)");
 }
