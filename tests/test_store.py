@@ -2251,3 +2251,39 @@ def close_during_enqueues(base: Path) -> None:
     with tflux.open(base, **FAST) as again:
         present = {bytes(r.payload) for r in again.records("")}
     assert present == set(acked)
+
+
+# --- dequeue timeouts: no panic reaches Python -------------------------------------------------
+
+HUGE_TIMEOUTS = [float("inf"), 1e19, 2.0**64, 2**64, 10**400, 1e308]
+
+
+@pytest.mark.parametrize("timeout", HUGE_TIMEOUTS, ids=repr)
+def test_dequeue_with_an_infinite_or_huge_timeout_returns_a_ready_record(tmp_path, timeout):
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        store.enqueue("", 1, b"x")
+        record = store.dequeue("", timeout=timeout)
+        assert record is not None and record.payload == b"x"
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 2**64, 10**400], ids=repr)
+def test_dequeue_with_an_infinite_or_huge_timeout_waits_for_a_record(tmp_path, timeout):
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        got: list[object] = []
+        waiter = threading.Thread(target=lambda: got.append(store.dequeue("", timeout=timeout)))
+        waiter.start()
+        time.sleep(0.3)
+        assert waiter.is_alive(), "an infinite timeout waits"
+        store.enqueue("", 1, b"late")
+        waiter.join(10)
+        assert not waiter.is_alive()
+        assert [r.payload for r in got] == [b"late"]
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1, -0.5, float("-inf"), -(10**400)], ids=repr)
+def test_dequeue_refuses_a_nan_or_negative_timeout(tmp_path, timeout):
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        store.enqueue("", 1, b"x")
+        with pytest.raises(ValueError, match="timeout"):
+            store.dequeue("", timeout=timeout)
+        assert store.queues()[0].in_flight == 0, "a refused call dequeues nothing"

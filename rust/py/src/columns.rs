@@ -16,7 +16,7 @@ impl PyDeltaBatch {
     }
 }
 
-use crate::log::native_bytes as ne_bytes;
+use crate::tools::native_bytes as ne_bytes;
 
 fn validity<'py>(py: Python<'py>, bits: &Bitmap) -> Option<Bound<'py, PyBytes>> {
     (bits.nulls > 0).then(|| PyBytes::new(py, &bits.bytes))
@@ -107,7 +107,7 @@ impl PyDeltaBatch {
         let first = self.inner.lsn.first().copied();
         format!(
             "DeltaBatch(first_lsn={}, len={})",
-            crate::log::py_opt(first),
+            crate::tools::py_opt(first),
             self.inner.len()
         )
     }

@@ -14,6 +14,7 @@ mod metadata;
 mod snapshot;
 mod state;
 mod store;
+mod tools;
 mod verify;
 
 #[pyfunction]

@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyMemoryView};
 use tflux_core::log as core;
 
 use crate::errors::{py_result, Fail};
+use crate::tools::{native_bytes, py_bool, py_opt};
 
 pub type Shared = Arc<Mutex<Option<core::Log>>>;
 
@@ -29,19 +30,6 @@ fn with_log<T: Send>(
         None => Err(Fail::Closed),
     });
     py_result(py, result)
-}
-
-/// Python's spelling of an optional value in reprs.
-pub fn py_opt<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map_or_else(|| "None".to_string(), |v| v.to_string())
-}
-
-pub fn py_bool(v: bool) -> &'static str {
-    if v {
-        "True"
-    } else {
-        "False"
-    }
 }
 
 fn to_term(term: i64) -> PyResult<i32> {
@@ -241,21 +229,6 @@ pub struct PyEntryBatch {
     data: Py<PyBytes>,
 }
 
-/// A bytes object holding `values` in native byte order (an Arrow values buffer).
-pub fn native_bytes<'py, T: Copy, const N: usize>(
-    py: Python<'py>,
-    values: &[T],
-    to_bytes: impl Fn(T) -> [u8; N],
-) -> Bound<'py, PyBytes> {
-    PyBytes::new_with(py, values.len() * N, |buf| {
-        for (chunk, v) in buf.chunks_exact_mut(N).zip(values) {
-            chunk.copy_from_slice(&to_bytes(*v));
-        }
-        Ok(())
-    })
-    .expect("filling a fresh bytes object cannot fail")
-}
-
 impl PyEntryBatch {
     fn new(py: Python<'_>, batch: core::EntryBatch) -> PyEntryBatch {
         let lsns: Vec<i64> = (0..batch.len() as i64)
@@ -436,7 +409,7 @@ impl PyLog {
         self.peek(py, |log| {
             (
                 start.unwrap_or(log.start_index()),
-                end.unwrap_or(log.last_index() + 1),
+                end.unwrap_or(log.last_index().saturating_add(1)),
             )
         })
     }

@@ -11,6 +11,7 @@ use tflux_core::state::{QueueConfig, QueueInfo, IMPL_ARRAY, IMPL_HEAP};
 use tflux_core::store::Store;
 
 use crate::errors::{py_result, Fail};
+use crate::tools::deadline;
 
 /// One record handed out by `dequeue` (or listed by inspection).
 #[pyclass(module = "tflux", name = "Record", frozen, eq)]
@@ -273,18 +274,15 @@ impl PyStore {
         run(py, || self.inner.enqueue_many(queue.as_bytes(), &borrowed))
     }
 
-    /// Waits up to `timeout` seconds (None = forever, 0 = never) for a record.
+    /// Waits up to `timeout` seconds (None or inf = forever, 0 = never) for a record.
     #[pyo3(signature = (queue, timeout=None))]
     fn dequeue(
         &self,
         py: Python<'_>,
         queue: &str,
-        timeout: Option<f64>,
+        timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PyRecord>> {
-        if timeout.is_some_and(|t| t.is_nan() || t < 0.0) {
-            return Err(PyValueError::new_err("timeout must be None or >= 0"));
-        }
-        let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t));
+        let deadline = deadline(timeout)?;
         // Wait in slices so Ctrl-C (and other signals) are handled while blocked.
         loop {
             let slice = match deadline {

@@ -22,8 +22,8 @@ impl PyProblem {
             "Problem(kind={:?}, path={:?}, offset={}, fatal={})",
             self.kind,
             self.path,
-            crate::log::py_opt(self.offset),
-            crate::log::py_bool(self.fatal)
+            crate::tools::py_opt(self.offset),
+            crate::tools::py_bool(self.fatal)
         )
     }
 }
@@ -81,7 +81,7 @@ impl PyVerifyReport {
             self.inner.segments.len(),
             self.inner.records,
             self.inner.problems.len(),
-            crate::log::py_bool(self.inner.ok())
+            crate::tools::py_bool(self.inner.ok())
         )
     }
 }
