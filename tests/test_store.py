@@ -2253,6 +2253,35 @@ def close_during_enqueues(base: Path) -> None:
     assert present == set(acked)
 
 
+@pytest.mark.parametrize("copy_of", ["pickle", "deepcopy", "copy"])
+def test_a_copied_record_from_before_a_reopen_cannot_settle_the_redelivery(tmp_path, copy_of):
+    import copy
+    import pickle
+
+    copiers = {
+        "pickle": lambda r: pickle.loads(pickle.dumps(r)),
+        "deepcopy": copy.deepcopy,
+        "copy": copy.copy,
+    }
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        store.create_queue("q")
+        store.enqueue("q", 1, b"x")
+        stale = copiers[copy_of](store.dequeue("q", timeout=0))
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        again = store.dequeue("q", timeout=0)
+        assert again == stale, "the copy is equal by content"
+        before = store.log_bounds
+        with pytest.raises(tflux.NotInFlightError):
+            store.ack(stale)
+        with pytest.raises(tflux.NotInFlightError):
+            store.nack(stale)
+        with pytest.raises(tflux.NotInFlightError):
+            store.ack_many([stale])
+        assert store.log_bounds == before, "a refused ack writes nothing"
+        store.ack(again)
+        assert store.dequeue("q", timeout=0) is None
+
+
 # --- dequeue timeouts: no panic reaches Python -------------------------------------------------
 
 HUGE_TIMEOUTS = [float("inf"), 1e19, 2.0**64, 2**64, 10**400, 1e308]

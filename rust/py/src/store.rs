@@ -80,11 +80,14 @@ impl PyRecord {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let me = slf.get();
         let py = slf.py();
+        // The incarnation travels too: a copy (pickle, deepcopy, multiprocessing) is as stale as
+        // its original after a reopen or a re-creation of the queue.
         let args = (
             me.id,
             me.key,
             PyBytes::new(py, &me.payload),
             me.queue.clone(),
+            me.incarnation,
         );
         (slf.get_type(), args)
             .into_pyobject(py)
