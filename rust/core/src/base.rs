@@ -135,7 +135,7 @@ pub fn check_log(
 /// Applies the log's entries after the snapshot to the state; returns how many.
 pub fn replay(state: &mut QueueState, log: &mut Log, snapshot_index: i64) -> Result<u64> {
     if log.last_index() > snapshot_index {
-        state.replay(log, Some(snapshot_index + 1))
+        crate::replay::replay(state, log, Some(snapshot_index + 1))
     } else {
         Ok(0)
     }

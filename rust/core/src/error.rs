@@ -78,12 +78,12 @@ pub enum Error {
         source: Option<Box<Error>>,
     },
     /// A client request on a queue that does not exist.
-    #[error("no queue named {}", crate::state::display_name(name.as_bytes()))]
+    #[error("no queue named {}", crate::format::delta::display_name(name.as_bytes()))]
     NoSuchQueue { name: String },
-    #[error("a queue named {} already exists", crate::state::display_name(name.as_bytes()))]
+    #[error("a queue named {} already exists", crate::format::delta::display_name(name.as_bytes()))]
     QueueExists { name: String },
     /// A client enqueue refused by one of the queue's policies; nothing was written.
-    #[error("queue {}: {reason}", crate::state::display_name(queue.as_bytes()))]
+    #[error("queue {}: {reason}", crate::format::delta::display_name(queue.as_bytes()))]
     Policy {
         queue: String,
         policy: &'static str,
@@ -93,7 +93,7 @@ pub enum Error {
     #[error("operation on a closed {0}")]
     Closed(&'static str),
     /// Ack or nack of a record that is not in flight.
-    #[error("record {id} of queue {} is not in flight", crate::state::display_name(queue.as_bytes()))]
+    #[error("record {id} of queue {} is not in flight", crate::format::delta::display_name(queue.as_bytes()))]
     NotInFlight { queue: String, id: u64 },
 }
 

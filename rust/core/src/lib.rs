@@ -16,6 +16,7 @@ pub mod fsutil;
 pub mod log;
 pub(crate) mod mmap;
 pub mod recovery;
+pub mod replay;
 pub mod segment;
 pub mod settings;
 pub mod state;

@@ -48,7 +48,7 @@ impl PyQueueState {
             let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
             let log = guard.as_mut().ok_or(Fail::Closed)?;
             let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            state.replay(log, start).map_err(Fail::Core)
+            tflux_core::replay::replay(&mut state, log, start).map_err(Fail::Core)
         });
         py_result(py, r)
     }

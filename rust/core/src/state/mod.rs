@@ -16,10 +16,9 @@ use rustc_hash::FxHashMap as HashMap;
 use roaring::RoaringTreemap;
 
 use crate::error::{Error, Result};
-use crate::format::delta::{self, DeltaRef};
+use crate::format::delta::{self, display_name, DeltaRef};
 pub use crate::format::queue::{QueueConfig, IMPL_ARRAY, IMPL_HEAP};
 use crate::format::snapshot::{QueueData, Snapshot};
-use crate::log::Log;
 
 pub use heap4::Heap4;
 pub use keyed::KeyedFifos;
@@ -258,15 +257,6 @@ impl Queue {
 /// A queue name as a string (names are ASCII; anything else was refused earlier).
 pub fn raw_name(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
-}
-
-/// How a queue name is shown in messages.
-pub fn display_name(name: &[u8]) -> String {
-    if name.is_empty() {
-        "(default)".to_string()
-    } else {
-        format!("{:?}", String::from_utf8_lossy(name))
-    }
 }
 
 /// What applying a delta did.
@@ -562,31 +552,6 @@ impl QueueState {
                     .map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
                 Ok(Applied::Removed)
             }
-        }
-    }
-
-    /// Applies every entry of `log` from `start` (default: the log's start) to its end, in
-    /// Rust, without copying entries. Returns the number of deltas applied.
-    pub fn replay(&mut self, log: &mut Log, start: Option<i64>) -> Result<u64> {
-        let start = start.unwrap_or(log.start_index());
-        let end = log.last_index() + 1;
-        let mut applied = 0u64;
-        let mut failure = None;
-        log.scan_checked_at_open(start, end, |lsn, _term, data| {
-            match self.apply(Some(lsn), data) {
-                Ok(_) => {
-                    applied += 1;
-                    true
-                }
-                Err(e) => {
-                    failure = Some(e);
-                    false
-                }
-            }
-        })?;
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(applied),
         }
     }
 }

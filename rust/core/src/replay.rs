@@ -1,0 +1,33 @@
+//! Replay: the deltas of a log applied to a queue state (restore = snapshot + replay). It sits
+//! above both the state machine and the log, so neither knows the other; the base-directory
+//! checks and the store call it.
+
+use crate::error::Result;
+use crate::log::Log;
+use crate::state::QueueState;
+
+/// Applies every entry of `log` from `start` (default: the log's start) to its end to `state`,
+/// without copying entries. Returns the number of deltas applied; the first delta that cannot
+/// be applied stops it with its [`crate::Error::Replay`].
+pub fn replay(state: &mut QueueState, log: &mut Log, start: Option<i64>) -> Result<u64> {
+    let start = start.unwrap_or(log.start_index());
+    let end = log.last_index() + 1;
+    let mut applied = 0u64;
+    let mut failure = None;
+    log.scan_checked_at_open(start, end, |lsn, _term, data| {
+        match state.apply(Some(lsn), data) {
+            Ok(_) => {
+                applied += 1;
+                true
+            }
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        }
+    })?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(applied),
+    }
+}
