@@ -2316,3 +2316,21 @@ def test_dequeue_refuses_a_nan_or_negative_timeout(tmp_path, timeout):
         with pytest.raises(ValueError, match="timeout"):
             store.dequeue("", timeout=timeout)
         assert store.queues()[0].in_flight == 0, "a refused call dequeues nothing"
+
+
+def test_the_implementation_table_names_every_queue_kind_the_store_makes(tmp_path):
+    """tflux.IMPLEMENTATIONS is the core's one code <-> name table (CLI and Spark read it)."""
+    assert set(tflux.IMPLEMENTATIONS.values()) == {"heap", "array"}
+    with pytest.raises(TypeError):
+        tflux.IMPLEMENTATIONS[9] = "other"  # read-only
+    with tflux.open(tmp_path, log_sync_policy="never") as store:
+        for code, name in tflux.IMPLEMENTATIONS.items():
+            store.create_queue(f"q{code}", name, key_range=(0, 9))
+        store.snapshot()
+        made = {q.name: q.implementation for q in store.queues()}
+    snap = tflux.read_snapshot(tmp_path / "data" / "tflux.snapshot")
+    for q in snap.queues:
+        assert tflux.IMPLEMENTATIONS[q.implementation] == made[q.name]
+    with tflux.open(tmp_path, log_sync_policy="never") as store, pytest.raises(ValueError) as info:
+        store.create_queue("bad", "list")
+    assert all(f'"{name}"' in str(info.value) for name in tflux.IMPLEMENTATIONS.values())

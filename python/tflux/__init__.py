@@ -2,6 +2,7 @@
 
 from tflux._store import open, settings
 from tflux._tflux import (
+    IMPLEMENTATIONS,
     Delta,
     DeltaBatch,
     Entry,
@@ -48,6 +49,7 @@ from tflux.errors import (
 )
 
 __all__ = [
+    "IMPLEMENTATIONS",
     "ClosedError",
     "CorruptionError",
     "Delta",

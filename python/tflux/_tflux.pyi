@@ -1,6 +1,6 @@
 """Type stubs of the native module ``tflux._tflux`` (the Rust core's Python face)."""
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal, final
 
@@ -228,6 +228,9 @@ def crc32(data: bytes) -> int:
 # ----- queues -----
 
 Implementation = Literal["heap", "array"]
+
+IMPLEMENTATIONS: Mapping[int, str]
+"""Queue implementation codes (as in deltas and snapshots) to names: ``{1: "heap", 2: "array"}``."""
 
 @final
 class Record:

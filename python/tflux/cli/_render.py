@@ -231,7 +231,7 @@ def _print_json(value: Any) -> None:
 
 
 def _implementation(code: int | None) -> str | None:
-    return {1: "heap", 2: "array"}.get(code, f"unknown ({code})") if code is not None else None
+    return tflux.IMPLEMENTATIONS.get(code, f"unknown ({code})") if code is not None else None
 
 
 @contextmanager

@@ -38,8 +38,6 @@ START_SCHEMA = StructType(
     ]
 )
 
-IMPLEMENTATIONS = {1: "heap", 2: "array"}
-
 
 class _Frames:
     """The DataFrames replay and the summary are built from (nothing is executed here)."""
@@ -193,7 +191,9 @@ class _Frames:
         adds = self.adds.groupBy("source", "queue", "inc").agg(F.count("*").alias("n_adds"))
         counts = self.live().groupBy("source", "queue").agg(F.count("*").alias("count"))
         impl = F.col("impl")
-        name = F.when(impl == 1, "heap").when(impl == 2, "array").otherwise(impl.cast("string"))
+        name = impl.cast("string")  # an unknown code shows as itself
+        for code, label in tflux.IMPLEMENTATIONS.items():
+            name = F.when(impl == code, label).otherwise(name)
         return (
             queues.join(adds, ["source", "queue", "inc"], "left")
             .join(counts, ["source", "queue"], "left")

@@ -7,7 +7,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
-use tflux_core::state::{QueueConfig, QueueInfo, IMPL_ARRAY, IMPL_HEAP};
+use tflux_core::format::queue::{implementation_code, implementation_name, IMPLEMENTATIONS};
+use tflux_core::state::{QueueConfig, QueueInfo};
 use tflux_core::store::Store;
 
 use crate::errors::{py_result, Fail};
@@ -120,13 +121,6 @@ impl From<QueueInfo> for PyQueueInfo {
     }
 }
 
-pub fn implementation_name(code: i32) -> &'static str {
-    match code {
-        IMPL_ARRAY => "array",
-        _ => "heap",
-    }
-}
-
 #[pymethods]
 impl PyQueueInfo {
     #[getter]
@@ -136,7 +130,8 @@ impl PyQueueInfo {
     /// "heap" or "array".
     #[getter]
     fn implementation(&self) -> &'static str {
-        implementation_name(self.inner.config.implementation)
+        // A queue's config was validated when it was made: its code is in the table.
+        implementation_name(self.inner.config.implementation).unwrap_or("unknown")
     }
     /// Ready records (in-flight ones are counted in `in_flight`).
     #[getter]
@@ -182,15 +177,16 @@ pub fn queue_config(
     max_message_size: Option<i64>,
     key_range: Option<(i64, i64)>,
 ) -> PyResult<QueueConfig> {
-    let implementation = match implementation {
-        "heap" => IMPL_HEAP,
-        "array" => IMPL_ARRAY,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "implementation must be \"heap\" or \"array\" (got {other:?})"
-            )))
-        }
-    };
+    let implementation = implementation_code(implementation).ok_or_else(|| {
+        let names: Vec<String> = IMPLEMENTATIONS
+            .iter()
+            .map(|(_, n)| format!("{n:?}"))
+            .collect();
+        PyValueError::new_err(format!(
+            "implementation must be {} (got {implementation:?})",
+            names.join(" or ")
+        ))
+    })?;
     let size = |v: Option<i64>, what: &str| -> PyResult<Option<u32>> {
         match v {
             None => Ok(None),
@@ -465,5 +461,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStore>()?;
     m.add_class::<PyRecord>()?;
     m.add_class::<PyQueueInfo>()?;
+    // The core's code -> name table, read-only: {1: "heap", 2: "array"}.
+    let table = pyo3::types::PyDict::new(m.py());
+    for (code, name) in IMPLEMENTATIONS {
+        table.set_item(code, name)?;
+    }
+    let proxy = m.py().import("types")?.getattr("MappingProxyType")?;
+    m.add("IMPLEMENTATIONS", proxy.call1((table,))?)?;
     Ok(())
 }

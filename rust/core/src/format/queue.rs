@@ -7,6 +7,35 @@ pub const IMPL_HEAP: i32 = 1;
 /// Implementation code 2: a queue array (one FIFO per key; requires a key range).
 pub const IMPL_ARRAY: i32 = 2;
 
+/// The queue implementations: the code written in deltas and snapshots and the name the API
+/// uses. The one table: every other layer (bindings, CLI, Spark) looks codes and names up here.
+pub const IMPLEMENTATIONS: [(i32, &str); 2] = [(IMPL_HEAP, "heap"), (IMPL_ARRAY, "array")];
+
+/// The name of implementation `code`, if it is one.
+pub fn implementation_name(code: i32) -> Option<&'static str> {
+    IMPLEMENTATIONS
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|(_, name)| *name)
+}
+
+/// The code of the implementation called `name`, if it is one.
+pub fn implementation_code(name: &str) -> Option<i32> {
+    IMPLEMENTATIONS
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(code, _)| *code)
+}
+
+/// "1 = heap, 2 = array", for messages.
+fn implementations_text() -> String {
+    IMPLEMENTATIONS
+        .iter()
+        .map(|(code, name)| format!("{code} = {name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A queue's fixed settings (`None` = no limit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueConfig {
@@ -59,7 +88,8 @@ impl QueueConfig {
             IMPL_ARRAY => {}
             other => {
                 return Err(format!(
-                    "unknown queue implementation code {other} (1 = heap, 2 = array)"
+                    "unknown queue implementation code {other} ({})",
+                    implementations_text()
                 ))
             }
         }
