@@ -32,54 +32,7 @@ from pyspark.sql.types import StructType
 
 import tflux
 from tflux.spark import _columns, _paths
-
-
-def flag(options, name: str, default: bool = False) -> bool:
-    value = options.get(name)
-    if value is None:
-        return default
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ValueError(f"tflux: option {name}={value!r} is not a boolean (true/false)")
-
-
-def lsn_option(options, name: str) -> int | None:
-    value = options.get(name)
-    if value is None or str(value).strip() == "":
-        return None
-    try:
-        lsn = int(str(value).strip())
-    except ValueError:
-        raise ValueError(f"tflux: option {name}={value!r} is not an LSN (an integer)") from None
-    if lsn < 0:
-        raise ValueError(f"tflux: option {name}={value!r} is negative")
-    return lsn
-
-
-def column_names(options) -> list[str] | None:
-    """The ``columns`` option, checked against the schema (None: every column)."""
-    text = options.get("columns")
-    if text is None or not str(text).strip():
-        return None
-    names = [c.strip() for c in str(text).split(",") if c.strip()]
-    known = _columns.log_schema(flag(options, "rawData")).names
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValueError(
-            f"tflux: unknown column(s) {', '.join(unknown)} (known: {', '.join(known)})"
-        )
-    return [n for n in known if n in names]
-
-
-def select(batches, names: list[str] | None):
-    if names is None:
-        yield from batches
-    else:
-        for batch in batches:
-            yield batch.select(names)
+from tflux.spark._options import column_names, flag, lsn_option, select
 
 
 def verify_sources(sources) -> None:

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 import tflux
 from tflux.spark import _columns, _paths
-from tflux.spark.source import column_names, flag, lsn_option, select
+from tflux.spark._options import column_names, flag, lsn_option, select
 
 try:  # Spark >= 4.2: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
