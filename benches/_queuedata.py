@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tflux
+from tflux._layout import Layout
 
 QUEUE = "bench"
-IMPL_HEAP = 1
+IMPL_HEAP = next(code for code, name in tflux.IMPLEMENTATIONS.items() if name == "heap")
 # Priorities of the restore log: 1024 distinct keys, so the heap orders by key and, among equal
 # keys, by id (FIFO), as a real workload with a few priority levels would.
 KEYS = 1024
@@ -81,7 +82,7 @@ class QueueLog:
 
     @property
     def log_dir(self) -> Path:
-        return self.base / "data" / "log"
+        return Layout(self.base).log
 
     @property
     def live(self) -> int:
@@ -110,7 +111,7 @@ def build_queue_log(
     batch: list[bytes] = [create_queue(QUEUE)]
     written = 0
     last_id = 0
-    with tflux.Log.open(base / "data" / "log", sync="never") as log:
+    with tflux.Log.open(Layout(base).log, sync="never") as log:
         while written + len(batch) < deltas:
             i = written + len(batch)
             if removes and i % 3 == 0:

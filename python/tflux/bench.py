@@ -35,6 +35,7 @@ from typing import Any
 
 import tflux
 from tflux import _pyref
+from tflux._layout import Layout
 
 # (log bytes for the scan, restore deltas, pure-Python deltas, durable calls, repeats)
 SIZES = {
@@ -157,7 +158,7 @@ def write_queue_log(base: Path, deltas: int) -> tuple[int, int]:
     create = b"C" + _name(QUEUE) + struct.pack(">iii", 1, -1, -1) + b"\x00"
     heap: list[tuple[int, int]] = []
     batch, written, last_id, removes = [create], 0, 0, 0
-    with tflux.Log.open(base / "data" / "log", sync="never") as log:
+    with tflux.Log.open(Layout(base).log, sync="never") as log:
         while written + len(batch) < deltas:
             if (written + len(batch)) % 3 == 0:
                 batch.append(remove + rid_of(heapq.heappop(heap)[1]))
@@ -197,7 +198,7 @@ def restore_ratio(root: Path, deltas: int, py_deltas: int, repeats: int) -> Rati
     if store.replayed != deltas or counts.get(QUEUE) != adds - removes:
         raise RuntimeError(f"restore replayed {store.replayed} deltas, queues {counts}")
     end = min(py_deltas, deltas)
-    with tflux.Log.open(base / "data" / "log", readonly=True) as log:
+    with tflux.Log.open(Layout(base).log, readonly=True) as log:
         py_seconds, state = _median_time(lambda: _pyref.replay(log, end), max(1, repeats // 2))
     if state.queues[QUEUE.encode()].last_id != (end - 1) - (end - 1) // 3:
         raise RuntimeError("the pure-Python replay disagrees with the writer")

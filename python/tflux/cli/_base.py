@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import tflux
+from tflux._layout import SEGMENT_NAME, Layout
 from tflux.cli._render import CliError
 from tflux.errors import TfluxError
-
-SEGMENT_NAME = re.compile(r"^[0-9]{19}\.log$")
-SETTINGS_FILE = "taskflux.settings.json"
 
 
 def _log_dir(path: Path) -> Path:
@@ -23,7 +19,7 @@ def _log_dir(path: Path) -> Path:
         raise CliError(f"{path}: no such directory")
     if not path.is_dir():
         raise CliError(f"{path}: not a directory (give a base directory or its data/log directory)")
-    candidate = path / "data" / "log"
+    candidate = Layout(path).log
     log_dir = candidate if candidate.is_dir() else path
     if not any(SEGMENT_NAME.match(name) for name in os.listdir(log_dir)):
         raise CliError(
@@ -38,9 +34,8 @@ def _locate(path: Path) -> tuple[Path | None, Path]:
     log_dir = _log_dir(path)
     if log_dir != path:
         return path, log_dir
-    if path.name == "log" and path.parent.name == "data":
-        return path.parent.parent, log_dir
-    return None, log_dir
+    layout = Layout.of_log(path)
+    return (layout.base if layout is not None else None), log_dir
 
 
 def _base_dir(path: Path) -> tuple[Path, Path]:
@@ -49,37 +44,6 @@ def _base_dir(path: Path) -> tuple[Path, Path]:
     if base is None:
         raise CliError(f"{path}: not a base directory (expected a directory holding data/log/)")
     return base, log_dir
-
-
-@dataclass(frozen=True)
-class _Files:
-    """The files of a base directory (spec section 1)."""
-
-    base: Path
-
-    @property
-    def data(self) -> Path:
-        return self.base / "data"
-
-    @property
-    def log(self) -> Path:
-        return self.data / "log"
-
-    @property
-    def snapshot(self) -> Path:
-        return self.data / "tflux.snapshot"
-
-    @property
-    def metadata(self) -> Path:
-        return self.data / "tflux.metadata"
-
-    @property
-    def temp(self) -> Path:
-        return self.data / "temp"
-
-    @property
-    def settings(self) -> Path:
-        return self.base / SETTINGS_FILE
 
 
 def _open_store(base: Path) -> tflux.Store:
@@ -101,10 +65,10 @@ def _settings_in_force(base: Path) -> dict[str, str]:
     ``tflux.open`` resolves the settings file against the defaults; opening read-only a scratch
     directory that holds only a copy of the settings file gets them without replaying the log.
     """
-    source = base / SETTINGS_FILE
+    source = Layout(base).settings
     with tempfile.TemporaryDirectory(prefix="tflux-settings-") as scratch:
-        (Path(scratch) / "data" / "log").mkdir(parents=True)
+        Layout(scratch).log.mkdir(parents=True)
         if source.is_file():
-            shutil.copyfile(source, Path(scratch) / SETTINGS_FILE)
+            shutil.copyfile(source, Layout(scratch).settings)
         with _open_store(Path(scratch)) as store:
             return dict(store.settings)

@@ -24,7 +24,8 @@ from rich.progress import (
 )
 
 import tflux
-from tflux.cli._base import SEGMENT_NAME, _Files, _open_store
+from tflux._layout import SEGMENT_NAME, Layout
+from tflux.cli._base import _open_store
 from tflux.cli._render import MiB, _file_size, _plural, _size, _stopwatch, err, out
 from tflux.errors import CorruptionError, ReplayError
 
@@ -194,7 +195,7 @@ def _check(base: Path | None, log_dir: Path, *, replay: bool = False) -> Checked
     Never writes. Fatal findings are corruption (exit 1); a torn tail and ignored files are
     warnings, as the next open deals with them.
     """
-    files = _Files(base) if base is not None else None
+    files = Layout(base) if base is not None else None
     log_bytes = _segment_bytes(log_dir)
     snapshot_bytes = (_file_size(files.snapshot) or 0) if files else 0
     total = log_bytes + snapshot_bytes + (log_bytes + snapshot_bytes if replay else 0)
@@ -217,7 +218,7 @@ def _check(base: Path | None, log_dir: Path, *, replay: bool = False) -> Checked
     return checked
 
 
-def _check_files(checked: Checked, files: _Files) -> None:
+def _check_files(checked: Checked, files: Layout) -> None:
     """Metadata and snapshot checksums, and whether the log continues the snapshot."""
     meta_size = _file_size(files.metadata)
     try:
@@ -295,7 +296,7 @@ def _check_files(checked: Checked, files: _Files) -> None:
     _check_terms(checked, files)
 
 
-def _check_terms(checked: Checked, files: _Files) -> None:
+def _check_terms(checked: Checked, files: Layout) -> None:
     """Terms in the log against the metadata's current term and the snapshot's last term."""
     try:
         log = tflux.Log.open(files.log, readonly=True, empty_entries=False)
@@ -335,7 +336,7 @@ def _check_terms(checked: Checked, files: _Files) -> None:
                 )
 
 
-def _check_replay(checked: Checked, files: _Files) -> None:
+def _check_replay(checked: Checked, files: Layout) -> None:
     """Restore the state (snapshot + replay) read-only; a bad delta is reported with its LSN."""
     try:
         with _stopwatch() as elapsed, _open_store(files.base) as store:

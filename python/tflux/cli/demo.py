@@ -17,7 +17,8 @@ import click
 from rich.markup import escape
 
 import tflux
-from tflux.cli._base import SEGMENT_NAME, SETTINGS_FILE, _Files, _open_store
+from tflux._layout import SEGMENT_NAME, SETTINGS_FILE, Layout
+from tflux.cli._base import _open_store
 from tflux.cli._check import Checked, _check, _print_findings
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -120,10 +121,10 @@ def _demo_messages(queue: str, payload_size: int) -> list[bytes]:
 def _demo_dir(directory: Path | None) -> Path:
     if directory is None:
         return Path(tempfile.mkdtemp(prefix="tflux-demo-"))
-    log_dir = directory / "data" / "log"
+    log_dir = Layout(directory).log
     if log_dir.is_dir() and any(SEGMENT_NAME.match(n) for n in os.listdir(log_dir)):
         raise CliError(f"{directory} already holds a log; give an empty or new directory")
-    if (directory / SETTINGS_FILE).exists():
+    if Layout(directory).settings.exists():
         raise CliError(f"{directory} already holds {SETTINGS_FILE}; give an empty or new directory")
     return directory
 
@@ -156,7 +157,7 @@ def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | N
     # The same settings go to the settings file, so later opens (tflux replay, inspect) use them.
     base.mkdir(parents=True, exist_ok=True)
     pascal = {"".join(w.title() for w in k.split("_")): v for k, v in settings.items()}
-    (base / SETTINGS_FILE).write_text(json.dumps(pascal, indent=2) + "\n")
+    Layout(base).settings.write_text(json.dumps(pascal, indent=2) + "\n")
     started = time.perf_counter()
     with _progress() as progress, tflux.open(base, **settings) as store:
         task = progress.add_task("writing", total=records)
@@ -268,7 +269,7 @@ def demo(
             restored = {q.name: q for q in store.queues()}
             replayed, snapshot_index = store.replayed, store.restored_snapshot_index
         restore = (restore_s(), replayed, snapshot_index)
-        checked = _check(base, base / "data" / "log")
+        checked = _check(base, Layout(base).log)
         mismatches = _demo_mismatches(run.at_close, restored)
         _demo_summary(base, temporary and not keep, run, restored, restore, checked)
         for line in mismatches:
@@ -313,7 +314,7 @@ def _demo_summary(
     restore: tuple[float, int, int | None],
     checked: Checked,
 ) -> None:
-    files = _Files(base)
+    files = Layout(base)
     segments = checked.report.segments
     used = sum(s.size for s in segments)
     allocated = sum(s.file_size for s in segments)

@@ -12,7 +12,8 @@ import click
 from rich.markup import escape
 
 import tflux
-from tflux.cli._base import SETTINGS_FILE, _base_dir, _Files, _settings_in_force
+from tflux._layout import SETTINGS_FILE, Layout
+from tflux.cli._base import _base_dir, _settings_in_force
 from tflux.cli._check import Checked, _check, _print_findings
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -60,7 +61,7 @@ def inspect(base: Path, as_json: bool) -> None:
     Exit codes: 0 all readable, 1 a file is corrupt, 2 usage or I/O error (or a bad settings file).
     """
     base, log_dir = _base_dir(base)
-    files = _Files(base)
+    files = Layout(base)
     settings = _settings_in_force(base)
     from_file: dict[str, Any] | None = None
     if files.settings.is_file():
@@ -102,7 +103,7 @@ def _inspect_json(
     checked: Checked,
     temp: list[str],
 ) -> dict[str, Any]:
-    files = _Files(base)
+    files = Layout(base)
     meta, snap = checked.metadata, checked.snapshot
     return {
         "base": str(base),
@@ -143,7 +144,7 @@ def _inspect_text(
     checked: Checked,
     temp: list[str],
 ) -> None:
-    files = _Files(base)
+    files = Layout(base)
     out.print(f"[bold]base[/]      {escape(str(base))}")
     source = (
         f"{SETTINGS_FILE} (*) and defaults"

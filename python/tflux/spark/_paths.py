@@ -9,17 +9,14 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import tflux
+from tflux._layout import SEGMENT_NAME, Layout
 from tflux.errors import CorruptionError
-
-SEGMENT_NAME = re.compile(r"^\d{19}\.log$")
-SNAPSHOT_FILE = "tflux.snapshot"
 
 
 @dataclass(frozen=True)
@@ -59,25 +56,25 @@ def resolve(path: str | Sequence[str] | None) -> list[Source]:
     for p in split_paths(path):
         p = os.path.abspath(p)
         if os.path.isfile(p):
-            # A snapshot file on its own (e.g. <base>/data/tflux.snapshot).
-            data = os.path.dirname(p)
-            base = os.path.dirname(data) if os.path.basename(data) == "data" else data
-            log_dir = os.path.join(data, "log")
-            src = Source(base, log_dir if os.path.isdir(log_dir) else None, p)
-        elif os.path.isdir(os.path.join(p, "data")):
-            log_dir = os.path.join(p, "data", "log")
-            snap = os.path.join(p, "data", SNAPSHOT_FILE)
+            # A snapshot file on its own: <base>/data/tflux.snapshot reads <base>'s log too.
+            layout = Layout.of_data(os.path.dirname(p))
+            if layout is None:
+                src = Source(os.path.dirname(p), None, p)
+            else:
+                log_dir = str(layout.log) if layout.log.is_dir() else None
+                src = Source(str(layout.base), log_dir, p)
+        elif Layout(p).data.is_dir():
+            layout = Layout(p)
             src = Source(
                 p,
-                log_dir if os.path.isdir(log_dir) else None,
-                snap if os.path.isfile(snap) else None,
+                str(layout.log) if layout.log.is_dir() else None,
+                str(layout.snapshot) if layout.snapshot.is_file() else None,
             )
         else:
-            parent = os.path.dirname(p)
-            in_base = os.path.basename(p) == "log" and os.path.basename(parent) == "data"
-            base = os.path.dirname(parent) if in_base else p
-            snap = os.path.join(parent, SNAPSHOT_FILE) if in_base else None
-            src = Source(base, p, snap if snap and os.path.isfile(snap) else None)
+            layout = Layout.of_log(p)
+            base = str(layout.base) if layout is not None else p
+            snap = layout.snapshot if layout is not None else None
+            src = Source(base, p, str(snap) if snap is not None and snap.is_file() else None)
         sources.setdefault(src.base, src)
     return list(sources.values())
 
