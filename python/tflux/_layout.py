@@ -1,6 +1,6 @@
 """The paths of a base directory (spec section 1), for the CLI, Spark and the benchmarks.
 
-The core's ``store::Layout`` is the rule; this is its one Python face, to become a thin wrapper
+The core's ``base::Layout`` is the rule; this is its one Python face, to become a thin wrapper
 of it once the bindings expose it. Nothing else in Python joins ``data``, ``log`` or the file
 names itself.
 """
