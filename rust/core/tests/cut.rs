@@ -1,16 +1,21 @@
 //! Copy-on-truncate: a cut (`truncate_after`, `insert_range`) writes the kept records into a new
 //! file and renames it over the segment. A crash after any step of the cut leaves the old segment
 //! or the new one under its name (never neither), the next open removes the leftover `.cut` file,
-//! and the old file is never changed, so a reader holding it keeps its entries.
+//! and the old file is never changed, so a reader holding it keeps its entries. Through the
+//! storage seam: a power loss at every operation of a cut, and a disk too full for the
+//! preallocated copy.
 
 mod common;
 
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 use common::*;
 use tflux_core::segment::{RewriteStep, CUT_SUFFIX};
-use tflux_core::{Error, Log, LogOptions};
+use tflux_core::storage::testing::{Fault, FaultStorage, OpKind, ENOSPC};
+use tflux_core::storage::Storage;
+use tflux_core::{Error, Log, LogOptions, SyncPolicy};
 
 const STEPS: [RewriteStep; 5] = [
     RewriteStep::Created,
@@ -159,4 +164,108 @@ fn a_cut_never_changes_the_file_a_reader_holds() {
         );
     }
     assert_eq!(all_entries(&mut reader), all);
+}
+
+/// The durable outcome of a cut interrupted by a power loss: before it (all 7 entries), after
+/// the later segments were deleted (the cut segment whole), or after it (the kept entries).
+fn power_loss_outcomes(after: i64, seg: i64) -> Vec<usize> {
+    let old_end = if seg == 6 { 7 } else { seg as usize + 3 };
+    vec![7, old_end, (after + 1) as usize]
+}
+
+#[test]
+fn a_power_loss_at_every_operation_of_a_cut_leaves_the_old_segment_or_the_new_one() {
+    for (after, seg) in [(4, 3), (0, 0), (5, 6)] {
+        // A clean run counts the cut's operations; then power goes off at each of them (and,
+        // last, just after the call returned: a durable cut must survive).
+        let mut count = None;
+        let mut i = 0;
+        loop {
+            let dir = tempfile::tempdir().unwrap();
+            let all = seven_in_three_segments(dir.path(), true);
+            let storage = FaultStorage::new(dir.path()).unwrap();
+            let durable = LogOptions {
+                sync: SyncPolicy::Always,
+                storage: storage.clone() as Arc<dyn Storage>,
+                ..limits(true)
+            };
+            let mut log = Log::open(dir.path(), durable).unwrap();
+            let base = storage.ops();
+            if count.is_some() {
+                storage.crash_at(base + i);
+            }
+            let cut = log.truncate_after(after);
+            let n = storage.ops() - base;
+            drop(log);
+            storage.crash().unwrap();
+            let case = format!("truncate_after({after}), power off at operation {i} of {n}");
+            let mut log = Log::open(dir.path(), limits(true)).unwrap();
+            let got = all_entries(&mut log);
+            assert!(!log.recovery().truncated(), "{case}");
+            assert!(log.ignored_files().is_empty(), "{case}");
+            match count {
+                None => {
+                    assert!(cut.is_ok(), "{case}");
+                    assert_eq!(got, all[..(after + 1) as usize].to_vec(), "{case}");
+                    count = Some(n);
+                }
+                Some(total) => {
+                    let kept = power_loss_outcomes(after, seg);
+                    assert!(kept.contains(&got.len()), "{case}: {} entries", got.len());
+                    assert_eq!(got, all[..got.len()].to_vec(), "{case}");
+                    if i >= total {
+                        assert!(cut.is_ok(), "{case}");
+                        assert_eq!(got.len(), (after + 1) as usize, "{case}: durable cut");
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        assert!(
+            count.unwrap() >= 5,
+            "the cut creates, writes, syncs, renames, syncs the dir"
+        );
+    }
+}
+
+#[test]
+fn a_cut_short_of_space_for_the_preallocated_copy_keeps_the_records_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let roomy = opts(4096, 8192, true);
+    let mut log = Log::open(dir.path(), roomy.clone()).unwrap();
+    for i in 0..5 {
+        log.append(1, &data(i)).unwrap();
+    }
+    let all = all_entries(&mut log);
+    log.close().unwrap();
+    let storage = FaultStorage::new(dir.path()).unwrap();
+    let faulty = LogOptions {
+        storage: storage.clone() as Arc<dyn Storage>,
+        ..roomy.clone()
+    };
+    let mut log = Log::open(dir.path(), faulty).unwrap();
+    // The cut's first write (the preallocation's zeros) finds the disk full.
+    storage.fail(Fault {
+        kind: Some(OpKind::Write),
+        nth: storage.ops_of(OpKind::Write),
+        errno: ENOSPC,
+    });
+    log.truncate_after(2).unwrap();
+    assert_eq!(all_entries(&mut log), all[..3].to_vec());
+    assert_eq!(log.append(2, b"next").unwrap(), 3);
+    log.close().unwrap();
+    let mut log = Log::open(dir.path(), roomy).unwrap();
+    let mut want = all[..3].to_vec();
+    want.push((3, 2, b"next".to_vec()));
+    assert_eq!(all_entries(&mut log), want);
+    assert!(log.ignored_files().is_empty());
+    drop(log);
+    let len = std::fs::metadata(dir.path().join(seg_name(0)))
+        .unwrap()
+        .len();
+    assert!(
+        len < 4096,
+        "the second copy is not preallocated ({len} bytes)"
+    );
 }
