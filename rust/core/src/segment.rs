@@ -564,21 +564,7 @@ impl Segment {
         }
         debug_assert!(!self.sealed, "cuts happen in the active segment");
         let cut = self.record_offset(lsn)?;
-        let (storage, source) = (&*self.storage, &*self.file);
-        self.file = match rewrite_prefix(storage, source, &self.path, cut, opts) {
-            // Short of space for a preallocated copy: the kept records alone may still fit
-            // (later appends then grow the file, like a segment made without preallocation).
-            Err(Error::Io { source: e, .. })
-                if opts.preallocate > 0 && e.kind() == std::io::ErrorKind::StorageFull =>
-            {
-                let bare = RewriteOptions {
-                    preallocate: 0,
-                    ..opts.clone()
-                };
-                rewrite_prefix(storage, source, &self.path, cut, &bare)?
-            }
-            result => result?,
-        };
+        self.file = rewrite_prefix(&*self.storage, &*self.file, &self.path, cut, opts)?;
         self.writable = true;
         self.index.truncate(keep);
         self.size = cut;

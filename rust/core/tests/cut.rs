@@ -2,8 +2,7 @@
 //! file and renames it over the segment. A crash after any step of the cut leaves the old segment
 //! or the new one under its name (never neither), the next open removes the leftover `.cut` file,
 //! and the old file is never changed, so a reader holding it keeps its entries. Through the
-//! storage seam: a power loss at every operation of a cut, and a disk too full for the
-//! preallocated copy.
+//! storage seam: a power loss at every operation of a cut (`faults.rs` also fails each one).
 
 mod common;
 
@@ -13,7 +12,7 @@ use std::sync::Arc;
 
 use common::*;
 use tflux_core::segment::{RewriteStep, CUT_SUFFIX};
-use tflux_core::storage::testing::{Fault, FaultStorage, OpKind, ENOSPC};
+use tflux_core::storage::testing::FaultStorage;
 use tflux_core::storage::Storage;
 use tflux_core::{Error, Log, LogOptions, SyncPolicy};
 
@@ -227,45 +226,4 @@ fn a_power_loss_at_every_operation_of_a_cut_leaves_the_old_segment_or_the_new_on
             "the cut creates, writes, syncs, renames, syncs the dir"
         );
     }
-}
-
-#[test]
-fn a_cut_short_of_space_for_the_preallocated_copy_keeps_the_records_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let roomy = opts(4096, 8192, true);
-    let mut log = Log::open(dir.path(), roomy.clone()).unwrap();
-    for i in 0..5 {
-        log.append(1, &data(i)).unwrap();
-    }
-    let all = all_entries(&mut log);
-    log.close().unwrap();
-    let storage = FaultStorage::new(dir.path()).unwrap();
-    let faulty = LogOptions {
-        storage: storage.clone() as Arc<dyn Storage>,
-        ..roomy.clone()
-    };
-    let mut log = Log::open(dir.path(), faulty).unwrap();
-    // The cut's first write (the preallocation's zeros) finds the disk full.
-    storage.fail(Fault {
-        kind: Some(OpKind::Write),
-        nth: storage.ops_of(OpKind::Write),
-        errno: ENOSPC,
-    });
-    log.truncate_after(2).unwrap();
-    assert_eq!(all_entries(&mut log), all[..3].to_vec());
-    assert_eq!(log.append(2, b"next").unwrap(), 3);
-    log.close().unwrap();
-    let mut log = Log::open(dir.path(), roomy).unwrap();
-    let mut want = all[..3].to_vec();
-    want.push((3, 2, b"next".to_vec()));
-    assert_eq!(all_entries(&mut log), want);
-    assert!(log.ignored_files().is_empty());
-    drop(log);
-    let len = std::fs::metadata(dir.path().join(seg_name(0)))
-        .unwrap()
-        .len();
-    assert!(
-        len < 4096,
-        "the second copy is not preallocated ({len} bytes)"
-    );
 }
