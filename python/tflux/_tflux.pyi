@@ -81,12 +81,31 @@ class Problem:
     @property
     def offset(self) -> int | None: ...
     @property
-    def kind(self) -> Literal["torn_tail", "corruption", "gap", "ignored_file"]: ...
+    def kind(
+        self,
+    ) -> Literal[
+        "torn_tail",
+        "uninitialised_header",
+        "corruption",
+        "term_order",
+        "gap",
+        "overlap",
+        "not_regular_file",
+        "ignored_file",
+        "snapshot_gap",
+        "term_above_metadata",
+        "settings",
+        "replay",
+        "io_error",
+    ]: ...
     @property
     def message(self) -> str: ...
     @property
     def fatal(self) -> bool:
         """False for a torn tail (the next open trims it) and ignored files."""
+    @property
+    def lsn(self) -> int | None:
+        """The entry concerned, when known (a replay failure)."""
 
 @final
 class VerifyReport:
@@ -507,3 +526,83 @@ def read_segment_deltas(
 
 def read_snapshot_batch(path: str | PathLike[str]) -> SnapshotBatch | None:
     """Read a snapshot file into columns; ``None`` when absent or empty."""
+
+@final
+class Layout:
+    """The paths of a base directory (spec section 1); nothing is checked or created."""
+
+    def __new__(cls, base: str | PathLike[str]) -> Layout: ...
+    @property
+    def base(self) -> str: ...
+    @property
+    def data(self) -> str: ...
+    @property
+    def log(self) -> str: ...
+    @property
+    def temp(self) -> str: ...
+    @property
+    def snapshot(self) -> str: ...
+    @property
+    def metadata(self) -> str: ...
+    @property
+    def settings(self) -> str: ...
+
+@final
+class BaseReport:
+    """What :func:`verify_base` found."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def layout(self) -> Layout: ...
+    @property
+    def ok(self) -> bool:
+        """True exactly when a read-only ``tflux.open`` succeeds (and, with replay, restores)."""
+    @property
+    def problems(self) -> list[Problem]: ...
+    @property
+    def segments(self) -> list[SegmentInfo]: ...
+    @property
+    def records(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def log_bounds(self) -> tuple[int, int] | None: ...
+    @property
+    def metadata(self) -> Metadata | None: ...
+    @property
+    def metadata_present(self) -> bool: ...
+    @property
+    def snapshot(self) -> tuple[int, int, int, int] | None:
+        """``(last_index, last_term, queues, records)``; None without a snapshot."""
+    @property
+    def queues(self) -> list[QueueInfo] | None: ...
+    @property
+    def replayed(self) -> int | None: ...
+    @property
+    def log_seconds(self) -> float: ...
+    @property
+    def replay_seconds(self) -> float: ...
+
+def verify_base(base: str | PathLike[str], *, replay: bool = True) -> BaseReport:
+    """Check a base directory exactly as a restore does, reading only."""
+
+@final
+class RepairPlan:
+    """What ``Log.open(path, repair=True)`` would do."""
+
+    @property
+    def reason(self) -> Problem: ...
+    @property
+    def cut_path(self) -> str | None: ...
+    @property
+    def cut_offset(self) -> int | None: ...
+    @property
+    def records_kept(self) -> int | None: ...
+    @property
+    def first_lost_lsn(self) -> int | None: ...
+    @property
+    def moved(self) -> list[str]: ...
+
+def plan_repair(log_dir: str | PathLike[str], *, empty_entries: bool = True) -> RepairPlan | None:
+    """The plan ``Log.open(log_dir, repair=True)`` would execute; None if nothing to repair."""

@@ -24,10 +24,8 @@ from rich.progress import (
 )
 
 import tflux
-from tflux._layout import SEGMENT_NAME, Layout
-from tflux.cli._base import _open_store
+from tflux._layout import SEGMENT_NAME
 from tflux.cli._render import MiB, _file_size, _plural, _size, _stopwatch, err, out
-from tflux.errors import CorruptionError, ReplayError
 
 LARGE = 64 * MiB  # verify shows a progress bar (on a terminal) from this many bytes on
 
@@ -90,22 +88,34 @@ def _strip_location(message: str, path: str | None, offset: int | None) -> str:
     return message
 
 
-def _finding_from_problem(problem: tflux.Problem) -> Finding:
+# How the CLI names the core's finding kinds (tflux.Problem.kind).
+_KIND_LABELS = {
+    "replay": "replay error",
+    "snapshot_gap": "gap",
+    "term_above_metadata": "corruption",
+    "io_error": "I/O error",
+    "not_regular_file": "not a regular file",
+}
+
+
+def _finding_from_problem(
+    problem: tflux.Problem, segments: Sequence[tflux.SegmentInfo] = ()
+) -> Finding:
+    path, offset = problem.path, problem.offset
+    if problem.lsn is not None and offset is None:  # a replay failure: where its record is
+        path, offset = _lsn_location(segments, problem.lsn)
+        path = path or problem.path
     return Finding(
         problem.fatal,
-        problem.kind.replace("_", " "),
-        problem.path,
-        problem.offset,
-        problem.message,
-        in_log=problem.kind in ("torn_tail", "corruption", "gap"),
+        _KIND_LABELS.get(problem.kind, problem.kind.replace("_", " ")),
+        path,
+        offset,
+        _strip_location(problem.message, problem.path, problem.offset),
+        # A problem of a segment file (what repair can cut away).
+        in_log=problem.kind
+        in ("torn_tail", "corruption", "term_order", "gap", "overlap", "not_regular_file")
+        and SEGMENT_NAME.match(Path(problem.path).name) is not None,
     )
-
-
-def _finding_from_error(kind: str, exc: BaseException, path: Path | str | None = None) -> Finding:
-    where = getattr(exc, "path", None) or (str(path) if path is not None else None)
-    offset = getattr(exc, "offset", None)
-    message = getattr(exc, "message", None) or str(exc)
-    return Finding(True, kind, where, offset, _strip_location(message, where, offset))
 
 
 def _finding_line(finding: Finding) -> str:
@@ -131,7 +141,7 @@ def _print_findings(findings: Sequence[Finding]) -> None:
 class Checked:
     """What ``_check`` found, and what it read on the way (for the summaries)."""
 
-    report: tflux.VerifyReport
+    report: tflux.VerifyReport | tflux.BaseReport
     base: Path | None
     findings: list[Finding] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (what, summary) lines
@@ -190,175 +200,80 @@ def _segment_bytes(log_dir: Path) -> int:
 
 
 def _check(base: Path | None, log_dir: Path, *, replay: bool = False) -> Checked:
-    """Check the log of ``log_dir`` and, for a base directory, its other files and their agreement.
+    """Check ``log_dir`` alone (a log outside a base directory) or the whole base directory.
 
-    Never writes. Fatal findings are corruption (exit 1); a torn tail and ignored files are
-    warnings, as the next open deals with them.
+    Only renders: the checks are the core's (``tflux.verify`` for a log directory,
+    ``tflux.verify_base`` for a base, the same checks ``tflux.open`` applies). Never writes.
     """
-    files = Layout(base) if base is not None else None
     log_bytes = _segment_bytes(log_dir)
-    snapshot_bytes = (_file_size(files.snapshot) or 0) if files else 0
-    total = log_bytes + snapshot_bytes + (log_bytes + snapshot_bytes if replay else 0)
     started = time.perf_counter()
-    with _stages(total) as stage:
-        with stage("segments", log_bytes), _stopwatch() as log_seconds:
-            report = tflux.verify(log_dir)
-        checked = Checked(report, base, [_finding_from_problem(p) for p in report.problems])
-        if files is not None:
-            with stage("snapshot", snapshot_bytes):
-                _check_files(checked, files)
-            if replay:
-                if checked.fatal:
-                    checked.notes.append(("replay", "skipped: fix the problems above first"))
-                else:
-                    with stage("replay", log_bytes + snapshot_bytes):
-                        _check_replay(checked, files)
+    with _stages(log_bytes * (2 if replay else 1)) as stage:
+        with stage("checking", log_bytes * (2 if replay else 1)):
+            if base is None:
+                with _stopwatch() as log_seconds:
+                    log_report = tflux.verify(log_dir)
+                checked = Checked(log_report, None)
+                checked.log_seconds = log_seconds()
+            else:
+                report = tflux.verify_base(base, replay=replay)
+                checked = Checked(report, base)
+                checked.log_seconds = report.log_seconds
+    segments = checked.report.segments
+    checked.findings = [_finding_from_problem(p, segments) for p in checked.report.problems]
+    if isinstance(checked.report, tflux.BaseReport):
+        _notes(checked, checked.report, replay)
     checked.seconds = time.perf_counter() - started
-    checked.log_seconds = log_seconds()
     return checked
 
 
-def _check_files(checked: Checked, files: Layout) -> None:
-    """Metadata and snapshot checksums, and whether the log continues the snapshot."""
-    meta_size = _file_size(files.metadata)
-    try:
-        checked.metadata = tflux.read_metadata(files.metadata)
-    except CorruptionError as exc:
-        checked.add(_finding_from_error("corruption", exc, files.metadata))
-    else:
-        vote = checked.metadata.voted_for
-        said = f"term {checked.metadata.term}, " + (
-            "no vote" if vote is None else f"voted for {vote}"
-        )
+def _notes(checked: Checked, report: tflux.BaseReport, replay: bool) -> None:
+    """Summary lines of what the core read: metadata, snapshot, log, replay."""
+    layout = report.layout
+    meta = checked.metadata = report.metadata
+    if meta is not None:
+        vote = meta.voted_for
+        said = f"term {meta.term}, " + ("no vote" if vote is None else f"voted for {vote}")
+        absent = "" if report.metadata_present else " (absent: the defaults)"
+        checked.notes.append(("metadata", said + absent))
+    snap = report.snapshot
+    if snap is not None:
+        try:  # inspect and demo show the snapshot's queues
+            checked.snapshot = tflux.read_snapshot(layout.snapshot)
+        except tflux.TfluxError:
+            checked.snapshot = None
+        last_index, last_term, queues, records = snap
         checked.notes.append(
-            ("metadata", f"{said}" + ("" if meta_size else " (absent: the defaults)"))
-        )
-
-    snapshot_ok = True
-    try:
-        checked.snapshot = tflux.read_snapshot(files.snapshot)
-    except CorruptionError as exc:
-        snapshot_ok = False
-        checked.add(_finding_from_error("corruption", exc, files.snapshot))
-    else:
-        snap = checked.snapshot
-        if snap is None:
-            checked.notes.append(("snapshot", "absent: the log must start at LSN 0"))
-        else:
-            records = sum(len(q.records) for q in snap.queues)
-            checked.notes.append(
-                (
-                    "snapshot",
-                    f"last index {snap.last_index:,}, term {snap.last_term}, "
-                    f"{_plural(len(snap.queues), 'queue')}, {_plural(records, 'record')}, "
-                    f"{_size(_file_size(files.snapshot) or 0)}",
-                )
-            )
-
-    segments = checked.report.segments
-    if not segments or not snapshot_ok:
-        return
-    first, snap = segments[0], checked.snapshot
-    start, last = first.start_lsn, segments[-1].last_lsn
-    if snap is None and start != 0:
-        checked.add(
-            Finding(
-                True,
-                "gap",
-                first.path,
-                0,
-                f"the log starts at LSN {start:,} and there is no snapshot "
-                f"(LSNs 0..{start - 1:,} are missing)",
+            (
+                "snapshot",
+                f"last index {last_index:,}, term {last_term}, "
+                f"{_plural(queues, 'queue')}, {_plural(records, 'record')}, "
+                f"{_size(_file_size(Path(layout.snapshot)) or 0)}",
             )
         )
-    elif snap is not None and start > snap.last_index + 1:
-        checked.add(
-            Finding(
-                True,
-                "gap",
-                first.path,
-                0,
-                f"the log starts at LSN {start:,} but the snapshot ends at LSN "
-                f"{snap.last_index:,} (LSNs {snap.last_index + 1:,}..{start - 1:,} are missing)",
-            )
-        )
-    else:
+    elif not any(p.path == layout.snapshot for p in report.problems):
+        checked.notes.append(("snapshot", "absent: the log must start at LSN 0"))
+    bounds = report.log_bounds
+    if bounds is not None and not any(p.kind == "snapshot_gap" for p in report.problems):
+        start, last = bounds
         span = f"LSN {start:,}..{last:,}" if last >= start else f"empty, starts at LSN {start:,}"
         if snap is None:
             agrees = "starts at 0 (no snapshot)"
-        elif last < snap.last_index:
-            agrees = f"the snapshot is ahead of it (the log restarts at {snap.last_index + 1:,})"
+        elif last < snap[0]:
+            agrees = f"the snapshot is ahead of it (the log restarts at {snap[0] + 1:,})"
         else:
-            agrees = f"continues the snapshot (last index + 1 = {snap.last_index + 1:,})"
+            agrees = f"continues the snapshot (last index + 1 = {snap[0] + 1:,})"
         checked.notes.append(("log", f"{span}: {agrees}"))
-    if any(f.fatal and f.in_log for f in checked.findings):
-        return
-    _check_terms(checked, files)
-
-
-def _check_terms(checked: Checked, files: Layout) -> None:
-    """Terms in the log against the metadata's current term and the snapshot's last term."""
-    try:
-        log = tflux.Log.open(files.log, readonly=True, empty_entries=False)
-    except CorruptionError as exc:
-        checked.add(_finding_from_error("corruption", exc, files.log))
-        return
-    with log:
-        last = log.last_entry
-        meta = checked.metadata
-        if last is not None and meta is not None and (_file_size(files.metadata) or 0) > 0:
-            lsn, term = last
-            if term > meta.term:
-                path, offset = _lsn_location(checked.report.segments, lsn)
-                checked.add(
-                    Finding(
-                        True,
-                        "corruption",
-                        path,
-                        offset,
-                        f"entry {lsn:,} has term {term}, above the current term {meta.term} "
-                        f"in {files.metadata}",
-                    )
-                )
-        snap = checked.snapshot
-        if snap is not None and log.start_index <= snap.last_index <= log.last_index:
-            term = log.term_at(snap.last_index)
-            if term != snap.last_term:
-                checked.add(
-                    Finding(
-                        True,
-                        "corruption",
-                        str(files.snapshot),
-                        None,
-                        f"the snapshot ends at LSN {snap.last_index:,} with term "
-                        f"{snap.last_term}, but the log has term {term} there",
-                    )
-                )
-
-
-def _check_replay(checked: Checked, files: Layout) -> None:
-    """Restore the state (snapshot + replay) read-only; a bad delta is reported with its LSN."""
-    try:
-        with _stopwatch() as elapsed, _open_store(files.base) as store:
-            queues = store.queues()
-            replayed = store.replayed
-    except ReplayError as exc:
-        path, offset = (None, None)
-        if exc.lsn is not None:
-            path, offset = _lsn_location(checked.report.segments, exc.lsn)
-        checked.add(Finding(True, "replay error", path, offset, exc.message))
-        return
-    except CorruptionError as exc:
-        checked.add(_finding_from_error("corruption", exc))
-        return
-    ready = sum(q.count for q in queues)
-    checked.notes.append(
-        (
-            "replay",
-            f"{_plural(len(queues), 'queue')}, {_plural(ready, 'ready record')}: "
-            f"{_plural(replayed, 'delta')} replayed in {elapsed():.3f} s",
+    if report.queues is not None and report.replayed is not None:
+        ready = sum(q.count for q in report.queues)
+        checked.notes.append(
+            (
+                "replay",
+                f"{_plural(len(report.queues), 'queue')}, {_plural(ready, 'ready record')}: "
+                f"{_plural(report.replayed, 'delta')} replayed in {report.replay_seconds:.3f} s",
+            )
         )
-    )
+    elif replay and checked.fatal:
+        checked.notes.append(("replay", "skipped: fix the problems above first"))
 
 
 def _print_notes(checked: Checked) -> None:

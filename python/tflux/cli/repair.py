@@ -2,71 +2,29 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
 from rich.markup import escape
 
 import tflux
-from tflux.cli._base import SEGMENT_NAME, _locate
-from tflux.cli._check import (
-    Checked,
-    Finding,
-    _check,
-    _print_findings,
-    _print_notes,
-    _records_before,
-)
+from tflux.cli._base import _locate
+from tflux.cli._check import Checked, _check, _print_findings, _print_notes
 from tflux.cli._render import CONTEXT_SETTINGS, EXIT_CORRUPT, EXIT_OK, CliError, _plural, out
 
 
-@dataclass(frozen=True)
-class _RepairPlan:
-    """What ``Log.open(repair=True)`` will do, predicted from the verify report."""
-
-    problem: Finding
-    cut: tuple[str, int] | None  # (segment, offset) cut there, keeping what comes before
-    moved: list[str]  # segment names moved whole into data/temp/
-    kept_records: int | None  # records kept in the cut segment
-
-
-def _repair_plan(checked: Checked, log_dir: Path) -> _RepairPlan | None:
-    """The first problem of the log in segment order decides: cut there, move what follows."""
-    in_log = [f for f in checked.findings if f.in_log and f.path is not None]
-    if not in_log:
-        return None
-    fatal = [f for f in in_log if f.fatal]
-    problem = min(fatal or in_log, key=lambda f: (Path(f.path).name, f.offset or 0))
-    names = sorted(n for n in os.listdir(log_dir) if SEGMENT_NAME.match(n))
-    name = Path(problem.path).name
-    if problem.kind == "gap":  # the segment after the gap and everything after it move
-        return _RepairPlan(problem, None, [n for n in names if n >= name], None)
-    offset = problem.offset if problem.offset is not None else 0
-    kept = _records_before(problem.path, offset) if offset >= 8 else 0
-    return _RepairPlan(problem, (problem.path, offset), [n for n in names if n > name], kept)
-
-
-def _print_plan(plan: _RepairPlan, checked: Checked, temp: Path) -> None:
+def _print_plan(plan: tflux.RepairPlan, checked: Checked, temp: Path) -> None:
+    """The core's plan (``tflux.plan_repair``: what ``Log.open(repair=True)`` executes)."""
     out.print("\n[bold]repair plan[/] (nothing is deleted):")
-    segments = {Path(s.path).name: s for s in checked.report.segments}
-    if plan.cut is not None:
-        path, offset = plan.cut
-        seg = segments.get(Path(path).name)
-        kept = (
-            ""
-            if plan.kept_records is None
-            else f", keeping its first {_plural(plan.kept_records, 'record')}"
-        )
-        lost = ""
-        if seg is not None and plan.kept_records is not None:
-            lost = f"; LSNs from {seg.start_lsn + plan.kept_records:,} on leave the log"
-        out.print(f"  cut   {escape(path)} at offset {offset}{kept}{lost}")
-        out.print(f"  copy  {escape(Path(path).name)} as it was -> {escape(str(temp))}/ (.orig)")
-    for name in plan.moved:
-        out.print(f"  move  {escape(name)} -> {escape(str(temp))}/")
+    if plan.cut_path is not None:
+        kept = f", keeping its first {_plural(plan.records_kept or 0, 'record')}"
+        lost = f"; LSNs from {plan.first_lost_lsn:,} on leave the log"
+        out.print(f"  cut   {escape(plan.cut_path)} at offset {plan.cut_offset}{kept}{lost}")
+        name = Path(plan.cut_path).name
+        out.print(f"  copy  {escape(name)} as it was -> {escape(str(temp))}/ (.orig)")
+    for moved in plan.moved:
+        out.print(f"  move  {escape(Path(moved).name)} -> {escape(str(temp))}/")
 
 
 @click.command(
@@ -78,7 +36,8 @@ def _print_plan(plan: _RepairPlan, checked: Checked, temp: Path) -> None:
 def repair(path: Path, yes: bool) -> None:
     """Cut the log of BASE at its first bad record, moving the segment files after it aside.
 
-    First the checks of `tflux verify` run and their findings are printed, then the plan:
+    First the checks of `tflux verify` run and their findings are printed, then the plan
+    (tflux.plan_repair: the plan the library executes, computed without writing):
     which segment is cut at which offset (the records before it are kept) and which files
     move into data/temp/. After a confirmation (or --yes) the repair is done by
     tflux.Log.open(BASE/data/log, repair=True) and its report is printed: every moved
@@ -113,7 +72,7 @@ def repair(path: Path, yes: bool) -> None:
     )
     _print_notes(checked)
     _print_findings(checked.findings)
-    plan = _repair_plan(checked, log_dir)
+    plan = tflux.plan_repair(log_dir, empty_entries=base is None)
     others = [f for f in checked.findings if f.fatal and not f.in_log]
     if plan is None:
         if others:

@@ -111,8 +111,15 @@ pub fn check_continuity(
         return Ok(());
     }
     let what = match snapshot_index {
-        Some(i) => format!("the log starts at {log_start} but the snapshot ends at {i}"),
-        None => format!("the log starts at {log_start} and there is no snapshot"),
+        Some(i) => format!(
+            "the log starts at LSN {log_start} but the snapshot ends at LSN {i} (LSNs {}..{} are missing)",
+            i + 1,
+            log_start - 1
+        ),
+        None => format!(
+            "the log starts at LSN {log_start} and there is no snapshot (LSNs 0..{} are missing)",
+            log_start - 1
+        ),
     };
     Err(Error::corruption(
         &layout.log,
@@ -301,11 +308,13 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
     }
     if let Some(r) = &restored {
         if let Err(e) = check_continuity(&layout, scan.start_index(), r.snapshot.map(|s| s.0)) {
-            problems.push(Finding::from_error(
-                FindingKind::SnapshotGap,
-                &layout.log,
-                &e,
-            ));
+            let mut f = Finding::from_error(FindingKind::SnapshotGap, &layout.log, &e);
+            if let Some(first) = scan.files.first() {
+                // The file where the missing LSNs should have been.
+                f.path = first.file.path.clone();
+                f.offset = Some(0);
+            }
+            problems.push(f);
         }
     }
     let (Some(mut restored), VerifyDepth::Replay) = (restored, options.depth) else {

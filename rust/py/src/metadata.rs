@@ -31,6 +31,12 @@ pub struct PyMetadata {
     inner: Metadata,
 }
 
+impl From<Metadata> for PyMetadata {
+    fn from(inner: Metadata) -> Self {
+        PyMetadata { inner }
+    }
+}
+
 #[pymethods]
 impl PyMetadata {
     #[new]

@@ -1,10 +1,17 @@
-//! `tflux.verify` and its report types.
+//! `tflux.verify`, `tflux.verify_base`, `tflux.plan_repair`, `tflux.Layout` and their report
+//! types: wrappers of the core's recovery scanner and base-directory checks.
+
+use std::path::PathBuf;
 
 use pyo3::prelude::*;
+use tflux_core::base as core_base;
+use tflux_core::recovery as core_recovery;
 use tflux_core::verify as core;
 
 use crate::errors::{py_result, Fail};
 use crate::log::PySegmentInfo;
+use crate::metadata::PyMetadata;
+use crate::store::PyQueueInfo;
 
 #[pyclass(module = "tflux", name = "Problem", frozen, get_all)]
 pub struct PyProblem {
@@ -13,6 +20,20 @@ pub struct PyProblem {
     kind: &'static str,
     message: String,
     fatal: bool,
+    lsn: Option<i64>,
+}
+
+impl From<&core_recovery::Finding> for PyProblem {
+    fn from(p: &core_recovery::Finding) -> Self {
+        PyProblem {
+            path: p.path.display().to_string(),
+            offset: p.offset,
+            kind: p.kind.as_str(),
+            message: p.message.clone(),
+            fatal: p.fatal,
+            lsn: p.lsn,
+        }
+    }
 }
 
 #[pymethods]
@@ -41,12 +62,7 @@ impl PyVerifyReport {
     }
     #[getter]
     fn segments(&self) -> Vec<PySegmentInfo> {
-        self.inner
-            .segments
-            .iter()
-            .cloned()
-            .map(PySegmentInfo::from)
-            .collect()
+        segment_infos(&self.inner.segments)
     }
     #[getter]
     fn records(&self) -> u64 {
@@ -58,17 +74,7 @@ impl PyVerifyReport {
     }
     #[getter]
     fn problems(&self) -> Vec<PyProblem> {
-        self.inner
-            .problems
-            .iter()
-            .map(|p| PyProblem {
-                path: p.path.display().to_string(),
-                offset: p.offset,
-                kind: p.kind.as_str(),
-                message: p.message.clone(),
-                fatal: p.fatal,
-            })
-            .collect()
+        self.inner.problems.iter().map(PyProblem::from).collect()
     }
     #[getter]
     fn ok(&self) -> bool {
@@ -86,16 +92,242 @@ impl PyVerifyReport {
     }
 }
 
+fn segment_infos(segments: &[tflux_core::SegmentInfo]) -> Vec<PySegmentInfo> {
+    segments.iter().cloned().map(PySegmentInfo::from).collect()
+}
+
 /// Checks every record of every segment under `path` (base or log directory) without writing.
 #[pyfunction]
-fn verify(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyVerifyReport> {
+fn verify(py: Python<'_>, path: PathBuf) -> PyResult<PyVerifyReport> {
     let report = py.detach(|| core::verify(&path).map_err(Fail::from));
     py_result(py, report).map(|inner| PyVerifyReport { inner })
+}
+
+/// The paths of a base directory (spec section 1): the one layout the library, the CLI, the
+/// Spark reader and the benches use.
+#[pyclass(module = "tflux", name = "Layout", frozen)]
+pub struct PyLayout {
+    inner: core_base::Layout,
+}
+
+fn path_str(p: &std::path::Path) -> String {
+    p.display().to_string()
+}
+
+#[pymethods]
+impl PyLayout {
+    #[new]
+    fn new(base: PathBuf) -> Self {
+        PyLayout {
+            inner: core_base::Layout::new(&base),
+        }
+    }
+    #[getter]
+    fn base(&self) -> String {
+        path_str(&self.inner.base)
+    }
+    #[getter]
+    fn data(&self) -> String {
+        path_str(&self.inner.data)
+    }
+    #[getter]
+    fn log(&self) -> String {
+        path_str(&self.inner.log)
+    }
+    #[getter]
+    fn temp(&self) -> String {
+        path_str(&self.inner.temp)
+    }
+    #[getter]
+    fn snapshot(&self) -> String {
+        path_str(&self.inner.snapshot)
+    }
+    #[getter]
+    fn metadata(&self) -> String {
+        path_str(&self.inner.metadata)
+    }
+    #[getter]
+    fn settings(&self) -> String {
+        path_str(&self.inner.settings)
+    }
+    fn __repr__(&self) -> String {
+        format!("Layout({:?})", path_str(&self.inner.base))
+    }
+}
+
+/// What `verify_base` found.
+#[pyclass(module = "tflux", name = "BaseReport", frozen)]
+pub struct PyBaseReport {
+    inner: core_base::BaseReport,
+}
+
+#[pymethods]
+impl PyBaseReport {
+    #[getter]
+    fn path(&self) -> String {
+        path_str(&self.inner.layout.base)
+    }
+    #[getter]
+    fn layout(&self) -> PyLayout {
+        PyLayout {
+            inner: self.inner.layout.clone(),
+        }
+    }
+    #[getter]
+    fn ok(&self) -> bool {
+        self.inner.ok()
+    }
+    #[getter]
+    fn problems(&self) -> Vec<PyProblem> {
+        self.inner.problems.iter().map(PyProblem::from).collect()
+    }
+    #[getter]
+    fn segments(&self) -> Vec<PySegmentInfo> {
+        segment_infos(&self.inner.segments)
+    }
+    #[getter]
+    fn records(&self) -> u64 {
+        self.inner.records
+    }
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.inner.bytes
+    }
+    /// `(first, last)` LSN of the log as a read-only open holds it; None when it is damaged.
+    #[getter]
+    fn log_bounds(&self) -> Option<(i64, i64)> {
+        self.inner.log_bounds
+    }
+    #[getter]
+    fn metadata(&self) -> Option<PyMetadata> {
+        self.inner.metadata.map(PyMetadata::from)
+    }
+    #[getter]
+    fn metadata_present(&self) -> bool {
+        self.inner.metadata_present
+    }
+    /// `(last_index, last_term, queues, records)` of the snapshot; None without one.
+    #[getter]
+    fn snapshot(&self) -> Option<(i64, i64, u64, u64)> {
+        self.inner
+            .snapshot
+            .as_ref()
+            .map(|s| (s.last_index, s.last_term, s.queues, s.records))
+    }
+    #[getter]
+    fn queues(&self) -> Option<Vec<PyQueueInfo>> {
+        self.inner
+            .queues
+            .as_ref()
+            .map(|qs| qs.iter().cloned().map(PyQueueInfo::from).collect())
+    }
+    #[getter]
+    fn replayed(&self) -> Option<u64> {
+        self.inner.replayed
+    }
+    #[getter]
+    fn log_seconds(&self) -> f64 {
+        self.inner.log_seconds
+    }
+    #[getter]
+    fn replay_seconds(&self) -> f64 {
+        self.inner.replay_seconds
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "BaseReport(path={:?}, segments={}, records={}, problems={}, ok={})",
+            path_str(&self.inner.layout.base),
+            self.inner.segments.len(),
+            self.inner.records,
+            self.inner.problems.len(),
+            crate::log::py_bool(self.inner.ok())
+        )
+    }
+}
+
+/// Checks a base directory exactly as a restore does (settings, metadata, snapshot, every
+/// segment, how they agree and, with `replay`, the rebuilt state), reading only.
+#[pyfunction]
+#[pyo3(signature = (base, *, replay=true))]
+fn verify_base(py: Python<'_>, base: PathBuf, replay: bool) -> PyResult<PyBaseReport> {
+    let depth = if replay {
+        core_base::VerifyDepth::Replay
+    } else {
+        core_base::VerifyDepth::Files
+    };
+    let options = core_base::VerifyOptions { depth };
+    let report = py.detach(|| core_base::verify_base(&base, options).map_err(Fail::from));
+    py_result(py, report).map(|inner| PyBaseReport { inner })
+}
+
+/// What `Log.open(path, repair=True)` would do.
+#[pyclass(module = "tflux", name = "RepairPlan", frozen)]
+pub struct PyRepairPlan {
+    inner: core_recovery::RepairPlan,
+}
+
+#[pymethods]
+impl PyRepairPlan {
+    /// The finding that decides the plan.
+    #[getter]
+    fn reason(&self) -> PyProblem {
+        PyProblem::from(&self.inner.reason)
+    }
+    #[getter]
+    fn cut_path(&self) -> Option<String> {
+        self.inner.cut.as_ref().map(|c| path_str(&c.path))
+    }
+    #[getter]
+    fn cut_offset(&self) -> Option<u64> {
+        self.inner.cut.as_ref().map(|c| c.offset)
+    }
+    #[getter]
+    fn records_kept(&self) -> Option<u64> {
+        self.inner.cut.as_ref().map(|c| c.records_kept)
+    }
+    #[getter]
+    fn first_lost_lsn(&self) -> Option<i64> {
+        self.inner.cut.as_ref().map(|c| c.first_lost_lsn)
+    }
+    /// Segment files moved whole into the temp directory.
+    #[getter]
+    fn moved(&self) -> Vec<String> {
+        self.inner.moved.iter().map(|p| path_str(p)).collect()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "RepairPlan(reason={:?}, cut_path={}, cut_offset={}, moved={})",
+            self.inner.reason.kind.as_str(),
+            self.cut_path()
+                .map_or("None".to_string(), |p| format!("{p:?}")),
+            crate::log::py_opt(self.cut_offset()),
+            self.inner.moved.len()
+        )
+    }
+}
+
+/// The plan `Log.open(log_dir, repair=True, empty_entries=...)` would execute, computed
+/// without writing anything; None when there is nothing to repair.
+#[pyfunction]
+#[pyo3(signature = (log_dir, *, empty_entries=true))]
+fn plan_repair(
+    py: Python<'_>,
+    log_dir: PathBuf,
+    empty_entries: bool,
+) -> PyResult<Option<PyRepairPlan>> {
+    let plan =
+        py.detach(|| core_recovery::plan_repair(&log_dir, empty_entries).map_err(Fail::from));
+    py_result(py, plan).map(|p| p.map(|inner| PyRepairPlan { inner }))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyProblem>()?;
     m.add_class::<PyVerifyReport>()?;
+    m.add_class::<PyLayout>()?;
+    m.add_class::<PyBaseReport>()?;
+    m.add_class::<PyRepairPlan>()?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_base, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_repair, m)?)?;
     Ok(())
 }
