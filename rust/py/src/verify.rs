@@ -240,7 +240,7 @@ impl PyBaseReport {
             self.inner.segments.len(),
             self.inner.records,
             self.inner.problems.len(),
-            crate::log::py_bool(self.inner.ok())
+            crate::tools::py_bool(self.inner.ok())
         )
     }
 }
@@ -300,7 +300,7 @@ impl PyRepairPlan {
             self.inner.reason.kind.as_str(),
             self.cut_path()
                 .map_or("None".to_string(), |p| format!("{p:?}")),
-            crate::log::py_opt(self.cut_offset()),
+            crate::tools::py_opt(self.cut_offset()),
             self.inner.moved.len()
         )
     }
