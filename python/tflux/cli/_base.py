@@ -20,7 +20,9 @@ def _log_dir(path: Path) -> Path:
     if not path.is_dir():
         raise CliError(f"{path}: not a directory (give a base directory or its data/log directory)")
     candidate = Layout(path).log
-    log_dir = candidate if candidate.is_dir() else path
+    if candidate.is_dir():  # a base directory: an empty log is the store's to judge
+        return candidate
+    log_dir = path
     if not any(SEGMENT_NAME.match(name) for name in os.listdir(log_dir)):
         raise CliError(
             f"{path}: no log segments found "
