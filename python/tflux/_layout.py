@@ -1,61 +1,71 @@
-"""The paths of a base directory (spec section 1), for the CLI, Spark and the benchmarks.
+"""The paths of a base directory (spec section 1) as :class:`pathlib.Path`, for the CLI, Spark
+and the benchmarks.
 
-The core's ``base::Layout`` is the rule; this is its one Python face, to become a thin wrapper
-of it once the bindings expose it. Nothing else in Python joins ``data``, ``log`` or the file
-names itself.
+The core's ``base::Layout`` (``tflux.Layout``) is the one rule; this wraps it and adds the reverse
+look-ups a path argument needs (which base a ``data`` or log directory belongs to), answered by
+comparing with the core's paths rather than by a second copy of the names.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from tflux._tflux import Layout as _CoreLayout
+
 SEGMENT_NAME = re.compile(r"^[0-9]{19}\.log$")
-SETTINGS_FILE = "taskflux.settings.json"
+SETTINGS_FILE = Path(_CoreLayout(".").settings).name
 
 
-@dataclass(frozen=True)
 class Layout:
     """The files of the base directory ``base``."""
 
-    base: Path
+    __slots__ = ("_core",)
 
     def __init__(self, base: str | Path) -> None:
-        object.__setattr__(self, "base", Path(base))
+        self._core = _CoreLayout(base)
+
+    def __repr__(self) -> str:
+        return f"Layout({self._core.base!r})"
+
+    @property
+    def base(self) -> Path:
+        return Path(self._core.base)
 
     @property
     def data(self) -> Path:
-        return self.base / "data"
+        return Path(self._core.data)
 
     @property
     def log(self) -> Path:
-        return self.data / "log"
+        return Path(self._core.log)
 
     @property
     def temp(self) -> Path:
-        return self.data / "temp"
+        return Path(self._core.temp)
 
     @property
     def snapshot(self) -> Path:
-        return self.data / "tflux.snapshot"
+        return Path(self._core.snapshot)
 
     @property
     def metadata(self) -> Path:
-        return self.data / "tflux.metadata"
+        return Path(self._core.metadata)
 
     @property
     def settings(self) -> Path:
-        return self.base / SETTINGS_FILE
+        return Path(self._core.settings)
 
     @classmethod
     def of_data(cls, data: str | Path) -> Layout | None:
-        """The layout whose ``data`` directory is ``data``; None if it is not named so."""
+        """The layout whose ``data`` directory is ``data``; None if there is none."""
         data = Path(data)
-        return cls(data.parent) if data.name == "data" else None
+        layout = cls(data.parent)
+        return layout if layout.data == data else None
 
     @classmethod
     def of_log(cls, log: str | Path) -> Layout | None:
         """The layout whose log directory is ``log``; None for a log directory outside a base."""
         log = Path(log)
-        return cls.of_data(log.parent) if log.name == "log" else None
+        layout = cls(log.parent.parent)
+        return layout if layout.log == log else None
