@@ -1156,3 +1156,15 @@ def test_no_operation_places_an_entry_past_the_largest_lsn(log, log_dir):
     reopened = open_log(log_dir)
     assert reopened.last_index == MAX_ENTRY_LSN
     reopened.close()
+
+
+def test_a_segment_named_near_the_largest_lsn_is_corruption_not_a_wrap(log_dir):
+    log = open_log(log_dir)
+    log.append_many(1, [b"a", b"b", b"c"])
+    log.close()
+    first = log_dir / "0000000000000000000.log"
+    first.rename(log_dir / f"{MAX_ENTRY_LSN}.log")  # 3 records would end at 2**63
+    with pytest.raises(tflux.CorruptionError, match="largest LSN") as e:
+        open_log(log_dir, readonly=True)
+    assert e.value.path.endswith(f"{MAX_ENTRY_LSN}.log")
+    assert not tflux.verify(log_dir).ok

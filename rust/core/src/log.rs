@@ -1041,10 +1041,7 @@ enum Commit {
     Through,
 }
 
-/// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
-/// an entry (the next LSN, the start of a log emptied after it), so that every LSN the log
-/// computes fits an i64 (docs/format.md, "LSN limit").
-pub const MAX_ENTRY_LSN: i64 = i64::MAX - 1;
+pub use crate::segment::MAX_ENTRY_LSN;
 
 /// Refuses to place `count` entries from `first` on when the last would be past
 /// [`MAX_ENTRY_LSN`].

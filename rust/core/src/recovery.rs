@@ -355,6 +355,15 @@ fn classify_end(
 /// Walks every segment of `dir` in LSN order and classifies what it finds. Reads only: opens
 /// regular files read-only, never opens anything else.
 /// `storage` is where the scanned segments will later write (nothing is written here).
+/// Whether `count` records from `first_lsn` on would place one past the largest LSN (a hostile
+/// or damaged file name; the arithmetic of the log must never overflow).
+fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
+    let end = i64::try_from(count)
+        .ok()
+        .and_then(|n| first_lsn.checked_add(n));
+    count > 0 && end.is_none_or(|end| end - 1 > crate::segment::MAX_ENTRY_LSN)
+}
+
 pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) -> Result<LogScan> {
     let (entries, ignored) = fsutil::list_segments(dir)?;
     let mut scan = LogScan {
@@ -431,8 +440,19 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
                 info.count = file_scan.count as u64;
                 info.size = file_scan.end.max(crate::format::segment::HEADER_LEN as u64);
                 info.file_size = file_scan.bytes.len() as u64;
+                let past_max = past_max_entry_lsn(entry.first_lsn, file_scan.count);
+                if past_max {
+                    let message = format!(
+                        "{} records from LSN {} run past the largest LSN {}",
+                        file_scan.count,
+                        entry.first_lsn,
+                        crate::segment::MAX_ENTRY_LSN
+                    );
+                    found.push(Finding::new(FindingKind::Corruption, &path, None, message));
+                }
                 let readable = matches!(file_scan.header, Header::Valid | Header::Uninitialised)
-                    && { is_last || file_scan.header == Header::Valid };
+                    && { is_last || file_scan.header == Header::Valid }
+                    && !past_max;
                 if let Some(t) = file_scan.last_term {
                     previous_term = t;
                 }

@@ -18,6 +18,11 @@ use crate::format::segment as header;
 use crate::mmap::map_readonly;
 use crate::storage::{Open, Rename, Storage, StorageFile};
 
+/// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
+/// an entry (the next LSN, the start of a log emptied after it), so that every LSN the log
+/// computes fits an i64 (docs/format.md, log decision "LSN limit").
+pub const MAX_ENTRY_LSN: i64 = i64::MAX - 1;
+
 /// Where a scan stopped when it did not reach a clean end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanStop {
