@@ -7,6 +7,7 @@
 //! outside the state lock, so concurrent writers share one fsync (group commit).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -88,7 +89,7 @@ pub struct Store {
     /// writes without failing the write itself.
     refused: Mutex<Option<PoisonCause>>,
     /// Whether a caller has been told that writes stopped (so `close` need not say it again).
-    told: std::sync::atomic::AtomicBool,
+    told: AtomicBool,
     syncer: Mutex<Option<JoinHandle<()>>>,
     report: OpenReport,
 }
@@ -195,7 +196,7 @@ impl Store {
                 changed: Condvar::new(),
             },
             refused: Mutex::new(None),
-            told: std::sync::atomic::AtomicBool::new(false),
+            told: AtomicBool::new(false),
             syncer: Mutex::new(None),
             report,
         };
@@ -266,7 +267,7 @@ impl Store {
     /// Passes a result on to a caller, noting when it tells them that writes stopped.
     fn tell<T>(&self, result: Result<T>) -> Result<T> {
         if let Err(Error::Io { .. } | Error::Poisoned { .. } | Error::NotDurable { .. }) = &result {
-            self.told.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.told.store(true, Ordering::Relaxed);
         }
         result
     }
@@ -654,7 +655,7 @@ impl Store {
                 // Writes had stopped: report that once (a sync refused by the stopped log, or
                 // failing now, is part of the same failure).
                 Some(cause) => {
-                    let told = self.told.swap(true, std::sync::atomic::Ordering::Relaxed);
+                    let told = self.told.swap(true, Ordering::Relaxed);
                     if told {
                         Ok(())
                     } else {
