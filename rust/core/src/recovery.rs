@@ -16,9 +16,37 @@ use crate::error::{Error, IoContext, Result};
 use crate::format::record;
 use crate::format::segment::Header;
 use crate::fsutil::{self, EntryKind, SegmentFile};
-use crate::log::{RecoveryReport, SegmentInfo};
 use crate::segment::{self, scan_file, FileScan, ScanStop, Segment};
 use crate::storage::Storage;
+
+/// One segment file as the log holds it (or as a scan found it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub name: String,
+    pub path: PathBuf,
+    pub start_lsn: i64,
+    pub count: u64,
+    pub size: u64,
+    pub file_size: u64,
+    pub sealed: bool,
+}
+
+/// What opening had to do: the torn tail it cut (or, read-only, would cut) and what repair moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub cut_path: Option<PathBuf>,
+    pub cut_offset: Option<u64>,
+    pub bytes_cut: u64,
+    pub records_kept: u64,
+    pub reason: Option<String>,
+    pub moved: Vec<PathBuf>,
+}
+
+impl RecoveryReport {
+    pub fn truncated(&self) -> bool {
+        self.cut_offset.is_some()
+    }
+}
 
 /// What a scan does with what it finds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::log::SegmentInfo;
+use crate::recovery::SegmentInfo;
 use crate::recovery::{scan_dir, Finding, FindingKind, RecoveryMode, ScanOptions};
 
 /// A problem found by `verify`: one finding of the recovery scanner.
