@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import tflux
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tflux.cli import cli
 
@@ -149,6 +149,9 @@ def opens_and_restores(base: Path) -> bool:
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(damages=st.lists(DAMAGE, min_size=1, max_size=3))
+# Found by this test before issue 10's fix: with every segment gone the store opens (the
+# snapshot restores, the log restarts after it), the CLI said "no log segments found".
+@example(damages=[("remove", 0.0, 0.0, 1)] * 3)
 def test_verify_exits_0_exactly_when_a_readonly_open_succeeds(pristine, tmp_path, damages):
     base = tmp_path / uuid.uuid4().hex
     shutil.copytree(pristine, base, symlinks=True)
