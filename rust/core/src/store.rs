@@ -91,6 +91,10 @@ pub struct Store {
     /// Whether a caller has been told that writes stopped (so `close` need not say it again).
     told: AtomicBool,
     syncer: Mutex<Option<JoinHandle<()>>>,
+    /// Wakes the interval syncer when the store closes, so close never waits out an interval
+    /// (however long the setting). Shared with the thread, which holds no strong reference to
+    /// the store while it sleeps (dropping the last handle must still close the store).
+    syncer_stop: Arc<(Mutex<bool>, Condvar)>,
     report: OpenReport,
 }
 
@@ -198,6 +202,7 @@ impl Store {
             refused: Mutex::new(None),
             told: AtomicBool::new(false),
             syncer: Mutex::new(None),
+            syncer_stop: Arc::default(),
             report,
         };
         Ok(store)
@@ -210,8 +215,11 @@ impl Store {
         }
         let weak = std::sync::Arc::downgrade(self);
         let every = Duration::from_millis(self.settings.log_sync_interval_ms);
+        let stop = Arc::clone(&self.syncer_stop);
         let handle = std::thread::spawn(move || loop {
-            std::thread::sleep(every);
+            if sleep_unless_stopped(&stop, every) {
+                return;
+            }
             let Some(store) = weak.upgrade() else { return };
             if lock(&store.durability.state).stop {
                 return;
@@ -622,6 +630,11 @@ impl Store {
             let mut st = lock(&self.durability.state);
             st.stop = true;
         }
+        {
+            let (stopped, wake) = &*self.syncer_stop;
+            *lock(stopped) = true;
+            wake.notify_all();
+        }
         let result = {
             let mut inner = lock(&self.inner);
             if inner.closed {
@@ -674,6 +687,28 @@ impl Store {
         }
         result
     }
+}
+
+/// Sleeps `every` or until `stop` is raised; true when it was raised.
+fn sleep_unless_stopped(stop: &(Mutex<bool>, Condvar), every: Duration) -> bool {
+    let (stopped, wake) = stop;
+    // An interval too long to add to now (a huge setting) waits for the stop alone.
+    let deadline = Instant::now().checked_add(every);
+    let mut flag = lock(stopped);
+    while !*flag {
+        let left = match deadline {
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left,
+                _ => return false,
+            },
+            None => Duration::from_secs(3600),
+        };
+        flag = wake
+            .wait_timeout(flag, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    true
 }
 
 /// Whether record `id` of `q` is in flight (and, when given, from this incarnation of it).

@@ -205,3 +205,38 @@ fn close_reports_a_background_fsync_failure_nobody_was_told_of() {
     assert!(matches!(e, Error::Poisoned { .. }), "{e}");
     store.close().unwrap();
 }
+
+#[test]
+fn close_does_not_wait_out_a_long_sync_interval() {
+    // The interval syncer sleeps between fsyncs; close must wake it, not join after the sleep.
+    for interval in ["60000", "18446744073709551615"] {
+        let settings =
+            format!(r#"{{"LogSyncPolicy": "interval", "LogSyncIntervalMs": {interval}}}"#);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), Some(&settings), false).unwrap());
+        store.start_background_sync();
+        store.enqueue(b"", 0, b"x").unwrap();
+        let (done, closed) = std::sync::mpsc::channel();
+        let closer = Arc::clone(&store);
+        thread::spawn(move || done.send(closer.close()).unwrap());
+        let result = closed.recv_timeout(Duration::from_secs(10));
+        assert!(
+            matches!(result, Ok(Ok(()))),
+            "close with interval {interval}: {result:?}"
+        );
+        // What close synced is there after a reopen.
+        assert_eq!(payloads(dir.path(), &settings), ["x"]);
+    }
+}
+
+#[test]
+fn dropping_the_last_handle_closes_a_store_with_a_sync_interval() {
+    // The syncer must not keep the store alive: dropping the last handle releases the lock.
+    let settings = r#"{"LogSyncPolicy": "interval", "LogSyncIntervalMs": 60000}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), Some(settings), false).unwrap());
+    store.start_background_sync();
+    store.enqueue(b"", 0, b"y").unwrap();
+    drop(store);
+    assert_eq!(payloads(dir.path(), settings), ["y"]);
+}
