@@ -183,7 +183,13 @@ impl PendingOpen {
             ..
         } = self;
         let first = scan.listed.first().map_or(0, |f| f.first_lsn);
-        let ignored = scan.ignored.clone();
+        let mut ignored = scan.ignored.clone();
+        if !opts.readonly {
+            // Only once the open is accepted: a refused open changes nothing.
+            if segment::remove_cut_leftovers(&*opts.storage, &dir)? > 0 {
+                ignored.retain(|p| p.exists());
+            }
+        }
         let recovered = recovery::recover(scan, !opts.readonly, &opts.storage)?;
         let mut log = Log {
             dir,
@@ -284,9 +290,7 @@ impl Log {
         let lock = if opts.readonly {
             None
         } else {
-            let lock = fsutil::lock_dir(&*opts.storage, &dir)?;
-            segment::remove_cut_leftovers(&*opts.storage, &dir)?;
-            Some(lock)
+            Some(fsutil::lock_dir(&*opts.storage, &dir)?)
         };
         let scan = recovery::scan_dir(
             &dir,

@@ -227,3 +227,34 @@ fn a_power_loss_at_every_operation_of_a_cut_leaves_the_old_segment_or_the_new_on
         );
     }
 }
+
+#[test]
+fn a_refused_open_keeps_a_cut_leftover_and_an_accepted_one_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    seven_in_three_segments(dir.path(), false);
+    let sealed = dir.path().join(tflux_core::format::segment::file_name(3));
+    let leftover = dir
+        .path()
+        .join(format!("{}{CUT_SUFFIX}", file_name_of(&sealed)));
+    std::fs::write(&leftover, b"half a cut").unwrap();
+    // Damage a record of the sealed middle segment: a strict open refuses the log.
+    let good = std::fs::read(&sealed).unwrap();
+    let mut bad = good.clone();
+    bad[20] ^= 0xFF;
+    std::fs::write(&sealed, &bad).unwrap();
+    assert!(Log::open(dir.path(), limits(false)).is_err());
+    assert!(
+        leftover.exists(),
+        "a refused open removed {}",
+        leftover.display()
+    );
+    // Once the damage is gone, the open is accepted and cleans up.
+    std::fs::write(&sealed, &good).unwrap();
+    let log = Log::open(dir.path(), limits(false)).unwrap();
+    assert!(!leftover.exists());
+    assert!(log.ignored_files().is_empty(), "{:?}", log.ignored_files());
+}
+
+fn file_name_of(path: &Path) -> String {
+    path.file_name().unwrap().to_string_lossy().into_owned()
+}
