@@ -390,7 +390,7 @@ def test_inspect_of_a_corrupt_snapshot_still_shows_the_rest_and_exits_1(tmp_path
     flip(snapshot, 20)
     result = run_cli("inspect", tmp_path)
     assert result.returncode == 1
-    assert "tflux.snapshot at offset" in result.stdout
+    assert "tflux.snapshot at offset" in result.stderr
     assert "LogFileSoftLimit" in result.stdout
     assert segment_files(tmp_path / "data" / "log")[0].name in result.stdout
 
@@ -613,7 +613,7 @@ def test_verify_clean_log_exits_0_with_a_summary(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(records):,} records" in result.stdout
     assert "OK" in result.stdout
-    assert "error:" not in result.stdout and "warning:" not in result.stdout
+    assert "error:" not in result.stderr and "warning:" not in result.stderr
 
 
 def test_verify_clean_store_with_snapshot_checks_every_file(tmp_path):
@@ -640,7 +640,7 @@ def test_verify_flipped_byte_in_sealed_segment_exits_1_naming_file_and_offset(tm
 
     result = run_cli("verify", tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"{first.name} at offset {bad_offset}" in result.stdout
+    assert f"{first.name} at offset {bad_offset}" in result.stderr
     assert "CORRUPT" in result.stdout
     assert first.read_bytes() == raw  # verify never writes
 
@@ -659,7 +659,7 @@ def test_verify_corrupt_snapshot_exits_1_naming_the_file_and_offset(tmp_path):
 
     result = run_cli("verify", tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"error: corruption in {snapshot} at offset {error.value.offset}:" in result.stdout
+    assert f"error: corruption in {snapshot} at offset {error.value.offset}:" in result.stderr
     assert snapshot_of(tmp_path) == before
 
 
@@ -675,7 +675,7 @@ def test_verify_corrupt_metadata_exits_1_naming_the_file_and_offset(tmp_path):
     result = run_cli("verify", tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert re.search(
-        rf"error: corruption in {re.escape(str(metadata))} at offset \d+:", result.stdout
+        rf"error: corruption in {re.escape(str(metadata))} at offset \d+:", result.stderr
     )
     assert metadata.read_bytes() == bytes(raw)
 
@@ -699,13 +699,13 @@ def test_verify_gap_between_snapshot_and_log_exits_1(tmp_path, with_snapshot):
 
     result = run_cli("verify", tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"error: gap in {first}" in result.stdout
+    assert f"error: gap in {first}" in result.stderr
     start = int(first.name[:19])
-    assert f"the log starts at LSN {start:,}" in result.stdout
+    assert f"the log starts at LSN {start:,}" in result.stderr
     if with_snapshot:
-        assert f"the snapshot ends at LSN {snapshot_index:,}" in result.stdout
+        assert f"the snapshot ends at LSN {snapshot_index:,}" in result.stderr
     else:
-        assert "no snapshot" in result.stdout
+        assert "no snapshot" in result.stderr
 
 
 def test_verify_replay_names_the_lsn_file_and_offset_of_a_bad_delta(tmp_path):
@@ -724,8 +724,8 @@ def test_verify_replay_names_the_lsn_file_and_offset_of_a_bad_delta(tmp_path):
     # tflux.open refuses the directory, so plain verify (which replays) says so too.
     result = run_cli("verify", tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"error: replay error in {segment} at offset {offset}:" in result.stdout
-    assert f"LSN {bad_lsn}" in result.stdout
+    assert f"error: replay error in {segment} at offset {offset}:" in result.stderr
+    assert f"LSN {bad_lsn}" in result.stderr
     assert "CORRUPT" in result.stdout
 
 
@@ -736,7 +736,7 @@ def test_verify_entry_term_above_the_metadata_term_exits_1(tmp_path):
         lsn = log.append(2, tflux.encode_delta(tflux.Delta.add_record("q", 1, b"x")))
     result = run_cli("verify", tmp_path)
     assert result.returncode == 1, result.stdout
-    assert f"entry {lsn} has term 2, above the current term 1" in result.stdout
+    assert f"entry {lsn} has term 2, above the current term 1" in result.stderr
 
 
 def test_verify_torn_tail_exits_0_with_a_warning_and_changes_nothing(tmp_path):
@@ -752,7 +752,7 @@ def test_verify_torn_tail_exits_0_with_a_warning_and_changes_nothing(tmp_path):
 
     result = run_cli("verify", log_dir)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"warning: torn tail in {segment} at offset {last_start}" in result.stdout
+    assert f"warning: torn tail in {segment} at offset {last_start}" in result.stderr
     assert segment.read_bytes() == torn
 
     rows = json_lines(run_cli("dump", tmp_path, "--raw", "--json").stdout)
@@ -827,8 +827,8 @@ def test_verify_golden_torn_tail_warns_at_the_cut_offset(tmp_path):
     result = run_cli("verify", log_dir)
     assert result.returncode == 0, result.stdout + result.stderr
     offset = MANIFEST["torn_tail.log"]["cut_at_offset"]
-    assert f"0000000000000000000.log at offset {offset}" in result.stdout
-    assert "warning" in result.stdout
+    assert f"0000000000000000000.log at offset {offset}" in result.stderr
+    assert "warning" in result.stderr
 
 
 def test_verify_golden_bad_checksum_in_a_sealed_segment_is_fatal(tmp_path):
@@ -842,7 +842,7 @@ def test_verify_golden_bad_checksum_in_a_sealed_segment_is_fatal(tmp_path):
     result = run_cli("verify", tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     offset = MANIFEST["bad_crc_tail.log"]["bad_record_offset"]
-    assert f"0000000000000000000.log at offset {offset}" in result.stdout
+    assert f"0000000000000000000.log at offset {offset}" in result.stderr
 
 
 # --------------------------------------------------------------------------------------------
@@ -897,7 +897,7 @@ def test_repair_without_yes_and_without_a_terminal_refuses_and_changes_nothing(t
     before = snapshot_of(tmp_path)
     result = run_cli("repair", tmp_path)  # stdin is /dev/null
     assert result.returncode == 2
-    (line,) = result.stderr.splitlines()
+    line = result.stderr.splitlines()[-1]  # after the findings, which go to stderr too
     assert line.startswith("error:") and "--yes" in line
     assert "move" in result.stdout  # the plan is shown all the same
     assert snapshot_of(tmp_path) == before
@@ -954,7 +954,7 @@ def test_repair_leaves_a_corrupt_snapshot_alone_and_exits_1(tmp_path):
     before = snapshot_of(tmp_path)
     result = run_cli("repair", tmp_path, "--yes")
     assert result.returncode == 1
-    assert "tflux.snapshot at offset" in result.stdout
+    assert "tflux.snapshot at offset" in result.stderr
     assert snapshot_of(tmp_path) == before
 
 
@@ -969,7 +969,7 @@ def test_repair_of_a_locked_directory_is_a_usage_error(tmp_path):
     finally:
         os.close(fd)
     assert result.returncode == 2
-    (line,) = result.stderr.splitlines()
+    line = result.stderr.splitlines()[-1]  # after the findings
     assert line.startswith("error:")
     assert snapshot_of(tmp_path) == before
 

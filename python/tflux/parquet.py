@@ -24,6 +24,18 @@ from pathlib import Path
 
 __all__ = ["export"]
 
+# The extra that installs pyarrow alone (``arrow`` is the same list under another name).
+_INSTALL = "pip install 'tflux[parquet]'"
+
+
+def _require_pyarrow() -> None:
+    """Raise ``ImportError`` saying which extra to install when pyarrow cannot be imported."""
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError as exc:
+        message = f"tflux.parquet needs pyarrow, which is not installed: {_INSTALL}"
+        raise ImportError(message) from exc
+
 
 def export(
     base: str | os.PathLike[str],
@@ -33,7 +45,8 @@ def export(
     compression: str = "zstd",
 ) -> dict[str, int]:
     """Write ``OUT/log.parquet`` and ``OUT/snapshot.parquet``; returns the row counts
-    (``{"log": n, "snapshot": m}``)."""
+    (``{"log": n, "snapshot": m}``). Needs pyarrow (``pip install 'tflux[parquet]'``)."""
+    _require_pyarrow()
     import pyarrow.parquet as pq
 
     from tflux.spark import _columns, _paths

@@ -133,8 +133,9 @@ def _finding_line(finding: Finding) -> str:
 
 
 def _print_findings(findings: Sequence[Finding]) -> None:
+    """``error:``/``warning:`` lines go to stderr (as every other error line); reports to stdout."""
     for finding in findings:
-        out.print(_finding_line(finding))
+        err.print(_finding_line(finding))
 
 
 @dataclass

@@ -35,6 +35,7 @@ from tflux.cli._render import (
     _size,
     _stopwatch,
     _table,
+    err,
     out,
 )
 
@@ -273,18 +274,27 @@ def demo(
         mismatches = _demo_mismatches(run.at_close, restored)
         _demo_summary(base, temporary and not keep, run, restored, restore, checked)
         for line in mismatches:
-            out.print(f"[bold red]error:[/] {escape(line)}")
+            err.print(f"[bold red]error:[/] {escape(line)}")
         out.print(f"\ndone in {time.perf_counter() - began:.2f} s")
         if not temporary or keep:
-            where = escape(str(base))
-            out.print(
-                f"try: tflux inspect {where}  |  tflux replay {where}  |  tflux dump {where} --to 9"
-            )
+            out.print(_demo_next_steps(base, checked))
     finally:
         if temporary and not keep:
             shutil.rmtree(base, ignore_errors=True)
     if mismatches or checked.fatal:
         sys.exit(EXIT_CORRUPT)
+
+
+def _demo_next_steps(base: Path, checked: Checked) -> str:
+    """Commands to try on the kept directory; the dump range is where the log starts (the
+    snapshot compacted the LSNs before it away)."""
+    where = escape(str(base))
+    segments = checked.report.segments
+    start = segments[0].start_lsn if segments else 0
+    return (
+        f"try: tflux inspect {where}  |  tflux replay {where}  |  "
+        f"tflux dump {where} --from {start} --to {start + 9}"
+    )
 
 
 def _demo_mismatches(
@@ -354,9 +364,10 @@ def _demo_summary(
             snapshots += "no automatic one (too few segments: lower --soft-limit)"
     out.print(f"[bold]snapshots[/]  {snapshots}")
     snap = checked.snapshot
-    if snap is not None:
+    if snap is not None:  # relative: the directory may be gone by the time this is read
+        where = files.snapshot.relative_to(base)
         out.print(
-            f"[bold]snapshot[/]   {escape(str(files.snapshot))}: last index {snap.last_index:,}, "
+            f"[bold]snapshot[/]   {escape(str(where))}: last index {snap.last_index:,}, "
             f"term {snap.last_term}, {_size(snapshot_bytes)}"
         )
     out.print(
@@ -402,9 +413,13 @@ def _demo_summary(
         f"{_rate(read / MB, seconds, 1)} MB/s ({_size(read)} of snapshot and log)"
     )
     verdict = "[bold red]CORRUPT[/]" if checked.fatal else "[bold green]OK[/]"
+    report = checked.report
+    present = isinstance(report, tflux.BaseReport) and report.metadata_present
+    # The store writes no metadata file (no Raft election): say so rather than claim a check.
+    metadata = "metadata checksum" if present else "no metadata file (term 1 by default)"
     out.print(
         f"[bold]verify[/]     {verdict}: {_plural(len(segments), 'segment')}, "
-        f"{_plural(checked.report.records, 'record')}, metadata, snapshot checksum, "
+        f"{_plural(report.records, 'record')}, {metadata}, snapshot checksum, "
         f"snapshot/log agreement in {checked.seconds:.3f} s"
     )
     _print_findings(checked.findings)

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import click
 
+from tflux.cli._base import _locate
 from tflux.cli._render import CONTEXT_SETTINGS, CliError
+from tflux.parquet import _require_pyarrow
+from tflux.parquet import export as export_parquet
 
 
 @click.command(
@@ -20,6 +23,9 @@ def export(base: Path, out: Path, raw: bool) -> None:
     """Write OUT/log.parquet (every log record, decoded) and OUT/snapshot.parquet (the
     snapshot's records), read-only, through pyarrow: for data lakes without Spark.
 
+    BASE is a base directory (holding data/log) or a log directory, as for tflux dump and
+    verify (and refused as they refuse it). pyarrow is an extra: pip install 'tflux[parquet]'.
+
     \b
     Examples:
       tflux export ./node1 ./lake/node1
@@ -28,10 +34,11 @@ def export(base: Path, out: Path, raw: bool) -> None:
     \b
     Exit codes: 0 written, 1 corrupt data (file and offset named), 2 usage or I/O error.
     """
+    _locate(base)  # the same checks, errors and exit codes as dump and verify
     try:
-        from tflux.parquet import export as export_parquet
-    except ImportError as exc:  # pyarrow is a test/spark extra, not a core dependency
-        raise CliError(f"tflux export needs pyarrow: pip install 'tflux[spark]' ({exc})") from exc
+        _require_pyarrow()
+    except ImportError as exc:  # pyarrow is an extra, not a core dependency
+        raise CliError(str(exc)) from exc
     counts = export_parquet(base, out, raw=raw)
     click.echo(
         f"wrote {counts['log']:,} log rows to {out / 'log.parquet'} and "

@@ -1,0 +1,213 @@
+"""The command line as a new user meets it (issue 15): every verb run as a subprocess, the
+package's own files (README, CHANGELOG, pyproject) read as a user reads them.
+
+``run`` drives ``python -m tflux`` (the package's ``__main__``), so each test also checks that
+entry point; ``tty_run`` drives it under a pseudo-terminal of a given width.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import tflux
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m tflux ARGS`` with stdin closed; never a traceback, whatever the exit code."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    environ.update(env or {})
+    result = subprocess.run(
+        [sys.executable, "-m", "tflux", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "Traceback" not in result.stdout, result.stdout
+    return result
+
+
+def small_store(base: Path, adds: int = 20) -> Path:
+    """A base directory with two queues, a snapshot and a few records after it."""
+    with tflux.open(base, log_sync_policy="never") as store:
+        store.create_queue("jobs")
+        store.enqueue_many("jobs", [(i % 3, b"job %d" % i) for i in range(adds)])
+        store.snapshot()
+        store.enqueue("", 1, b"after the snapshot")
+    return base
+
+
+# ---------------------------------------------------------------------------------------------
+# defect 4: python -m tflux
+
+
+def test_python_dash_m_tflux_is_the_tflux_command(tmp_path):
+    result = run("--version")
+    assert result.returncode == 0
+    assert tflux.__version__ in result.stdout
+    assert run("replay", small_store(tmp_path)).returncode == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# defect 1: export's errors and exit codes are those of every other verb; pyarrow is optional
+
+
+def _bad_paths(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a_file").write_bytes(b"not a directory")
+    random_log = tmp_path / "random" / "data" / "log"
+    random_log.mkdir(parents=True)
+    (random_log / ("0" * 19 + ".log")).write_bytes(os.urandom(64))
+    return {
+        "missing": tmp_path / "missing",
+        "empty": tmp_path / "empty",
+        "file": tmp_path / "a_file",
+        "random": tmp_path / "random",
+    }
+
+
+@pytest.mark.parametrize("which", ["missing", "empty", "file", "random"])
+def test_export_fails_like_verify_and_dump_on_bad_paths(tmp_path, which):
+    path = _bad_paths(tmp_path)[which]
+    results = {verb: run(verb, path) for verb in ("verify", "dump")}
+    results["export"] = run("export", path, tmp_path / "out")
+    codes = {verb: r.returncode for verb, r in results.items()}
+    assert len(set(codes.values())) == 1, codes
+    assert codes["export"] != 0
+    line = results["export"].stderr.splitlines()[-1]
+    assert line.startswith("error:")
+    assert str(path.name) in line
+    assert not (tmp_path / "out" / "log.parquet").exists()
+    # No Rust type names leak into messages.
+    assert "BadMarker" not in line and "Error(" not in line
+
+
+def test_export_without_pyarrow_says_which_extra_to_install(tmp_path):
+    blocker = tmp_path / "no_pyarrow"
+    blocker.mkdir()
+    (blocker / "pyarrow.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'pyarrow'\", name='pyarrow')\n"
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+    base = small_store(tmp_path / "base")
+    result = run("export", base, tmp_path / "out", env=env)
+    assert result.returncode == 2  # a usage problem, not "corrupt data"
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error:") and "pyarrow" in line and "tflux[parquet]" in line
+    # A path that does not exist is reported as such first, as by every other verb.
+    missing = run("export", tmp_path / "missing", tmp_path / "out", env=env)
+    assert missing.returncode == 2
+    assert "no such directory" in missing.stderr
+
+
+def test_the_parquet_extra_installs_pyarrow_alone():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for name in ("parquet", "arrow"):
+        names = [re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0] for req in extras[name]]
+        assert names == ["pyarrow"], extras[name]
+
+
+def test_export_writes_what_the_store_holds(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    base = small_store(tmp_path / "base", adds=20)
+    result = run("export", base, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    log = pq.read_table(tmp_path / "out" / "log.parquet")
+    snap = pq.read_table(tmp_path / "out" / "snapshot.parquet")
+    assert log.column("message").to_pylist()[-1] == b"after the snapshot"
+    assert log.num_rows == 22  # CreateQueue, 20 adds, then the enqueue after the snapshot
+    assert snap.num_rows == 20
+
+
+# ---------------------------------------------------------------------------------------------
+# defect 8: error lines go to stderr
+
+
+def test_verify_inspect_and_repair_print_error_lines_on_stderr_only(tmp_path):
+    base = small_store(tmp_path)
+    snapshot = base / "data" / "tflux.snapshot"
+    raw = bytearray(snapshot.read_bytes())
+    raw[20] ^= 1
+    snapshot.write_bytes(bytes(raw))
+    for args in (["verify", base], ["inspect", base], ["repair", base, "--yes"]):
+        result = run(*args)
+        assert result.returncode == 1, (args, result.stdout, result.stderr)
+        assert "error:" not in result.stdout, args
+        assert any(
+            line.startswith("error:") and "tflux.snapshot" in line
+            for line in result.stderr.splitlines()
+        ), args
+
+
+# ---------------------------------------------------------------------------------------------
+# defect 11: the README's example runs; the CHANGELOG names the package's version
+
+
+def _readme_queue_example() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## The embedded durable queue") :]
+    return section[section.index("```python\n") + len("```python\n") : section.index("```\n", 10)]
+
+
+def test_the_readme_queue_example_runs_as_written(tmp_path):
+    code = _readme_queue_example().replace('"path/to/base"', repr(str(tmp_path / "base")))
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_changelog_has_a_section_for_the_package_version():
+    headings = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert headings, "no version headings"
+    assert headings[0] == tflux.__version__, headings
+
+
+# ---------------------------------------------------------------------------------------------
+# defect 10: the demo names only what exists and suggests commands that print something
+
+
+def test_the_demo_names_its_temporary_directory_once_and_says_it_is_deleted():
+    result = run("demo", "--records", "3000")
+    assert result.returncode == 0, result.stderr
+    (where,) = set(re.findall(r"\S*tflux-demo-[^\s/]+", result.stdout))
+    lines = [line for line in result.stdout.splitlines() if where in line]
+    assert len(lines) == 1 and "deleted" in lines[0], lines
+    assert not Path(where).exists()
+
+
+def test_the_demo_claims_no_check_of_a_metadata_file_it_did_not_write(tmp_path):
+    base = tmp_path / "sample"
+    result = run("demo", "--records", "3000", "--dir", base)
+    assert result.returncode == 0, result.stderr
+    assert not (base / "data" / "tflux.metadata").exists()
+    (verify_line,) = [line for line in result.stdout.splitlines() if line.startswith("verify")]
+    assert "metadata," not in verify_line and "metadata checksum" not in verify_line
+
+
+def test_the_commands_the_demo_suggests_print_something(tmp_path):
+    base = tmp_path / "sample"
+    result = run("demo", "--records", "3000", "--dir", base)
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("try:")]
+    commands = [c.split() for c in line.removeprefix("try:").split("|")]
+    assert {c[1] for c in commands} == {"inspect", "replay", "dump"}
+    for command in commands:
+        assert command[0] == "tflux"
+        done = run(*command[1:])
+        assert done.returncode == 0, (command, done.stderr)
+        assert done.stdout.strip(), command
+    dump = next(c for c in commands if c[1] == "dump")
+    assert len(run(*dump[1:]).stdout.splitlines()) == 10
