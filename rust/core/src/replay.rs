@@ -7,15 +7,17 @@ use crate::log::Log;
 use crate::state::QueueState;
 
 /// Applies every entry of `log` from `start` (default: the log's start) to its end to `state`,
-/// without copying entries. Returns the number of deltas applied; the first delta that cannot
-/// be applied stops it with its [`crate::Error::Replay`].
+/// without copying entries, as one [`crate::state::Batch`] (the state is built once at the
+/// end). Returns the number of deltas applied; the first delta that cannot be applied stops it
+/// with its [`crate::Error::Replay`], leaving the state as the deltas before it built it.
 pub fn replay(state: &mut QueueState, log: &mut Log, start: Option<i64>) -> Result<u64> {
     let start = start.unwrap_or(log.start_index());
     let end = log.last_index() + 1;
     let mut applied = 0u64;
     let mut failure = None;
+    let mut batch = state.batch();
     log.scan_checked_at_open(start, end, |lsn, _term, data| {
-        match state.apply(Some(lsn), data) {
+        match batch.apply(Some(lsn), data) {
             Ok(_) => {
                 applied += 1;
                 true
@@ -26,6 +28,7 @@ pub fn replay(state: &mut QueueState, log: &mut Log, start: Option<i64>) -> Resu
             }
         }
     })?;
+    batch.finish();
     match failure {
         Some(e) => Err(e),
         None => Ok(applied),

@@ -48,6 +48,26 @@ impl Heap4 {
         }
     }
 
+    /// Adds many records: pushed one by one when few, else appended and the whole heap rebuilt
+    /// bottom-up in O(n) (Floyd).
+    pub fn extend(&mut self, records: Vec<Record>) {
+        if records.len() < self.items.len() / 8 {
+            records.into_iter().for_each(|r| self.push(r));
+            return;
+        }
+        if self.items.is_empty() {
+            self.items = records;
+        } else {
+            self.items.extend(records);
+        }
+        let n = self.items.len();
+        if n > 1 {
+            for i in (0..=(n - 2) / 4).rev() {
+                self.sift_down(i);
+            }
+        }
+    }
+
     pub fn pop(&mut self) -> Option<Record> {
         let last = self.items.pop()?;
         if self.items.is_empty() {

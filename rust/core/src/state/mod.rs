@@ -8,6 +8,7 @@
 //! every present record (ready or in flight) in a compressed bitmap, which validates removals
 //! for about a bit per record.
 
+mod batch;
 mod heap4;
 mod keyed;
 
@@ -20,6 +21,8 @@ use crate::format::delta::{self, display_name, DeltaRef};
 pub use crate::format::queue::{QueueConfig, IMPL_ARRAY, IMPL_HEAP};
 use crate::format::snapshot::{QueueData, Snapshot};
 
+pub use batch::Batch;
+use batch::Pending;
 pub use heap4::Heap4;
 pub use keyed::KeyedFifos;
 
@@ -69,6 +72,13 @@ impl Ready {
             Ready::Array(a) => Box::new(a.iter()),
         }
     }
+    /// Adds many records at once (ascending ids): one O(n) heap build instead of n pushes.
+    fn extend(&mut self, records: Vec<Record>) {
+        match self {
+            Ready::Heap(h) => h.extend(records),
+            Ready::Array(a) => records.into_iter().for_each(|r| a.push(r)),
+        }
+    }
 }
 
 /// Identifies one life of one queue in this process: a record handed out by a queue that was
@@ -99,6 +109,9 @@ pub struct Queue {
     alive: RoaringTreemap,
     tombstones: RoaringTreemap,
     in_flight: HashMap<u64, Record>,
+    /// Records added by a [`Batch`] and not yet in `ready`/`alive` (ascending ids, all above
+    /// every id in `ready`); empty outside a batch.
+    pending: Pending,
 }
 
 /// A summary of one queue.
@@ -127,6 +140,7 @@ impl Queue {
             alive: RoaringTreemap::new(),
             tombstones: RoaringTreemap::new(),
             in_flight: HashMap::default(),
+            pending: Pending::default(),
         }
     }
 
@@ -183,12 +197,16 @@ impl Queue {
         Some(id)
     }
 
+    fn not_present(&self, id: u64) -> String {
+        format!(
+            "record id {id} is not in queue {}",
+            display_name(&self.name)
+        )
+    }
+
     fn remove(&mut self, id: u64) -> std::result::Result<(), String> {
         if !self.alive.remove(id) {
-            return Err(format!(
-                "record id {id} is not in queue {}",
-                display_name(&self.name)
-            ));
+            return Err(self.not_present(id));
         }
         if self.in_flight.remove(&id).is_some() {
             return Ok(());
@@ -304,17 +322,20 @@ impl QueueState {
             let config = q.config().map_err(Error::InvalidArgument)?;
             let mut queue = Queue::new(&q.name, config);
             queue.last_id = q.last_id;
-            let mut records: Vec<&(u64, i64, Vec<u8>)> = q.records.iter().collect();
-            if !records.is_sorted_by_key(|r| r.0) {
-                records.sort_by_key(|r| r.0);
-            }
-            for (id, key, data) in records {
-                queue.insert(Record {
+            let mut records: Vec<Record> = q
+                .records
+                .iter()
+                .map(|(id, key, data)| Record {
                     id: *id,
                     key: *key,
                     data: data.as_slice().into(),
-                });
+                })
+                .collect();
+            if !records.is_sorted_by_key(|r| r.id) {
+                records.sort_by_key(|r| r.id);
             }
+            // Ids are unique (checked above) and the queue is empty: one O(n) build.
+            queue.extend_ready(records);
             queues.insert(q.name.clone(), queue);
         }
         Ok(QueueState { queues })
@@ -456,6 +477,15 @@ impl QueueState {
 
     /// Decodes and applies one delta. `lsn` names the entry in errors.
     pub fn apply(&mut self, lsn: Option<i64>, data: &[u8]) -> Result<Applied> {
+        self.apply_in(Mode::Online, lsn, data)
+    }
+
+    /// Applies a decoded delta by the replay rules (spec 7).
+    pub fn apply_delta(&mut self, lsn: Option<i64>, delta: &DeltaRef<'_>) -> Result<Applied> {
+        self.apply_delta_in(Mode::Online, lsn, delta)
+    }
+
+    fn apply_in(&mut self, mode: Mode, lsn: Option<i64>, data: &[u8]) -> Result<Applied> {
         let delta = delta::decode(data).map_err(|e| {
             let cause = Error::Corruption {
                 path: format!(
@@ -468,11 +498,17 @@ impl QueueState {
             };
             replay_error(lsn, format!("undecodable delta: {}", e.reason), Some(cause))
         })?;
-        self.apply_delta(lsn, &delta)
+        self.apply_delta_in(mode, lsn, &delta)
     }
 
-    /// Applies a decoded delta by the replay rules (spec 7).
-    pub fn apply_delta(&mut self, lsn: Option<i64>, delta: &DeltaRef<'_>) -> Result<Applied> {
+    /// The replay rules (spec 7), one place for both modes: they differ only in where an added
+    /// record goes and how a removal finds it, never in what is refused.
+    fn apply_delta_in(
+        &mut self,
+        mode: Mode,
+        lsn: Option<i64>,
+        delta: &DeltaRef<'_>,
+    ) -> Result<Applied> {
         match *delta {
             DeltaRef::CreateQueue {
                 name,
@@ -532,7 +568,11 @@ impl QueueState {
                         None,
                     )
                 })?;
-                q.add(key, message).map(Applied::Added).ok_or_else(|| {
+                let added = match mode {
+                    Mode::Online => q.add(key, message),
+                    Mode::Batch => q.add_pending(key, message),
+                };
+                added.map(Applied::Added).ok_or_else(|| {
                     replay_error(
                         lsn,
                         format!("AddRecord: queue {} has used every id", display_name(name)),
@@ -548,12 +588,24 @@ impl QueueState {
                         None,
                     )
                 })?;
-                q.remove(id)
-                    .map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
+                match mode {
+                    Mode::Online => q.remove(id),
+                    Mode::Batch => q.remove_pending(id),
+                }
+                .map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
                 Ok(Applied::Removed)
             }
         }
     }
+}
+
+/// How [`QueueState::apply_delta_in`] stores records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every delta leaves a state ready to dequeue.
+    Online,
+    /// Records collect in `Queue::pending` until the [`Batch`] settles them.
+    Batch,
 }
 
 fn no_such_queue(name: &[u8]) -> Error {

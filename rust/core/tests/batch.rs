@@ -1,0 +1,255 @@
+//! Batch replay (restore) against the online apply as its model: for random delta sequences,
+//! valid and invalid, on a fresh state, on a state with ready, removed and in-flight records,
+//! and on a state restored from a snapshot, a batch must end in the same state (every queue,
+//! every record, the order of dequeue) and stop at the same delta with the same error.
+
+use proptest::prelude::*;
+use tflux_core::format::delta::Delta;
+use tflux_core::state::{Applied, QueueInfo, QueueState, IMPL_ARRAY, IMPL_HEAP};
+
+const NAMES: [&[u8]; 3] = [b"", b"a", b"b"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create(usize, bool),
+    Delete(usize),
+    Add(usize, i64, u8),
+    /// Remove the n-th present record of the queue (the next id when none is present).
+    Remove(usize, usize),
+    /// Remove an arbitrary (usually absent) id.
+    RemoveId(usize, u64),
+    Garbage(Vec<u8>),
+    /// Online only (the prefix): dequeue from / nack the n-th in-flight record of a queue.
+    Dequeue(usize),
+    Nack(usize, usize),
+}
+
+fn body_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        // Mostly valid (long runs before the first error), each invalid kind reachable: a key
+        // outside an array queue's range, a removal of an absent id, garbage, create/delete.
+        2 => (0..3usize, any::<bool>()).prop_map(|(q, a)| Op::Create(q, a)),
+        1 => (0..3usize).prop_map(Op::Delete),
+        30 => (0..3usize, prop_oneof![20 => 0i64..8, 1 => -3i64..12], any::<u8>())
+            .prop_map(|(q, k, m)| Op::Add(q, k, m)),
+        20 => (0..3usize, 0..40usize).prop_map(|(q, n)| Op::Remove(q, n)),
+        1 => (0..3usize, prop_oneof![Just(0u64), 0..60u64, Just(u64::MAX)])
+            .prop_map(|(q, id)| Op::RemoveId(q, id)),
+        1 => prop::collection::vec(any::<u8>(), 0..6).prop_map(Op::Garbage),
+    ]
+}
+
+fn prefix_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        10 => body_op(),
+        4 => (0..3usize).prop_map(Op::Dequeue),
+        2 => (0..3usize, 0..8usize).prop_map(|(q, n)| Op::Nack(q, n)),
+        1 => (0..3usize, 0..3usize).prop_map(|(q, n)| Op::Remove(q, n)),
+    ]
+}
+
+/// The delta an op stands for, given the online state (which decides the ids it names).
+fn delta_bytes(op: &Op, model: &QueueState) -> Option<Vec<u8>> {
+    let name = |q: usize| NAMES[q].to_vec();
+    let delta = match op {
+        Op::Create(q, array) => Delta::CreateQueue {
+            name: name(*q),
+            implementation: if *array { IMPL_ARRAY } else { IMPL_HEAP },
+            max_queue_size: -1,
+            max_message_size: -1,
+            key_range: array.then_some((0, 7)),
+        },
+        Op::Delete(q) => Delta::DeleteQueue { name: name(*q) },
+        Op::Add(q, key, m) => Delta::AddRecord {
+            name: name(*q),
+            key: *key,
+            message: vec![*m; (*m % 5) as usize],
+        },
+        Op::Remove(q, n) => {
+            let id = match model.queue(NAMES[*q]) {
+                Ok(queue) => {
+                    let mut ids: Vec<u64> = queue.records().map(|r| r.id).collect();
+                    ids.sort_unstable();
+                    ids.get(*n % ids.len().max(1))
+                        .copied()
+                        .unwrap_or(queue.last_id() + 1)
+                }
+                Err(_) => *n as u64,
+            };
+            Delta::RemoveRecord { name: name(*q), id }
+        }
+        Op::RemoveId(q, id) => Delta::RemoveRecord {
+            name: name(*q),
+            id: *id,
+        },
+        Op::Garbage(bytes) => return Some(bytes.clone()),
+        Op::Dequeue(_) | Op::Nack(..) => return None,
+    };
+    Some(delta.encode())
+}
+
+/// Applies the prefix online (dequeues and nacks included); errors are skipped.
+fn build(prefix: &[Op]) -> QueueState {
+    let mut s = QueueState::new();
+    for (i, op) in prefix.iter().enumerate() {
+        match op {
+            Op::Dequeue(q) => {
+                if let Ok(queue) = s.queue_mut(NAMES[*q]) {
+                    queue.dequeue();
+                }
+            }
+            Op::Nack(q, n) => {
+                if let Ok(queue) = s.queue_mut(NAMES[*q]) {
+                    let mut flying: Vec<u64> = queue
+                        .records()
+                        .map(|r| r.id)
+                        .filter(|id| queue.is_in_flight(*id))
+                        .collect();
+                    flying.sort_unstable();
+                    if let Some(id) = flying.get(*n % flying.len().max(1)) {
+                        assert!(queue.nack(*id));
+                    }
+                }
+            }
+            op => {
+                let bytes = delta_bytes(op, &s).expect("a delta");
+                let _ = s.apply(Some(i as i64), &bytes);
+            }
+        }
+    }
+    s
+}
+
+/// Nacks every in-flight record (what a snapshot restores them as).
+fn nack_all(s: &mut QueueState) {
+    for info in s.infos() {
+        let q = s.queue_mut(info.name.as_bytes()).unwrap();
+        let flying: Vec<u64> = q
+            .records()
+            .map(|r| r.id)
+            .filter(|id| q.is_in_flight(*id))
+            .collect();
+        for id in flying {
+            assert!(q.nack(id));
+        }
+    }
+}
+
+type Seen = Vec<(QueueInfo, Vec<u64>, Vec<(u64, i64, Vec<u8>)>)>;
+
+/// Everything observable: each queue's summary, its in-flight ids, then every ready record
+/// in the order dequeue hands them out (consumes the state's ready records).
+fn observe(s: &mut QueueState) -> Seen {
+    let mut out = Vec::new();
+    for info in s.infos() {
+        let q = s.queue_mut(info.name.as_bytes()).unwrap();
+        let mut flying: Vec<u64> = q
+            .records()
+            .map(|r| r.id)
+            .filter(|id| q.is_in_flight(*id))
+            .collect();
+        flying.sort_unstable();
+        let mut order = Vec::new();
+        while let Some(r) = q.dequeue() {
+            order.push((r.id, r.key, r.data.to_vec()));
+        }
+        out.push((info, flying, order));
+    }
+    out
+}
+
+fn run(prefix: Vec<Op>, body: Vec<Op>, snapshot: bool) -> Result<(), TestCaseError> {
+    let mut online = build(&prefix);
+    let mut batched = build(&prefix);
+    if snapshot {
+        let snap = batched.to_snapshot(7, 1);
+        batched = QueueState::from_snapshot(&snap).unwrap();
+        nack_all(&mut online);
+    }
+    {
+        let mut batch = batched.batch();
+        for (i, op) in body.iter().enumerate() {
+            let Some(bytes) = delta_bytes(op, &online) else {
+                continue;
+            };
+            let lsn = Some(1000 + i as i64);
+            let a = online.apply(lsn, &bytes);
+            let b = batch.apply(lsn, &bytes);
+            match (&a, &b) {
+                (Ok(x), Ok(y)) => prop_assert_eq!(x, y),
+                (Err(x), Err(y)) => {
+                    prop_assert_eq!(x.to_string(), y.to_string());
+                    prop_assert_eq!(format!("{x:?}"), format!("{y:?}"));
+                    break;
+                }
+                _ => prop_assert!(false, "online {a:?} but batch {b:?} at {op:?}"),
+            }
+        }
+    }
+    prop_assert_eq!(observe(&mut online), observe(&mut batched));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, .. ProptestConfig::default() })]
+
+    #[test]
+    fn batch_replay_matches_online_apply(
+        prefix in prop::collection::vec(prefix_op(), 0..40),
+        body in prop::collection::vec(body_op(), 0..200),
+        snapshot in any::<bool>(),
+    ) {
+        run(prefix, body, snapshot)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    /// Long runs of adds and removes of random present records: exercises the compaction of
+    /// removed records and the look-up after it.
+    #[test]
+    fn batch_replay_matches_online_apply_with_many_removals(
+        body in prop::collection::vec(
+            prop_oneof![
+                5 => (-2i64..3, any::<u8>()).prop_map(|(k, m)| Op::Add(0, k, m)),
+                3 => (0..4000usize).prop_map(|n| Op::Remove(0, n)),
+                1 => Just(Op::Remove(0, 0)),
+            ],
+            0..2000,
+        ),
+    ) {
+        run(Vec::new(), body, false)?;
+    }
+}
+
+#[test]
+fn a_failed_batch_leaves_the_state_the_deltas_before_built() {
+    let mut s = QueueState::new();
+    let add = |k| {
+        Delta::AddRecord {
+            name: vec![],
+            key: k,
+            message: vec![1],
+        }
+        .encode()
+    };
+    let mut batch = s.batch();
+    assert_eq!(batch.apply(Some(1), &add(5)).unwrap(), Applied::Added(1));
+    assert_eq!(batch.apply(Some(2), &add(2)).unwrap(), Applied::Added(2));
+    let gone = Delta::RemoveRecord {
+        name: vec![],
+        id: 9,
+    }
+    .encode();
+    let err = batch.apply(Some(3), &gone).unwrap_err();
+    drop(batch);
+    assert!(
+        err.to_string().contains("record id 9 is not in queue"),
+        "{err}"
+    );
+    let q = s.queue_mut(b"").unwrap();
+    assert_eq!(q.count(), 2);
+    assert_eq!(q.dequeue().unwrap().id, 2);
+    assert_eq!(q.dequeue().unwrap().id, 1);
+}
