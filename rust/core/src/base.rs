@@ -48,6 +48,7 @@ pub fn store_scan_options(mode: RecoveryMode) -> ScanOptions {
     ScanOptions {
         mode,
         empty_entries: false,
+        ..ScanOptions::default()
     }
 }
 

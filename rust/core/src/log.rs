@@ -297,6 +297,7 @@ impl Log {
             ScanOptions {
                 mode: opts.recovery,
                 empty_entries: opts.empty_entries,
+                ..ScanOptions::default()
             },
             &opts.storage,
         )?;

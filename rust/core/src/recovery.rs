@@ -12,6 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use crate::error::{Error, IoContext, Result};
 use crate::format::record;
 use crate::format::segment::Header;
@@ -71,6 +73,9 @@ pub struct ScanOptions {
     /// Whether the log may hold empty entries; when not, a trailing empty record followed only
     /// by zeros is a torn header (docs/format.md, log decision 2).
     pub empty_entries: bool,
+    /// Whether segments are read (mapped, framed, checksummed) on every core; the findings
+    /// are the same either way. Defaults to [`Parallelism::from_env`].
+    pub parallelism: Parallelism,
 }
 
 impl Default for ScanOptions {
@@ -78,6 +83,27 @@ impl Default for ScanOptions {
         ScanOptions {
             mode: RecoveryMode::TolerateTornTail,
             empty_entries: true,
+            parallelism: Parallelism::from_env(),
+        }
+    }
+}
+
+/// How many cores a scan uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parallelism {
+    /// One segment at a time on the calling thread.
+    OneCore,
+    /// Segments scanned ahead on rayon's global pool (`RAYON_NUM_THREADS` sizes it), the
+    /// findings classified in LSN order on the calling thread.
+    AllCores,
+}
+
+impl Parallelism {
+    /// `TFLUX_THREADS=1` selects one core (for tests and to compare); anything else all cores.
+    pub fn from_env() -> Parallelism {
+        match std::env::var("TFLUX_THREADS") {
+            Ok(v) if v.trim() == "1" => Parallelism::OneCore,
+            _ => Parallelism::AllCores,
         }
     }
 }
@@ -380,9 +406,6 @@ fn classify_end(
     Some(f)
 }
 
-/// Walks every segment of `dir` in LSN order and classifies what it finds. Reads only: opens
-/// regular files read-only, never opens anything else.
-/// `storage` is where the scanned segments will later write (nothing is written here).
 /// Whether `count` records from `first_lsn` on would place one past the largest LSN (a hostile
 /// or damaged file name; the arithmetic of the log must never overflow).
 fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
@@ -392,6 +415,82 @@ fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
     count > 0 && end.is_none_or(|end| end - 1 > crate::segment::MAX_ENTRY_LSN)
 }
 
+/// Segments scanned ahead of the classifying walk of [`scan_dir`]. Each is scanned as if no
+/// term came before it (`previous_term` 0); the walk keeps that result when the segment's first
+/// term is at least the term the walk has reached (the scan is then identical: the previous
+/// term is only ever compared with the first record) and scans again on the calling thread
+/// otherwise. A window of a few segments per core bounds the maps held at once.
+struct ScanAhead<'a> {
+    entries: &'a [SegmentFile],
+    options: &'a ScanOptions,
+    window_start: usize,
+    window: Vec<Option<Result<SegmentScan>>>,
+}
+
+type SegmentScan = (FileScan, Option<Finding>);
+
+impl<'a> ScanAhead<'a> {
+    fn new(entries: &'a [SegmentFile], options: &'a ScanOptions) -> Self {
+        ScanAhead {
+            entries,
+            options,
+            window_start: 0,
+            window: Vec::new(),
+        }
+    }
+
+    fn position(&self, k: usize) -> Position {
+        if k + 1 == self.entries.len() {
+            Position::Last
+        } else {
+            Position::Sealed
+        }
+    }
+
+    /// The scan of regular file `k` (walked in order) given the term before it.
+    fn scan(&mut self, k: usize, previous_term: i32) -> Result<SegmentScan> {
+        let path = &self.entries[k].path;
+        if self.options.parallelism == Parallelism::OneCore {
+            return scan_segment(path, self.position(k), previous_term, self.options);
+        }
+        if k < self.window_start || k >= self.window_start + self.window.len() {
+            let width = 2 * rayon::current_num_threads().max(1);
+            let end = (k + width).min(self.entries.len());
+            let this = &*self;
+            let window = (k..end)
+                .into_par_iter()
+                .map(|j| {
+                    let e = &this.entries[j];
+                    matches!(e.kind, EntryKind::Regular)
+                        .then(|| scan_segment(&e.path, this.position(j), 0, this.options))
+                })
+                .collect();
+            self.window = window;
+            self.window_start = k;
+        }
+        match self.window[k - self.window_start].take() {
+            Some(Ok(done)) if previous_term == 0 || keeps_previous_term(&done.0, previous_term) => {
+                Ok(done)
+            }
+            Some(Err(e)) => Err(e),
+            _ => scan_segment(path, self.position(k), previous_term, self.options),
+        }
+    }
+}
+
+/// Whether scanning `scan`'s file after `previous_term` would give the same result as the scan
+/// after term 0: its first record is at or above it, or it stopped before any term check.
+fn keeps_previous_term(scan: &FileScan, previous_term: i32) -> bool {
+    match scan.first_term {
+        Some(t) => t >= previous_term,
+        None => !matches!(scan.stop, ScanStop::Term { .. }),
+    }
+}
+
+/// Walks every segment of `dir` in LSN order and classifies what it finds. Reads only: opens
+/// regular files read-only, never opens anything else. With [`Parallelism::AllCores`] the
+/// segments are read ahead on every core ([`ScanAhead`]); the findings do not change.
+/// `storage` is where the scanned segments will later write (nothing is written here).
 pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) -> Result<LogScan> {
     let (entries, ignored) = fsutil::list_segments(dir)?;
     let mut scan = LogScan {
@@ -415,7 +514,8 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
     // LSN the next segment must start at; None at the start and after a damaged segment.
     let mut expected: Option<i64> = None;
     let total = entries.len();
-    for (k, entry) in entries.into_iter().enumerate() {
+    let mut ahead = ScanAhead::new(&entries, &options);
+    for (k, entry) in entries.iter().cloned().enumerate() {
         let is_last = k + 1 == total;
         let path = entry.path.clone();
         let mut found = Vec::new();
@@ -459,12 +559,7 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
                 ));
             }
             EntryKind::Regular => {
-                let position = if is_last {
-                    Position::Last
-                } else {
-                    Position::Sealed
-                };
-                let (file_scan, end) = scan_segment(&path, position, previous_term, &options)?;
+                let (file_scan, end) = ahead.scan(k, previous_term)?;
                 info.count = file_scan.count as u64;
                 info.size = file_scan.end.max(crate::format::segment::HEADER_LEN as u64);
                 info.file_size = file_scan.bytes.len() as u64;
@@ -603,6 +698,7 @@ pub fn plan_repair(dir: &Path, empty_entries: bool) -> Result<Option<RepairPlan>
     let options = ScanOptions {
         mode: RecoveryMode::Repair,
         empty_entries,
+        ..ScanOptions::default()
     };
     let scan = scan_dir(dir, options, &crate::storage::real())?;
     Ok(RepairPlan::from_scan(&scan))

@@ -46,6 +46,7 @@ pub fn verify(path: impl AsRef<Path>) -> Result<VerifyReport> {
         ScanOptions {
             mode: RecoveryMode::ReportOnly,
             empty_entries: true,
+            ..ScanOptions::default()
         },
     )
 }
