@@ -288,14 +288,6 @@ def test_open_creates_the_data_directories_and_only_the_default_queue(base_dir):
     assert not (base_dir / "data" / "tflux.log").exists()
 
 
-def test_open_without_a_base_dir_uses_the_working_directory(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    with tflux.open(**FAST) as store:
-        store.enqueue("", 1, b"x")
-    assert (tmp_path / "data" / "log").is_dir()
-    assert log_datas(tmp_path) == [add("", 1, b"x")]
-
-
 def test_open_accepts_a_path_object_and_a_string(base_dir):
     with tflux.open(str(base_dir), **FAST) as store:
         store.enqueue("", 1, b"x")

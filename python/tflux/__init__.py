@@ -38,10 +38,12 @@ from tflux._tflux import (
     write_snapshot,
 )
 from tflux.errors import (
+    ArgumentError,
     ClosedError,
     CorruptionError,
     LockedError,
     NotInFlightError,
+    OutOfRangeError,
     PolicyViolation,
     QueueExistsError,
     QueueNotFoundError,
@@ -55,6 +57,7 @@ from tflux.errors import (
 
 __all__ = [
     "IMPLEMENTATIONS",
+    "ArgumentError",
     "BaseReport",
     "ClosedError",
     "CorruptionError",
@@ -67,6 +70,7 @@ __all__ = [
     "Log",
     "Metadata",
     "NotInFlightError",
+    "OutOfRangeError",
     "PolicyViolation",
     "Problem",
     "QueueExistsError",

@@ -21,20 +21,28 @@ SETTINGS = {
 
 
 def open(
-    base_dir: str | os.PathLike[str] | None = None,
+    base_dir: str | os.PathLike[str],
     *,
     readonly: bool = False,
+    lock_timeout: float | None = None,
     **settings: Any,
 ) -> Store:
     """Open (creating it if needed) the TaskFlux base directory ``base_dir``.
 
     Settings come from ``taskflux.settings.json`` in the base directory, overridden by keyword
     arguments in snake_case (``log_file_soft_limit=1 << 20``). The store holds the directory's
-    writer lock until closed; ``readonly=True`` opens for inspection without the lock and
-    refuses writes. Use it as a context manager.
+    writer lock until closed; ``readonly=True`` opens for inspection without the lock: it
+    refuses writes and deliveries (``dequeue``/``nack``) and catches up with a writer's log on
+    ``store.refresh()``. Use it as a context manager.
+
+    ``lock_timeout`` (seconds; ``None`` = fail at once) makes a writable open wait for another
+    process to release the writer lock, retrying with a growing pause, before raising
+    :class:`tflux.LockedError`. ``float("inf")`` waits as long as it takes.
     """
+    if base_dir is None:
+        raise TypeError("open() needs the base directory (e.g. tflux.open('path/to/base'))")
     base, overrides = _resolve(base_dir, settings, "open")
-    return Store._open(base, overrides, readonly)
+    return Store._open(base, overrides, readonly, lock_timeout)
 
 
 def settings(base_dir: str | os.PathLike[str] | None = None, **overrides: Any) -> dict[str, str]:

@@ -5,6 +5,7 @@ from os import PathLike
 from typing import Any, Literal, final
 
 import pyarrow
+from typing_extensions import Buffer
 
 __version__: str
 
@@ -275,6 +276,19 @@ class Record:
 
 @final
 class QueueInfo:
+    """A summary of one queue (``Store.queues()``); picklable."""
+
+    def __new__(
+        cls,
+        name: str,
+        implementation: Implementation = "heap",
+        count: int = 0,
+        in_flight: int = 0,
+        last_id: int = 0,
+        max_size: int | None = None,
+        max_message_size: int | None = None,
+        key_range: tuple[int, int] | None = None,
+    ) -> QueueInfo: ...
     @property
     def name(self) -> str:
         """The queue's name; ``""`` is the default queue."""
@@ -341,10 +355,23 @@ class Delta:
 
 @final
 class Store:
-    """The embedded durable priority queue of one base directory (see ``tflux.open``)."""
+    """The embedded durable priority queue of one base directory (see ``tflux.open``).
+
+    Every change (create/delete queue, enqueue, ack) is logged before the call returns and made
+    durable per ``LogSyncPolicy``; the state is rebuilt from the snapshot and the log on open.
+    Dequeue and nack write nothing: a dequeued record is *in flight* until acked, and comes back
+    after a restart if it never was (at-least-once delivery). Methods are thread-safe and release
+    the GIL while they work or wait. Use the store as a context manager, or call ``close()``.
+    """
 
     @staticmethod
-    def _open(base_dir: str, settings_json: str | None = None, readonly: bool = False) -> Store: ...
+    def _open(
+        base_dir: str,
+        settings_json: str | None = None,
+        readonly: bool = False,
+        lock_timeout: float | None = None,
+    ) -> Store:
+        """Use ``tflux.open``; ``settings_json`` holds the PascalCase setting overrides."""
     def create_queue(
         self,
         name: str,
@@ -352,37 +379,97 @@ class Store:
         max_size: int | None = None,
         max_message_size: int | None = None,
         key_range: tuple[int, int] | None = None,
-    ) -> None: ...
-    def delete_queue(self, name: str) -> None: ...
-    def enqueue(self, queue: str, key: int, payload: bytes) -> int: ...
-    def enqueue_many(self, queue: str, items: Sequence[tuple[int, bytes]]) -> list[int]: ...
-    def dequeue(self, queue: str, timeout: float | None = None) -> Record | None: ...
-    def ack(self, record: Record) -> None: ...
+    ) -> None:
+        """Create queue ``name`` (printable ASCII without spaces, 1-255 bytes).
+
+        ``implementation`` is ``"heap"`` (any key) or ``"array"`` (one FIFO per key; needs
+        ``key_range=(min, max)``). ``max_size`` limits the ready records, ``max_message_size`` the
+        payload bytes (``None``: no limit). An existing name raises ``QueueExistsError``; a bad
+        argument ``ArgumentError``.
+        """
+    def delete_queue(self, name: str) -> None:
+        """Delete queue ``name`` with its records (logged). The default queue ``""`` stays."""
+    def enqueue(self, queue: str, key: int, payload: Buffer) -> int:
+        """Add a record with priority ``key`` (smallest first; a signed 64-bit int) and return
+        its id. ``payload`` is bytes or any bytes-like object. Policies of the queue are checked
+        first (``PolicyViolation``; nothing is written)."""
+    def enqueue_many(self, queue: str, items: Iterable[tuple[int, Buffer]]) -> list[int]:
+        """Add several ``(key, payload)`` records with one log write and one fsync; returns their
+        ids. ``items`` may be any iterable (a generator too). All or none: one record refused by
+        a policy refuses the batch."""
+    def dequeue(self, queue: str, timeout: float | None = None) -> Record | None:
+        """Take the next record (smallest key, then oldest) of ``queue``.
+
+        ``timeout=None`` (the default) waits forever for a record to arrive; ``timeout=0`` never
+        waits; otherwise it waits up to ``timeout`` seconds and returns ``None`` when nothing
+        came. The wait releases the GIL and handles Ctrl-C.
+
+        The record is in flight until ``ack`` (logged: gone for good) or ``nack`` (back in the
+        queue). Read-only stores refuse it (``ReadOnlyError``).
+        """
+    def ack(self, record: Record) -> None:
+        """Acknowledge an in-flight record: logs its removal and makes it durable. A record that
+        is not in flight (acked, nacked, queue re-created, store reopened) raises
+        ``NotInFlightError`` and writes nothing."""
     def ack_many(self, records: Sequence[Record]) -> None:
         """Acknowledge several records with one log write and one fsync (all or none)."""
-    def nack(self, record: Record) -> None: ...
-    def queues(self) -> list[QueueInfo]: ...
+    def nack(self, record: Record) -> None:
+        """Put an in-flight record back where it was (same id, so before later records of the
+        same key). Writes nothing. Read-only stores refuse it."""
+    def count(self, queue: str) -> int:
+        """Ready records of ``queue`` (in-flight records are not counted)."""
+    def peek(self, queue: str) -> Record | None:
+        """The record ``dequeue`` would take next, without taking it (``None``: none ready)."""
+    def iter_records(self, queue: str) -> RecordIter:
+        """An iterator over the ready records of ``queue`` in dequeue order: a copy taken now,
+        handed out one ``Record`` at a time. Nothing is dequeued."""
+    def queues(self) -> list[QueueInfo]:
+        """A summary of every queue, sorted by name (the default queue ``""`` first)."""
     def records(self, queue: str) -> list[Record]:
         """Ready records of ``queue`` in dequeue order (nothing is dequeued)."""
-    def snapshot(self) -> bool: ...
-    def close(self) -> None: ...
+    def refresh(self) -> int:
+        """Read-only stores: apply what the writer logged since the open or the last refresh
+        and return how many deltas were applied (after the writer compacted records this store
+        never saw, it reloads from the snapshot instead). A writable store raises
+        ``ArgumentError``: it is always current."""
+    def snapshot(self) -> bool:
+        """Write a snapshot and compact the log; ``False`` when nothing was logged since the
+        last one."""
+    def close(self) -> None:
+        """Sync, release the writer lock and wake waiting dequeues (they raise ``ClosedError``).
+        Idempotent; later calls raise ``ClosedError``."""
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The base directory, as given to ``tflux.open``."""
     @property
-    def replayed(self) -> int: ...
+    def replayed(self) -> int:
+        """Deltas replayed from the log when the store was opened."""
     @property
-    def restored_snapshot_index(self) -> int | None: ...
+    def restored_snapshot_index(self) -> int | None:
+        """Last index of the snapshot the store was restored from (``None``: no snapshot)."""
     @property
     def moved_aside(self) -> list[str]:
         """Segments moved into ``data/temp`` at open (snapshot ahead of the whole log)."""
     @property
-    def log_bounds(self) -> tuple[int, int, int]: ...
+    def log_bounds(self) -> tuple[int, int, int]:
+        """``(start_index, last_index, snapshot_index)`` of the log right now."""
     @property
-    def term(self) -> int: ...
+    def term(self) -> int:
+        """The current Raft term (from the metadata file)."""
     @property
-    def settings(self) -> dict[str, str]: ...
+    def settings(self) -> dict[str, str]:
+        """The settings in force, with the settings file's PascalCase keys."""
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
+
+@final
+class RecordIter:
+    """Ready records of one queue handed out one at a time (``Store.iter_records``)."""
+
+    def __iter__(self) -> RecordIter: ...
+    def __next__(self) -> Record: ...
+    def __length_hint__(self) -> int:
+        """Records not yet handed out."""
 
 def load_settings(base_dir: str, settings_json: str | None = None) -> dict[str, str]:
     """Settings in force for ``base_dir`` (PascalCase keys), without opening anything."""

@@ -9,10 +9,12 @@ attributes and survive pickling (Spark ships worker exceptions to the driver).
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentError",
     "ClosedError",
     "CorruptionError",
     "LockedError",
     "NotInFlightError",
+    "OutOfRangeError",
     "PolicyViolation",
     "QueueExistsError",
     "QueueNotFoundError",
@@ -171,3 +173,12 @@ class NotInFlightError(TfluxError, ValueError):
 
 class SettingsError(TfluxError, ValueError):
     """A bad ``taskflux.settings.json`` or settings argument: unknown key, wrong type, bad value."""
+
+
+class ArgumentError(TfluxError, ValueError):
+    """An argument outside its valid domain: a bad queue name, ``delete_queue("")``, an unknown
+    ``implementation``, a key or size that does not fit its field (the message names it)."""
+
+
+class OutOfRangeError(TfluxError, IndexError):
+    """An index outside the entries a log holds (also an ``IndexError``)."""

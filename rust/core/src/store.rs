@@ -30,6 +30,9 @@ pub struct StoreOptions {
     pub readonly: bool,
     /// Where every change to the directory goes (tests inject faults here).
     pub storage: Arc<dyn Storage>,
+    /// How long a writable open waits for another writer to release the directory lock
+    /// (retrying with a growing pause) before it fails with `Locked`; `None` fails at once.
+    pub lock_timeout: Option<Duration>,
 }
 
 impl Default for StoreOptions {
@@ -37,6 +40,7 @@ impl Default for StoreOptions {
         StoreOptions {
             readonly: false,
             storage: storage::real(),
+            lock_timeout: None,
         }
     }
 }
@@ -59,6 +63,8 @@ struct Inner {
     metadata: Metadata,
     snapshot_index: i64,
     closed: bool,
+    /// A read-only refresh failed half-way: the next one reopens from scratch.
+    stale: bool,
 }
 
 #[derive(Default)]
@@ -80,6 +86,8 @@ pub struct Store {
     layout: Layout,
     storage: Arc<dyn Storage>,
     settings: Settings,
+    /// The settings overrides the store was opened with (a read-only refresh reopens with them).
+    overrides: Option<String>,
     readonly: bool,
     inner: Mutex<Inner>,
     /// Signalled when records become ready (enqueue, nack) or queues go away.
@@ -115,22 +123,36 @@ impl Store {
 
     /// [`Store::open`] with every option (the storage seam included).
     pub fn open_with(base: &Path, overrides: Option<&str>, opts: StoreOptions) -> Result<Store> {
-        let StoreOptions { readonly, storage } = opts;
+        let deadline = opts
+            .lock_timeout
+            .and_then(|t| Instant::now().checked_add(t));
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match Store::open_once(base, overrides, opts.clone()) {
+                // A refused open changes nothing, so it can simply be tried again.
+                Err(Error::Locked { .. }) if opts.lock_timeout.is_some() => {
+                    let left = match deadline {
+                        Some(d) => d.saturating_duration_since(Instant::now()),
+                        None => pause,
+                    };
+                    if left.is_zero() {
+                        return Store::open_once(base, overrides, opts);
+                    }
+                    std::thread::sleep(pause.min(left));
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(base: &Path, overrides: Option<&str>, opts: StoreOptions) -> Result<Store> {
+        let StoreOptions {
+            readonly, storage, ..
+        } = opts;
         let layout = Layout::new(base);
         let settings = Settings::load(base, overrides)?;
-        let log_opts = LogOptions {
-            soft_limit: settings.log_file_soft_limit,
-            hard_limit: settings.log_file_hard_limit,
-            preallocate: settings.log_preallocate_segments,
-            // Syncing is the store's job (group commit); Batch makes roll-over sync the segment
-            // it seals, so every entry of a sealed segment is durable.
-            sync: SyncPolicy::Batch,
-            recovery: RecoveryMode::TolerateTornTail,
-            readonly,
-            commit_index: None,
-            empty_entries: base::store_scan_options(RecoveryMode::TolerateTornTail).empty_entries,
-            storage: Arc::clone(&storage),
-        };
+        let log_opts = log_options(&settings, readonly, &storage);
         // Validate first, create after: an existing log is locked and scanned (no writes)
         // before anything is read, and nothing is created or cut until every check passed.
         let existing = readonly || layout.log.is_dir();
@@ -183,6 +205,7 @@ impl Store {
             layout,
             storage,
             settings,
+            overrides: overrides.map(str::to_string),
             readonly,
             inner: Mutex::new(Inner {
                 log,
@@ -190,6 +213,7 @@ impl Store {
                 metadata,
                 snapshot_index,
                 closed: false,
+                stale: false,
             }),
             ready: Condvar::new(),
             durability: Durability {
@@ -250,12 +274,17 @@ impl Store {
         Ok(inner)
     }
 
-    fn writable(&self) -> Result<MutexGuard<'_, Inner>> {
+    fn refuse_readonly(&self) -> Result<()> {
         if self.readonly {
             return Err(Error::ReadOnly {
                 path: self.layout.base.clone(),
             });
         }
+        Ok(())
+    }
+
+    fn writable(&self) -> Result<MutexGuard<'_, Inner>> {
+        self.refuse_readonly()?;
         // Closed first: a call after close is refused as such, whatever stopped writes before.
         let inner = self.inner()?;
         if let Some(cause) = self.stopped(&inner) {
@@ -481,6 +510,8 @@ impl Store {
     /// Returns the record and the queue's incarnation, which `ack`/`nack` check.
     pub fn dequeue(&self, name: &[u8], timeout: Option<Duration>) -> Result<Option<(Record, u64)>> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        // A delivery is a change a read-only store could never settle (ack writes).
+        self.refuse_readonly()?;
         let mut inner = self.inner()?;
         loop {
             let q = inner.state.queue_mut(name)?;
@@ -555,6 +586,7 @@ impl Store {
 
     /// Puts an in-flight record back with its id (so before later records of the same key).
     pub fn nack(&self, name: &[u8], id: u64, incarnation: Option<u64>) -> Result<()> {
+        self.refuse_readonly()?;
         {
             let mut inner = self.inner()?;
             let q = inner.state.queue_mut(name)?;
@@ -567,6 +599,55 @@ impl Store {
         }
         self.ready.notify_all();
         Ok(())
+    }
+
+    /// Ready records of `name` (in-flight ones are not counted).
+    pub fn count(&self, name: &[u8]) -> Result<u64> {
+        Ok(self.inner()?.state.queue(name)?.count())
+    }
+
+    /// The record `dequeue` would take next, without taking it.
+    pub fn peek(&self, name: &[u8]) -> Result<Option<Record>> {
+        Ok(self.inner()?.state.queue_mut(name)?.peek().cloned())
+    }
+
+    /// Read-only stores: catches up with the writer's log, applying the records it appended
+    /// since the open (or the last refresh). Reopens from the snapshot instead when the writer
+    /// compacted away records this store has not seen. Returns the deltas applied.
+    pub fn refresh(&self) -> Result<u64> {
+        if !self.readonly {
+            return Err(Error::InvalidArgument(
+                "refresh() is for read-only stores (a writable store is always current)".into(),
+            ));
+        }
+        let mut inner = self.inner()?;
+        let seen = inner.log.last_index().max(inner.snapshot_index);
+        if !inner.stale {
+            let opts = log_options(&self.settings, true, &self.storage);
+            let mut log = Log::prepare(&self.layout.log, opts)?.open()?;
+            // The log still holds everything after what this store applied: replay the rest.
+            if log.start_index() <= seen + 1 && log.last_index() >= seen {
+                // A failure leaves a state that only a full reopen can repair.
+                inner.stale = true;
+                let applied = base::replay(&mut inner.state, &mut log, seen)?;
+                log.unmap_sealed();
+                inner.log = log;
+                inner.stale = false;
+                return Ok(applied);
+            }
+        }
+        let opts = StoreOptions {
+            readonly: true,
+            storage: Arc::clone(&self.storage),
+            ..StoreOptions::default()
+        };
+        let fresh = Store::open_with(&self.layout.base, self.overrides.as_deref(), opts)?;
+        std::mem::swap(&mut *inner, &mut *lock(&fresh.inner));
+        drop(inner);
+        // `fresh` now holds the old state and log: closing it releases them.
+        let applied = fresh.report.replayed;
+        drop(fresh);
+        Ok(applied)
     }
 
     pub fn queues(&self) -> Result<Vec<QueueInfo>> {
@@ -686,6 +767,23 @@ impl Store {
             let _ = h.join();
         }
         result
+    }
+}
+
+/// How the store opens its log.
+fn log_options(settings: &Settings, readonly: bool, storage: &Arc<dyn Storage>) -> LogOptions {
+    LogOptions {
+        soft_limit: settings.log_file_soft_limit,
+        hard_limit: settings.log_file_hard_limit,
+        preallocate: settings.log_preallocate_segments,
+        // Syncing is the store's job (group commit); Batch makes roll-over sync the segment
+        // it seals, so every entry of a sealed segment is durable.
+        sync: SyncPolicy::Batch,
+        recovery: RecoveryMode::TolerateTornTail,
+        readonly,
+        commit_index: None,
+        empty_entries: base::store_scan_options(RecoveryMode::TolerateTornTail).empty_entries,
+        storage: Arc::clone(storage),
     }
 }
 

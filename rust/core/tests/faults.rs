@@ -98,6 +98,8 @@ fn workload(base: &Path, storage: Arc<FaultStorage>) -> Outcome {
     let opts = StoreOptions {
         readonly: false,
         storage,
+
+        ..StoreOptions::default()
     };
     let store = match Store::open_with(base, Some(SETTINGS), opts) {
         Ok(s) => s,

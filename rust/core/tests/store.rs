@@ -21,6 +21,8 @@ fn open(base: &Path, settings: &str) -> (Store, Arc<FaultStorage>) {
     let opts = StoreOptions {
         readonly: false,
         storage: storage.clone(),
+
+        ..StoreOptions::default()
     };
     (
         Store::open_with(base, Some(settings), opts).unwrap(),

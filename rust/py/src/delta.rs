@@ -1,6 +1,6 @@
 //! `tflux.Delta`, `tflux.encode_delta` and `tflux.decode_delta`: the data of each log record.
 
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList, PyTuple};
@@ -16,7 +16,7 @@ where
     obj.extract::<T>().map_err(|e| {
         let e: PyErr = e.into();
         if e.is_instance_of::<PyOverflowError>(obj.py()) {
-            PyValueError::new_err(format!("{what} must be in {range} (got {obj})"))
+            crate::errors::argument_error(format!("{what} must be in {range} (got {obj})"))
         } else {
             e
         }
@@ -35,10 +35,9 @@ pub fn limit_arg(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<i32> {
         Some(o) if o.is_none() => Ok(core::NO_LIMIT),
         Some(o) => {
             let v: i64 = int_arg(o, what, SIZE)?;
-            i32::try_from(v)
-                .ok()
-                .filter(|v| *v >= 0)
-                .ok_or_else(|| PyValueError::new_err(format!("{what} must be in {SIZE} (got {v})")))
+            i32::try_from(v).ok().filter(|v| *v >= 0).ok_or_else(|| {
+                crate::errors::argument_error(format!("{what} must be in {SIZE} (got {v})"))
+            })
         }
     }
 }
@@ -49,7 +48,7 @@ pub fn limit_py(v: i32) -> Option<i32> {
 }
 
 pub fn name_arg(queue: &str) -> PyResult<Vec<u8>> {
-    core::validate_queue_name(queue.as_bytes()).map_err(PyValueError::new_err)?;
+    core::validate_queue_name(queue.as_bytes()).map_err(crate::errors::argument_error)?;
     Ok(queue.as_bytes().to_vec())
 }
 
@@ -69,7 +68,7 @@ pub fn key_range_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(i64, i6
         Some(o) if o.is_none() => Ok(None),
         Some(o) => {
             let [min, max] = items(o).ok_or_else(|| {
-                PyValueError::new_err(format!(
+                crate::errors::argument_error(format!(
                     "key_range must be None or a (min, max) tuple (got {o})"
                 ))
             })?;
@@ -148,7 +147,7 @@ impl PyDelta {
             key: int_arg(key, "key", INT64)?,
             message: message.to_vec(),
         };
-        inner.validate().map_err(PyValueError::new_err)?;
+        inner.validate().map_err(crate::errors::argument_error)?;
         Ok(PyDelta { inner })
     }
 

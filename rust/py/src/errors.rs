@@ -1,6 +1,5 @@
 //! Maps core errors onto the Python exception tree defined in `tflux/errors.py`.
 
-use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use tflux_core::Error;
 
@@ -79,9 +78,15 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
         Error::Settings(_) => tflux_error(py, "SettingsError", (message,)),
         Error::Closed(_) => tflux_error(py, "ClosedError", (message,)),
         Error::NotInFlight { .. } => tflux_error(py, "NotInFlightError", (message,)),
-        Error::InvalidArgument(_) => PyValueError::new_err(message),
-        Error::OutOfRange(_) => PyIndexError::new_err(message),
+        Error::InvalidArgument(_) => tflux_error(py, "ArgumentError", (message,)),
+        Error::OutOfRange(_) => tflux_error(py, "OutOfRangeError", (message,)),
     }
+}
+
+/// `tflux.ArgumentError` (a `TfluxError` and a `ValueError`): an argument outside its domain.
+pub fn argument_error(message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| tflux_error(py, "ArgumentError", (message,)))
 }
 
 /// Converts a core result for Python.

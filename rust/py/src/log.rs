@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyMemoryView};
@@ -34,7 +34,7 @@ fn with_log<T: Send>(
 
 fn to_term(term: i64) -> PyResult<i32> {
     i32::try_from(term).ok().filter(|t| *t >= 0).ok_or_else(|| {
-        PyValueError::new_err(format!("term must be in 0..=2147483647 (got {term})"))
+        crate::errors::argument_error(format!("term must be in 0..=2147483647 (got {term})"))
     })
 }
 

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
@@ -147,7 +146,7 @@ fn records_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(u64, i64, Vec<u8>)>> {
     for item in obj.try_iter()? {
         let item = item?;
         let [id, key, data] = items(&item).ok_or_else(|| {
-            PyValueError::new_err(format!(
+            crate::errors::argument_error(format!(
                 "a record must be an (id, key, data) tuple (got {item})"
             ))
         })?;
@@ -188,7 +187,9 @@ fn snapshot_arg(
     for q in queues.try_iter()? {
         let q = q?;
         let q = q.cast::<PySnapshotQueue>().map_err(|_| {
-            PyValueError::new_err(format!("queues must hold SnapshotQueue objects (got {q})"))
+            crate::errors::argument_error(format!(
+                "queues must hold SnapshotQueue objects (got {q})"
+            ))
         })?;
         qs.push(q.get().inner.clone());
     }

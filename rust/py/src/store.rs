@@ -3,15 +3,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use tflux_core::format::queue::{implementation_code, implementation_name, IMPLEMENTATIONS};
 use tflux_core::state::{QueueConfig, QueueInfo};
-use tflux_core::store::Store;
+use tflux_core::store::{Store, StoreOptions};
 
-use crate::errors::{py_result, Fail};
+use crate::delta::{bytes_repr, int_arg, key_range_arg, str_repr, INT64};
+use crate::errors::{argument_error, py_result, Fail};
 use crate::tools::deadline;
 
 /// One record handed out by `dequeue` (or listed by inspection).
@@ -95,16 +95,14 @@ impl PyRecord {
             .map(Bound::into_any)
     }
 
-    fn __repr__(&self) -> String {
-        let payload = if self.payload.len() > 32 {
-            format!("<{} bytes>", self.payload.len())
-        } else {
-            format!("{:?}", String::from_utf8_lossy(&self.payload))
-        };
-        format!(
-            "Record(id={}, key={}, payload={payload}, queue={:?})",
-            self.id, self.key, self.queue
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Record(id={}, key={}, payload={}, queue={})",
+            self.id,
+            self.key,
+            bytes_repr(py, &self.payload)?,
+            str_repr(py, &self.queue)?
+        ))
     }
 }
 
@@ -123,6 +121,50 @@ impl From<QueueInfo> for PyQueueInfo {
 
 #[pymethods]
 impl PyQueueInfo {
+    /// Mostly for pickling: `Store.queues()` builds these.
+    #[new]
+    #[pyo3(signature = (name, implementation="heap", count=0, in_flight=0, last_id=0, max_size=None, max_message_size=None, key_range=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        name: String,
+        implementation: &str,
+        count: u64,
+        in_flight: u64,
+        last_id: u64,
+        max_size: Option<&Bound<'_, PyAny>>,
+        max_message_size: Option<&Bound<'_, PyAny>>,
+        key_range: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let config = queue_config(implementation, max_size, max_message_size, key_range)?;
+        Ok(PyQueueInfo {
+            inner: QueueInfo {
+                name,
+                config,
+                last_id,
+                count,
+                in_flight,
+            },
+        })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let me = slf.get();
+        let i = &me.inner;
+        let args = (
+            i.name.clone(),
+            me.implementation(),
+            i.count,
+            i.in_flight,
+            i.last_id,
+            i.config.max_queue_size,
+            i.config.max_message_size,
+            i.config.key_range,
+        );
+        (slf.get_type(), args)
+            .into_pyobject(slf.py())
+            .map(Bound::into_any)
+    }
+
     #[getter]
     fn name(&self) -> &str {
         &self.inner.name
@@ -158,50 +200,140 @@ impl PyQueueInfo {
     fn key_range(&self) -> Option<(i64, i64)> {
         self.inner.config.key_range
     }
-    fn __repr__(&self) -> String {
-        format!(
-            "QueueInfo(name={:?}, implementation={:?}, count={}, in_flight={}, last_id={})",
-            self.inner.name,
-            self.implementation(),
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "QueueInfo(name={}, implementation={}, count={}, in_flight={}, last_id={})",
+            str_repr(py, &self.inner.name)?,
+            str_repr(py, self.implementation())?,
             self.inner.count,
             self.inner.in_flight,
             self.inner.last_id
-        )
+        ))
     }
 }
 
-/// Parses the Python face of a queue configuration.
+/// Ready records handed out one at a time (`Store.iter_records`).
+#[pyclass(module = "tflux", name = "RecordIter", frozen)]
+pub struct PyRecordIter {
+    records: std::sync::Mutex<std::vec::IntoIter<tflux_core::state::Record>>,
+    queue: String,
+}
+
+#[pymethods]
+impl PyRecordIter {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self) -> Option<PyRecord> {
+        let next = self
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .next();
+        next.map(|r| PyRecord::new(r.id, r.key, &r.data, &self.queue))
+    }
+
+    fn __length_hint__(&self) -> usize {
+        self.records.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// Parses the Python face of a queue configuration; every bad value is an `ArgumentError`
+/// that names the argument (and never an internal implementation code).
 pub fn queue_config(
     implementation: &str,
-    max_size: Option<i64>,
-    max_message_size: Option<i64>,
-    key_range: Option<(i64, i64)>,
+    max_size: Option<&Bound<'_, PyAny>>,
+    max_message_size: Option<&Bound<'_, PyAny>>,
+    key_range: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<QueueConfig> {
-    let implementation = implementation_code(implementation).ok_or_else(|| {
-        let names: Vec<String> = IMPLEMENTATIONS
+    let names = || {
+        IMPLEMENTATIONS
             .iter()
             .map(|(_, n)| format!("{n:?}"))
-            .collect();
-        PyValueError::new_err(format!(
+            .collect::<Vec<String>>()
+            .join(" or ")
+    };
+    let code = implementation_code(implementation).ok_or_else(|| {
+        argument_error(format!(
             "implementation must be {} (got {implementation:?})",
-            names.join(" or ")
+            names()
         ))
     })?;
-    let size = |v: Option<i64>, what: &str| -> PyResult<Option<u32>> {
+    let size = |v: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<u32>> {
+        let range = crate::delta::SIZE;
         match v {
             None => Ok(None),
-            Some(v) if (0..=i32::MAX as i64).contains(&v) => Ok(Some(v as u32)),
-            Some(v) => Err(PyValueError::new_err(format!(
-                "{what} must be None or 0..2147483647 (got {v})"
-            ))),
+            Some(v) if v.is_none() => Ok(None),
+            Some(v) => {
+                let n: i64 = int_arg(v, what, range)?;
+                u32::try_from(n)
+                    .ok()
+                    .filter(|n| *n <= i32::MAX as u32)
+                    .map(Some)
+                    .ok_or_else(|| argument_error(format!("{what} must be in {range} (got {n})")))
+            }
         }
     };
-    Ok(QueueConfig {
-        implementation,
+    let config = QueueConfig {
+        implementation: code,
         max_queue_size: size(max_size, "max_size")?,
         max_message_size: size(max_message_size, "max_message_size")?,
-        key_range,
-    })
+        key_range: key_range_arg(key_range)?,
+    };
+    if config.key_range.is_none() && implementation == "array" {
+        return Err(argument_error(
+            "implementation=\"array\" needs key_range=(min, max): it keeps one FIFO per key",
+        ));
+    }
+    Ok(config)
+}
+
+/// A record key: an int that fits 64 bits signed (else an `ArgumentError` naming `what`).
+fn key_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    int_arg(obj, what, INT64)
+}
+
+/// A payload: bytes (zero-copy) or any other bytes-like object (bytearray, memoryview, array,
+/// numpy...), copied once.
+enum Payload {
+    Shared(PyBackedBytes),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Payload::Shared(b) => b,
+            Payload::Owned(v) => v,
+        }
+    }
+}
+
+fn payload_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Payload> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Payload::Shared(b.clone().into()));
+    }
+    match pyo3::buffer::PyBuffer::<u8>::get(obj) {
+        Ok(buf) => Ok(Payload::Owned(buf.to_vec(obj.py())?)),
+        Err(_) => {
+            // Buffers of other item types (array("i"), numpy ints): their raw bytes.
+            let as_bytes = obj
+                .py()
+                .import("builtins")?
+                .getattr("memoryview")?
+                .call1((obj,))
+                .and_then(|m| m.call_method1("cast", ("B",)));
+            match as_bytes.and_then(|m| pyo3::buffer::PyBuffer::<u8>::get(&m)?.to_vec(obj.py())) {
+                Ok(v) => Ok(Payload::Owned(v)),
+                Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "{what} must be bytes or another bytes-like object (got {})",
+                    obj.get_type().name()?
+                ))),
+            }
+        }
+    }
 }
 
 /// The embedded durable queue of one base directory. Open it with `tflux.open`.
@@ -219,16 +351,29 @@ fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> tflux_core::Result<T> + Send
 impl PyStore {
     /// Use `tflux.open(base_dir, **settings)`; `settings_json` holds the PascalCase overrides.
     #[staticmethod]
-    #[pyo3(signature = (base_dir, settings_json=None, readonly=false))]
+    #[pyo3(signature = (base_dir, settings_json=None, readonly=false, lock_timeout=None))]
     fn _open(
         py: Python<'_>,
         base_dir: std::path::PathBuf,
         settings_json: Option<String>,
         readonly: bool,
+        lock_timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyStore> {
         let path = base_dir.display().to_string();
+        let lock_timeout = match lock_timeout {
+            None => None,
+            // A wait too long for the clock is "forever" (MAX: retried until the lock is free).
+            Some(t) => Some(deadline(Some(t))?.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            })),
+        };
+        let opts = StoreOptions {
+            readonly,
+            lock_timeout,
+            ..StoreOptions::default()
+        };
         let store = run(py, || {
-            Store::open(&base_dir, settings_json.as_deref(), readonly)
+            Store::open_with(&base_dir, settings_json.as_deref(), opts)
         })?;
         let store = Arc::new(store);
         store.start_background_sync();
@@ -241,9 +386,9 @@ impl PyStore {
         py: Python<'_>,
         name: &str,
         implementation: &str,
-        max_size: Option<i64>,
-        max_message_size: Option<i64>,
-        key_range: Option<(i64, i64)>,
+        max_size: Option<&Bound<'_, PyAny>>,
+        max_message_size: Option<&Bound<'_, PyAny>>,
+        key_range: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let config = queue_config(implementation, max_size, max_message_size, key_range)?;
         run(py, || self.inner.create_queue(name.as_bytes(), config))
@@ -257,9 +402,11 @@ impl PyStore {
         &self,
         py: Python<'_>,
         queue: &str,
-        key: i64,
-        payload: PyBackedBytes,
+        key: &Bound<'_, PyAny>,
+        payload: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
+        let key = key_arg(key, "key")?;
+        let payload = payload_arg(payload, "payload")?;
         run(py, || self.inner.enqueue(queue.as_bytes(), key, &payload))
     }
 
@@ -267,9 +414,23 @@ impl PyStore {
         &self,
         py: Python<'_>,
         queue: &str,
-        items: Vec<(i64, PyBackedBytes)>,
+        items: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<u64>> {
-        let borrowed: Vec<(i64, &[u8])> = items.iter().map(|(k, p)| (*k, &p[..])).collect();
+        let mut owned: Vec<(i64, Payload)> = Vec::new();
+        for (i, item) in items.try_iter()?.enumerate() {
+            let item = item?;
+            let Some([key, payload]) = crate::delta::items::<2>(&item) else {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "items[{i}] must be a (key, payload) tuple (got {})",
+                    item.get_type().name()?
+                )));
+            };
+            owned.push((
+                key_arg(&key, &format!("items[{i}] key"))?,
+                payload_arg(&payload, &format!("items[{i}] payload"))?,
+            ));
+        }
+        let borrowed: Vec<(i64, &[u8])> = owned.iter().map(|(k, p)| (*k, &p[..])).collect();
         run(py, || self.inner.enqueue_many(queue.as_bytes(), &borrowed))
     }
 
@@ -327,6 +488,32 @@ impl PyStore {
         let (queue, id, inc) = (record.queue.clone(), record.id, record.incarnation);
         drop(record);
         run(py, || self.inner.nack(queue.as_bytes(), id, inc))
+    }
+
+    /// Ready records of `queue` (in-flight records are not counted).
+    fn count(&self, py: Python<'_>, queue: &str) -> PyResult<u64> {
+        run(py, || self.inner.count(queue.as_bytes()))
+    }
+
+    /// The record `dequeue` would return next, without taking it (None: nothing ready).
+    fn peek(&self, py: Python<'_>, queue: &str) -> PyResult<Option<PyRecord>> {
+        let r = run(py, || self.inner.peek(queue.as_bytes()))?;
+        Ok(r.map(|r| PyRecord::new(r.id, r.key, &r.data, queue)))
+    }
+
+    /// Read-only stores: apply what the writer logged since the open or the last refresh.
+    fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
+        run(py, || self.inner.refresh())
+    }
+
+    /// An iterator over the ready records of `queue` in dequeue order (a copy taken now;
+    /// nothing is dequeued). Records are made one at a time as the iterator advances.
+    fn iter_records(&self, py: Python<'_>, queue: &str) -> PyResult<PyRecordIter> {
+        let recs = run(py, || self.inner.peek_all(queue.as_bytes()))?;
+        Ok(PyRecordIter {
+            records: std::sync::Mutex::new(recs.into_iter()),
+            queue: queue.to_string(),
+        })
     }
 
     fn queues(&self, py: Python<'_>) -> PyResult<Vec<PyQueueInfo>> {
@@ -461,6 +648,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStore>()?;
     m.add_class::<PyRecord>()?;
     m.add_class::<PyQueueInfo>()?;
+    m.add_class::<PyRecordIter>()?;
     // The core's code -> name table, read-only: {1: "heap", 2: "array"}.
     let table = pyo3::types::PyDict::new(m.py());
     for (code, name) in IMPLEMENTATIONS {

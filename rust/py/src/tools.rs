@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -57,7 +57,7 @@ pub fn deadline(timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Instant>>
         Err(e) => return Err(e),
     };
     if seconds.is_nan() || seconds < 0.0 {
-        return Err(PyValueError::new_err(format!(
+        return Err(crate::errors::argument_error(format!(
             "timeout must be None or a number of seconds >= 0 (got {})",
             timeout.repr()?
         )));

@@ -229,6 +229,17 @@ impl Queue {
         }
     }
 
+    /// The next ready record without taking it (removed records at the front are dropped).
+    pub fn peek(&mut self) -> Option<&Record> {
+        while let Some(id) = self.ready.peek().map(|r| r.id) {
+            if !self.tombstones.remove(id) {
+                break;
+            }
+            self.ready.pop();
+        }
+        self.ready.peek()
+    }
+
     /// The next ready record, moved to in flight.
     pub fn dequeue(&mut self) -> Option<&Record> {
         let r = self.pop_ready()?;
