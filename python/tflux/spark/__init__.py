@@ -1,11 +1,19 @@
 """tflux on Spark: the log and snapshot as DataFrames, replay with Spark, a streaming tail.
 
 Needs the ``spark`` extra (``pip install 'tflux[spark]'``: pyspark >= 4.0 and pyarrow).
-:func:`register` adds two Python data sources (Spark 4's ``pyspark.sql.datasource``) to a session:
+Two formats, each with two readers that return the same rows:
 
-- ``spark.read.format("tflux").load(PATH)``: log records, one partition per segment file,
-  decoded by the Rust core into Arrow batches (also ``spark.readStream.format("tflux")``);
+- ``spark.read.format("tflux").load(PATH)``: log records;
 - ``spark.read.format("tflux_snapshot").load(PATH)``: snapshot records.
+
+The **JVM reader** (Java sources shipped in ``tflux/spark/jvm``, compiled by :func:`build_jar`
+with the JDK against the installed pyspark's jars) serves both when its jar is on the session's
+class path: start the session with ``.config("spark.jars", tflux.spark.jar_path())``. It reads
+columnar batches with column pruning, LSN-range pushdown and byte-split partitions. Otherwise
+(no JDK, or a session started without the jar) :func:`register` adds the **Python sources**
+(Spark 4's ``pyspark.sql.datasource``, decoded by the Rust core) under those names. The Python
+sources are always reachable as ``tflux_python`` and ``tflux_snapshot_python``, and serve
+``spark.readStream.format("tflux")`` in both cases.
 
 Spark's Python workers import these sources by module name, so tflux must be installed in the
 Python environment the workers run: set ``PYSPARK_PYTHON`` (and ``PYSPARK_DRIVER_PYTHON``) to
@@ -22,16 +30,60 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["export_parquet", "queue_summary", "register", "replay"]
+__all__ = [
+    "build_jar",
+    "export_parquet",
+    "jar_path",
+    "jvm_reader",
+    "queue_summary",
+    "register",
+    "replay",
+]
+
+
+def build_jar(force: bool = False) -> str:
+    """Compiles the JVM reader's jar (cached per source hash and Spark version); returns its
+    path. Raises :class:`tflux.spark._jvm.JarBuildError` without a JDK."""
+    from tflux.spark._jvm import build_jar as _build
+
+    return _build(force)
+
+
+def jar_path() -> str | None:
+    """The JVM reader's jar for ``spark.jars`` (built on first call), or None without a JDK."""
+    from tflux.spark._jvm import jar_path as _path
+
+    return _path()
+
+
+def jvm_reader(spark: SparkSession) -> bool:
+    """Whether ``format("tflux")`` is served by the JVM reader in this session."""
+    from tflux.spark._jvm import jvm_reader_loaded
+
+    return jvm_reader_loaded(spark)
 
 
 def register(spark: SparkSession) -> SparkSession:
-    """Registers the ``tflux`` and ``tflux_snapshot`` formats with ``spark``; returns it."""
-    from tflux.spark.snapshot_source import TfluxSnapshotDataSource
-    from tflux.spark.source import TfluxDataSource
+    """Makes ``tflux`` and ``tflux_snapshot`` readable in ``spark``; returns it.
 
-    spark.dataSource.register(TfluxDataSource)
-    spark.dataSource.register(TfluxSnapshotDataSource)
+    The Python sources are registered as ``tflux_python``/``tflux_snapshot_python``. When the
+    JVM reader's jar is on the driver's class path (``spark.jars`` at session start) it serves
+    ``tflux``/``tflux_snapshot``; otherwise the Python sources are registered under those names
+    too. A jar cannot be added to a running session's data source lookup: start the session
+    with ``spark.jars`` set to :func:`jar_path` to get the JVM reader.
+    """
+    from tflux.spark._jvm import jvm_reader_loaded
+    from tflux.spark.snapshot_source import (
+        TfluxSnapshotDataSource,
+        TfluxSnapshotPythonDataSource,
+    )
+    from tflux.spark.source import TfluxDataSource, TfluxPythonDataSource
+
+    spark.dataSource.register(TfluxPythonDataSource)
+    spark.dataSource.register(TfluxSnapshotPythonDataSource)
+    if not jvm_reader_loaded(spark):
+        spark.dataSource.register(TfluxDataSource)
+        spark.dataSource.register(TfluxSnapshotDataSource)
     return spark
 
 

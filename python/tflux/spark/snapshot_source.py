@@ -47,3 +47,11 @@ class SnapshotReader(DataSourceReader):
 
     def read(self, partition: SnapshotPartition) -> Iterator:
         yield from _columns.read_snapshot(partition.source, partition.path)
+
+
+class TfluxSnapshotPythonDataSource(TfluxSnapshotDataSource):
+    """The Python snapshot source as ``tflux_snapshot_python`` (always registered)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tflux_snapshot_python"

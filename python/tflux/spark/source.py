@@ -156,3 +156,12 @@ class LogReader(DataSourceReader):
         else:
             for batch in batches:
                 yield from zip(*(col.to_pylist() for col in batch.columns), strict=True)
+
+
+class TfluxPythonDataSource(TfluxDataSource):
+    """The Python source under the name ``tflux_python``: always registered, so it stays
+    reachable (and serves ``readStream.format("tflux")``) when the JVM reader owns ``tflux``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tflux_python"

@@ -1,0 +1,145 @@
+package io.tflux.spark;
+
+import java.nio.ByteBuffer;
+
+/**
+ * A bounds-checked big-endian reader over {@code buf[start, end)} (spec 2), the JVM twin of the
+ * core's {@code format/cursor.rs}: every length is checked against the bytes left before
+ * anything is sliced, so no length read from the data sizes an allocation. Errors carry the
+ * offset relative to {@code start} and the core's wording.
+ */
+final class Cursor {
+  /** Where ({@code offset}, relative to the decoded bytes) and why decoding failed. */
+  static final class DecodeError extends Exception {
+    private static final long serialVersionUID = 1L;
+    final int offset;
+
+    DecodeError(int offset, String reason) {
+      super(reason, null, false, false);
+      this.offset = offset;
+    }
+
+    /** The core's DecodeError display: the reason, plus where unless it already says. */
+    String display() {
+      String reason = getMessage();
+      if (reason.contains("at offset " + offset)) {
+        return reason;
+      }
+      return reason + " (at offset " + offset + ")";
+    }
+  }
+
+  static final int NAME_MIN = 0x21;
+  static final int NAME_MAX = 0x7E;
+
+  ByteBuffer buf;
+  int start;
+  int end;
+  int pos;
+  /** Added to reported offsets (where the decoded bytes start in their file, or 0). */
+  long base;
+
+  Cursor(ByteBuffer buf, int start, int end, long base) {
+    reset(buf, start, end, base);
+  }
+
+  /** Reuses the cursor for other bytes (one cursor decodes every delta of a task). */
+  Cursor reset(ByteBuffer buf, int start, int end, long base) {
+    this.buf = buf;
+    this.start = start;
+    this.end = end;
+    this.pos = start;
+    this.base = base;
+    return this;
+  }
+
+  int pos() {
+    return pos - start;
+  }
+
+  int left() {
+    return end - pos;
+  }
+
+  DecodeError fail(int at, String reason) {
+    return new DecodeError(at, reason);
+  }
+
+  int take(int n, String field) throws DecodeError {
+    if (n > left()) {
+      throw fail(pos(), field + " runs past the end (" + left() + " bytes left)");
+    }
+    int at = pos;
+    pos += n;
+    return at;
+  }
+
+  int u8(String field) throws DecodeError {
+    return buf.get(take(1, field)) & 0xFF;
+  }
+
+  int i32(String field) throws DecodeError {
+    return buf.getInt(take(4, field));
+  }
+
+  long i64(String field) throws DecodeError {
+    return buf.getLong(take(8, field));
+  }
+
+  boolean bool(String field) throws DecodeError {
+    int at = pos();
+    int v = u8(field);
+    if (v == 0) {
+      return false;
+    }
+    if (v == 1) {
+      return true;
+    }
+    throw fail(at, field + " " + hex2(v) + " is not a Bool (0 or 1)");
+  }
+
+  /** An Int32 length or count (>= 0) of items of at least {@code minItem} bytes each. */
+  int len(String field, int minItem) throws DecodeError {
+    int at = pos();
+    int n = i32(field);
+    if (n < 0) {
+      throw fail(at, field + " " + n + " is negative");
+    }
+    if ((long) n * minItem > left()) {
+      throw fail(at, field + " " + n + " runs past the end (" + left() + " bytes left)");
+    }
+    return n;
+  }
+
+  /** A Buffer: returns the absolute position of its bytes; their length is {@link #lastLen}. */
+  int buffer(String field) throws DecodeError {
+    lastLen = len(field, 1);
+    return take(lastLen, field);
+  }
+
+  int lastLen;
+
+  /** A QueueName; returns the absolute position of its bytes, their length in {@link #lastLen}. */
+  int queueName() throws DecodeError {
+    int n = u8("queue name length");
+    int from = pos();
+    if (n > left()) {
+      throw fail(from - 1, "queue name length " + n + " runs past the end (" + left()
+          + " bytes left)");
+    }
+    int at = take(n, "queue name");
+    for (int i = 0; i < n; i++) {
+      int b = buf.get(at + i) & 0xFF;
+      if (b < NAME_MIN || b > NAME_MAX) {
+        throw fail(from + i, "queue name byte " + hex2(b) + " at offset " + (base + from + i)
+            + " is not in '!'..'~'");
+      }
+    }
+    lastLen = n;
+    return at;
+  }
+
+  static String hex2(int v) {
+    return String.format("0x%02X", v);
+  }
+}

@@ -1,0 +1,94 @@
+package io.tflux.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Paths;
+import java.util.ArrayDeque;
+import java.util.Arrays;
+import java.util.Deque;
+import java.util.List;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/** Reads the chunks of one partition into columnar batches of up to {@code batchRows} rows. */
+final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.Visitor {
+  private final Deque<LogSource.Chunk> chunks;
+  private final LogColumns cols;
+  private final long from;
+  private final long to;
+  private final int batchRows;
+  private SegmentReader cur;
+  private ColumnarBatch batch;
+  private int rows;
+
+  LogReader(LogSource.Chunk[] chunks, StructType schema, long from, long to, int batchRows) {
+    this.chunks = new ArrayDeque<>(Arrays.asList(chunks));
+    this.cols = new LogColumns(schema, batchRows);
+    this.from = from;
+    this.to = to;
+    this.batchRows = batchRows;
+  }
+
+  @Override
+  public boolean next() {
+    while (true) {
+      if (cur == null || !cur.hasNext()) {
+        if (chunks.isEmpty()) {
+          return false;
+        }
+        open(chunks.poll());
+        continue;
+      }
+      cols.reset();
+      rows = 0;
+      while (rows < batchRows && cur.hasNext()) {
+        cur.step(true, this);
+      }
+      if (rows > 0) {
+        batch = cols.finish(rows);
+        return true;
+      }
+    }
+  }
+
+  private void open(LogSource.Chunk c) {
+    if (c.segment == null) {
+      // A source the driver could not list (node-local): plan it here, unsplit.
+      Sources.Source src = new Sources.Source(c.source, c.logDir, null);
+      List<LogSource.Chunk> local = Planner.chunks(src, from, to, Long.MAX_VALUE);
+      for (int i = local.size() - 1; i >= 0; i--) {
+        chunks.addFirst(local.get(i));
+      }
+      cur = null;
+      return;
+    }
+    String path = Paths.get(c.logDir, c.segment).toString();
+    cur = new SegmentReader(path, Sources.startLsn(c.segment), c.last, c.start, c.end,
+        c.wantLast);
+    try {
+      cur.open();
+    } catch (IOException e) {
+      throw new UncheckedIOException("tflux: cannot read " + path, e);
+    }
+    cols.setFile(c.source, c.segment);
+  }
+
+  @Override
+  public void record(long lsn, int term, int dataAt, int dataLen, long fileOffset) {
+    if (lsn < from || lsn > to) {
+      return;
+    }
+    cols.add(rows++, lsn, term, cur.buf, dataAt, dataLen, cur.path, fileOffset);
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return batch;
+  }
+
+  @Override
+  public void close() {
+    cur = null;
+  }
+}

@@ -1,0 +1,179 @@
+package io.tflux.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.connector.read.InputPartition;
+
+/** How a log scan is cut into Spark partitions (driver side). */
+final class Planner {
+  private Planner() {}
+
+  static final long OPEN_COST = 4L << 20;
+
+  private static String conf(String key, String dflt) {
+    try {
+      return SparkSession.active().conf().get(key, dflt);
+    } catch (RuntimeException e) {
+      return dflt;
+    }
+  }
+
+  /**
+   * Bytes per partition, as Spark's file sources choose them: {@code min(maxPartitionBytes,
+   * max(openCostInBytes, total / parallelism))}; the {@code splitBytes} option overrides it.
+   */
+  static long splitBytes(Map<String, String> options, List<Sources.Source> sources) {
+    long given = Options.bytes(options, "splitBytes", -1);
+    if (given > 0) {
+      return Math.max(given, 64);
+    }
+    long max = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
+        conf("spark.sql.files.maxPartitionBytes", "128m"));
+    long open = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
+        conf("spark.sql.files.openCostInBytes", "4m"));
+    int parallelism;
+    try {
+      parallelism = SparkSession.active().sparkContext().defaultParallelism();
+    } catch (RuntimeException e) {
+      parallelism = 1;
+    }
+    String minNum = conf("spark.sql.files.minPartitionNum", "");
+    if (!minNum.isEmpty()) {
+      parallelism = Integer.parseInt(minNum);
+    }
+    long total = 0;
+    for (Sources.Source src : sources) {
+      if (src.logDir == null) {
+        continue;
+      }
+      for (String name : Sources.segmentNames(src.logDir)) {
+        total += size(src.logDir, name) + open;
+      }
+    }
+    return Math.min(max, Math.max(open, total / Math.max(parallelism, 1)));
+  }
+
+  static long size(String dir, String name) {
+    try {
+      return Files.size(Paths.get(dir, name));
+    } catch (IOException e) {
+      return 0; // the task reports a vanished file
+    }
+  }
+
+  /**
+   * The chunks of one source overlapping LSNs {@code from..to}, from the directory listing
+   * alone: one per segment, and sealed segments larger than {@code splitBytes} cut into byte
+   * ranges (the active segment is never cut: a torn tail there ends the data).
+   */
+  static List<LogSource.Chunk> chunks(Sources.Source src, long from, long to, long splitBytes) {
+    List<LogSource.Chunk> out = new ArrayList<>();
+    List<String> names = Sources.segmentNames(src.logDir);
+    for (int i = 0; i < names.size(); i++) {
+      String name = names.get(i);
+      long start = Sources.startLsn(name);
+      boolean sealed = i + 1 < names.size();
+      long end = sealed ? Sources.startLsn(names.get(i + 1)) - 1 : Long.MAX_VALUE;
+      if (start > to) {
+        break;
+      }
+      if (end < from) {
+        continue;
+      }
+      long want = sealed ? Math.min(end, to) : Long.MIN_VALUE;
+      long size = size(src.logDir, name);
+      long at = SegmentReader.HEADER_LEN;
+      if (sealed) {
+        while (size - at > splitBytes + splitBytes / 4) {
+          out.add(new LogSource.Chunk(src.base, src.logDir, name, false, at, at + splitBytes,
+              Long.MIN_VALUE));
+          at += splitBytes;
+        }
+      }
+      out.add(new LogSource.Chunk(src.base, src.logDir, name, !sealed, at, Long.MAX_VALUE,
+          want));
+    }
+    return out;
+  }
+
+  /** Chunks packed in order into partitions of about {@code splitBytes} (Spark's rule). */
+  static List<InputPartition> pack(List<LogSource.Chunk> chunks, long splitBytes,
+      String[] hosts) {
+    List<InputPartition> parts = new ArrayList<>();
+    List<LogSource.Chunk> current = new ArrayList<>();
+    long used = 0;
+    for (LogSource.Chunk c : chunks) {
+      long size = c.size();
+      if (!current.isEmpty() && used + size > splitBytes) {
+        parts.add(new LogSource.LogPartition(current.toArray(new LogSource.Chunk[0]), hosts));
+        current = new ArrayList<>();
+        used = 0;
+      }
+      current.add(c);
+      used += size + OPEN_COST;
+    }
+    if (!current.isEmpty()) {
+      parts.add(new LogSource.LogPartition(current.toArray(new LogSource.Chunk[0]), hosts));
+    }
+    return parts;
+  }
+
+  /** The {@code locations} option: {@code BASE=HOST[,BASE=HOST...]}. */
+  static Map<String, String> locations(Map<String, String> options) {
+    Map<String, String> out = new HashMap<>();
+    String text = Options.get(options, "locations");
+    if (text == null || text.trim().isEmpty()) {
+      return out;
+    }
+    for (String item : text.split(",")) {
+      int eq = item.lastIndexOf('=');
+      if (eq <= 0) {
+        throw new IllegalArgumentException("tflux: option locations: '" + item
+            + "' is not BASE=HOST");
+      }
+      String base = Paths.get(item.substring(0, eq).trim()).toAbsolutePath().normalize()
+          .toString();
+      out.put(base, item.substring(eq + 1).trim());
+    }
+    return out;
+  }
+
+  /**
+   * The {@code verify} option: every record of every segment (CRC, framing, terms, and the
+   * LSNs where the next segment starts), before any task runs.
+   */
+  static void verify(List<Sources.Source> sources) {
+    for (Sources.Source src : sources) {
+      if (src.logDir == null) {
+        continue;
+      }
+      List<String> names = Sources.segmentNames(src.logDir);
+      for (int i = 0; i < names.size(); i++) {
+        boolean sealed = i + 1 < names.size();
+        long next = sealed ? Sources.startLsn(names.get(i + 1)) : Long.MIN_VALUE;
+        String path = Paths.get(src.logDir, names.get(i)).toString();
+        SegmentReader r = new SegmentReader(path, Sources.startLsn(names.get(i)), !sealed,
+            SegmentReader.HEADER_LEN, Long.MAX_VALUE, sealed ? next - 1 : Long.MIN_VALUE);
+        try {
+          r.open();
+        } catch (IOException e) {
+          throw new UncheckedIOException("tflux: cannot read " + path, e);
+        }
+        while (r.hasNext()) {
+          r.step(true, null);
+        }
+        if (sealed && r.lsn > next) {
+          throw new CorruptException(path, -1, "holds entries up to LSN " + (r.lsn - 1)
+              + ", but the next segment starts at " + next + " (overlap)");
+        }
+      }
+    }
+  }
+}

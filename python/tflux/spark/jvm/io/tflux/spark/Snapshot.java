@@ -1,0 +1,322 @@
+package io.tflux.spark;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.zip.CRC32;
+
+/**
+ * A snapshot file decoded and checked (spec 4, 4.1 and 7.1), the JVM twin of the core's
+ * {@code format/snapshot.rs}: either marker, the CRC, the structure, then every rule a restore
+ * enforces, with the core's wording and the offending field's file offset.
+ */
+final class Snapshot {
+  static final int MARKER = 0xB6380FC9;
+  static final int WIDE_MARKER = 0xB6380FCA;
+  static final int MIN_QUEUE_LEN = 1 + 4 + 8 + 4 + 4 + 1 + 4;
+  static final int MIN_RECORD_LEN = 8 + 8 + 4;
+
+  static final class Queue {
+    byte[] name;
+    int implementation;
+    long lastId;
+    int maxQueueSize;
+    int maxMessageSize;
+    boolean hasRange;
+    long min;
+    long max;
+    int nameAt;
+    int configAt;
+    int countAt;
+    long[] ids;
+    long[] keys;
+    int[] dataAt;
+    int[] dataLen;
+  }
+
+  final String path;
+  final ByteBuffer buf;
+  long lastIndex;
+  long lastTerm;
+  final List<Queue> queues = new ArrayList<>();
+
+  private Snapshot(String path, ByteBuffer buf) {
+    this.path = path;
+    this.buf = buf;
+  }
+
+  /** Null for an empty file (nothing written yet). */
+  static Snapshot read(String path) throws IOException {
+    Path p = Paths.get(path);
+    if (!Files.isRegularFile(p)) {
+      throw new CorruptException(path, -1, "not a regular file");
+    }
+    long size = Files.size(p);
+    if (size > Integer.MAX_VALUE - 64) {
+      throw new CorruptException(path, -1, "snapshot file of " + size
+          + " bytes is larger than the JVM reader reads (2 GiB)");
+    }
+    if (size == 0) {
+      return null;
+    }
+    ByteBuffer buf = SegmentReader.map(p);
+    Snapshot s = new Snapshot(path, buf);
+    s.decode();
+    return s;
+  }
+
+  private CorruptException at(Cursor.DecodeError e) {
+    return new CorruptException(path, e.offset, e.getMessage());
+  }
+
+  private void decode() {
+    int len = buf.limit();
+    Cursor c = new Cursor(buf, 0, len, 0);
+    try {
+      c.take(4, "snapshot marker");
+      int marker = buf.getInt(0);
+      boolean wide;
+      if (marker == MARKER) {
+        wide = false;
+      } else if (marker == WIDE_MARKER) {
+        wide = true;
+      } else {
+        throw new CorruptException(path, 0, String.format("bad snapshot marker %02X %02X %02X"
+            + " %02X (expected B6 38 0F C9, or B6 38 0F CA for the wide layout)",
+            buf.get(0) & 0xFF, buf.get(1) & 0xFF, buf.get(2) & 0xFF, buf.get(3) & 0xFF));
+      }
+      if (wide) {
+        lastIndex = c.i64("last index");
+        lastTerm = c.i64("last term");
+      } else {
+        lastIndex = c.i32("last index");
+        lastTerm = c.i32("last term");
+      }
+      int stateLenAt = c.pos();
+      int stateAt = c.buffer("state length");
+      int stateLen = c.lastLen;
+      int crcAt = c.pos();
+      int stored = c.i32("checksum");
+      if (c.left() != 0) {
+        throw new CorruptException(path, c.pos(), c.left()
+            + " trailing bytes after the checksum");
+      }
+      CRC32 crc = new CRC32();
+      ByteBuffer d = buf.duplicate();
+      if (wide) {
+        d.limit(stateLenAt).position(4);
+        crc.update(d);
+      }
+      d = buf.duplicate();
+      d.limit(stateAt + stateLen).position(stateAt);
+      crc.update(d);
+      int computed = (int) crc.getValue();
+      if (computed != stored) {
+        throw new CorruptException(path, crcAt, String.format(
+            "checksum mismatch (stored 0x%08x, computed 0x%08x)", stored, computed));
+      }
+      decodeState(new Cursor(buf, stateAt, stateAt + stateLen, stateAt), stateAt);
+    } catch (Cursor.DecodeError e) {
+      throw at(e);
+    }
+    check(stateAtOf());
+    for (Queue q : queues) {
+      sortRecords(q);
+    }
+  }
+
+  private int stateAtOf() {
+    return buf.getInt(0) == WIDE_MARKER ? 24 : 16;
+  }
+
+  private void decodeState(Cursor c, int stateAt) throws Cursor.DecodeError {
+    try {
+      int count = c.len("queue count", MIN_QUEUE_LEN);
+      for (int i = 0; i < count; i++) {
+        Queue q = new Queue();
+        q.nameAt = stateAt + c.pos();
+        int nameAt = c.queueName();
+        q.name = new byte[c.lastLen];
+        buf.get(nameAt, q.name);
+        q.configAt = stateAt + c.pos();
+        q.implementation = c.i32("implementation");
+        q.lastId = c.i64("last id");
+        q.maxQueueSize = c.i32("max queue size");
+        q.maxMessageSize = c.i32("max message size");
+        q.hasRange = c.bool("key range flag");
+        if (q.hasRange) {
+          q.min = c.i64("key range min");
+          q.max = c.i64("key range max");
+        }
+        q.countAt = stateAt + c.pos();
+        int n = c.len("record count", MIN_RECORD_LEN);
+        q.ids = new long[n];
+        q.keys = new long[n];
+        q.dataAt = new int[n];
+        q.dataLen = new int[n];
+        for (int r = 0; r < n; r++) {
+          q.ids[r] = c.i64("record id");
+          q.keys[r] = c.i64("record priority");
+          q.dataAt[r] = c.buffer("record data length");
+          q.dataLen[r] = c.lastLen;
+        }
+        queues.add(q);
+      }
+      if (c.left() != 0) {
+        throw c.fail(c.pos(), c.left() + " trailing bytes in the state after the last queue");
+      }
+    } catch (Cursor.DecodeError e) {
+      throw new Cursor.DecodeError(stateAt + e.offset, e.getMessage());
+    }
+  }
+
+  private static String shown(byte[] name) {
+    StringBuilder sb = new StringBuilder("\"");
+    for (byte b : name) {
+      char ch = (char) (b & 0xFF);
+      if (ch == '"' || ch == '\\') {
+        sb.append('\\');
+      }
+      sb.append(ch);
+    }
+    return sb.append('"').toString();
+  }
+
+  /** The restore's rules ({@code Snapshot::check} of the core), in its order. */
+  private void check(int stateAt) {
+    if (lastIndex < 0) {
+      throw new CorruptException(path, 4, "negative last index " + lastIndex);
+    }
+    if (lastTerm < 0) {
+      throw new CorruptException(path, buf.getInt(0) == WIDE_MARKER ? 12 : 8,
+          "negative last term " + lastTerm);
+    }
+    Set<String> names = new HashSet<>();
+    for (Queue q : queues) {
+      String name = shown(q.name);
+      String config = config(q);
+      if (config != null) {
+        throw new CorruptException(path, q.configAt, "queue " + name + ": " + config);
+      }
+      long at = q.countAt + 4;
+      for (int r = 0; r < q.ids.length; r++) {
+        long id = q.ids[r];
+        if (Long.compareUnsigned(id, q.lastId) > 0) {
+          throw new CorruptException(path, at, "record id " + Long.toUnsignedString(id)
+              + " in queue " + name + " is above its last id " + Long.toUnsignedString(q.lastId));
+        }
+        long key = q.keys[r];
+        if (q.implementation == 2 && q.hasRange && (key < q.min || key > q.max)) {
+          throw new CorruptException(path, at + 8, "queue " + name + " record "
+              + Long.toUnsignedString(id) + ": key " + key
+              + " is outside the array queue's range [" + q.min + ", " + q.max + "]");
+        }
+        at += MIN_RECORD_LEN + q.dataLen[r];
+      }
+      int dup = firstRepeat(q.ids);
+      if (dup >= 0) {
+        long recAt = q.countAt + 4;
+        for (int r = 0; r < dup; r++) {
+          recAt += MIN_RECORD_LEN + q.dataLen[r];
+        }
+        throw new CorruptException(path, recAt, "duplicate record id "
+            + Long.toUnsignedString(q.ids[dup]) + " in queue " + name);
+      }
+      if (!names.add(new String(q.name, java.nio.charset.StandardCharsets.ISO_8859_1))) {
+        throw new CorruptException(path, q.nameAt, "duplicate queue " + name);
+      }
+    }
+    if (!names.contains("")) {
+      throw new CorruptException(path, stateAt,
+          "no default queue (empty name) in the snapshot");
+    }
+  }
+
+  /** {@code QueueConfig::from_raw}: null when valid, else why not. */
+  private static String config(Queue q) {
+    if (q.maxQueueSize < -1) {
+      return "max queue size " + q.maxQueueSize + " is invalid (-1 or 0..2147483647)";
+    }
+    if (q.maxMessageSize < -1) {
+      return "max message size " + q.maxMessageSize + " is invalid (-1 or 0..2147483647)";
+    }
+    if (q.implementation == 2 && !q.hasRange) {
+      return "a queue array (implementation 2) needs a key range";
+    }
+    if (q.implementation != 1 && q.implementation != 2) {
+      return "unknown queue implementation code " + q.implementation
+          + " (1 = heap, 2 = array)";
+    }
+    if (q.hasRange && q.min > q.max) {
+      return "key range min " + q.min + " is greater than max " + q.max;
+    }
+    return null;
+  }
+
+  /** The index of the first record whose id an earlier record already has, or -1. */
+  private static int firstRepeat(long[] ids) {
+    boolean sorted = true;
+    for (int i = 1; i < ids.length; i++) {
+      if (Long.compareUnsigned(ids[i - 1], ids[i]) >= 0) {
+        sorted = false;
+        break;
+      }
+    }
+    if (sorted) {
+      return -1;
+    }
+    Integer[] order = new Integer[ids.length];
+    for (int i = 0; i < ids.length; i++) {
+      order[i] = i;
+    }
+    Arrays.sort(order, (a, b) -> {
+      int c = Long.compareUnsigned(ids[a], ids[b]);
+      return c != 0 ? c : Integer.compare(a, b);
+    });
+    int best = -1;
+    for (int i = 1; i < order.length; i++) {
+      if (ids[order[i - 1]] == ids[order[i]] && (best < 0 || order[i] < best)) {
+        best = order[i];
+      }
+    }
+    return best;
+  }
+
+  private static void sortRecords(Queue q) {
+    int n = q.ids.length;
+    Integer[] order = new Integer[n];
+    for (int i = 0; i < n; i++) {
+      order[i] = i;
+    }
+    Arrays.sort(order, Comparator.comparing(i -> q.ids[i], Long::compareUnsigned));
+    long[] ids = new long[n];
+    long[] keys = new long[n];
+    int[] at = new int[n];
+    int[] len = new int[n];
+    for (int i = 0; i < n; i++) {
+      ids[i] = q.ids[order[i]];
+      keys[i] = q.keys[order[i]];
+      at[i] = q.dataAt[order[i]];
+      len[i] = q.dataLen[order[i]];
+    }
+    q.ids = ids;
+    q.keys = keys;
+    q.dataAt = at;
+    q.dataLen = len;
+  }
+
+  /** Queues in name order (as the core's SnapshotColumns lists them). */
+  List<Queue> sortedQueues() {
+    List<Queue> out = new ArrayList<>(queues);
+    out.sort((a, b) -> Arrays.compareUnsigned(a.name, b.name));
+    return out;
+  }
+}

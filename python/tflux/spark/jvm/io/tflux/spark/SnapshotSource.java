@@ -1,0 +1,288 @@
+package io.tflux.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * {@code spark.read.format("tflux_snapshot")} on the JVM: one row per record of each source's
+ * snapshot, the same columns and rows as the Python source ({@code snapshot_source.py}).
+ */
+public final class SnapshotSource implements TableProvider, DataSourceRegister {
+  static final String[] NAMES = {"source", "queue", "implementation", "record_id", "key",
+      "message", "last_index", "last_term"};
+  static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
+      DataTypes.IntegerType, DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType,
+      DataTypes.LongType, DataTypes.IntegerType};
+
+  @Override
+  public String shortName() {
+    return "tflux_snapshot";
+  }
+
+  @Override
+  public StructType inferSchema(CaseInsensitiveStringMap options) {
+    List<StructField> fields = new ArrayList<>();
+    for (int i = 0; i < NAMES.length; i++) {
+      fields.add(DataTypes.createStructField(NAMES[i], TYPES[i], true));
+    }
+    return DataTypes.createStructType(fields);
+  }
+
+  @Override
+  public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> props) {
+    return new SnapshotTable(schema);
+  }
+
+  static final class SnapshotTable implements Table, SupportsRead {
+    final StructType schema;
+
+    SnapshotTable(StructType schema) {
+      this.schema = schema;
+    }
+
+    @Override
+    public String name() {
+      return "tflux_snapshot";
+    }
+
+    @Override
+    public StructType schema() {
+      return schema;
+    }
+
+    @Override
+    public Set<TableCapability> capabilities() {
+      return EnumSet.of(TableCapability.BATCH_READ);
+    }
+
+    @Override
+    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+      return new Builder(schema, options);
+    }
+  }
+
+  static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns, Scan,
+      Batch {
+    StructType schema;
+    final CaseInsensitiveStringMap options;
+
+    Builder(StructType schema, CaseInsensitiveStringMap options) {
+      this.schema = schema;
+      this.options = options;
+    }
+
+    @Override
+    public void pruneColumns(StructType required) {
+      schema = required;
+    }
+
+    @Override
+    public Scan build() {
+      return this;
+    }
+
+    @Override
+    public StructType readSchema() {
+      return schema;
+    }
+
+    @Override
+    public Batch toBatch() {
+      return this;
+    }
+
+    @Override
+    public InputPartition[] planInputPartitions() {
+      List<InputPartition> parts = new ArrayList<>();
+      Map<String, String> hosts = Planner.locations(options);
+      for (Sources.Source s : Sources.resolve(options)) {
+        if (s.snapshot != null) {
+          String host = hosts.get(s.base);
+          parts.add(new Part(s.base, s.snapshot, host == null ? new String[0]
+              : new String[] {host}));
+        }
+      }
+      return parts.toArray(new InputPartition[0]);
+    }
+
+    @Override
+    public PartitionReaderFactory createReaderFactory() {
+      return new Factory(schema);
+    }
+  }
+
+  static final class Part implements InputPartition {
+    private static final long serialVersionUID = 1L;
+    final String source;
+    final String path;
+    final String[] hosts;
+
+    Part(String source, String path, String[] hosts) {
+      this.source = source;
+      this.path = path;
+      this.hosts = hosts;
+    }
+
+    @Override
+    public String[] preferredLocations() {
+      return hosts;
+    }
+  }
+
+  static final class Factory implements PartitionReaderFactory {
+    private static final long serialVersionUID = 1L;
+    final StructType schema;
+
+    Factory(StructType schema) {
+      this.schema = schema;
+    }
+
+    @Override
+    public boolean supportColumnarReads(InputPartition partition) {
+      return true;
+    }
+
+    @Override
+    public PartitionReader<InternalRow> createReader(InputPartition partition) {
+      throw new UnsupportedOperationException("tflux reads columnar batches only");
+    }
+
+    @Override
+    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+      return new Reader((Part) partition, schema);
+    }
+  }
+
+  static final class Reader implements PartitionReader<ColumnarBatch> {
+    static final int ROWS = 4096;
+    final Part part;
+    final int[] ids;
+    final ColumnVector[] out;
+    final ColumnarBatch batch;
+    Snapshot snap;
+    List<Snapshot.Queue> queues;
+    int q;
+    int r;
+
+    Reader(Part part, StructType schema) {
+      this.part = part;
+      StructField[] fields = schema.fields();
+      ids = new int[fields.length];
+      out = new ColumnVector[fields.length];
+      for (int i = 0; i < fields.length; i++) {
+        int id = java.util.Arrays.asList(NAMES).indexOf(fields[i].name());
+        ids[i] = id;
+        boolean constant = id == 0 || id == 6 || id == 7;
+        out[i] = constant ? new ConstantColumnVector(ROWS, TYPES[id])
+            : new OnHeapColumnVector(ROWS, TYPES[id]);
+      }
+      batch = new ColumnarBatch(out);
+    }
+
+    @Override
+    public boolean next() {
+      if (snap == null) {
+        try {
+          snap = Snapshot.read(part.path);
+        } catch (IOException e) {
+          throw new UncheckedIOException("tflux: cannot read " + part.path, e);
+        }
+        if (snap == null) {
+          return false;
+        }
+        queues = snap.sortedQueues();
+        for (int i = 0; i < ids.length; i++) {
+          if (ids[i] == 0) {
+            ((ConstantColumnVector) out[i]).setUtf8String(UTF8String.fromString(part.source));
+          } else if (ids[i] == 6) {
+            ((ConstantColumnVector) out[i]).setLong(snap.lastIndex);
+          } else if (ids[i] == 7) {
+            ((ConstantColumnVector) out[i]).setInt((int) snap.lastTerm);
+          }
+        }
+      }
+      for (ColumnVector v : out) {
+        if (v instanceof OnHeapColumnVector) {
+          ((OnHeapColumnVector) v).reset();
+        }
+      }
+      int rows = 0;
+      while (rows < ROWS && q < queues.size()) {
+        Snapshot.Queue queue = queues.get(q);
+        if (r >= queue.ids.length) {
+          q++;
+          r = 0;
+          continue;
+        }
+        long id = queue.ids[r];
+        if (id < 0) {
+          throw new IllegalArgumentException("tflux: record id " + Long.toUnsignedString(id)
+              + " exceeds Int64");
+        }
+        for (int i = 0; i < ids.length; i++) {
+          switch (ids[i]) {
+            case 1:
+              ((OnHeapColumnVector) out[i]).putByteArray(rows, queue.name);
+              break;
+            case 2:
+              ((OnHeapColumnVector) out[i]).putInt(rows, queue.implementation);
+              break;
+            case 3:
+              ((OnHeapColumnVector) out[i]).putLong(rows, id);
+              break;
+            case 4:
+              ((OnHeapColumnVector) out[i]).putLong(rows, queue.keys[r]);
+              break;
+            case 5:
+              ((OnHeapColumnVector) out[i]).putByteArray(rows, snap.buf, queue.dataAt[r],
+                  queue.dataLen[r]);
+              break;
+            default:
+              break;
+          }
+        }
+        rows++;
+        r++;
+      }
+      batch.setNumRows(rows);
+      return rows > 0;
+    }
+
+    @Override
+    public ColumnarBatch get() {
+      return batch;
+    }
+
+    @Override
+    public void close() {}
+  }
+}
