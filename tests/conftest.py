@@ -2,7 +2,7 @@
 
 Everything here is written from docs/spec section 3 with ``struct`` and ``zlib.crc32`` only, so the
 tests compare tflux against a second implementation of the format instead of against itself.
-Nothing in this module calls tflux.
+Nothing in this module calls tflux, except the shared Spark session fixtures at the end.
 """
 
 from __future__ import annotations
@@ -207,3 +207,49 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+# --- Spark (one session and one jar build per test session, shared by the test_spark* files) -
+
+
+@pytest.fixture(scope="session")
+def spark_jar():
+    """The JVM reader's jar, compiled once per test session; None without a JDK."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
+    import tflux.spark
+
+    return tflux.spark.jar_path()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_jar):
+    """A ``local[2]`` session with the JVM reader's jar on its class path (when a JDK built it)
+    and both tflux formats registered. Skipped where pyspark or Java is missing."""
+    import os
+    import sys
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.skip("Spark needs Java (no java on PATH, no JAVA_HOME)")
+    import tflux.spark
+    from pyspark.sql import SparkSession
+
+    # Workers import tflux.spark by module name: they must run this interpreter.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("tflux-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "1g")
+    )
+    if spark_jar:
+        builder = builder.config("spark.jars", spark_jar)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    tflux.spark.register(session)
+    yield session
+    session.stop()

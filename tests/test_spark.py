@@ -33,29 +33,15 @@ if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
 
 import tflux.parquet  # noqa: E402
 import tflux.spark  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
+# Both readers of the log: the JVM one (``tflux`` when the session has its jar) and the Python one.
+READERS = ["tflux", "tflux_python"]
 
-@pytest.fixture(scope="session")
-def spark():
-    # Workers import tflux.spark by module name: they must run this interpreter.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("tflux-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    tflux.spark.register(session)
-    yield session
-    session.stop()
+
+@pytest.fixture(params=READERS)
+def fmt(request, spark) -> str:
+    return request.param
 
 
 COLUMNS = ["source", "segment", "lsn", "term", "kind", "queue", "key", "record_id", "message"]
@@ -148,10 +134,10 @@ def written(tmp_path_factory):
 # --- the log source -------------------------------------------------------------------------
 
 
-def test_log_source_returns_every_record_decoded_with_its_source_and_segment(spark, written):
+def test_log_source_returns_every_record_decoded_with_its_source_and_segment(spark, fmt, written):
     base, rows = written
     log_dir = base / "data" / "log"
-    df = spark.read.format("tflux").load(str(base))
+    df = spark.read.format(fmt).load(str(base))
     assert df.columns == COLUMNS
     got = [r.asDict() for r in df.orderBy("lsn").collect()]
     want = [
@@ -165,16 +151,16 @@ def test_log_source_returns_every_record_decoded_with_its_source_and_segment(spa
 def test_one_partition_per_segment_file_and_a_log_dir_path_works_too(spark, written):
     base, rows = written
     log_dir = base / "data" / "log"
-    df = spark.read.format("tflux").load(str(log_dir))
+    df = spark.read.format("tflux_python").load(str(log_dir))
     assert df.rdd.getNumPartitions() == len(segment_files(log_dir))
     assert df.count() == len(rows)
     # A log directory inside a base directory reports the base directory as its source.
     assert {r.source for r in df.select("source").distinct().collect()} == {str(base)}
 
 
-def test_spark_schema_is_the_arrow_schema_of_the_batches(spark, written):
+def test_spark_schema_is_the_arrow_schema_of_the_batches(spark, fmt, written):
     base, _ = written
-    df = spark.read.format("tflux").load(str(base))
+    df = spark.read.format(fmt).load(str(base))
     fields = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     assert fields == {
         "source": "string", "segment": "string", "lsn": "bigint", "term": "int",
@@ -185,32 +171,33 @@ def test_spark_schema_is_the_arrow_schema_of_the_batches(spark, written):
     assert all(f.nullable for f in df.schema.fields)
 
 
-def test_from_and_to_lsn_select_an_inclusive_range_and_skip_other_segments(spark, written):
+def test_from_and_to_lsn_select_an_inclusive_range_and_skip_other_segments(spark, fmt, written):
     base, _ = written
     log_dir = base / "data" / "log"
     lo, hi = 1234, 2345
-    df = spark.read.format("tflux").option("fromLsn", lo).option("toLsn", hi).load(str(base))
+    df = spark.read.format(fmt).option("fromLsn", lo).option("toLsn", hi).load(str(base))
     assert [r.lsn for r in df.select("lsn").orderBy("lsn").collect()] == list(range(lo, hi + 1))
     touched = {segment_of(log_dir, lsn) for lsn in range(lo, hi + 1)}
-    assert df.rdd.getNumPartitions() == len(touched)
+    if fmt == "tflux_python":  # one partition per segment; the JVM reader packs by bytes
+        assert df.rdd.getNumPartitions() == len(touched)
 
 
-def test_raw_data_adds_the_undecoded_bytes(spark, written):
+def test_raw_data_adds_the_undecoded_bytes(spark, fmt, written):
     base, rows = written
-    df = spark.read.format("tflux").option("rawData", "true").load(str(base))
+    df = spark.read.format(fmt).option("rawData", "true").load(str(base))
     assert df.columns[-1] == "data"
     got = {r.lsn: bytes(r.data) for r in df.select("lsn", "data").collect()}
     assert got == {lsn: data for lsn, _, data in rows}
 
 
-def test_columns_option_returns_only_the_named_columns(spark, written):
+def test_columns_option_returns_only_the_named_columns(spark, fmt, written):
     base, rows = written
-    df = spark.read.format("tflux").option("columns", "kind, lsn").load(str(base))
+    df = spark.read.format(fmt).option("columns", "kind, lsn").load(str(base))
     assert df.columns == ["lsn", "kind"]
     got = [tuple(r) for r in df.orderBy("lsn").collect()]
     assert got == [(lsn, expected_row(lsn, t, d)["kind"]) for lsn, t, d in rows]
     with pytest.raises(Exception, match="unknown column"):
-        spark.read.format("tflux").option("columns", "lsn,nope").load(str(base)).collect()
+        spark.read.format(fmt).option("columns", "lsn,nope").load(str(base)).collect()
 
 
 def test_tuple_path_yields_the_same_rows_as_the_arrow_path(spark, written):
@@ -220,17 +207,17 @@ def test_tuple_path_yields_the_same_rows_as_the_arrow_path(spark, written):
     assert tuples.orderBy("lsn").collect() == arrow
 
 
-def test_several_sources_by_comma_and_by_glob(spark, tmp_path):
+def test_several_sources_by_comma_and_by_glob(spark, fmt, tmp_path):
     nodes = tmp_path / "nodes"
     counts = {}
     for i, n in enumerate([300, 500, 700]):
         base = nodes / f"node{i}"
         counts[str(base)] = len(hand_log(base, n, seed=i))
-    by_glob = spark.read.format("tflux").load(str(nodes / "node*"))
+    by_glob = spark.read.format(fmt).load(str(nodes / "node*"))
     got = {r.source: r["count"] for r in by_glob.groupBy("source").count().collect()}
     assert got == counts
     two = ",".join(sorted(counts)[:2])
-    by_comma = spark.read.format("tflux").load(two)
+    by_comma = spark.read.format(fmt).load(two)
     assert {r.source for r in by_comma.select("source").distinct().collect()} == set(
         sorted(counts)[:2]
     )
@@ -248,7 +235,7 @@ def segment_records(rows, start: int, end: int):
     return [(t, d) for lsn, t, d in rows if start <= lsn <= end]
 
 
-def test_corrupt_sealed_segment_fails_with_the_file_and_offset(spark, tmp_path):
+def test_corrupt_sealed_segment_fails_with_the_file_and_offset(spark, fmt, tmp_path):
     base = tmp_path / "corrupt"
     rows = hand_log(base, 1500)
     log_dir = base / "data" / "log"
@@ -259,17 +246,17 @@ def test_corrupt_sealed_segment_fails_with_the_file_and_offset(spark, tmp_path):
     bad = offsets[5]
     flip_byte(victim, bad + 20)  # inside the data of the sixth record: checksum mismatch
     with pytest.raises(Exception) as info:
-        spark.read.format("tflux").load(str(base)).count()
+        spark.read.format(fmt).load(str(base)).count()
     message = str(info.value)
     assert str(victim) in message
     assert f"offset {bad}" in message
     assert "checksum" in message
     # The other segments stay readable.
-    ok = spark.read.format("tflux").option("toLsn", start - 1).load(str(base))
+    ok = spark.read.format(fmt).option("toLsn", start - 1).load(str(base))
     assert ok.count() == start
 
 
-def test_verify_option_checks_the_whole_directory_before_planning(spark, tmp_path):
+def test_verify_option_checks_the_whole_directory_before_planning(spark, fmt, tmp_path):
     base = tmp_path / "corrupt-verify"
     rows = hand_log(base, 1500)
     log_dir = base / "data" / "log"
@@ -279,14 +266,14 @@ def test_verify_option_checks_the_whole_directory_before_planning(spark, tmp_pat
     flip_byte(victim, bad)  # the record marker
     with pytest.raises(Exception) as info:
         # Reading only a later segment would not touch the bad one; verify checks everything.
-        spark.read.format("tflux").option("verify", "true").option("fromLsn", 1400).load(
+        spark.read.format(fmt).option("verify", "true").option("fromLsn", 1400).load(
             str(base)
         ).count()
     assert str(victim) in str(info.value) and f"offset {bad}" in str(info.value)
-    assert spark.read.format("tflux").option("fromLsn", 1400).load(str(base)).count() == 100
+    assert spark.read.format(fmt).option("fromLsn", 1400).load(str(base)).count() == 100
 
 
-def test_torn_tail_of_the_active_segment_is_not_returned(spark, tmp_path):
+def test_torn_tail_of_the_active_segment_is_not_returned(spark, fmt, tmp_path):
     base = tmp_path / "torn"
     rows = hand_log(base, 1000)
     log_dir = base / "data" / "log"
@@ -297,7 +284,7 @@ def test_torn_tail_of_the_active_segment_is_not_returned(spark, tmp_path):
     with open(last, "r+b") as f:  # half a record after the last one: a write cut by a crash
         f.seek(end)
         f.write(bytes.fromhex("aaf534c4") + struct.pack(">iIi", 9, 0, 100) + b"half")
-    df = spark.read.format("tflux").load(str(base))
+    df = spark.read.format(fmt).load(str(base))
     assert df.count() == len(rows)
 
 

@@ -1,0 +1,148 @@
+package io.tflux.spark;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * Prints what the JVM decoders read, one JSON object per line, so tests can hold them against
+ * the golden vectors and the core without starting Spark:
+ *
+ * <pre>
+ * Dump segment PATH FIRST_LSN sealed|last [SPLIT_OFFSET...]   records: lsn, term, data (hex)
+ * Dump delta HEX                                              the delta's columns
+ * Dump snapshot PATH                                          header and records
+ * </pre>
+ * A failure prints {"error": message} and exits 1.
+ */
+public final class Dump {
+  private Dump() {}
+
+  public static void main(String[] args) throws Exception {
+    StringBuilder out = new StringBuilder();
+    try {
+      switch (args[0]) {
+        case "segment":
+          segment(args, out);
+          break;
+        case "delta":
+          delta(args[1], out);
+          break;
+        case "snapshot":
+          snapshot(args[1], out);
+          break;
+        default:
+          throw new IllegalArgumentException("unknown mode " + args[0]);
+      }
+    } catch (RuntimeException e) {
+      System.out.print(out);
+      System.out.println("{\"error\": " + str(e.getMessage()) + "}");
+      System.exit(1);
+    }
+    System.out.print(out);
+  }
+
+  private static void segment(String[] args, StringBuilder out) throws Exception {
+    String path = args[1];
+    long first = Long.parseLong(args[2]);
+    boolean last = args[3].equals("last");
+    List<Long> cuts = new ArrayList<>();
+    cuts.add((long) SegmentReader.HEADER_LEN);
+    for (int i = 4; i < args.length; i++) {
+      cuts.add(Long.parseLong(args[i]));
+    }
+    for (int i = 0; i < cuts.size(); i++) {
+      long start = cuts.get(i);
+      long end = i + 1 < cuts.size() ? cuts.get(i + 1) : Long.MAX_VALUE;
+      SegmentReader r = new SegmentReader(path, first, last, start, end, Long.MIN_VALUE).open();
+      SegmentReader.Visitor v = (lsn, term, at, len, off) -> {
+        out.append("{\"lsn\": ").append(lsn).append(", \"term\": ").append(term)
+            .append(", \"offset\": ").append(off).append(", \"data\": \"")
+            .append(hex(r.buf, at, len)).append("\"}\n");
+      };
+      while (r.hasNext()) {
+        r.step(true, v);
+      }
+    }
+  }
+
+  private static void delta(String hexData, StringBuilder out) {
+    byte[] data = new byte[hexData.length() / 2];
+    for (int i = 0; i < data.length; i++) {
+      data[i] = (byte) Integer.parseInt(hexData.substring(2 * i, 2 * i + 2), 16);
+    }
+    List<StructField> fields = new ArrayList<>();
+    for (int i = 2; i < LogColumns.NAMES.length - 1; i++) {
+      fields.add(DataTypes.createStructField(LogColumns.NAMES[i], LogColumns.TYPES[i], true));
+    }
+    StructType schema = DataTypes.createStructType(fields);
+    LogColumns cols = new LogColumns(schema, 1);
+    cols.reset();
+    cols.add(0, 0, 0, ByteBuffer.wrap(data), 0, data.length, "<delta>", -16);
+    ColumnarBatch b = cols.finish(1);
+    out.append("{");
+    for (int i = 0; i < fields.size(); i++) {
+      String name = fields.get(i).name();
+      out.append(i == 0 ? "" : ", ").append(str(name)).append(": ");
+      org.apache.spark.sql.vectorized.ColumnVector v = b.column(i);
+      if (v.isNullAt(0)) {
+        out.append("null");
+      } else if (fields.get(i).dataType() == DataTypes.LongType) {
+        out.append(v.getLong(0));
+      } else if (fields.get(i).dataType() == DataTypes.IntegerType) {
+        out.append(v.getInt(0));
+      } else if (fields.get(i).dataType() == DataTypes.StringType) {
+        out.append(str(v.getUTF8String(0).toString()));
+      } else {
+        byte[] bytes = v.getBinary(0);
+        out.append('"').append(hex(ByteBuffer.wrap(bytes), 0, bytes.length)).append('"');
+      }
+    }
+    out.append("}\n");
+  }
+
+  private static void snapshot(String path, StringBuilder out) throws Exception {
+    Snapshot s = Snapshot.read(path);
+    if (s == null) {
+      out.append("{\"empty\": true}\n");
+      return;
+    }
+    out.append("{\"last_index\": ").append(s.lastIndex).append(", \"last_term\": ")
+        .append(s.lastTerm).append("}\n");
+    for (Snapshot.Queue q : s.sortedQueues()) {
+      for (int r = 0; r < q.ids.length; r++) {
+        out.append("{\"queue\": ").append(str(new String(q.name, "US-ASCII")))
+            .append(", \"implementation\": ").append(q.implementation)
+            .append(", \"record_id\": ").append(Long.toUnsignedString(q.ids[r]))
+            .append(", \"key\": ").append(q.keys[r]).append(", \"message\": \"")
+            .append(hex(s.buf, q.dataAt[r], q.dataLen[r])).append("\"}\n");
+      }
+    }
+  }
+
+  private static String hex(ByteBuffer b, int at, int len) {
+    StringBuilder sb = new StringBuilder(len * 2);
+    for (int i = 0; i < len; i++) {
+      sb.append(String.format("%02x", b.get(at + i) & 0xFF));
+    }
+    return sb.toString();
+  }
+
+  private static String str(String s) {
+    StringBuilder sb = new StringBuilder("\"");
+    for (char c : s.toCharArray()) {
+      if (c == '"' || c == '\\') {
+        sb.append('\\').append(c);
+      } else if (c < 0x20 || c > 0x7e) {
+        sb.append(String.format("\\u%04x", (int) c));
+      } else {
+        sb.append(c);
+      }
+    }
+    return sb.append('"').toString();
+  }
+}
