@@ -7,6 +7,7 @@ entry point; ``tty_run`` drives it under a pseudo-terminal of a given width.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -211,3 +212,192 @@ def test_the_commands_the_demo_suggests_print_something(tmp_path):
         assert done.stdout.strip(), command
     dump = next(c for c in commands if c[1] == "dump")
     assert len(run(*dump[1:]).stdout.splitlines()) == 10
+
+
+# ---------------------------------------------------------------------------------------------
+# defect 3: settings -- the real file named, warn and go on for a look, typed values, one
+# sync vocabulary
+
+READ_ONLY_VERBS = ("inspect", "replay", "dump", "verify")
+
+
+@pytest.mark.parametrize("content", ['{"LogFileSoftLimt": 1}', "not json", "[1, 2]"], ids=str)
+def test_read_only_verbs_warn_about_a_bad_settings_file_naming_it_and_go_on(tmp_path, content):
+    base = small_store(tmp_path / "base")
+    settings_file = base / "taskflux.settings.json"
+    settings_file.write_text(content)
+    for verb in READ_ONLY_VERBS:
+        result = run(verb, base)
+        assert result.returncode == 0, (verb, result.stdout, result.stderr)
+        warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+        assert len(warnings) == 1, (verb, result.stderr)
+        assert str(settings_file) in warnings[0], (verb, warnings)
+        assert "tflux-settings-" not in result.stderr + result.stdout  # no temporary copy
+        assert result.stdout.strip(), verb
+    # A writer still refuses the file, naming it.
+    with pytest.raises(tflux.SettingsError, match=re.escape(str(settings_file))):
+        tflux.open(base)
+
+
+def test_inspect_names_the_real_settings_file(tmp_path):
+    base = small_store(tmp_path / "base")
+    (base / "taskflux.settings.json").write_text('{"LogFileSoftLimit": 10, "LogFileHardLimit": 5}')
+    result = run("inspect", base, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert str(base / "taskflux.settings.json") in report["settings_warning"]
+    assert report["settings"]["LogFileSoftLimit"] == 16 << 20  # the defaults are in force
+    assert str(base / "taskflux.settings.json") in result.stderr
+
+
+def test_repair_goes_on_past_a_bad_settings_file(tmp_path):
+    base = small_store(tmp_path / "base")
+    (base / "taskflux.settings.json").write_text('{"LogFileSoftLimt": 1}')
+    result = run("repair", base, "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "taskflux.settings.json" in result.stderr
+
+
+def test_a_read_only_open_warns_and_uses_the_defaults(tmp_path):
+    base = small_store(tmp_path / "base")
+    (base / "taskflux.settings.json").write_text('{"LogSyncPolicy": "sometimes"}')
+    with pytest.warns(tflux.SettingsWarning, match="LogSyncPolicy"):
+        store = tflux.open(base, readonly=True)
+    with store:
+        assert store.settings["LogSyncPolicy"] == "always"
+        assert "taskflux.settings.json" in store.settings_warning
+        assert sum(q.count for q in store.queues()) == 21
+    with tflux.open(tmp_path / "other") as fine:
+        assert fine.settings_warning is None
+
+
+def test_settings_values_are_typed(tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "taskflux.settings.json").write_text(
+        json.dumps({"LogFileSoftLimit": 4096, "LogPreallocateSegments": False})
+    )
+    expected_types = {
+        "LogFileSoftLimit": int,
+        "LogFileHardLimit": int,
+        "LogPreallocateSegments": bool,
+        "SnapshotCreationSegmentsThreshold": int,
+        "LogSyncPolicy": str,
+        "LogSyncIntervalMs": int,
+    }
+    resolved = tflux.settings(base)
+    with tflux.open(base) as store:
+        in_force = store.settings
+    for values in (resolved, in_force):
+        assert {k: type(v) for k, v in values.items()} == expected_types
+        assert values["LogFileSoftLimit"] == 4096
+        assert values["LogPreallocateSegments"] is False
+    # Typed values round-trip through the settings file and the keyword arguments.
+    (base / "taskflux.settings.json").write_text(json.dumps(in_force))
+    assert tflux.settings(base) == in_force
+
+
+@pytest.mark.parametrize("word", ["always", "interval", "never", "batch"])
+def test_log_open_accepts_the_stores_sync_words(tmp_path, word):
+    with tflux.Log.open(tmp_path / "log", sync=word, sync_interval_ms=5) as log:
+        lsn = log.append(1, b"x")
+    with tflux.Log.open(tmp_path / "log", readonly=True) as log:
+        assert [e.data for e in log.entries(lsn, lsn + 1)] == [b"x"]
+    with tflux.open(tmp_path / "base", log_sync_policy=word if word != "batch" else "interval"):
+        pass
+
+
+def test_log_open_names_the_stores_words_for_an_unknown_sync_policy(tmp_path):
+    with pytest.raises(ValueError, match="interval"):
+        tflux.Log.open(tmp_path / "log", sync="sometimes")
+
+
+# ---------------------------------------------------------------------------------------------
+# defect 2: tables never cut numbers on a narrow terminal
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def tty_run(*args: str | Path, columns: int = 80) -> tuple[int, str]:
+    """``python -m tflux ARGS`` with stdout on a pseudo-terminal ``columns`` wide (and
+    ``COLUMNS`` set, as a shell does); returns the exit code and the text shown."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    environ = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    environ.update(COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tflux", *map(str, args)],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=subprocess.DEVNULL,
+        env=environ,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    code = child.wait(timeout=300)
+    text = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r", "")
+    assert "Traceback" not in text, text
+    return code, text
+
+
+def numbers_in(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w,.])\d[\d,]*(?![\w,])", text))
+
+
+def long_named_store(base: Path) -> list[tflux.QueueInfo]:
+    with tflux.open(base, log_sync_policy="never") as store:
+        for name in ("thumbnails_for_the_gallery", "emails_to_send_tomorrow"):
+            store.create_queue(name, max_size=1_000_000, max_message_size=65_536)
+            store.enqueue_many(name, [(i, b"x") for i in range(12_345)])
+            for _ in range(3):
+                store.dequeue(name, timeout=0)
+        return store.queues()
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_replay_never_cuts_a_number_on_a_narrow_terminal(tmp_path, columns):
+    queues = long_named_store(tmp_path / "base")
+    code, text = tty_run("replay", tmp_path / "base", columns=columns)
+    assert code == 0, text
+    assert "\u2026" not in text  # rich's ellipsis: something was cut
+    shown = numbers_in(text)
+    for q in queues:
+        # Back after the restore: in-flight records are ready again.
+        assert f"{q.count + q.in_flight:,}" in shown, (q, text)
+        assert f"{q.last_id:,}" in shown, (q, text)
+    table = text[text.index("queue") :]
+    assert all(len(line) <= columns for line in table.splitlines()), table
+
+
+def test_the_demo_table_keeps_every_number_whole_at_80_columns(tmp_path):
+    code, text = tty_run("demo", "--records", "20000", "--dir", tmp_path / "d", columns=80)
+    assert code == 0, text
+    assert "\u2026" not in text
+    with tflux.open(tmp_path / "d", readonly=True) as store:
+        queues = store.queues()
+    shown = numbers_in(text)
+    for q in queues:
+        assert f"{q.last_id:,}" in shown, (q, text)
+        assert f"{q.count:,}" in shown, (q, text)  # ready after restore
+
+
+def test_inspect_and_verify_tables_fit_80_columns(tmp_path):
+    long_named_store(tmp_path / "base")
+    for args in (["inspect", tmp_path / "base"], ["verify", tmp_path / "base", "-v"]):
+        code, text = tty_run(*args, columns=80)
+        assert code == 0, text
+        assert "\u2026" not in text, text

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any
 
 from tflux._tflux import Store
 from tflux._tflux import load_settings as _load_settings
+from tflux.errors import SettingsWarning
 
 # Keyword arguments are the snake_case forms of the settings file's PascalCase keys.
 SETTINGS = {
@@ -33,7 +35,9 @@ def open(
     arguments in snake_case (``log_file_soft_limit=1 << 20``). The store holds the directory's
     writer lock until closed; ``readonly=True`` opens for inspection without the lock: it
     refuses writes and deliveries (``dequeue``/``nack``) and catches up with a writer's log on
-    ``store.refresh()``. Use it as a context manager.
+    ``store.refresh()``; a bad settings file is then a :class:`tflux.SettingsWarning` and the
+    defaults are used, so a typo never blocks a look (a writable open raises
+    :class:`tflux.SettingsError`). Use it as a context manager.
 
     ``lock_timeout`` (seconds; ``None`` = fail at once) makes a writable open wait for another
     process to release the writer lock, retrying with a growing pause, before raising
@@ -42,14 +46,33 @@ def open(
     if base_dir is None:
         raise TypeError("open() needs the base directory (e.g. tflux.open('path/to/base'))")
     base, overrides = _resolve(base_dir, settings, "open")
-    return Store._open(base, overrides, readonly, lock_timeout)
+    store = Store._open(base, overrides, readonly, lock_timeout)
+    if store.settings_warning is not None:  # read-only only: writers refuse a bad file
+        warnings.warn(
+            f"{store.settings_warning} (ignored by this read-only open: the defaults are used)",
+            SettingsWarning,
+            stacklevel=2,
+        )
+    return store
 
 
-def settings(base_dir: str | os.PathLike[str] | None = None, **overrides: Any) -> dict[str, str]:
-    """The settings ``tflux.open(base_dir, **overrides)`` would use (PascalCase keys -> values),
-    without opening or replaying anything."""
+def settings(
+    base_dir: str | os.PathLike[str] | None = None, **overrides: Any
+) -> dict[str, int | bool | str]:
+    """The settings ``tflux.open(base_dir, **overrides)`` would use, without opening or
+    replaying anything: PascalCase keys, values typed as in the JSON file (``int``, ``bool``,
+    the sync policy as ``str``). A bad settings file raises :class:`tflux.SettingsError`
+    naming it."""
     base, json_overrides = _resolve(base_dir, overrides, "settings")
-    return _load_settings(base, json_overrides)
+    return _load_settings(base, json_overrides)[0]
+
+
+def settings_for_reading(
+    base_dir: str | os.PathLike[str],
+) -> tuple[dict[str, int | bool | str], str | None]:
+    """What a read-only open of ``base_dir`` uses: the settings, and the problem of a bad
+    settings file (then ignored: the defaults are used) or ``None``."""
+    return _load_settings(os.fspath(base_dir), None, True)
 
 
 def _resolve(base_dir, settings: dict[str, Any], caller: str) -> tuple[str, str | None]:

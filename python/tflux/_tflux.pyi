@@ -9,7 +9,8 @@ from typing_extensions import Buffer
 
 __version__: str
 
-SyncPolicy = Literal["always", "batch", "never"]
+# The store's words (LogSyncPolicy); "batch" is another name for "interval".
+SyncPolicy = Literal["always", "interval", "never", "batch"]
 
 @final
 class Entry:
@@ -173,8 +174,14 @@ class Log:
         readonly: bool = False,
         commit_index: int | None = None,
         empty_entries: bool = True,
+        sync_interval_ms: int = 100,
     ) -> Log:
         """Open (or create) the log in ``path``.
+
+        ``sync`` uses the store's words (``LogSyncPolicy``): ``"always"`` (fsync before each
+        append returns), ``"interval"`` (fsync at roll-over, close and ``sync()``, and in the
+        background every ``sync_interval_ms``), ``"never"`` (only ``sync()``); ``"batch"`` is
+        another name for ``"interval"``.
 
         ``empty_entries=False`` refuses empty data and lets recovery treat a trailing empty
         record as a header torn after its term (the two are identical on disk).
@@ -457,8 +464,11 @@ class Store:
     def term(self) -> int:
         """The current Raft term (from the metadata file)."""
     @property
-    def settings(self) -> dict[str, str]:
-        """The settings in force, with the settings file's PascalCase keys."""
+    def settings(self) -> dict[str, int | bool | str]:
+        """The settings in force: PascalCase keys, values typed as in the JSON file."""
+    @property
+    def settings_warning(self) -> str | None:
+        """Why a read-only open ignored a bad settings file (the defaults are in force)."""
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
 
@@ -471,8 +481,12 @@ class RecordIter:
     def __length_hint__(self) -> int:
         """Records not yet handed out."""
 
-def load_settings(base_dir: str, settings_json: str | None = None) -> dict[str, str]:
-    """Settings in force for ``base_dir`` (PascalCase keys), without opening anything."""
+def load_settings(
+    base_dir: str, settings_json: str | None = None, readonly: bool = False
+) -> tuple[dict[str, int | bool | str], str | None]:
+    """Settings in force for ``base_dir`` (PascalCase keys, typed values) and, with
+    ``readonly=True``, the warning of a bad settings file (then ignored), without opening
+    anything."""
 
 @final
 class QueueState:

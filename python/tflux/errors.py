@@ -21,6 +21,7 @@ __all__ = [
     "ReadOnlyError",
     "ReplayError",
     "SettingsError",
+    "SettingsWarning",
     "StaleReadError",
     "TfluxError",
     "TfluxIOError",
@@ -182,3 +183,8 @@ class ArgumentError(TfluxError, ValueError):
 
 class OutOfRangeError(TfluxError, IndexError):
     """An index outside the entries a log holds (also an ``IndexError``)."""
+
+
+class SettingsWarning(UserWarning):
+    """A read-only open ignored a bad ``taskflux.settings.json`` and used the defaults (a typo
+    in the settings must not block reading the data; a writable open refuses the file)."""

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
+import warnings
 from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
 
 import tflux
 from tflux._layout import SEGMENT_NAME, Layout
-from tflux.cli._render import CliError
-from tflux.errors import TfluxError
+from tflux._store import settings_for_reading
+from tflux.cli._render import CliError, err
+from tflux.errors import SettingsWarning
 
 
 def _log_dir(path: Path) -> Path:
@@ -51,26 +54,21 @@ def _base_dir(path: Path) -> tuple[Path, Path]:
 def _open_store(base: Path) -> tflux.Store:
     """``tflux.open(base, readonly=True)``: restore without the writer lock, write nothing.
 
-    A bad settings file raises a plain ``ValueError``; it becomes a usage error here.
+    A bad settings file does not stop it (the defaults are used); the verbs say so once, through
+    :func:`_settings_for_reading`, so the library's ``SettingsWarning`` is not repeated here.
     """
-    try:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SettingsWarning)
         return tflux.open(base, readonly=True)
-    except ValueError as exc:
-        if isinstance(exc, TfluxError):
-            raise
-        raise CliError(str(exc)) from exc
 
 
-def _settings_in_force(base: Path) -> dict[str, str]:
-    """The settings a store opened on ``base`` would use, without restoring its state.
-
-    ``tflux.open`` resolves the settings file against the defaults; opening read-only a scratch
-    directory that holds only a copy of the settings file gets them without replaying the log.
-    """
-    source = Layout(base).settings
-    with tempfile.TemporaryDirectory(prefix="tflux-settings-") as scratch:
-        Layout(scratch).log.mkdir(parents=True)
-        if source.is_file():
-            shutil.copyfile(source, Layout(scratch).settings)
-        with _open_store(Path(scratch)) as store:
-            return dict(store.settings)
+def _settings_for_reading(base: Path) -> tuple[dict[str, Any], str | None]:
+    """The settings a read-only look at ``base`` uses; the one place the read-only verbs
+    (inspect, replay, dump) decide about a bad settings file -- by asking the core's
+    ``Settings::load_for_reading``, as a read-only open and ``tflux verify`` do: a ``warning:``
+    line on stderr naming the file, then the defaults, and the verb goes on. Returns the
+    settings and the warning (None: the file, if any, is in force)."""
+    settings, warning = settings_for_reading(base)
+    if warning is not None:
+        err.print(f"[yellow]warning:[/] {escape(warning)} (ignored: the defaults are used)")
+    return settings, warning

@@ -82,7 +82,7 @@ class Finding:
 
 def _strip_location(message: str, path: str | None, offset: int | None) -> str:
     """Drop the ``corrupt PATH at offset N:`` prefix that the line will say anyway."""
-    for prefix in (f"corrupt {path} at offset {offset}: ", f"corrupt {path}: "):
+    for prefix in (f"corrupt {path} at offset {offset}: ", f"corrupt {path}: ", f"{path}: "):
         if path is not None and message.startswith(prefix):
             return message[len(prefix) :]
     return message

@@ -13,7 +13,8 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -22,7 +23,8 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 import tflux
 from tflux.errors import CorruptionError, ReplayError
@@ -150,10 +152,100 @@ def _limit(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 
-def _table(*columns: str, right: Sequence[str] = ()) -> Table:
-    table = Table(box=box.SIMPLE, pad_edge=False, show_edge=False)
+_GAP = 3  # characters between two columns of a box.SIMPLE table without edges
+_TEXT_MIN = 8  # a text column is folded down to this width at the least
+
+
+def _cell_width(cell: Any) -> int:
+    return Text.from_markup(cell).cell_len if isinstance(cell, str) else 1
+
+
+def _longest_word(text: str) -> int:
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
+class _FitTable(Table):
+    """A report table that never cuts a number, whatever the terminal width.
+
+    Rich would shorten a too-wide table by cutting cells (``3,...``). Here the widths are
+    chosen at print time: a right-aligned (numeric) column keeps its widest cell whole (its
+    header may wrap at spaces), a text column folds onto more lines, and when even that does
+    not fit, the optional columns are dropped (in the order given) and named in a note.
+    """
+
+    def __init__(
+        self, *, right: Sequence[str], optional: Sequence[str], whole: Sequence[str]
+    ) -> None:
+        super().__init__(box=box.SIMPLE, pad_edge=False, show_edge=False)
+        self._right = set(right)
+        self._whole = set(right) | set(whole)  # cells never folded: numbers, figures
+        self._optional = list(optional)
+
+    def _minimum(self, column: Column) -> int:
+        cells = max((_cell_width(c) for c in column._cells), default=0)
+        header = _longest_word(str(column.header))
+        if column.header in self._whole:
+            return max(cells, header)
+        return min(max(cells, cell_len(str(column.header))), max(_TEXT_MIN, header))
+
+    def _widths(self, columns: list[Column], width: int) -> list[int] | None:
+        """Widths that fit ``width`` (each at least its minimum), or None."""
+        natural = [
+            max(cell_len(str(c.header)), *(_cell_width(x) for x in c._cells)) for c in columns
+        ]
+        minimum = [self._minimum(c) for c in columns]
+        available = width - _GAP * (len(columns) - 1)
+        if sum(minimum) > available:
+            return None
+        widths = list(natural)
+        # First wrap the headers of number columns, then fold text: each time the column
+        # with the most room to give loses one character.
+        for phase in ([c.header in self._whole for c in columns], [True] * len(columns)):
+            while sum(widths) > available:
+                room = [w - m if p else 0 for w, m, p in zip(widths, minimum, phase, strict=True)]
+                i = max(range(len(widths)), key=room.__getitem__)
+                if room[i] <= 0:
+                    break
+                widths[i] -= 1
+        return widths
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        columns = list(self.columns)
+        droppable = [c for name in self._optional for c in columns if c.header == name]
+        widths = self._widths(columns, options.max_width)
+        while widths is None and droppable:
+            columns.remove(droppable.pop(0))
+            widths = self._widths(columns, options.max_width)
+        fitted = Table(box=box.SIMPLE, pad_edge=False, show_edge=False)
+        for column, w in zip(columns, widths or [None] * len(columns), strict=True):
+            fitted.add_column(
+                column.header,
+                justify="right" if column.header in self._right else "left",
+                width=w,
+                overflow="fold",
+                no_wrap=w is None,
+            )
+        for row in range(self.row_count):
+            fitted.add_row(*(c._cells[row] for c in columns))
+        hidden = [str(c.header) for c in self.columns if c not in columns]
+        if hidden:
+            fitted.caption = f"not shown at this width: {', '.join(hidden)}"
+            fitted.caption_justify = "left"
+        yield from fitted.__rich_console__(console, options)
+
+
+def _table(
+    *columns: str,
+    right: Sequence[str] = (),
+    optional: Sequence[str] = (),
+    whole: Sequence[str] = (),
+) -> Table:
+    """A report table; ``right`` columns hold numbers and ``whole`` ones figures with units
+    (neither is ever cut or folded); ``optional`` ones are dropped first, in that order, when
+    the terminal is too narrow."""
+    table = _FitTable(right=right, optional=optional, whole=whole)
     for name in columns:
-        table.add_column(name, justify="right" if name in right else "left", no_wrap=True)
+        table.add_column(name, justify="right" if name in right else "left")
     return table
 
 
@@ -167,6 +259,7 @@ def _segments_table(segments: Sequence[tflux.SegmentInfo], limit: int = 8) -> Ta
         "bytes",
         "state",
         right=("first LSN", "last LSN", "records", "bytes"),
+        optional=("state", "first LSN"),
     )
     shown: list[tflux.SegmentInfo | None] = list(segments)
     hidden = 0
@@ -197,6 +290,7 @@ def _queues_table(queues: Sequence[tflux.QueueInfo]) -> Table:
         "max size",
         "max message",
         right=("ready", "in flight", "last id", "max size", "max message"),
+        optional=("max message", "max size", "key range", "implementation"),
     )
     for q in queues:
         table.add_row(

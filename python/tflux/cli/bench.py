@@ -97,7 +97,16 @@ def bench(directory: Path | None, size: str, full: bool, as_json: bool) -> None:
     if as_json:
         _print_json(results.to_json())
         return
-    table = _table("headline", "ratio", "target", "tflux", "baseline", right=("ratio",))
+    table = _table(
+        "headline",
+        "ratio",
+        "target",
+        "tflux",
+        "baseline",
+        right=("ratio",),
+        whole=("tflux", "baseline"),
+        optional=("target",),
+    )
     for r in results.ratios:
         target = "" if r.target is None else f">= {r.target:g}x " + ("met" if r.met else "missed")
         table.add_row(

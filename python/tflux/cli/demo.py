@@ -385,6 +385,7 @@ def _demo_summary(
         "ready after restore",
         "last id",
         right=("ready at close", "in flight at close", "ready after restore", "last id"),
+        optional=("key range", "implementation", "in flight at close"),
     )
     for name, before in run.at_close.items():
         after = restored.get(name)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 import tflux
-from tflux.cli._base import _log_dir
+from tflux.cli._base import _locate, _settings_for_reading
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_CORRUPT,
@@ -164,7 +164,10 @@ def dump(
     raw_line = _dump_line_json if as_json else _dump_line_text
     decoded_line = _dump_decoded_json if as_json else _dump_decoded_text
     bad: list[tuple[int, str]] = []  # (lsn, error) of undecodable records
-    with tflux.Log.open(_log_dir(path), readonly=True) as log:
+    base, log_dir = _locate(path)
+    if base is not None:  # the log alone is read, but a bad settings file is still worth a word
+        _settings_for_reading(base)
+    with tflux.Log.open(log_dir, readonly=True) as log:
         start = max(first if first is not None else 0, log.start_index)
         end = min(last + 1 if last is not None else log.last_index + 1, log.last_index + 1)
         if start >= end and (first is not None or last is not None):

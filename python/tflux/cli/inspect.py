@@ -13,7 +13,7 @@ from rich.markup import escape
 
 import tflux
 from tflux._layout import SETTINGS_FILE, Layout
-from tflux.cli._base import _base_dir, _settings_in_force
+from tflux.cli._base import _base_dir, _settings_for_reading
 from tflux.cli._check import Checked, _check, _print_findings
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -45,8 +45,12 @@ def inspect(base: Path, as_json: bool) -> None:
     Nothing is written and the state is not replayed (tflux replay does that). Checksums of
     every file are checked on the way; problems are listed at the end (tflux verify says more).
 
-    With --json, one object: base, settings (in force, PascalCase keys), settings_file (the
-    keys set by taskflux.settings.json, or null), metadata ({term, voted_for} or null when
+    A bad settings file is a warning (naming it) and the defaults are shown, as a read-only
+    open uses them.
+
+    With --json, one object: base, settings (in force, PascalCase keys, typed values),
+    settings_file (the keys set by taskflux.settings.json, or null), settings_warning (why
+    the file was ignored, or null), metadata ({term, voted_for} or null when
     corrupt), snapshot (null or {last_index, last_term, bytes, queues: [{name, implementation,
     records, last_id, max_size, max_message_size, key_range}]}), segments ([{name, first_lsn,
     last_lsn, records, bytes, file_bytes, sealed}]), temp (file names under data/temp) and
@@ -58,22 +62,30 @@ def inspect(base: Path, as_json: bool) -> None:
       tflux inspect ./base --json | jq .snapshot.last_index
 
     \b
-    Exit codes: 0 all readable, 1 a file is corrupt, 2 usage or I/O error (or a bad settings file).
+    Exit codes: 0 all readable, 1 a file is corrupt, 2 usage or I/O error.
     """
     base, log_dir = _base_dir(base)
     files = Layout(base)
-    settings = _settings_in_force(base)
-    from_file: dict[str, Any] | None = None
-    if files.settings.is_file():
-        text = files.settings.read_text()
-        from_file = json.loads(text) if text.strip() else {}
+    settings, ignored = _settings_for_reading(base)
+    from_file = None if ignored is not None else _settings_file(files.settings)
     checked = _check(base, log_dir)
     temp = sorted(os.listdir(files.temp)) if files.temp.is_dir() else []
     if as_json:
-        _print_json(_inspect_json(base, settings, from_file, checked, temp))
+        _print_json(_inspect_json(base, settings, from_file, ignored, checked, temp))
     else:
-        _inspect_text(base, settings, from_file, checked, temp)
+        _inspect_text(base, settings, from_file, ignored, checked, temp)
     sys.exit(EXIT_CORRUPT if checked.fatal else EXIT_OK)
+
+
+def _settings_file(path: Path) -> dict[str, Any] | None:
+    """The keys the settings file sets (``{}`` when empty), or None: absent, or not a JSON
+    object (then the defaults are in force and ``_settings_for_reading`` said why)."""
+    try:
+        text = path.read_text()
+        parsed = json.loads(text) if text.strip() else {}
+    except (OSError, ValueError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def _snapshot_json(snap: tflux.Snapshot, nbytes: int) -> dict[str, Any]:
@@ -98,8 +110,9 @@ def _snapshot_json(snap: tflux.Snapshot, nbytes: int) -> dict[str, Any]:
 
 def _inspect_json(
     base: Path,
-    settings: dict[str, str],
+    settings: dict[str, Any],
     from_file: dict[str, Any] | None,
+    ignored: str | None,
     checked: Checked,
     temp: list[str],
 ) -> dict[str, Any]:
@@ -109,6 +122,7 @@ def _inspect_json(
         "base": str(base),
         "settings": settings,
         "settings_file": from_file,
+        "settings_warning": ignored,
         "metadata": None if meta is None else {"term": meta.term, "voted_for": meta.voted_for},
         "snapshot": None if snap is None else _snapshot_json(snap, _file_size(files.snapshot) or 0),
         "segments": [
@@ -139,22 +153,24 @@ def _inspect_json(
 
 def _inspect_text(
     base: Path,
-    settings: dict[str, str],
+    settings: dict[str, Any],
     from_file: dict[str, Any] | None,
+    ignored: str | None,
     checked: Checked,
     temp: list[str],
 ) -> None:
     files = Layout(base)
     out.print(f"[bold]base[/]      {escape(str(base))}")
-    source = (
-        f"{SETTINGS_FILE} (*) and defaults"
-        if from_file is not None
-        else f"defaults (no {SETTINGS_FILE})"
-    )
+    if ignored is not None:
+        source = f"defaults ({SETTINGS_FILE} ignored: see the warning)"
+    elif from_file is not None:
+        source = f"{SETTINGS_FILE} (*) and defaults"
+    else:
+        source = f"defaults (no {SETTINGS_FILE})"
     out.print(f"[bold]settings[/]  in force, from {source}:")
     for key, value in settings.items():
         mark = " *" if from_file and key in from_file else ""
-        out.print(f"  {key:<34} {escape(value)}{mark}")
+        out.print(f"  {key:<34} {escape(json.dumps(value))}{mark}")
     out.print()
 
     meta = checked.metadata
@@ -185,6 +201,7 @@ def _inspect_text(
             "max size",
             "max message",
             right=("records", "last id", "max size", "max message"),
+            optional=("max message", "max size", "key range", "implementation"),
         )
         for q in snap.queues:
             table.add_row(
@@ -215,6 +232,8 @@ def _inspect_text(
     if temp:
         shown = ", ".join(temp[:5]) + (f" and {len(temp) - 5} more" if len(temp) > 5 else "")
         out.print(f"[bold]temp[/]      {_plural(len(temp), 'file')} in data/temp: {escape(shown)}")
-    _print_findings(checked.findings)
-    if checked.findings:
+    # The settings warning was printed with the settings (_settings_for_reading).
+    findings = [f for f in checked.findings if f.fatal or f.kind != "settings"]
+    _print_findings(findings)
+    if findings:
         out.print(f"run: tflux verify {escape(str(base))}")

@@ -8,7 +8,7 @@ import click
 from rich.markup import escape
 
 import tflux
-from tflux.cli._base import _base_dir, _open_store
+from tflux.cli._base import _base_dir, _open_store, _settings_for_reading
 from tflux.cli._check import _lsn_location
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -53,6 +53,7 @@ def replay(base: Path, as_json: bool) -> None:
     named), 2 usage or I/O error.
     """
     base, log_dir = _base_dir(base)
+    _settings_for_reading(base)  # a bad settings file: a warning, then the defaults
     try:
         with _stopwatch() as elapsed, _open_store(base) as store:
             queues = store.queues()

@@ -232,12 +232,21 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         replay_seconds: 0.0,
     };
     let problems = &mut report.problems;
-    if let Err(e) = Settings::load(base, None) {
-        problems.push(Finding::from_error(
+    // As a read-only open: a bad settings file is a warning (the defaults are used), so verify
+    // still exits 0 exactly when a read-only open succeeds.
+    match Settings::load_for_reading(base, None) {
+        Ok((_, None)) => {}
+        Ok((_, Some(warning))) => {
+            let e = Error::Settings(warning);
+            let mut finding = Finding::from_error(FindingKind::Settings, &layout.settings, &e);
+            finding.fatal = false;
+            problems.push(finding);
+        }
+        Err(e) => problems.push(Finding::from_error(
             FindingKind::Settings,
             &layout.settings,
             &e,
-        ));
+        )),
     }
     let meta = files::read_metadata(&layout.metadata)
         .map_err(|e| {

@@ -87,25 +87,60 @@ impl Settings {
     /// Defaults, then `base/taskflux.settings.json` if present, then `overrides` (a JSON object
     /// with the same keys, e.g. from keyword arguments).
     pub fn load(base: &Path, overrides: Option<&str>) -> Result<Settings> {
+        Settings::load_from(Some(base), overrides)
+    }
+
+    /// What a read-only look (a read-only `Store::open`, `verify_base`, the CLI's read-only
+    /// verbs) does with the settings file: a typo in it must not block reading the data, so a
+    /// bad file (`Error::Settings`) gives the defaults plus `overrides` and its message back as
+    /// a warning. I/O errors and bad `overrides` still fail; writers use [`Settings::load`],
+    /// which refuses the file.
+    pub fn load_for_reading(
+        base: &Path,
+        overrides: Option<&str>,
+    ) -> Result<(Settings, Option<String>)> {
+        match Settings::load(base, overrides) {
+            Err(Error::Settings(message)) => {
+                let settings = Settings::load_from(None, overrides)?;
+                Ok((settings, Some(message)))
+            }
+            other => other.map(|s| (s, None)),
+        }
+    }
+
+    /// Defaults, then the settings file of `base` (none: skipped), then `overrides`.
+    fn load_from(base: Option<&Path>, overrides: Option<&str>) -> Result<Settings> {
         let mut settings = Settings::default();
-        let path = base.join(SETTINGS_FILE);
-        let source = path.display().to_string();
-        let bytes = read_regular(&path, SETTINGS_MAX_LEN).map_err(|e| match e {
-            ReadError::Io(e) => Error::io("read settings", &path, e),
-            other => Error::Settings(format!("{source}: {other}")),
-        })?;
-        if let Some(bytes) = bytes {
-            let text = String::from_utf8(bytes)
-                .map_err(|e| Error::Settings(format!("{source}: not UTF-8 text: {e}")))?;
-            // An empty file means "nothing written yet": all defaults (spec section 1).
-            if !text.trim().is_empty() {
-                settings.merge_json(&text, &source)?;
+        // The file whose values are checked by `validate` (named in its error).
+        let mut from_file = None;
+        if let Some(base) = base {
+            let path = base.join(SETTINGS_FILE);
+            let source = path.display().to_string();
+            let bytes = read_regular(&path, SETTINGS_MAX_LEN).map_err(|e| match e {
+                ReadError::Io(e) => Error::io("read settings", &path, e),
+                other => Error::Settings(format!("{source}: {other}")),
+            })?;
+            if let Some(bytes) = bytes {
+                let text = String::from_utf8(bytes)
+                    .map_err(|e| Error::Settings(format!("{source}: not UTF-8 text: {e}")))?;
+                // An empty file means "nothing written yet": all defaults (spec section 1).
+                if !text.trim().is_empty() {
+                    settings.merge_json(&text, &source)?;
+                    from_file = Some(source);
+                }
             }
         }
         if let Some(json) = overrides {
             settings.merge_json(json, "settings arguments")?;
+            from_file = None; // the arguments may be what broke the rule
         }
-        settings.validate()?;
+        settings.validate().map_err(|e| match (e, from_file) {
+            (Error::Settings(m), Some(source)) => {
+                let rule = m.strip_prefix("settings: ").unwrap_or(&m);
+                Error::Settings(format!("{source}: {rule}"))
+            }
+            (e, _) => e,
+        })?;
         Ok(settings)
     }
 
@@ -193,6 +228,44 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_only_look_takes_the_defaults_and_a_warning_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(SETTINGS_FILE);
+        std::fs::write(&file, r#"{"LogFileSoftLimt": 1}"#).unwrap();
+        assert!(matches!(
+            Settings::load(dir.path(), None),
+            Err(Error::Settings(_))
+        ));
+        let (s, warning) =
+            Settings::load_for_reading(dir.path(), Some(r#"{"LogSyncPolicy": "never"}"#)).unwrap();
+        let warning = warning.unwrap();
+        assert!(warning.contains(&file.display().to_string()), "{warning}");
+        assert!(warning.contains("LogFileSoftLimt"), "{warning}");
+        assert_eq!(s.log_sync_policy, StoreSync::Never); // the arguments still apply
+        assert_eq!(
+            s.log_file_soft_limit,
+            Settings::default().log_file_soft_limit
+        );
+        // Bad arguments are the caller's error, not the file's: they still fail.
+        assert!(Settings::load_for_reading(dir.path(), Some(r#"{"LogSyncPolicy": 1}"#)).is_err());
+        // A good file: no warning.
+        std::fs::write(&file, r#"{"LogFileSoftLimit": 4096}"#).unwrap();
+        let (s, warning) = Settings::load_for_reading(dir.path(), None).unwrap();
+        assert_eq!((s.log_file_soft_limit, warning), (4096, None));
+    }
+
+    #[test]
+    fn a_rule_broken_by_the_file_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(SETTINGS_FILE);
+        std::fs::write(&file, r#"{"LogFileSoftLimit": 10, "LogFileHardLimit": 5}"#).unwrap();
+        let Err(Error::Settings(m)) = Settings::load(dir.path(), None) else {
+            panic!("accepted soft > hard")
+        };
+        assert!(m.starts_with(&file.display().to_string()), "{m}");
+    }
 
     #[test]
     fn unknown_keys_and_wrong_types_are_named() {

@@ -53,6 +53,8 @@ pub struct OpenReport {
     pub torn_tail_cut: bool,
     /// Segments moved into data/temp because the snapshot was ahead of the whole log.
     pub moved_aside: Vec<PathBuf>,
+    /// A read-only open ignored a bad settings file (the defaults were used): its problem.
+    pub settings_warning: Option<String>,
 }
 
 pub use crate::base::Layout;
@@ -151,7 +153,12 @@ impl Store {
             readonly, storage, ..
         } = opts;
         let layout = Layout::new(base);
-        let settings = Settings::load(base, overrides)?;
+        // A read-only look goes on past a bad settings file (Settings::load_for_reading).
+        let (settings, settings_warning) = if readonly {
+            Settings::load_for_reading(base, overrides)?
+        } else {
+            (Settings::load(base, overrides)?, None)
+        };
         let log_opts = log_options(&settings, readonly, &storage);
         // Validate first, create after: an existing log is locked and scanned (no writes)
         // before anything is read, and nothing is created or cut until every check passed.
@@ -184,6 +191,7 @@ impl Store {
         let mut report = OpenReport {
             torn_tail_cut: log.recovery().truncated(),
             snapshot_index: restored.snapshot.map(|s| s.0),
+            settings_warning,
             ..OpenReport::default()
         };
         if log.last_index() < snapshot_index && !readonly {

@@ -415,12 +415,54 @@ impl PyLog {
     }
 }
 
+/// `sync=` of `Log.open` in the store's words (`LogSyncPolicy`): "always", "interval" (the
+/// log's batch policy -- sync at roll-over, close and `sync()` -- plus a background fsync every
+/// `sync_interval_ms`), "never"; "batch" is kept as another name for "interval".
+fn sync_policy(
+    word: &str,
+    interval_ms: u64,
+) -> Result<(core::SyncPolicy, Option<std::time::Duration>), Fail> {
+    match word {
+        "always" => Ok((core::SyncPolicy::Always, None)),
+        "never" => Ok((core::SyncPolicy::Never, None)),
+        "interval" | "batch" if interval_ms == 0 => {
+            Err(Fail::Core(tflux_core::Error::InvalidArgument(format!(
+                "sync_interval_ms must be > 0 with sync={word:?}"
+            ))))
+        }
+        "interval" | "batch" => Ok((
+            core::SyncPolicy::Batch,
+            Some(std::time::Duration::from_millis(interval_ms)),
+        )),
+        other => Err(Fail::Core(tflux_core::Error::InvalidArgument(format!(
+            "unknown sync policy {other:?} (expected \"always\", \"interval\" or \"never\"; \
+             \"batch\" is another name for \"interval\")"
+        )))),
+    }
+}
+
+/// The background fsync of `sync="interval"`: a thread that holds only a weak handle, so it
+/// never keeps a dropped log open, and stops at the first tick after close.
+fn start_interval_sync(shared: &Shared, every: std::time::Duration) {
+    let weak = Arc::downgrade(shared);
+    std::thread::spawn(move || loop {
+        std::thread::sleep(every);
+        let Some(shared) = weak.upgrade() else { break };
+        let mut guard = lock(&shared);
+        match guard.as_mut() {
+            // A failed sync poisons the log: the next write reports it.
+            Some(log) => drop(log.sync()),
+            None => break,
+        }
+    });
+}
+
 #[pymethods]
 impl PyLog {
     #[staticmethod]
     #[pyo3(signature = (path, *, soft_limit=16 << 20, hard_limit=32 << 20, preallocate=true,
                         sync="always", repair=false, readonly=false, commit_index=None,
-                        empty_entries=true))]
+                        empty_entries=true, sync_interval_ms=100))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -433,8 +475,9 @@ impl PyLog {
         readonly: bool,
         commit_index: Option<i64>,
         empty_entries: bool,
+        sync_interval_ms: u64,
     ) -> PyResult<PyLog> {
-        let sync = py_result(py, sync.parse().map_err(Fail::Core))?;
+        let (sync, interval) = py_result(py, sync_policy(sync, sync_interval_ms))?;
         let opts = core::LogOptions {
             soft_limit,
             hard_limit,
@@ -452,8 +495,12 @@ impl PyLog {
         };
         let display = path.display().to_string();
         let log = py.detach(|| core::Log::open(&path, opts).map_err(Fail::Core));
+        let inner = Arc::new(Mutex::new(Some(py_result(py, log)?)));
+        if let (Some(every), false) = (interval, readonly) {
+            start_interval_sync(&inner, every);
+        }
         Ok(PyLog {
-            inner: Arc::new(Mutex::new(Some(py_result(py, log)?))),
+            inner,
             path: display,
             readonly,
         })

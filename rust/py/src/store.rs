@@ -582,10 +582,18 @@ impl PyStore {
         Ok(run(py, || self.inner.metadata())?.term)
     }
 
-    /// The settings in force, with the JSON file's PascalCase keys.
+    /// The settings in force, with the JSON file's PascalCase keys and typed values (ints,
+    /// bools, the sync policy as a string).
     #[getter]
-    fn settings(&self) -> std::collections::BTreeMap<&'static str, String> {
-        settings_map(self.inner.settings())
+    fn settings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        settings_dict(py, self.inner.settings())
+    }
+
+    /// Why a read-only open ignored the settings file (it is bad; the defaults are in force),
+    /// or None.
+    #[getter]
+    fn settings_warning(&self) -> Option<String> {
+        self.inner.open_report().settings_warning.clone()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -603,44 +611,49 @@ impl PyStore {
 }
 
 /// The settings in force for `base_dir` (defaults, then `taskflux.settings.json`, then the
-/// JSON overrides), with PascalCase keys; nothing is opened or replayed.
+/// JSON overrides), with PascalCase keys and typed values, and the warning of a read-only look
+/// (`readonly=True`: a bad file gives the defaults and its problem instead of an error, as a
+/// read-only open does); nothing is opened or replayed.
 #[pyfunction]
-#[pyo3(signature = (base_dir, settings_json=None))]
-fn load_settings(
-    py: Python<'_>,
+#[pyo3(signature = (base_dir, settings_json=None, readonly=false))]
+fn load_settings<'py>(
+    py: Python<'py>,
     base_dir: std::path::PathBuf,
     settings_json: Option<String>,
-) -> PyResult<std::collections::BTreeMap<&'static str, String>> {
-    let s = run(py, || {
-        tflux_core::settings::Settings::load(&base_dir, settings_json.as_deref())
+    readonly: bool,
+) -> PyResult<(Bound<'py, pyo3::types::PyDict>, Option<String>)> {
+    use tflux_core::settings::Settings;
+    let (s, warning) = run(py, || {
+        if readonly {
+            Settings::load_for_reading(&base_dir, settings_json.as_deref())
+        } else {
+            Settings::load(&base_dir, settings_json.as_deref()).map(|s| (s, None))
+        }
     })?;
-    Ok(settings_map(&s))
+    Ok((settings_dict(py, &s)?, warning))
 }
 
-fn settings_map(
+/// The settings as the JSON file spells them: PascalCase keys, JSON-typed values.
+fn settings_dict<'py>(
+    py: Python<'py>,
     s: &tflux_core::settings::Settings,
-) -> std::collections::BTreeMap<&'static str, String> {
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let policy = match s.log_sync_policy {
         tflux_core::settings::StoreSync::Always => "always",
         tflux_core::settings::StoreSync::Interval => "interval",
         tflux_core::settings::StoreSync::Never => "never",
     };
-    [
-        ("LogFileSoftLimit", s.log_file_soft_limit.to_string()),
-        ("LogFileHardLimit", s.log_file_hard_limit.to_string()),
-        (
-            "LogPreallocateSegments",
-            s.log_preallocate_segments.to_string(),
-        ),
-        (
-            "SnapshotCreationSegmentsThreshold",
-            s.snapshot_creation_segments_threshold.to_string(),
-        ),
-        ("LogSyncPolicy", policy.to_string()),
-        ("LogSyncIntervalMs", s.log_sync_interval_ms.to_string()),
-    ]
-    .into_iter()
-    .collect()
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("LogFileHardLimit", s.log_file_hard_limit)?;
+    d.set_item("LogFileSoftLimit", s.log_file_soft_limit)?;
+    d.set_item("LogPreallocateSegments", s.log_preallocate_segments)?;
+    d.set_item("LogSyncIntervalMs", s.log_sync_interval_ms)?;
+    d.set_item("LogSyncPolicy", policy)?;
+    d.set_item(
+        "SnapshotCreationSegmentsThreshold",
+        s.snapshot_creation_segments_threshold,
+    )?;
+    Ok(d)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
