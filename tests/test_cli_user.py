@@ -7,6 +7,7 @@ entry point; ``tty_run`` drives it under a pseudo-terminal of a given width.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -401,3 +402,105 @@ def test_inspect_and_verify_tables_fit_80_columns(tmp_path):
         code, text = tty_run(*args, columns=80)
         assert code == 0, text
         assert "\u2026" not in text, text
+
+
+# ---------------------------------------------------------------------------------------------
+# defect 9: --json for verify, repair, demo, export; dump --json carries whole messages
+
+
+def damaged_store(base: Path) -> tuple[Path, int]:
+    """A store with several sealed segments, one bit flipped in the first record's data of the
+    second segment; returns that segment and the byte offset of the bad record."""
+    with tflux.open(
+        base,
+        log_sync_policy="never",
+        log_file_soft_limit=4096,
+        log_file_hard_limit=8192,
+        log_preallocate_segments=False,
+        snapshot_creation_segments_threshold=0,
+    ) as store:
+        store.create_queue("q")
+        for i in range(200):
+            store.enqueue("q", i, b"m" * 40)
+    segments = sorted((base / "data" / "log").glob("*.log"))
+    assert len(segments) > 2
+    victim = segments[1]
+    raw = bytearray(victim.read_bytes())
+    raw[8 + 16 + 2] ^= 1  # the first record's data (spec section 3: header 8, record header 16)
+    victim.write_bytes(bytes(raw))
+    return victim, 8
+
+
+def test_verify_json_reports_ok_and_problems_with_file_and_offset(tmp_path):
+    clean = small_store(tmp_path / "clean")
+    result = run("verify", clean, "--json")
+    assert result.returncode == 0
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and report["problems"] == []
+    assert report["replayed"] == 1  # the one enqueue after the snapshot
+    assert sum(q["count"] for q in report["queues"]) == 21
+
+    victim, offset = damaged_store(tmp_path / "bad")
+    result = run("verify", tmp_path / "bad", "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False
+    fatal = [p for p in report["problems"] if p["fatal"]]
+    assert fatal and fatal[0]["path"].endswith(victim.name) and fatal[0]["offset"] == offset
+
+
+def test_repair_json_is_a_dry_run_without_yes_and_reports_the_repair_with_it(tmp_path):
+    victim, offset = damaged_store(tmp_path / "bad")
+    before = sorted(p.name for p in victim.parent.iterdir())
+    dry = run("repair", tmp_path / "bad", "--json")
+    assert dry.returncode == 1
+    plan = json.loads(dry.stdout)
+    assert plan["repaired"] is False and plan["plan"]["cut_path"].endswith(victim.name)
+    assert plan["plan"]["cut_offset"] == offset
+    assert sorted(p.name for p in victim.parent.iterdir()) == before  # nothing changed
+
+    done = run("repair", tmp_path / "bad", "--json", "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["repaired"] is True and report["ok"] is True
+    assert report["recovery"]["cut_offset"] == offset
+    assert report["after"]["ok"] is True
+    assert all(Path(m).exists() for m in report["recovery"]["moved"])
+
+
+def test_demo_json_describes_what_it_wrote_and_restored(tmp_path):
+    result = run("demo", "--records", "3000", "--dir", tmp_path / "d", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and report["mismatches"] == []
+    assert report["wrote"]["deltas"] == 3000
+    with tflux.open(tmp_path / "d", readonly=True) as store:
+        ready = {q.name: q.count for q in store.queues()}
+    assert {q["name"]: q["ready_after_restore"] for q in report["queues"]} == ready
+    assert report["verify"]["ok"] is True
+
+
+def test_export_json_names_the_files_and_row_counts(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    base = small_store(tmp_path / "base")
+    result = run("export", base, tmp_path / "out", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    for part in ("log", "snapshot"):
+        assert pq.read_table(report[part]["path"]).num_rows == report[part]["rows"]
+
+
+def test_dump_json_carries_the_whole_message(tmp_path):
+    message = bytes(range(256)) * 3  # longer than any preview, every byte value
+    with tflux.open(tmp_path / "base", log_sync_policy="never") as store:
+        store.enqueue("", 7, message)
+    rows = [
+        json.loads(line)
+        for line in run("dump", tmp_path / "base", "--json").stdout.split("\n")
+        if line
+    ]
+    (add,) = [r for r in rows if r["kind"] == "add_record"]
+    assert base64.b64decode(add["message_b64"]) == message
+    assert add["message_length"] == len(message)
+    full = run("dump", tmp_path / "base", "--full").stdout
+    assert "..." not in full and "\\xff" in full

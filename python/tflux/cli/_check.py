@@ -25,7 +25,7 @@ from rich.progress import (
 
 import tflux
 from tflux._layout import SEGMENT_NAME
-from tflux.cli._render import MiB, _file_size, _plural, _size, _stopwatch, err, out
+from tflux.cli._render import MiB, _file_size, _plural, _queue_json, _size, _stopwatch, err, out
 
 LARGE = 64 * MiB  # verify shows a progress bar (on a terminal) from this many bytes on
 
@@ -280,3 +280,61 @@ def _notes(checked: Checked, report: tflux.BaseReport, replay: bool) -> None:
 def _print_notes(checked: Checked) -> None:
     for what, summary in checked.notes:
         out.print(f"[bold]{what:<9}[/] {escape(summary)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON (one schema for every verb that reports checks: verify, repair, inspect, demo)
+
+
+def _segment_json(s: tflux.SegmentInfo) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "first_lsn": s.start_lsn,
+        "last_lsn": s.last_lsn,
+        "records": s.count,
+        "bytes": s.size,
+        "file_bytes": s.file_size,
+        "sealed": s.sealed,
+    }
+
+
+def _finding_json(f: Finding) -> dict[str, Any]:
+    return {
+        "fatal": f.fatal,
+        "kind": f.kind,
+        "path": f.path,
+        "offset": f.offset,
+        "message": f.message,
+    }
+
+
+def _checked_json(checked: Checked) -> dict[str, Any]:
+    """``ok``, the log (segments, records, bytes, seconds), what the core read of the metadata,
+    snapshot and replay (null when not read), and the problems."""
+    report = checked.report
+    base_report = report if isinstance(report, tflux.BaseReport) else None
+    meta = checked.metadata
+    snap = base_report.snapshot if base_report is not None else None
+    queues = base_report.queues if base_report is not None else None
+    bounds = base_report.log_bounds if base_report is not None else None
+    return {
+        "ok": not checked.fatal,
+        "segments": [_segment_json(s) for s in report.segments],
+        "records": report.records,
+        "bytes": report.bytes,
+        "log_seconds": round(checked.log_seconds, 6),
+        "log": None if bounds is None else {"first_lsn": bounds[0], "last_lsn": bounds[1]},
+        "metadata": None
+        if meta is None
+        else {
+            "term": meta.term,
+            "voted_for": meta.voted_for,
+            "present": bool(base_report and base_report.metadata_present),
+        },
+        "snapshot": None
+        if snap is None
+        else {"last_index": snap[0], "last_term": snap[1], "queues": snap[2], "records": snap[3]},
+        "replayed": None if base_report is None else base_report.replayed,
+        "queues": None if queues is None else [_queue_json(q) for q in queues],
+        "problems": [_finding_json(f) for f in checked.findings],
+    }

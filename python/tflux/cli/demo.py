@@ -19,7 +19,7 @@ from rich.markup import escape
 import tflux
 from tflux._layout import SEGMENT_NAME, SETTINGS_FILE, Layout
 from tflux.cli._base import _open_store
-from tflux.cli._check import Checked, _check, _print_findings
+from tflux.cli._check import Checked, _check, _checked_json, _print_findings
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_CORRUPT,
@@ -28,6 +28,7 @@ from tflux.cli._render import (
     _file_size,
     _key_range,
     _plural,
+    _print_json,
     _progress,
     _queue_label,
     _rate,
@@ -234,8 +235,14 @@ def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | N
     help="Segment soft limit in bytes. Default: about 1/16 of the data, for ~16 segments.",
 )
 @click.option("--keep", is_flag=True, help="Keep the temporary directory and print its path.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
 def demo(
-    directory: Path | None, records: int, payload_size: int, soft_limit: int | None, keep: bool
+    directory: Path | None,
+    records: int,
+    payload_size: int,
+    soft_limit: int | None,
+    keep: bool,
+    as_json: bool,
 ) -> None:
     """Write a sample base directory through the store, reopen it and print what it holds.
 
@@ -251,6 +258,13 @@ def demo(
     The store is then closed and reopened read-only, timing the restore (snapshot + replay of
     the log after it); the queue counts must match what was written, the records left in flight
     at close coming back. Last, the directory is verified as `tflux verify` would.
+
+    With --json, one object: directory, kept (false: deleted at the end), settings (the
+    snake_case keyword arguments used), wrote ({deltas, adds, acks, nacks, seconds}),
+    snapshots ({manual, automatic: [LSN...]}), queues ([{name, implementation, key_range,
+    ready_at_close, in_flight_at_close, ready_after_restore, last_id}]), restore ({seconds,
+    snapshot_index, snapshot_records, replayed}), verify (as tflux verify --json reports it),
+    mismatches (what the restore got wrong: [] when right), ok and seconds.
 
     \b
     Examples:
@@ -272,17 +286,70 @@ def demo(
         restore = (restore_s(), replayed, snapshot_index)
         checked = _check(base, Layout(base).log)
         mismatches = _demo_mismatches(run.at_close, restored)
-        _demo_summary(base, temporary and not keep, run, restored, restore, checked)
-        for line in mismatches:
-            err.print(f"[bold red]error:[/] {escape(line)}")
-        out.print(f"\ndone in {time.perf_counter() - began:.2f} s")
-        if not temporary or keep:
-            out.print(_demo_next_steps(base, checked))
+        if as_json:
+            kept = not temporary or keep
+            _print_json(_demo_json(base, kept, run, restored, restore, checked, mismatches, began))
+        else:
+            _demo_summary(base, temporary and not keep, run, restored, restore, checked)
+            for line in mismatches:
+                err.print(f"[bold red]error:[/] {escape(line)}")
+            out.print(f"\ndone in {time.perf_counter() - began:.2f} s")
+            if not temporary or keep:
+                out.print(_demo_next_steps(base, checked))
     finally:
         if temporary and not keep:
             shutil.rmtree(base, ignore_errors=True)
     if mismatches or checked.fatal:
         sys.exit(EXIT_CORRUPT)
+
+
+def _demo_json(
+    base: Path,
+    kept: bool,
+    run: _DemoRun,
+    restored: dict[str, tflux.QueueInfo],
+    restore: tuple[float, int, int | None],
+    checked: Checked,
+    mismatches: list[str],
+    began: float,
+) -> dict[str, Any]:
+    seconds, replayed, snapshot_index = restore
+    snap = checked.snapshot
+    return {
+        "directory": str(base),
+        "kept": kept,
+        "settings": run.settings,
+        "wrote": {
+            "deltas": run.records,
+            "adds": run.adds,
+            "acks": run.acks,
+            "nacks": run.nacks,
+            "seconds": round(run.seconds, 6),
+        },
+        "snapshots": {"manual": run.manual_snapshot, "automatic": run.automatic_snapshots},
+        "queues": [
+            {
+                "name": name,
+                "implementation": before.implementation,
+                "key_range": list(before.key_range) if before.key_range is not None else None,
+                "ready_at_close": before.count,
+                "in_flight_at_close": before.in_flight,
+                "ready_after_restore": restored[name].count if name in restored else None,
+                "last_id": before.last_id,
+            }
+            for name, before in run.at_close.items()
+        ],
+        "restore": {
+            "seconds": round(seconds, 6),
+            "snapshot_index": snapshot_index,
+            "snapshot_records": sum(len(q.records) for q in snap.queues) if snap else 0,
+            "replayed": replayed,
+        },
+        "verify": _checked_json(checked),
+        "mismatches": mismatches,
+        "ok": not mismatches and not checked.fatal,
+        "seconds": round(time.perf_counter() - began, 6),
+    }
 
 
 def _demo_next_steps(base: Path, checked: Checked) -> str:

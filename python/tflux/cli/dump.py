@@ -46,16 +46,18 @@ _ENCODINGS: dict[str, Callable[[bytes], str]] = {
 _PREVIEW = 32  # message bytes shown by dump
 
 
-def _preview(message: bytes) -> str:
-    """The first bytes of ``message`` as ASCII: ``\\`` and other bytes escaped, ``...`` if cut."""
+def _preview(message: bytes, limit: int | None = _PREVIEW) -> str:
+    """The first ``limit`` bytes of ``message`` (all: None) as ASCII: ``\\`` and other bytes
+    escaped, ``...`` if cut."""
+    shown = message if limit is None else message[:limit]
     text = "".join(
-        "\\\\" if b == 0x5C else chr(b) if 0x20 <= b < 0x7F else f"\\x{b:02x}"
-        for b in message[:_PREVIEW]
+        "\\\\" if b == 0x5C else chr(b) if 0x20 <= b < 0x7F else f"\\x{b:02x}" for b in shown
     )
-    return text + ("..." if len(message) > _PREVIEW else "")
+    return text + ("..." if len(shown) < len(message) else "")
 
 
-def _decoded(data: bytes) -> dict[str, Any]:
+def _decoded(data: bytes, *, full: bool = False, b64: bool = False) -> dict[str, Any]:
+    """``full``: the whole message as text, not a preview; ``b64``: add ``message_b64``."""
     """The fields of the delta in ``data``; kind "undecodable" (and the error) if it is not one."""
     try:
         delta = tflux.decode_delta(data)
@@ -79,7 +81,9 @@ def _decoded(data: bytes) -> dict[str, Any]:
         message = delta.message or b""
         fields["key"] = delta.key
         fields["message_length"] = len(message)
-        fields["message"] = _preview(message)
+        fields["message"] = _preview(message, None if full else _PREVIEW)
+        if b64:
+            fields["message_b64"] = base64.b64encode(message).decode("ascii")
     elif kind == "remove_record":
         fields["record_id"] = delta.record_id
     return fields
@@ -124,6 +128,7 @@ def _dump_decoded_json(lsn: int, term: int, fields: dict[str, Any]) -> str:
 @click.option(
     "--raw", is_flag=True, help="Print the raw bytes (lsn, term, length, crc, data), not deltas."
 )
+@click.option("--full", is_flag=True, help="Print whole messages, not their first 32 bytes.")
 @click.option(
     "--encoding",
     type=click.Choice(sorted(_ENCODINGS)),
@@ -132,7 +137,13 @@ def _dump_decoded_json(lsn: int, term: int, fields: dict[str, Any]) -> str:
     help="With --raw: how the data bytes are printed.",
 )
 def dump(
-    path: Path, as_json: bool, first: int | None, last: int | None, raw: bool, encoding: str
+    path: Path,
+    as_json: bool,
+    first: int | None,
+    last: int | None,
+    raw: bool,
+    full: bool,
+    encoding: str,
 ) -> None:
     """Print the records of a log, one line each: lsn, term and the decoded delta.
 
@@ -146,7 +157,9 @@ def dump(
 
     With --raw, each line is lsn, term, length, crc (CRC-32 of the data) and the data bytes
     (hex or base64), whatever they hold. With --json each line is a JSON object with the same
-    keys. Output stops quietly when the reader goes away (e.g. `| head`).
+    keys, and add_record lines also carry message_b64: the whole message, base64 (message stays
+    the preview; --full makes it the whole message as text, in both forms). Output stops
+    quietly when the reader goes away (e.g. `| head`).
 
     \b
     Examples:
@@ -182,7 +195,7 @@ def dump(
                 if raw:
                     lines.append(raw_line(entry.lsn, entry.term, entry.data, encode))
                 else:
-                    fields = _decoded(entry.data)
+                    fields = _decoded(entry.data, full=full, b64=as_json)
                     if fields["kind"] == "undecodable":
                         bad.append((entry.lsn, fields["error"]))
                     lines.append(decoded_line(entry.lsn, entry.term, fields))

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tflux.cli._base import _locate
-from tflux.cli._render import CONTEXT_SETTINGS, CliError
+from tflux.cli._render import CONTEXT_SETTINGS, CliError, _print_json
 from tflux.parquet import _require_pyarrow
 from tflux.parquet import export as export_parquet
 
@@ -19,12 +19,15 @@ from tflux.parquet import export as export_parquet
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--raw", is_flag=True, help="Add the undecoded bytes of each record (column data).")
-def export(base: Path, out: Path, raw: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
+def export(base: Path, out: Path, raw: bool, as_json: bool) -> None:
     """Write OUT/log.parquet (every log record, decoded) and OUT/snapshot.parquet (the
     snapshot's records), read-only, through pyarrow: for data lakes without Spark.
 
     BASE is a base directory (holding data/log) or a log directory, as for tflux dump and
     verify (and refused as they refuse it). pyarrow is an extra: pip install 'tflux[parquet]'.
+
+    With --json, one object: base, out, log and snapshot, each {path, rows}.
 
     \b
     Examples:
@@ -40,6 +43,16 @@ def export(base: Path, out: Path, raw: bool) -> None:
     except ImportError as exc:  # pyarrow is an extra, not a core dependency
         raise CliError(str(exc)) from exc
     counts = export_parquet(base, out, raw=raw)
+    if as_json:
+        _print_json(
+            {
+                "base": str(base),
+                "out": str(out),
+                "log": {"path": str(out / "log.parquet"), "rows": counts["log"]},
+                "snapshot": {"path": str(out / "snapshot.parquet"), "rows": counts["snapshot"]},
+            }
+        )
+        return
     click.echo(
         f"wrote {counts['log']:,} log rows to {out / 'log.parquet'} and "
         f"{counts['snapshot']:,} snapshot rows to {out / 'snapshot.parquet'}"

@@ -14,7 +14,7 @@ from rich.markup import escape
 import tflux
 from tflux._layout import SETTINGS_FILE, Layout
 from tflux.cli._base import _base_dir, _settings_for_reading
-from tflux.cli._check import Checked, _check, _print_findings
+from tflux.cli._check import Checked, _check, _finding_json, _print_findings, _segment_json
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_CORRUPT,
@@ -125,29 +125,9 @@ def _inspect_json(
         "settings_warning": ignored,
         "metadata": None if meta is None else {"term": meta.term, "voted_for": meta.voted_for},
         "snapshot": None if snap is None else _snapshot_json(snap, _file_size(files.snapshot) or 0),
-        "segments": [
-            {
-                "name": s.name,
-                "first_lsn": s.start_lsn,
-                "last_lsn": s.last_lsn,
-                "records": s.count,
-                "bytes": s.size,
-                "file_bytes": s.file_size,
-                "sealed": s.sealed,
-            }
-            for s in checked.report.segments
-        ],
+        "segments": [_segment_json(s) for s in checked.report.segments],
         "temp": temp,
-        "problems": [
-            {
-                "fatal": f.fatal,
-                "kind": f.kind,
-                "path": f.path,
-                "offset": f.offset,
-                "message": f.message,
-            }
-            for f in checked.findings
-        ],
+        "problems": [_finding_json(f) for f in checked.findings],
     }
 
 

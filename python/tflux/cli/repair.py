@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.markup import escape
 
 import tflux
 from tflux.cli._base import _locate
-from tflux.cli._check import Checked, _check, _print_findings, _print_notes
-from tflux.cli._render import CONTEXT_SETTINGS, EXIT_CORRUPT, EXIT_OK, CliError, _plural, out
+from tflux.cli._check import Checked, _check, _checked_json, _print_findings, _print_notes
+from tflux.cli._render import (
+    CONTEXT_SETTINGS,
+    EXIT_CORRUPT,
+    EXIT_OK,
+    CliError,
+    _plural,
+    _print_json,
+    out,
+)
 
 
 def _print_plan(plan: tflux.RepairPlan, checked: Checked, temp: Path) -> None:
@@ -33,7 +42,13 @@ def _print_plan(plan: tflux.RepairPlan, checked: Checked, temp: Path) -> None:
 )
 @click.argument("path", metavar="BASE", type=click.Path(path_type=Path))
 @click.option("-y", "--yes", is_flag=True, help="Do it without asking (needed off a terminal).")
-def repair(path: Path, yes: bool) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object; never asks (without --yes: a dry run).",
+)
+def repair(path: Path, yes: bool, as_json: bool) -> None:
     """Cut the log of BASE at its first bad record, moving the segment files after it aside.
 
     First the checks of `tflux verify` run and their findings are printed, then the plan
@@ -51,6 +66,13 @@ def repair(path: Path, yes: bool) -> None:
     The writer lock is taken: stop the process using BASE first. Without --yes the command
     asks on the terminal; with no terminal to ask on it refuses (exit 2).
 
+    With --json, one object and no question: path, base, before (the checks, as tflux verify
+    --json reports them), plan (null: nothing to cut; else {cut_path, cut_offset,
+    records_kept, first_lost_lsn, moved}), repaired, recovery (null, or what was done:
+    {cut_path, cut_offset, records_kept, bytes_cut, reason, moved, log: {first_lsn,
+    last_lsn}}), after (the checks after the repair, or null) and ok. Without --yes it is a
+    dry run: the plan, nothing changed, exit 1 when there is something to repair.
+
     \b
     Exit codes:
       0  repaired (or nothing to repair) and the directory now verifies clean
@@ -66,32 +88,63 @@ def repair(path: Path, yes: bool) -> None:
     temp = log_dir.parent / "temp"
     checked = _check(base, log_dir)
     report = checked.report
-    out.print(
-        f"checked {escape(str(base if base is not None else log_dir))}: "
-        f"{_plural(len(report.segments), 'segment')}, {_plural(report.records, 'record')}"
-    )
-    _print_notes(checked)
-    _print_findings(checked.findings)
     plan = tflux.plan_repair(log_dir, empty_entries=base is None)
     others = [f for f in checked.findings if f.fatal and not f.in_log]
-    if plan is None:
-        if others:
-            out.print("nothing in the log to repair; tflux repair does not fix the problems above")
-            sys.exit(EXIT_CORRUPT)
-        out.print("[bold green]OK[/]: nothing to repair")
-        sys.exit(EXIT_OK)
-    _print_plan(plan, checked, temp)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise CliError(
-                "refusing to repair without confirmation: no terminal to ask on (pass --yes)"
-            )
-        if not click.confirm("Repair now?", default=False, err=True):
-            out.print("nothing changed")
-            sys.exit(EXIT_CORRUPT)
+    result: dict[str, Any] = {
+        "path": str(path),
+        "base": None if base is None else str(base),
+        "before": _checked_json(checked),
+        "plan": _plan_json(plan),
+        "repaired": False,
+        "recovery": None,
+        "after": None,
+    }
+    if as_json:
+        if plan is None or not yes:  # --json never asks: without --yes it is a dry run
+            _print_json({**result, "ok": plan is None and not others})
+            sys.exit(EXIT_OK if plan is None and not others else EXIT_CORRUPT)
+    else:
+        out.print(
+            f"checked {escape(str(base if base is not None else log_dir))}: "
+            f"{_plural(len(report.segments), 'segment')}, {_plural(report.records, 'record')}"
+        )
+        _print_notes(checked)
+        _print_findings(checked.findings)
+        if plan is None:
+            if others:
+                out.print(
+                    "nothing in the log to repair; tflux repair does not fix the problems above"
+                )
+                sys.exit(EXIT_CORRUPT)
+            out.print("[bold green]OK[/]: nothing to repair")
+            sys.exit(EXIT_OK)
+        _print_plan(plan, checked, temp)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise CliError(
+                    "refusing to repair without confirmation: no terminal to ask on (pass --yes)"
+                )
+            if not click.confirm("Repair now?", default=False, err=True):
+                out.print("nothing changed")
+                sys.exit(EXIT_CORRUPT)
     with tflux.Log.open(log_dir, repair=True, empty_entries=base is None) as log:
         recovery = log.recovery
         bounds = (log.start_index, log.last_index)
+    after = _check(base, log_dir)
+    if as_json:
+        result["repaired"] = True
+        result["recovery"] = {
+            "cut_path": recovery.cut_path,
+            "cut_offset": recovery.cut_offset,
+            "records_kept": recovery.records_kept,
+            "bytes_cut": recovery.bytes_cut,
+            "reason": recovery.reason,
+            "moved": list(recovery.moved),
+            "log": {"first_lsn": bounds[0], "last_lsn": bounds[1]},
+        }
+        result["after"] = _checked_json(after)
+        _print_json({**result, "ok": not after.fatal})
+        sys.exit(EXIT_CORRUPT if after.fatal else EXIT_OK)
     out.print("\n[bold]repaired[/]:")
     if recovery.cut_path is not None:
         out.print(
@@ -108,8 +161,19 @@ def repair(path: Path, yes: bool) -> None:
         else f"empty, from LSN {bounds[0]:,}"
     )
     out.print(f"  log    now {span}\n")
-    after = _check(base, log_dir)
     _print_notes(after)
     _print_findings(after.findings)
     out.print("[bold red]CORRUPT[/]" if after.fatal else "[bold green]OK[/]")
     sys.exit(EXIT_CORRUPT if after.fatal else EXIT_OK)
+
+
+def _plan_json(plan: tflux.RepairPlan | None) -> dict[str, Any] | None:
+    if plan is None:
+        return None
+    return {
+        "cut_path": plan.cut_path,
+        "cut_offset": plan.cut_offset,
+        "records_kept": plan.records_kept,
+        "first_lost_lsn": plan.first_lost_lsn,
+        "moved": list(plan.moved),
+    }

@@ -9,13 +9,14 @@ import click
 from rich.markup import escape
 
 from tflux.cli._base import _locate
-from tflux.cli._check import _check, _print_findings, _print_notes
+from tflux.cli._check import _check, _checked_json, _print_findings, _print_notes
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_CORRUPT,
     EXIT_OK,
     MB,
     _plural,
+    _print_json,
     _rate,
     _segments_table,
     _size,
@@ -36,7 +37,8 @@ from tflux.cli._render import (
     help="Rebuild the queue state too (snapshot + log), as tflux.open does.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="List the segments too.")
-def verify(path: Path, full: bool, verbose: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
+def verify(path: Path, full: bool, verbose: bool, as_json: bool) -> None:
     """Check every record of every segment, the metadata and snapshot files, and how they agree.
 
     PATH is a base directory (holding data/log) or a log directory. Nothing is written.
@@ -55,6 +57,14 @@ def verify(path: Path, full: bool, verbose: bool) -> None:
     it. A log directory (PATH naming data/log itself, or a log outside a base directory) gets
     the segment checks only, as a raw Raft log.
 
+    With --json, one object: path, base (null for a log directory checked alone), ok,
+    replay (whether the state was rebuilt), segments ([{name, first_lsn, last_lsn, records,
+    bytes, file_bytes, sealed}]), records, bytes, log_seconds, log ({first_lsn, last_lsn} or
+    null), metadata ({term, voted_for, present} or null), snapshot ({last_index, last_term,
+    queues, records} or null), replayed (deltas, or null), queues (as tflux replay --json, or
+    null) and problems ([{fatal, kind, path, offset, message}], warnings included). The exit
+    code is the same as without --json.
+
     \b
     Exit codes:
       0  clean, or only a torn tail / ignored files (warnings)
@@ -67,11 +77,22 @@ def verify(path: Path, full: bool, verbose: bool) -> None:
       tflux verify ./base
       tflux verify ./base --replay
       tflux verify ./base/data/log -v && echo intact
+      tflux verify ./base --json | jq '.problems[] | select(.fatal)'
     """
     base, log_dir = _locate(path)
     if log_dir == path:  # a log directory named itself: a raw Raft log, segment checks only
         base = None
     checked = _check(base, log_dir, replay=full)
+    if as_json:
+        _print_json(
+            {
+                "path": str(path),
+                "base": None if base is None else str(base),
+                "replay": full and base is not None,
+                **_checked_json(checked),
+            }
+        )
+        sys.exit(EXIT_CORRUPT if checked.fatal else EXIT_OK)
     report, seconds = checked.report, checked.log_seconds
     out.print(
         f"verified {escape(str(base if base is not None else log_dir))}: "
