@@ -1,7 +1,7 @@
 # tflux developer targets. `make help` lists them.
 PYTHON ?= python
 
-.PHONY: help install build lint typecheck test test-rust bench fuzz clean
+.PHONY: help install build wheels docs lint typecheck test test-rust bench fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -11,6 +11,17 @@ install: ## build the extension (release) and install tflux with test extras
 
 build: ## build a release wheel into dist/
 	maturin build --release -o dist
+
+# Pinned build tools for the portable wheels (zig links against glibc 2.17, so no auditwheel).
+WHEEL_TOOLS = 'maturin>=1.7,<2' 'ziglang>=0.13,<0.14'
+
+wheels: ## abi3 manylinux2014 wheel + sdist into dist/wheels (installs maturin and zig from PyPI)
+	$(PYTHON) -m pip install -q $(WHEEL_TOOLS)
+	$(PYTHON) -m maturin build --release --zig --compatibility manylinux2014 --out dist/wheels
+	$(PYTHON) -m maturin sdist --out dist/wheels
+
+docs: ## the documentation site into site/ (needs '.[docs]'); warnings fail
+	$(PYTHON) -m mkdocs build --strict
 
 lint: ## cargo fmt + clippy, ruff check + format
 	cargo fmt --all -- --check
@@ -34,7 +45,7 @@ bench: ## every benchmark group, timed (needs '.[bench]'); regenerates docs/benc
 
 clean: ## remove build products
 	cargo clean
-	rm -rf dist .pytest_cache .benchmarks
+	rm -rf dist site .pytest_cache .benchmarks
 
 .PHONY: reliability
 reliability: ## long reliability campaign (slow tests, 2 min per fuzz target); figures in .reliability/

@@ -430,6 +430,7 @@ def test_dump_decodes_every_kind_of_delta(tmp_path):
             "key": -3,
             "message_length": len(message),
             "message": 'say "hi"\\\\ \\x00\\xff',
+            "message_b64": base64.b64encode(message).decode(),
         },
         {
             "lsn": 2,
@@ -439,6 +440,7 @@ def test_dump_decodes_every_kind_of_delta(tmp_path):
             "key": 7,
             "message_length": 100,
             "message": "x" * 32 + "...",
+            "message_b64": base64.b64encode(b"x" * 100).decode(),
         },
         {"lsn": 3, "term": 1, "kind": "remove_record", "queue": "jobs", "record_id": 1},
         {
