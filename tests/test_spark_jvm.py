@@ -52,6 +52,8 @@ def dump(jar: str, *args: str) -> tuple[list[dict], str | None]:
 @pytest.fixture(scope="module")
 def jar(spark_jar):
     if spark_jar is None:
+        # With a JDK the jar must build (sources missing from an install would skip silently).
+        assert _jvm._tool("javac") is None or _jvm._tool("jar") is None, _jvm.build_jar()
         pytest.skip("no JDK: the JVM reader is not built")
     return spark_jar
 

@@ -14,52 +14,104 @@ The rules are the state machine's (spec 7), expressed as columns instead of a lo
   incarnation is the queue's last one, unless the last CreateQueue/DeleteQueue of the name is a
   delete.
 
-One window (partitioned by source and queue, ordered by LSN) numbers the entries; the rest are
-joins and aggregations, so work spreads over queues and sources. The snapshot's per-queue
-metadata (name, implementation, last id) comes from :attr:`tflux.SnapshotBatch.queues` on the
-driver (the records themselves are read by the tasks).
+How it scales (no stage runs one task per queue):
+
+1. A pruned scan (``queue``, ``segment``, ``kind``, ``lsn``, ``implementation``; no messages)
+   counts each queue's adds per segment and collects the CreateQueue/DeleteQueue events with the
+   number of adds of their queue before them in their segment: a few rows per (queue, segment).
+2. The driver turns them into two small broadcast tables: each (queue, segment)'s adds in earlier
+   segments (per-segment prefix counts), and each incarnation's LSN interval, first id and the
+   adds before it.
+3. One scan of the log with messages: an add's rank is its prefix count plus its row number in a
+   window over (source, queue, segment), so a busy queue spreads over its segments; its
+   incarnation (and so its id) comes from the interval table; a remove's incarnation too.
+4. Live records: adds (and snapshot records) without a matching remove, in the final incarnation.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass, field
+
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 import tflux
 from tflux.spark import _paths, register
 
-START_SCHEMA = StructType(
+MAX_LSN = 2**63 - 1
+
+SEGMENT_BASE = StructType(
     [
         StructField("source", StringType()),
         StructField("queue", StringType()),
+        StructField("segment", StringType()),
+        StructField("seg_base", LongType()),
+    ]
+)
+INCARNATIONS = StructType(
+    [
+        StructField("source", StringType()),
+        StructField("queue", StringType()),
+        StructField("inc", LongType()),
+        StructField("inc_start", LongType()),
+        StructField("inc_end", LongType()),
+        StructField("adds_before", LongType()),
+        StructField("base_id", LongType()),
+    ]
+)
+SUMMARY = StructType(
+    [
+        StructField("source", StringType()),
+        StructField("queue", StringType()),
+        StructField("inc", LongType()),
         StructField("implementation", IntegerType()),
         StructField("last_id", LongType()),
     ]
 )
 
 
+@dataclass
+class _Name:
+    """One queue name of one source, as the driver sees it after the pruned scan."""
+
+    start_impl: int | None = None  # in the snapshot (or the default queue without one)
+    start_last_id: int | None = None
+    segments: dict[str, int] = field(default_factory=dict)  # adds per segment
+    events: list[tuple[int, str, int | None, str, int]] = field(default_factory=list)
+
+
 class _Frames:
-    """The DataFrames replay and the summary are built from (nothing is executed here)."""
+    """The DataFrames replay and the summary are built from (one small job runs here)."""
 
     def __init__(self, spark: SparkSession, path) -> None:
         register(spark)
+        self.spark = spark
         self.sources = _paths.resolve(path)
-        starts, logs, snaps = [], [], []
+        names: dict[tuple[str, str], _Name] = defaultdict(_Name)
+        logs, snaps = [], []
         for src in self.sources:
             snap = tflux.read_snapshot_batch(src.snapshot) if src.snapshot else None
             after = snap.last_index if snap is not None else -1
             if snap is None:
-                starts.append((src.base, "", 1, 0))
+                names[(src.base, "")].start_impl = 1
+                names[(src.base, "")].start_last_id = 0
             else:
-                starts += [
-                    (src.base, q["name"], q["implementation"], q["last_id"]) for q in snap.queues
-                ]
+                for q in snap.queues:
+                    n = names[(src.base, q["name"])]
+                    n.start_impl, n.start_last_id = q["implementation"], q["last_id"]
                 if len(snap):
                     snaps.append(src.snapshot)
-            names = _paths.segment_names(src.log_dir) if src.log_dir else []
-            if names:
-                first = _paths.start_lsn(names[0])
+            seg_names = _paths.segment_names(src.log_dir) if src.log_dir else []
+            if seg_names:
+                first = _paths.start_lsn(seg_names[0])
                 if first > after + 1:
                     what = f"the snapshot's last index {after}" if snap else "no snapshot"
                     raise tflux.CorruptionError(
@@ -67,53 +119,53 @@ class _Frames:
                         src.log_dir,
                         None,
                     )
-                logs.append(
-                    spark.read.format("tflux").option("fromLsn", str(after + 1)).load(src.log_dir)
-                )
+                logs.append((src.log_dir, after + 1))
         self.many = len(self.sources) > 1
-        self.start = F.broadcast(spark.createDataFrame(starts, START_SCHEMA))
-        cols = ["source", "queue", "lsn", "kind", "key", "record_id", "message", "implementation"]
+        cols = ["source", "segment", "queue", "lsn", "kind", "key", "record_id", "message"]
+        cols += ["implementation"]
+        ends: dict[str, str] = {}
         if logs:
-            events = logs[0].select(*cols)
-            for df in logs[1:]:
-                events = events.unionByName(df.select(*cols))
-        else:
-            events = spark.createDataFrame([], logs_schema(spark))
-        by_queue = (
-            Window.partitionBy("source", "queue")
-            .orderBy("lsn")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        )
-        is_create = (F.col("kind") == "create_queue").cast("long")
-        is_add = (F.col("kind") == "add_record").cast("long")
-        events = events.withColumn("inc", F.sum(is_create).over(by_queue)).withColumn(
-            "adds", F.sum(is_add).over(by_queue)
-        )
-        # Adds logged before the incarnation's CreateQueue (the value of ``adds`` on that row).
-        events = events.withColumn(
-            "adds_before",
-            F.coalesce(
-                F.max(F.when(F.col("kind") == "create_queue", F.col("adds"))).over(by_queue),
-                F.lit(0).cast("long"),
-            ),
-        )
-        self.events = events
-        base_id = F.when(F.col("inc") == 0, F.coalesce(F.col("last_id"), F.lit(0))).otherwise(0)
-        self.adds = (
-            events.filter(F.col("kind") == "add_record")
-            .join(self.start.select("source", "queue", "last_id"), ["source", "queue"], "left")
-            .select(
-                "source",
-                "queue",
-                "inc",
-                (base_id + F.col("adds") - F.col("adds_before")).alias("record_id"),
-                "key",
-                "message",
+            # Both scans read the same LSNs: the second stops where the first did (a live store
+            # may append meanwhile).
+            last = self._collect_events(union(spark, logs, {}, cols), names)
+            logs = [(d, first) for d, first in logs if d in last]  # the others had no entries
+            ends = {d: str(last[d]) for d, _ in logs}
+        log = union(spark, logs, ends, cols) if logs else None
+        if log is None:
+            log = spark.createDataFrame([], logs_schema(spark))
+        seg_rows, inc_rows, summary_rows = self._plan(names)
+        seg_base = F.broadcast(spark.createDataFrame(seg_rows, SEGMENT_BASE))
+        incs = F.broadcast(spark.createDataFrame(inc_rows, INCARNATIONS))
+        self.final = spark.createDataFrame(summary_rows, SUMMARY)
+
+        def with_inc(df: DataFrame) -> DataFrame:
+            cond = (
+                (df.source == incs.source)
+                & (df.queue == incs.queue)
+                & (df.lsn >= incs.inc_start)
+                & (df.lsn < incs.inc_end)
             )
+            return df.join(incs, cond, "left").drop(incs.source).drop(incs.queue)
+
+        by_segment = Window.partitionBy("source", "queue", "segment").orderBy("lsn")
+        adds = (
+            log.filter(F.col("kind") == "add_record")
+            .select("source", "queue", "segment", "lsn", "key", "message")
+            .join(seg_base, ["source", "queue", "segment"], "left")
+            .withColumn("rank", F.col("seg_base") + F.row_number().over(by_segment))
         )
-        self.removes = events.filter(F.col("kind") == "remove_record").select(
-            "source", "queue", "inc", "record_id", "lsn"
+        self.adds = with_inc(adds).select(
+            "source",
+            "queue",
+            "inc",
+            (F.col("base_id") + F.col("rank") - F.col("adds_before")).alias("record_id"),
+            "key",
+            "message",
         )
+        removes = log.filter(F.col("kind") == "remove_record").select(
+            "source", "queue", "lsn", "record_id"
+        )
+        self.removes = with_inc(removes).select("source", "queue", "inc", "record_id", "lsn")
         records = self.adds
         if snaps:
             snap_records = (
@@ -130,16 +182,67 @@ class _Frames:
             )
             records = snap_records.unionByName(records)
         self.records = records
-        # Per name: its last incarnation and whether the last CreateQueue/DeleteQueue deleted it.
-        self.final = (
-            events.filter(F.col("kind").isin("create_queue", "delete_queue"))
-            .groupBy("source", "queue")
+
+    @staticmethod
+    def _collect_events(log: DataFrame, names: dict[tuple[str, str], _Name]) -> dict[str, int]:
+        """Step 1: adds per (queue, segment) and the create/delete events, from a pruned scan;
+        returns the last LSN read per log directory."""
+        by_segment = (
+            Window.partitionBy("source", "queue", "segment")
+            .orderBy("lsn")
+            .rowsBetween(Window.unboundedPreceding, -1)
+        )
+        is_add = (F.col("kind") == "add_record").cast("long")
+        life = F.col("kind").isin("create_queue", "delete_queue")
+        small = (
+            log.select("log_dir", "source", "queue", "segment", "lsn", "kind", "implementation")
+            .withColumn("before", F.coalesce(F.sum(is_add).over(by_segment), F.lit(0)))
+            .groupBy("log_dir", "source", "queue", "segment")
             .agg(
-                F.max("inc").alias("final_inc"),
-                F.max_by("kind", "lsn").alias("last_cd"),
-                F.max_by("implementation", "lsn").alias("created_impl"),
+                F.max("lsn").alias("last"),
+                F.sum(is_add).alias("adds"),
+                F.collect_list(
+                    F.when(life, F.struct("lsn", "kind", "implementation", "before"))
+                ).alias("events"),
             )
         )
+        last: dict[str, int] = {}
+        for r in small.collect():
+            last[r.log_dir] = max(last.get(r.log_dir, -1), r.last)
+            n = names[(r.source, r.queue)]
+            n.segments[r.segment] = r.adds
+            for e in r.events:
+                n.events.append((e.lsn, e.kind, e.implementation, r.segment, e.before))
+        return last
+
+    @staticmethod
+    def _plan(names: dict[tuple[str, str], _Name]):
+        """Step 2: the broadcast tables, and per name its final incarnation (for the summary)."""
+        seg_rows, inc_rows, summary_rows = [], [], []
+        for (source, queue), n in names.items():
+            prefix, before = 0, {}
+            for seg in sorted(n.segments):
+                before[seg] = prefix
+                seg_rows.append((source, queue, seg, prefix))
+                prefix += n.segments[seg]
+            total = prefix
+            creates = []
+            last_cd, impl = None, n.start_impl
+            for lsn, kind, implementation, seg, adds_in_seg in sorted(n.events):
+                last_cd = kind
+                if kind == "create_queue":
+                    creates.append((lsn, before[seg] + adds_in_seg))
+                    impl = implementation
+            start = [(-1, 0, n.start_last_id or 0)] + [(lsn, b, 0) for lsn, b in creates]
+            for inc, (lsn, adds_before, base) in enumerate(start):
+                end = start[inc + 1][0] if inc + 1 < len(start) else MAX_LSN
+                inc_rows.append((source, queue, inc, lsn, end, adds_before, base))
+            alive = last_cd == "create_queue" or (last_cd is None and n.start_impl is not None)
+            if alive:
+                final = len(start) - 1
+                _, adds_before, base = start[final]
+                summary_rows.append((source, queue, final, impl, base + total - adds_before))
+        return seg_rows, inc_rows, summary_rows
 
     def check(self) -> None:
         """Raise :class:`tflux.ReplayError` (with the LSN) where the local restore would: a
@@ -165,50 +268,44 @@ class _Frames:
             )
 
     def live(self) -> DataFrame:
+        final = F.broadcast(self.final.select("source", "queue", "inc"))
         live = self.records.join(
-            self.removes, ["source", "queue", "inc", "record_id"], "left_anti"
-        ).join(self.final, ["source", "queue"], "left")
-        keep = (F.col("last_cd").isNull() & (F.col("inc") == 0)) | (
-            (F.col("last_cd") == "create_queue") & (F.col("inc") == F.col("final_inc"))
-        )
-        return live.filter(keep).select("source", "queue", "record_id", "key", "message")
+            self.removes.select("source", "queue", "inc", "record_id"),
+            ["source", "queue", "inc", "record_id"],
+            "left_anti",
+        ).join(final, ["source", "queue", "inc"], "left_semi")
+        return live.select("source", "queue", "record_id", "key", "message")
 
     def summary(self) -> DataFrame:
-        queues = self.start.join(self.final, ["source", "queue"], "full_outer")
-        alive = (F.col("last_cd").isNull() & F.col("last_id").isNotNull()) | (
-            F.col("last_cd") == "create_queue"
-        )
-        final_inc = F.coalesce(F.col("final_inc"), F.lit(0).cast("long"))
-        queues = queues.filter(alive).select(
-            "source",
-            "queue",
-            final_inc.alias("inc"),
-            F.when(final_inc > 0, F.col("created_impl"))
-            .otherwise(F.col("implementation"))
-            .alias("impl"),
-            F.when(final_inc == 0, F.col("last_id")).otherwise(0).alias("base_id"),
-        )
-        adds = self.adds.groupBy("source", "queue", "inc").agg(F.count("*").alias("n_adds"))
         counts = self.live().groupBy("source", "queue").agg(F.count("*").alias("count"))
-        impl = F.col("impl")
+        impl = F.col("implementation")
         name = impl.cast("string")  # an unknown code shows as itself
         for code, label in tflux.IMPLEMENTATIONS.items():
             name = F.when(impl == code, label).otherwise(name)
-        return (
-            queues.join(adds, ["source", "queue", "inc"], "left")
-            .join(counts, ["source", "queue"], "left")
-            .select(
-                "source",
-                "queue",
-                name.alias("implementation"),
-                F.coalesce(F.col("count"), F.lit(0).cast("long")).alias("count"),
-                (F.col("base_id") + F.coalesce(F.col("n_adds"), F.lit(0))).alias("last_id"),
-            )
+        return self.final.join(counts, ["source", "queue"], "left").select(
+            "source",
+            "queue",
+            name.alias("implementation"),
+            F.coalesce(F.col("count"), F.lit(0).cast("long")).alias("count"),
+            "last_id",
         )
 
     def output(self, df: DataFrame) -> DataFrame:
         """The ``source`` column only when PATH named more than one source."""
         return df if self.many else df.drop("source")
+
+
+def union(spark: SparkSession, logs, ends: dict[str, str], cols: list[str]) -> DataFrame:
+    """The log entries of every (log directory, first LSN), up to ``ends[dir]`` when given,
+    with a ``log_dir`` column."""
+    out = None
+    for log_dir, first in logs:
+        reader = spark.read.format("tflux").option("fromLsn", str(first))
+        if log_dir in ends:
+            reader = reader.option("toLsn", ends[log_dir])
+        df = reader.load(log_dir).select(F.lit(log_dir).alias("log_dir"), *cols)
+        out = df if out is None else out.unionByName(df)
+    return out
 
 
 def logs_schema(spark: SparkSession) -> StructType:
@@ -217,8 +314,9 @@ def logs_schema(spark: SparkSession) -> StructType:
     from tflux.spark._columns import log_schema
 
     full = from_arrow_schema(log_schema())
-    keep = ["source", "queue", "lsn", "kind", "key", "record_id", "message", "implementation"]
-    return StructType([full[name] for name in keep])
+    keep = ["source", "segment", "queue", "lsn", "kind", "key", "record_id", "message"]
+    keep += ["implementation"]
+    return StructType([StructField("log_dir", StringType())] + [full[name] for name in keep])
 
 
 def replay(spark: SparkSession, path, validate: bool = False) -> DataFrame:
