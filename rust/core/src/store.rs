@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::base;
+use crate::durability::{spawn_interval, GroupCommit, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::files;
 use crate::format::delta::DeltaRef;
@@ -69,21 +70,6 @@ struct Inner {
     stale: bool,
 }
 
-#[derive(Default)]
-struct SyncState {
-    synced: i64,
-    syncing: bool,
-    error: Option<PoisonCause>,
-    stop: bool,
-}
-
-/// Group commit: the first waiter fsyncs for everyone who appended before it started.
-#[derive(Default)]
-struct Durability {
-    state: Mutex<SyncState>,
-    changed: Condvar,
-}
-
 pub struct Store {
     layout: Layout,
     storage: Arc<dyn Storage>,
@@ -94,7 +80,7 @@ pub struct Store {
     inner: Mutex<Inner>,
     /// Signalled when records become ready (enqueue, nack) or queues go away.
     ready: Condvar,
-    durability: Durability,
+    durability: GroupCommit,
     /// Set when a failure after a successful write (an automatic snapshot) must stop later
     /// writes without failing the write itself.
     refused: Mutex<Option<PoisonCause>>,
@@ -104,7 +90,7 @@ pub struct Store {
     /// Wakes the interval syncer when the store closes, so close never waits out an interval
     /// (however long the setting). Shared with the thread, which holds no strong reference to
     /// the store while it sleeps (dropping the last handle must still close the store).
-    syncer_stop: Arc<(Mutex<bool>, Condvar)>,
+    syncer_stop: Arc<Stopper>,
     report: OpenReport,
 }
 
@@ -224,13 +210,7 @@ impl Store {
                 stale: false,
             }),
             ready: Condvar::new(),
-            durability: Durability {
-                state: Mutex::new(SyncState {
-                    synced,
-                    ..SyncState::default()
-                }),
-                changed: Condvar::new(),
-            },
+            durability: GroupCommit::new(synced),
             refused: Mutex::new(None),
             told: AtomicBool::new(false),
             syncer: Mutex::new(None),
@@ -248,16 +228,16 @@ impl Store {
         let weak = std::sync::Arc::downgrade(self);
         let every = Duration::from_millis(self.settings.log_sync_interval_ms);
         let stop = Arc::clone(&self.syncer_stop);
-        let handle = std::thread::spawn(move || loop {
-            if sleep_unless_stopped(&stop, every) {
-                return;
-            }
-            let Some(store) = weak.upgrade() else { return };
-            if lock(&store.durability.state).stop {
-                return;
+        let handle = spawn_interval(stop, every, move || {
+            let Some(store) = weak.upgrade() else {
+                return false;
+            };
+            if store.durability.stopped() {
+                return false;
             }
             let last = lock(&store.inner).log.last_index();
             let _ = store.wait_durable(last);
+            true
         });
         *lock(&self.syncer) = Some(handle);
     }
@@ -305,7 +285,7 @@ impl Store {
     fn stopped(&self, inner: &Inner) -> Option<PoisonCause> {
         let refused = lock(&self.refused).clone();
         refused
-            .or_else(|| lock(&self.durability.state).error.clone())
+            .or_else(|| self.durability.error())
             .or_else(|| inner.log.poisoned().cloned())
     }
 
@@ -371,41 +351,13 @@ impl Store {
         if self.settings.log_sync_policy == StoreSync::Never {
             return Ok(());
         }
-        let mut st = lock(&self.durability.state);
-        loop {
-            if st.synced >= lsn {
-                return Ok(());
-            }
-            if let Some(cause) = &st.error {
-                return Err(Error::Poisoned {
-                    cause: cause.clone(),
-                });
-            }
-            if st.syncing {
-                st = self
-                    .durability
-                    .changed
-                    .wait(st)
-                    .unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            st.syncing = true;
-            drop(st);
+        self.durability.wait(lsn, || {
             // Everything appended so far is covered by this fsync; later appends wait for the
             // next one (started by the first of them to arrive here).
-            let handle = lock(&self.inner).log.sync_handle();
-            let outcome = handle.and_then(|(file, last)| {
-                file.sync_data().ctx("fsync segment", &self.layout.log)?;
-                Ok(last)
-            });
-            st = lock(&self.durability.state);
-            st.syncing = false;
-            match outcome {
-                Ok(last) => st.synced = st.synced.max(last),
-                Err(e) => st.error = Some(PoisonCause::from_error(&e)),
-            }
-            self.durability.changed.notify_all();
-        }
+            let (file, last) = lock(&self.inner).log.sync_handle()?;
+            file.sync_data().ctx("fsync segment", &self.layout.log)?;
+            Ok(last)
+        })
     }
 
     /// Waits for durability per policy. The change is in the log and applied by now, so a
@@ -715,15 +667,8 @@ impl Store {
     /// changes. After writes stopped, close reports that failure only if no caller was told
     /// of it yet (e.g. a background fsync failed), so it is reported exactly once.
     pub fn close(&self) -> Result<()> {
-        {
-            let mut st = lock(&self.durability.state);
-            st.stop = true;
-        }
-        {
-            let (stopped, wake) = &*self.syncer_stop;
-            *lock(stopped) = true;
-            wake.notify_all();
-        }
+        self.durability.stop();
+        self.syncer_stop.stop();
         let result = {
             let mut inner = lock(&self.inner);
             if inner.closed {
@@ -736,7 +681,7 @@ impl Store {
                 self.stopped(&inner)
             };
             // After a failed fsync no later one proves anything (log decision 14): skip it.
-            let fsync_failed = lock(&self.durability.state).error.is_some();
+            let fsync_failed = self.durability.error().is_some();
             let synced = if self.readonly
                 || self.settings.log_sync_policy == StoreSync::Never
                 || fsync_failed
@@ -747,9 +692,7 @@ impl Store {
                 let synced = inner.log.sync();
                 if synced.is_ok() {
                     // Writers still waiting for their fsync are covered by this one.
-                    let mut st = lock(&self.durability.state);
-                    st.synced = st.synced.max(last);
-                    self.durability.changed.notify_all();
+                    self.durability.mark_synced(last);
                 }
                 synced
             };
@@ -793,28 +736,6 @@ fn log_options(settings: &Settings, readonly: bool, storage: &Arc<dyn Storage>) 
         empty_entries: base::store_scan_options(RecoveryMode::TolerateTornTail).empty_entries,
         storage: Arc::clone(storage),
     }
-}
-
-/// Sleeps `every` or until `stop` is raised; true when it was raised.
-fn sleep_unless_stopped(stop: &(Mutex<bool>, Condvar), every: Duration) -> bool {
-    let (stopped, wake) = stop;
-    // An interval too long to add to now (a huge setting) waits for the stop alone.
-    let deadline = Instant::now().checked_add(every);
-    let mut flag = lock(stopped);
-    while !*flag {
-        let left = match deadline {
-            Some(d) => match d.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => left,
-                _ => return false,
-            },
-            None => Duration::from_secs(3600),
-        };
-        flag = wake
-            .wait_timeout(flag, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
-    true
 }
 
 /// Whether record `id` of `q` is in flight (and, when given, from this incarnation of it).
