@@ -60,6 +60,14 @@ pub enum Error {
     /// that returns it did take effect in the running store.
     #[error("the change was written but could not be made durable ({}); it may or may not survive a crash", cause.reason)]
     NotDurable { cause: PoisonCause },
+    /// A write refused because the file system is fuller than a configured used-space ratio
+    /// (nothing was written; writes resume once space is freed).
+    #[error("the file system of {} is {:.1}% full (writes are refused at or above {:.1}%); free some space", path.display(), used * 100.0, limit * 100.0)]
+    DiskFull {
+        path: PathBuf,
+        used: f64,
+        limit: f64,
+    },
     /// A bad `taskflux.settings.json` or settings argument (names the key).
     #[error("{0}")]
     Settings(String),

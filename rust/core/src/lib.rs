@@ -7,8 +7,10 @@
 //! Nothing here knows about Python; the `tflux-py` crate wraps these types.
 
 pub mod base;
+pub mod channel;
 pub mod codec;
 pub mod columns;
+pub mod durability;
 pub mod error;
 pub mod files;
 pub mod format;

@@ -4,6 +4,7 @@ pub mod cursor;
 pub mod delta;
 pub mod metadata;
 pub mod queue;
+pub mod receiver;
 pub mod record;
 pub mod segment;
 pub mod snapshot;

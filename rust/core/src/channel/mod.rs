@@ -1,0 +1,506 @@
+//! Persistent channels on the segmented log (the File Channel design, Kafka's consumers and
+//! retention, DLedger's disk watermarks): senders append opaque messages to a [`Log`], named
+//! receivers read them in LSN order from their own durable cursor (spec section 10).
+//!
+//! A channel directory has the base layout without snapshot and metadata: `data/log/`,
+//! `data/cursors/` (one `NAME.cursor` per receiver, and `locks/NAME` that a live receiver holds),
+//! `data/temp/`. One writable channel per directory (the log's lock); any number of read-only
+//! ones, in other processes, whose receivers follow the files ([`tail`]).
+//!
+//! Modules: [`cursor`] (cursor files and name locks), [`tail`] (the reader), [`receiver`],
+//! [`collect`] (which segments may go), [`space`] (disk watermarks).
+
+pub mod collect;
+pub mod cursor;
+pub mod receiver;
+pub mod space;
+pub mod tail;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::durability::{spawn_interval, GroupCommit, Stopper};
+use crate::error::{Error, IoContext, PoisonCause, Result};
+use crate::fsutil;
+use crate::log::{Log, LogOptions, SyncPolicy};
+use crate::recovery::RecoveryMode;
+use crate::settings::StoreSync;
+use crate::storage::{self, Storage};
+
+pub use collect::Retention;
+pub use receiver::{Receiver, Start};
+pub use space::{SpaceProbe, Statvfs, Watermarks};
+pub use tail::Messages;
+
+/// The term every channel record carries (a channel is not a Raft log; terms stay constant).
+const TERM: i32 = 0;
+
+/// Paths of a channel directory. The one place that knows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelLayout {
+    pub base: PathBuf,
+    pub data: PathBuf,
+    pub log: PathBuf,
+    pub cursors: PathBuf,
+    pub temp: PathBuf,
+}
+
+impl ChannelLayout {
+    pub fn new(base: &Path) -> ChannelLayout {
+        let layout = crate::base::Layout::new(base);
+        ChannelLayout {
+            base: layout.base,
+            cursors: layout.data.join("cursors"),
+            data: layout.data,
+            log: layout.log,
+            temp: layout.temp,
+        }
+    }
+}
+
+/// How [`Channel::open`] opens a directory.
+#[derive(Debug, Clone)]
+pub struct ChannelOptions {
+    /// When sends are fsynced: before `send` returns (group commit), every
+    /// `sync_interval_ms` in the background, or never (the operating system decides).
+    pub sync: StoreSync,
+    pub sync_interval_ms: u64,
+    pub retention: Retention,
+    /// Compress sealed segments with this method ("zstd" or "lz4"); validated here.
+    pub compress_sealed: Option<String>,
+    /// Receivers only: no sender, no lock on the log, no collection.
+    pub readonly: bool,
+    pub soft_limit: u64,
+    pub hard_limit: u64,
+    pub preallocate: bool,
+    pub watermarks: Watermarks,
+    pub storage: Arc<dyn Storage>,
+    pub space: Arc<dyn SpaceProbe>,
+}
+
+impl Default for ChannelOptions {
+    fn default() -> Self {
+        let log = LogOptions::default();
+        ChannelOptions {
+            sync: StoreSync::Always,
+            sync_interval_ms: 100,
+            retention: Retention::default(),
+            compress_sealed: None,
+            readonly: false,
+            soft_limit: log.soft_limit,
+            hard_limit: log.hard_limit,
+            preallocate: log.preallocate,
+            watermarks: Watermarks::default(),
+            storage: storage::real(),
+            space: Arc::new(Statvfs),
+        }
+    }
+}
+
+impl ChannelOptions {
+    fn validate(&self) -> Result<()> {
+        self.watermarks.validate()?;
+        if let Some(m) = &self.compress_sealed {
+            if m != "zstd" && m != "lz4" {
+                return Err(Error::InvalidArgument(format!(
+                    "compress_sealed must be None, \"zstd\" or \"lz4\" (got {m:?})"
+                )));
+            }
+        }
+        if self.sync == StoreSync::Interval && self.sync_interval_ms == 0 {
+            return Err(Error::InvalidArgument(
+                "sync_interval_ms must be > 0 for sync=\"interval\"".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) struct Shared {
+    pub(crate) layout: ChannelLayout,
+    pub(crate) opts: ChannelOptions,
+    /// The writer's log (None when read-only).
+    log: Option<Mutex<Log>>,
+    /// Bumped and signalled on every send (and at close): wakes this process's receivers.
+    pub(crate) sent: Mutex<u64>,
+    pub(crate) wake: Condvar,
+    pub(crate) closed: AtomicBool,
+    durability: GroupCommit,
+    gate: space::Gate,
+    /// Why sends stopped after a failure that did not fail the send itself (a collection or
+    /// roll-over after the append).
+    refused: Mutex<Option<PoisonCause>>,
+    stopper: Arc<Stopper>,
+    syncer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Shared {
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("channel"));
+        }
+        Ok(())
+    }
+
+    /// The first LSN the log holds and the LSN the next send gets.
+    pub(crate) fn bounds(&self) -> Result<(i64, i64)> {
+        match &self.log {
+            Some(log) => {
+                let log = lock(log);
+                Ok((log.start_index(), log.last_index() + 1))
+            }
+            None => tail::bounds(&self.layout.log),
+        }
+    }
+}
+
+/// A channel: cheap to clone (clones share the log, the receivers' wake-up and the close).
+#[derive(Clone)]
+pub struct Channel {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("base", &self.shared.layout.base)
+            .field("readonly", &self.shared.opts.readonly)
+            .finish()
+    }
+}
+
+impl Channel {
+    /// Opens (creating the layout unless read-only) the channel directory `base`.
+    pub fn open(base: &Path, opts: ChannelOptions) -> Result<Channel> {
+        opts.validate()?;
+        let layout = ChannelLayout::new(base);
+        let log = if opts.readonly {
+            if !layout.log.is_dir() {
+                return Err(Error::io(
+                    "open channel log directory",
+                    &layout.log,
+                    std::io::Error::from_raw_os_error(crate::error::missing_dir_errno(&layout.log)),
+                ));
+            }
+            None
+        } else {
+            let storage = &*opts.storage;
+            let log_opts = LogOptions {
+                soft_limit: opts.soft_limit,
+                hard_limit: opts.hard_limit,
+                preallocate: opts.preallocate,
+                // The channel syncs (group commit); Batch makes roll-over sync the segment it
+                // seals, so every entry of a sealed segment is durable.
+                sync: SyncPolicy::Batch,
+                recovery: RecoveryMode::TolerateTornTail,
+                readonly: false,
+                commit_index: None,
+                // Messages are never empty: an empty record at the tail is a torn header.
+                empty_entries: false,
+                storage: Arc::clone(&opts.storage),
+            };
+            let mut log = Log::open(&layout.log, log_opts)?;
+            fsutil::create_dir_durable(storage, &layout.cursors)?;
+            fsutil::create_dir_durable(storage, &layout.temp)?;
+            if log.last_index() >= log.start_index() {
+                log.commit(log.last_index())?;
+            }
+            Some(Mutex::new(log))
+        };
+        let synced = log.as_ref().map_or(-1, |l| lock(l).last_index());
+        let shared = Arc::new(Shared {
+            layout,
+            log,
+            sent: Mutex::new(0),
+            wake: Condvar::new(),
+            closed: AtomicBool::new(false),
+            durability: GroupCommit::new(synced),
+            gate: space::Gate::default(),
+            refused: Mutex::new(None),
+            stopper: Arc::default(),
+            syncer: Mutex::new(None),
+            opts,
+        });
+        let channel = Channel { shared };
+        channel.start_background_sync();
+        Ok(channel)
+    }
+
+    fn start_background_sync(&self) {
+        let s = &self.shared;
+        if s.opts.readonly || s.opts.sync != StoreSync::Interval {
+            return;
+        }
+        let weak = Arc::downgrade(s);
+        let every = Duration::from_millis(s.opts.sync_interval_ms);
+        let handle = spawn_interval(Arc::clone(&s.stopper), every, move || {
+            let Some(shared) = weak.upgrade() else {
+                return false;
+            };
+            if shared.durability.stopped() {
+                return false;
+            }
+            let channel = Channel { shared };
+            let _ = channel.wait_durable(channel.last_lsn_written());
+            true
+        });
+        *lock(&s.syncer) = Some(handle);
+    }
+
+    pub fn layout(&self) -> &ChannelLayout {
+        &self.shared.layout
+    }
+
+    pub fn readonly(&self) -> bool {
+        self.shared.opts.readonly
+    }
+
+    pub fn options(&self) -> &ChannelOptions {
+        &self.shared.opts
+    }
+
+    fn log(&self) -> Result<MutexGuard<'_, Log>> {
+        self.shared.check_open()?;
+        match &self.shared.log {
+            Some(log) => Ok(lock(log)),
+            None => Err(Error::ReadOnly {
+                path: self.shared.layout.base.clone(),
+            }),
+        }
+    }
+
+    fn last_lsn_written(&self) -> i64 {
+        self.shared
+            .log
+            .as_ref()
+            .map_or(-1, |l| lock(l).last_index())
+    }
+
+    /// `(first LSN held, LSN of the next send)`.
+    pub fn bounds(&self) -> Result<(i64, i64)> {
+        self.shared.check_open()?;
+        self.shared.bounds()
+    }
+
+    /// Why sends are refused, if they are (fail-stop after an I/O error until reopened).
+    pub fn stopped(&self) -> Option<PoisonCause> {
+        let log = self.shared.log.as_ref()?;
+        lock(&self.shared.refused)
+            .clone()
+            .or_else(|| self.shared.durability.error())
+            .or_else(|| lock(log).poisoned().cloned())
+    }
+
+    /// Appends `items` (all or nothing) and makes them durable per the sync policy; returns
+    /// the LSN of the first.
+    pub fn send_many<D: AsRef<[u8]>>(&self, items: &[D]) -> Result<i64> {
+        let s = &*self.shared;
+        if s.opts.readonly {
+            return Err(Error::ReadOnly {
+                path: s.layout.base.clone(),
+            });
+        }
+        s.check_open()?;
+        if items.iter().any(|d| d.as_ref().is_empty()) {
+            return Err(Error::InvalidArgument(
+                "a channel message must not be empty (an empty record cannot be told from a torn one)".into(),
+            ));
+        }
+        if items.is_empty() {
+            return Ok(self.bounds()?.1);
+        }
+        if let Some(cause) = self.stopped() {
+            return Err(Error::Poisoned { cause });
+        }
+        let checked = s
+            .gate
+            .check(&*s.opts.space, &s.layout.log, &s.opts.watermarks)?;
+        if checked.clean {
+            self.collect_with(true)?;
+        }
+        let (first, rolled) = {
+            let mut log = self.log()?;
+            let before = log.segments_len();
+            let first = log.append_many_committed(TERM, items)?;
+            (first, log.segments_len() != before)
+        };
+        let last = first + items.len() as i64 - 1;
+        {
+            *lock(&s.sent) += 1;
+            s.wake.notify_all();
+        }
+        if rolled {
+            // The messages are in the log: this send succeeds. A collection that fails after
+            // it stops later sends instead (fail-stop).
+            if let Err(e) = self.collect_with(false) {
+                *lock(&s.refused) = Some(PoisonCause::from_error(&e));
+            }
+        }
+        if s.opts.sync == StoreSync::Always {
+            self.wait_durable(last).map_err(|e| Error::NotDurable {
+                cause: PoisonCause::from_error(&e),
+            })?;
+        }
+        Ok(first)
+    }
+
+    /// Waits until `lsn` is durable (group commit).
+    fn wait_durable(&self, lsn: i64) -> Result<()> {
+        let Some(log) = &self.shared.log else {
+            return Ok(());
+        };
+        self.shared.durability.wait(lsn, || {
+            let (file, last) = lock(log).sync_handle()?;
+            file.sync_data()
+                .ctx("fsync segment", &self.shared.layout.log)?;
+            Ok(last)
+        })
+    }
+
+    /// Makes every sent message durable now.
+    pub fn sync(&self) -> Result<()> {
+        let last = self.log()?.last_index();
+        self.wait_durable(last)
+    }
+
+    /// Opens receiver `name` (its cursor decides where it resumes; `start` applies only when
+    /// it has none yet).
+    pub fn receiver(&self, name: &str, start: Start) -> Result<Receiver> {
+        self.shared.check_open()?;
+        Receiver::open(Arc::clone(&self.shared), name, start)
+    }
+
+    /// Every receiver of the directory and its cursor (first unacknowledged LSN).
+    pub fn receivers(&self) -> Result<Vec<(String, i64)>> {
+        self.shared.check_open()?;
+        cursor::list(&self.shared.layout.cursors)
+    }
+
+    /// Deletes receiver `name`'s cursor (it no longer holds back collection). False when it
+    /// did not exist; `Error::Locked` while someone has it open.
+    pub fn drop_receiver(&self, name: &str) -> Result<bool> {
+        let s = &*self.shared;
+        if s.opts.readonly {
+            return Err(Error::ReadOnly {
+                path: s.layout.base.clone(),
+            });
+        }
+        s.check_open()?;
+        crate::format::receiver::validate_name(name)?;
+        let storage = &*s.opts.storage;
+        let held = cursor::lock(storage, &s.layout.cursors, name)?;
+        let path = cursor::cursor_path(&s.layout.cursors, name);
+        let existed = match storage.remove_file(&path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(Error::io("delete cursor", &path, e)),
+        };
+        fsutil::sync_dir(storage, &s.layout.cursors)?;
+        // Remove the lock file while holding it (a waiting locker checks the name afterwards).
+        let _ = storage.remove_file(&held.path);
+        drop(held);
+        Ok(existed)
+    }
+
+    /// Deletes the oldest sealed segments that every receiver has acknowledged and retention
+    /// lets go ([`collect`]); returns how many.
+    pub fn collect(&self) -> Result<usize> {
+        self.collect_with(false)
+    }
+
+    fn collect_with(&self, force: bool) -> Result<usize> {
+        let s = &*self.shared;
+        if s.opts.readonly {
+            return Err(Error::ReadOnly {
+                path: s.layout.base.clone(),
+            });
+        }
+        // Cursors first: one read later can only be further on (acks only move forward).
+        let cursors: Vec<i64> = cursor::list(&s.layout.cursors)?
+            .into_iter()
+            .map(|(_, next)| next)
+            .collect();
+        let mut log = self.log()?;
+        let infos = log.segments();
+        let total: u64 = infos.iter().map(|i| i.size).sum();
+        let mut sealed = Vec::new();
+        for info in infos.iter().filter(|i| i.sealed) {
+            let modified = std::fs::metadata(&info.path)
+                .and_then(|m| m.modified())
+                .ctx("stat segment", &info.path)?;
+            sealed.push(collect::SegmentFacts {
+                last_lsn: info.start_lsn + info.count as i64 - 1,
+                bytes: info.size,
+                modified_ms: unix_ms(modified),
+            });
+        }
+        let n = collect::collectable(
+            &sealed,
+            total,
+            &cursors,
+            s.opts.retention,
+            unix_ms(SystemTime::now()),
+            force,
+        );
+        if n == 0 {
+            return Ok(0);
+        }
+        log.compact(sealed[n - 1].last_lsn)
+    }
+
+    /// Closes the channel: receivers waiting in `recv` raise `Closed`, later sends are refused,
+    /// sent messages are synced per policy and the log's lock is released.
+    pub fn close(&self) -> Result<()> {
+        let s = &*self.shared;
+        if s.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        s.durability.stop();
+        s.stopper.stop();
+        {
+            *lock(&s.sent) += 1;
+            s.wake.notify_all();
+        }
+        let mut result = Ok(());
+        if let Some(log) = &s.log {
+            let mut log = lock(log);
+            if s.opts.sync != StoreSync::Never
+                && s.durability.error().is_none()
+                && log.poisoned().is_none()
+            {
+                let last = log.last_index();
+                result = log.sync();
+                if result.is_ok() {
+                    s.durability.mark_synced(last);
+                }
+            }
+            let released = log.release();
+            result = result.and(released);
+        }
+        if let Some(h) = lock(&s.syncer).take() {
+            let _ = h.join();
+        }
+        result
+    }
+
+    pub fn closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether sends are being refused for lack of disk space (until below the low ratio).
+    pub fn disk_full(&self) -> bool {
+        self.shared.gate.is_full()
+    }
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().min(u64::MAX as u128) as u64)
+}

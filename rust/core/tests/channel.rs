@@ -1,0 +1,230 @@
+//! Channels: ordered fan-out, durable cursors, roll-over, collection, watermarks.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tflux_core::channel::{Channel, ChannelOptions, Retention, SpaceProbe, Start, Watermarks};
+use tflux_core::Error;
+
+fn small() -> ChannelOptions {
+    ChannelOptions {
+        soft_limit: 256,
+        hard_limit: 512,
+        preallocate: false,
+        ..ChannelOptions::default()
+    }
+}
+
+fn recv_all(rx: &tflux_core::channel::Receiver) -> Vec<(i64, Vec<u8>)> {
+    let batch = rx
+        .recv_many(1 << 20, u64::MAX, Some(Duration::ZERO))
+        .unwrap();
+    (0..batch.len())
+        .map(|i| (batch.first_lsn + i as i64, batch.get(i).to_vec()))
+        .collect()
+}
+
+fn msg(i: usize) -> Vec<u8> {
+    format!("message-{i:04}").into_bytes()
+}
+
+#[test]
+fn send_receive_ack_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    let items: Vec<Vec<u8>> = (0..100).map(msg).collect();
+    assert_eq!(ch.send_many(&items).unwrap(), 0);
+    let rx = ch.receiver("a", Start::Earliest).unwrap();
+    let got = recv_all(&rx);
+    assert_eq!(got.len(), 100);
+    for (i, (lsn, data)) in got.iter().enumerate() {
+        assert_eq!(*lsn, i as i64);
+        assert_eq!(data, &msg(i));
+    }
+    rx.ack(40).unwrap();
+    assert!(rx.ack(61).is_err());
+    assert_eq!((rx.position(), rx.acked()), (100, 40));
+    drop(rx);
+    ch.close().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    // start= is ignored: the cursor exists.
+    let rx = ch.receiver("a", Start::Latest).unwrap();
+    let got = recv_all(&rx);
+    assert_eq!(got.first().unwrap().0, 40);
+    assert_eq!(got.len(), 60);
+    assert!(
+        ch.layout().log.read_dir().unwrap().count() >= 2,
+        "rolled over"
+    );
+}
+
+#[test]
+fn receivers_fan_out_and_lock_their_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    let a = ch.receiver("a", Start::Earliest).unwrap();
+    let b = ch.receiver("b", Start::Earliest).unwrap();
+    assert!(matches!(
+        ch.receiver("a", Start::Earliest),
+        Err(Error::Locked { .. })
+    ));
+    let items: Vec<Vec<u8>> = (0..10).map(msg).collect();
+    ch.send_many(&items).unwrap();
+    assert_eq!(recv_all(&a).len(), 10);
+    assert_eq!(recv_all(&b).len(), 10);
+    a.ack(10).unwrap();
+    let names: Vec<_> = ch.receivers().unwrap();
+    assert_eq!(names, vec![("a".into(), 10), ("b".into(), 0)]);
+    assert!(matches!(ch.drop_receiver("b"), Err(Error::Locked { .. })));
+    b.close();
+    assert!(ch.drop_receiver("b").unwrap());
+    assert_eq!(ch.receivers().unwrap().len(), 1);
+    let c = ch.receiver("c", Start::Latest).unwrap();
+    assert_eq!(c.position(), 10);
+}
+
+#[test]
+fn readonly_receiver_follows_roll_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    let ro = Channel::open(
+        dir.path(),
+        ChannelOptions {
+            readonly: true,
+            ..small()
+        },
+    )
+    .unwrap();
+    let rx = ro.receiver("audit", Start::Earliest).unwrap();
+    let writer = std::thread::spawn({
+        let ch = ch.clone();
+        move || {
+            for i in 0..300 {
+                ch.send_many(&[msg(i)]).unwrap();
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    while seen.len() < 300 {
+        let b = rx
+            .recv_many(1000, u64::MAX, Some(Duration::from_secs(10)))
+            .unwrap();
+        assert!(!b.is_empty(), "timed out after {}", seen.len());
+        for i in 0..b.len() {
+            seen.push((b.first_lsn + i as i64, b.get(i).to_vec()));
+        }
+    }
+    writer.join().unwrap();
+    for (i, (lsn, data)) in seen.iter().enumerate() {
+        assert_eq!((*lsn, data), (i as i64, &msg(i)));
+    }
+    assert!(ro.send_many(&[b"x"]).is_err());
+}
+
+#[test]
+fn collection_never_deletes_unacknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    // No receiver and no retention: nothing is collected.
+    let items: Vec<Vec<u8>> = (0..100).map(msg).collect();
+    ch.send_many(&items).unwrap();
+    ch.send_many(&items).unwrap();
+    assert_eq!(ch.collect().unwrap(), 0);
+    let a = ch.receiver("a", Start::Earliest).unwrap();
+    let b = ch.receiver("b", Start::Earliest).unwrap();
+    assert_eq!(recv_all(&a).len(), 200);
+    a.ack(200).unwrap();
+    assert_eq!(ch.collect().unwrap(), 0, "b has acknowledged nothing");
+    recv_all(&b);
+    b.ack(150).unwrap();
+    assert!(ch.collect().unwrap() > 0);
+    let (first, end) = ch.bounds().unwrap();
+    assert!(first <= 150 && end == 200);
+    // b resumes where it stopped, after a reopen too.
+    drop(b);
+    let b = ch.receiver("b", Start::Earliest).unwrap();
+    assert_eq!(recv_all(&b).first().unwrap().0, 150);
+}
+
+#[test]
+fn retention_keeps_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ChannelOptions {
+        retention: Retention {
+            bytes: Some(2000),
+            ms: None,
+        },
+        ..small()
+    };
+    let ch = Channel::open(dir.path(), opts).unwrap();
+    let a = ch.receiver("a", Start::Earliest).unwrap();
+    for i in 0..400 {
+        ch.send_many(&[msg(i)]).unwrap();
+    }
+    recv_all(&a);
+    a.ack(400).unwrap();
+    ch.collect().unwrap();
+    let size: u64 = std::fs::read_dir(&ch.layout().log)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(size >= 2000, "{size}");
+    assert!(size < 2000 + 1024, "{size}");
+}
+
+#[derive(Debug)]
+struct FakeSpace(AtomicU64);
+
+impl SpaceProbe for FakeSpace {
+    fn used_ratio(&self, _: &Path) -> std::io::Result<f64> {
+        Ok(self.0.load(Ordering::Relaxed) as f64 / 100.0)
+    }
+}
+
+#[test]
+fn disk_watermarks_refuse_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(FakeSpace(AtomicU64::new(50)));
+    let opts = ChannelOptions {
+        space: probe.clone(),
+        watermarks: Watermarks {
+            high: Some(0.9),
+            low: Some(0.8),
+            clean: Some(0.7),
+        },
+        ..small()
+    };
+    let ch = Channel::open(dir.path(), opts).unwrap();
+    ch.send_many(&[b"a"]).unwrap();
+    probe.0.store(95, Ordering::Relaxed);
+    assert!(matches!(ch.send_many(&[b"b"]), Err(Error::DiskFull { .. })));
+    probe.0.store(85, Ordering::Relaxed);
+    assert!(matches!(ch.send_many(&[b"b"]), Err(Error::DiskFull { .. })));
+    probe.0.store(79, Ordering::Relaxed);
+    assert_eq!(ch.send_many(&[b"b"]).unwrap(), 1);
+    assert_eq!(ch.bounds().unwrap(), (0, 2));
+}
+
+#[test]
+fn empty_messages_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    assert!(matches!(
+        ch.send_many(&[b"a".as_slice(), b""]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(ch.bounds().unwrap(), (0, 0));
+}
+
+#[test]
+fn close_wakes_a_waiting_receiver() {
+    let dir = tempfile::tempdir().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    let rx = ch.receiver("a", Start::Earliest).unwrap();
+    let t = std::thread::spawn(move || rx.recv_many(1, u64::MAX, None));
+    std::thread::sleep(Duration::from_millis(50));
+    ch.close().unwrap();
+    assert!(matches!(t.join().unwrap(), Err(Error::Closed(_))));
+}
