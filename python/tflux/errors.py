@@ -8,10 +8,13 @@ attributes and survive pickling (Spark ships worker exceptions to the driver).
 
 from __future__ import annotations
 
+import errno as _errno
+
 __all__ = [
     "ArgumentError",
     "ClosedError",
     "CorruptionError",
+    "DiskFullError",
     "LockedError",
     "NotInFlightError",
     "OutOfRangeError",
@@ -95,6 +98,17 @@ class TfluxIOError(TfluxError, OSError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class DiskFullError(TfluxIOError):
+    """The file system is full, or fuller than a configured used-space ratio: the write was
+    refused (``errno`` is ``ENOSPC``). Channel sends resume by themselves once space is freed
+    below the low ratio; after a write that failed for lack of space, reopen to continue."""
+
+    def __init__(
+        self, message: str, path: str | None = None, errno: int | None = _errno.ENOSPC
+    ) -> None:
+        super().__init__(message, path, errno)
 
 
 class LockedError(TfluxIOError):

@@ -48,6 +48,9 @@ pub enum Error {
     /// Another writer holds the directory lock.
     #[error("{} is locked by another writer (one writer per log directory)", path.display())]
     Locked { path: PathBuf },
+    /// Another receiver (in this process or another) has this receiver name open.
+    #[error("receiver {name:?} is open elsewhere ({} is locked); one owner per receiver name", path.display())]
+    ReceiverLocked { name: String, path: PathBuf },
     /// A write through a read-only log.
     #[error("the log at {} was opened read-only", path.display())]
     ReadOnly { path: PathBuf },

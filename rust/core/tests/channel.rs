@@ -68,7 +68,7 @@ fn receivers_fan_out_and_lock_their_name() {
     let b = ch.receiver("b", Start::Earliest).unwrap();
     assert!(matches!(
         ch.receiver("a", Start::Earliest),
-        Err(Error::Locked { .. })
+        Err(Error::ReceiverLocked { .. })
     ));
     let items: Vec<Vec<u8>> = (0..10).map(msg).collect();
     ch.send_many(&items).unwrap();
@@ -77,7 +77,10 @@ fn receivers_fan_out_and_lock_their_name() {
     a.ack(10).unwrap();
     let names: Vec<_> = ch.receivers().unwrap();
     assert_eq!(names, vec![("a".into(), 10), ("b".into(), 0)]);
-    assert!(matches!(ch.drop_receiver("b"), Err(Error::Locked { .. })));
+    assert!(matches!(
+        ch.drop_receiver("b"),
+        Err(Error::ReceiverLocked { .. })
+    ));
     b.close();
     assert!(ch.drop_receiver("b").unwrap());
     assert_eq!(ch.receivers().unwrap().len(), 1);

@@ -45,10 +45,20 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
         ),
         Error::Io { path, source, .. } => tflux_error(
             py,
-            "TfluxIOError",
+            io_class(source.raw_os_error()),
             (message, path.display().to_string(), source.raw_os_error()),
         ),
+        Error::DiskFull { path, .. } => tflux_error(
+            py,
+            "DiskFullError",
+            (message, path.display().to_string(), ENOSPC),
+        ),
         Error::Locked { path } => tflux_error(
+            py,
+            "LockedError",
+            (message, path.display().to_string(), None::<i32>),
+        ),
+        Error::ReceiverLocked { path, .. } => tflux_error(
             py,
             "LockedError",
             (message, path.display().to_string(), None::<i32>),
@@ -56,7 +66,7 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
         Error::ReadOnly { .. } => tflux_error(py, "ReadOnlyError", (message,)),
         Error::Poisoned { cause } | Error::NotDurable { cause } => tflux_error(
             py,
-            "TfluxIOError",
+            io_class(cause.errno),
             (
                 message,
                 cause.path.map(|p| p.display().to_string()),
@@ -87,6 +97,18 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
 pub fn argument_error(message: impl Into<String>) -> PyErr {
     let message = message.into();
     Python::attach(|py| tflux_error(py, "ArgumentError", (message,)))
+}
+
+const ENOSPC: i32 = 28;
+
+/// A full file system is `DiskFullError` (a `TfluxIOError` with errno ENOSPC), whether a
+/// watermark refused the write or the write itself failed.
+fn io_class(errno: Option<i32>) -> &'static str {
+    if errno == Some(ENOSPC) {
+        "DiskFullError"
+    } else {
+        "TfluxIOError"
+    }
 }
 
 /// Converts a core result for Python.

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod channel;
 mod columns;
 mod delta;
 mod errors;
@@ -35,5 +36,6 @@ fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     verify::register(m)?;
     store::register(m)?;
     state::register(m)?;
+    channel::register(m)?;
     Ok(())
 }

@@ -71,7 +71,7 @@ pub struct NameLock {
     pub path: PathBuf,
 }
 
-/// Takes the lock of receiver `name`: `Error::Locked` when another owner has it.
+/// Takes the lock of receiver `name`: `Error::ReceiverLocked` when another owner has it.
 pub fn lock(storage: &dyn Storage, cursors: &Path, name: &str) -> Result<NameLock> {
     let dir = cursors.join(LOCKS_DIR);
     fsutil::create_dir_durable(storage, &dir)?;
@@ -84,7 +84,12 @@ pub fn lock(storage: &dyn Storage, cursors: &Path, name: &str) -> Result<NameLoc
         }
         let file = match storage.lock_dir(&path) {
             Ok(Some(f)) => f,
-            Ok(None) => return Err(Error::Locked { path }),
+            Ok(None) => {
+                return Err(Error::ReceiverLocked {
+                    name: name.to_string(),
+                    path,
+                })
+            }
             // Removed by drop_receiver between our create and open: make it again.
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io("lock receiver", &path, e)),

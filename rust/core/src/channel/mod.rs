@@ -384,7 +384,7 @@ impl Channel {
     }
 
     /// Deletes receiver `name`'s cursor (it no longer holds back collection). False when it
-    /// did not exist; `Error::Locked` while someone has it open.
+    /// did not exist; `Error::ReceiverLocked` while someone has it open.
     pub fn drop_receiver(&self, name: &str) -> Result<bool> {
         let s = &*self.shared;
         if s.opts.readonly {

@@ -1,0 +1,382 @@
+"""tflux.Channel: senders, fan-out receivers with durable cursors, other processes, kill -9.
+
+The cursor file is checked against spec section 10 with ``struct`` and ``zlib`` only.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+import tflux
+
+CURSOR_MARKER = bytes.fromhex("c3525f01")
+
+
+def cursor_bytes(next_lsn: int) -> bytes:
+    body = struct.pack(">iq", 1, next_lsn)
+    return CURSOR_MARKER + body + struct.pack(">I", zlib.crc32(body))
+
+
+def small(path, **kw) -> tflux.Channel:
+    kw.setdefault("soft_limit", 512)
+    kw.setdefault("hard_limit", 1024)
+    kw.setdefault("preallocate", False)
+    return tflux.Channel.open(path, **kw)
+
+
+def run_py(code: str, *args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def drain(rx: tflux.Receiver) -> list[tflux.Message]:
+    out = []
+    while True:
+        batch = rx.recv_many(1000, timeout=0)
+        if not len(batch):
+            return out
+        out.extend(batch[i] for i in range(len(batch)))
+
+
+# ----- basics -----
+
+
+def test_send_recv_ack_and_cursor_file(tmp_path):
+    with tflux.Channel.open(tmp_path) as ch:
+        for sub in ("log", "cursors", "temp"):
+            assert (tmp_path / "data" / sub).is_dir()
+        tx = ch.sender()
+        assert tx.send(b"one") == 0
+        assert tx.send_many([b"two", b"three"]) == 1
+        rx = ch.receiver("billing")
+        assert rx.recv(timeout=0) == tflux.Message(0, b"one")
+        batch = rx.recv_many(10, timeout=0)
+        assert (batch.first_lsn, batch.payloads()) == (1, [b"two", b"three"])
+        assert (rx.position, rx.acked) == (3, 0)
+        rx.ack(2)
+        assert rx.acked == 2
+        assert (tmp_path / "data/cursors/billing.cursor").read_bytes() == cursor_bytes(2)
+        assert ch.receivers() == {"billing": 2}
+        with pytest.raises(ValueError):
+            rx.ack(2)  # only one received message is unacknowledged
+        assert rx.recv(timeout=0) is None
+
+
+def test_resume_at_first_unacknowledged_and_start_only_without_cursor(tmp_path):
+    with small(tmp_path) as ch:
+        ch.sender().send_many([b"m%d" % i for i in range(50)])
+        rx = ch.receiver("a", start="latest")
+        assert rx.position == 50
+        rx.close()
+        ch.drop_receiver("a")
+        rx = ch.receiver("a", start=10)
+        got = drain(rx)
+        assert [m.lsn for m in got] == list(range(10, 50))
+        rx.ack(5)
+        rx.close()
+    with small(tmp_path) as ch:
+        rx = ch.receiver("a", start="latest")  # the cursor wins
+        assert [m.lsn for m in drain(rx)] == list(range(15, 50))
+
+
+def test_bad_arguments(tmp_path):
+    with tflux.Channel.open(tmp_path) as ch:
+        for name in ["", "a/b", "a b", "x" * 249, ".."]:
+            with pytest.raises(ValueError):
+                ch.receiver(name)
+        with pytest.raises(ValueError):
+            ch.receiver("a", start="middle")
+        with pytest.raises(IndexError):
+            ch.receiver("a", start=5)  # past the next LSN
+        with pytest.raises(ValueError):
+            ch.sender().send(b"")
+        with pytest.raises(ValueError):
+            ch.receiver("b").recv(timeout=-1)
+    with pytest.raises(ValueError):
+        tflux.Channel.open(tmp_path, sync="sometimes")
+    with pytest.raises(ValueError):
+        tflux.Channel.open(tmp_path, compress_sealed="gzip")
+
+
+def test_same_name_is_locked_and_dropping_needs_it_free(tmp_path):
+    with tflux.Channel.open(tmp_path) as ch:
+        rx = ch.receiver("a")
+        with pytest.raises(tflux.LockedError):
+            ch.receiver("a")
+        with pytest.raises(tflux.LockedError):
+            ch.drop_receiver("a")
+        rx.close()
+        with pytest.raises(tflux.ClosedError):
+            rx.recv(timeout=0)
+        assert ch.drop_receiver("a") is True
+        assert ch.drop_receiver("a") is False
+        assert ch.receivers() == {}
+
+
+def test_recv_waits_and_close_raises_closed(tmp_path):
+    with tflux.Channel.open(tmp_path, sync="never") as ch:
+        rx = ch.receiver("a")
+        got = []
+        t = threading.Thread(target=lambda: got.append(rx.recv(timeout=30)))
+        t.start()
+        time.sleep(0.05)
+        ch.sender().send(b"late")
+        t.join(10)
+        assert got == [tflux.Message(0, b"late")]
+        errors = []
+
+        def wait():
+            try:
+                rx.recv()
+            except tflux.ClosedError as e:
+                errors.append(e)
+
+        t = threading.Thread(target=wait)
+        t.start()
+        time.sleep(0.05)
+    t.join(10)
+    assert len(errors) == 1
+
+
+def test_ctrl_c_interrupts_recv(tmp_path):
+    code = (
+        "import sys, tflux\n"
+        "rx = tflux.Channel.open(sys.argv[1]).receiver('a')\n"
+        "print('ready', flush=True)\n"
+        "try:\n"
+        "    rx.recv()\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    p = run_py(code, str(tmp_path))
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=20)
+    assert "interrupted" in out, err
+
+
+def test_disk_full_error_is_an_io_error_with_enospc(tmp_path):
+    with tflux.Channel.open(tmp_path, disk_high_ratio=0.0001, disk_low_ratio=0.0001) as ch:
+        with pytest.raises(tflux.DiskFullError) as info:
+            ch.sender().send(b"x")
+        assert isinstance(info.value, tflux.TfluxIOError)
+        assert info.value.errno == errno.ENOSPC
+        assert ch.next_lsn == 0  # nothing written
+        assert ch.disk_full
+
+
+def test_message_batch_is_columnar(tmp_path):
+    with tflux.Channel.open(tmp_path, sync="never") as ch:
+        ch.sender().send_many([b"a", b"bc", b"def"])
+        batch = ch.receiver("r").recv_many(10, timeout=0)
+        assert len(batch) == 3
+        assert batch.data == b"abcdef"
+        assert struct.unpack("=4i", batch.offsets) == (0, 1, 3, 6)
+        assert batch[-1] == tflux.Message(2, b"def")
+        with pytest.raises(IndexError):
+            batch[3]
+
+
+# ----- fan-out -----
+
+
+def test_fan_out_three_threads_while_sending(tmp_path):
+    n = 3000
+    with small(tmp_path, sync="never") as ch:
+        rxs = [ch.receiver(f"r{i}") for i in range(3)]
+        results: dict[int, list] = {i: [] for i in range(3)}
+
+        def consume(i):
+            rx = rxs[i]
+            while len(results[i]) < n:
+                batch = rx.recv_many(97, timeout=20)
+                assert len(batch), "timed out"
+                results[i].extend(batch[k] for k in range(len(batch)))
+                rx.ack(len(batch))
+
+        threads = [threading.Thread(target=consume, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        tx = ch.sender()
+        for i in range(0, n, 10):
+            tx.send_many([b"%06d" % k for k in range(i, i + 10)])
+        for t in threads:
+            t.join(60)
+        for i in range(3):
+            assert [(m.lsn, m.data) for m in results[i]] == [(k, b"%06d" % k) for k in range(n)]
+        assert ch.receivers() == {"r0": n, "r1": n, "r2": n}
+
+
+RECEIVER_PROCESS = """
+import sys, tflux
+path, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ch = tflux.Channel.open(path, readonly=True)
+rx = ch.receiver(name)
+print('ready', flush=True)
+seen = 0
+while seen < n:
+    b = rx.recv_many(500, timeout=30)
+    if not len(b):
+        print('timeout', seen, flush=True); sys.exit(1)
+    for i in range(len(b)):
+        m = b[i]
+        if m.lsn != seen or m.data != b'%06d' % seen:
+            print('bad', m.lsn, seen, flush=True); sys.exit(1)
+        seen += 1
+    rx.ack(len(b))
+print('done', seen, flush=True)
+"""
+
+
+def test_fan_out_three_processes_across_roll_over(tmp_path):
+    n = 2000
+    ch = small(tmp_path, sync="never")
+    procs = [run_py(RECEIVER_PROCESS, str(tmp_path), f"p{i}", str(n)) for i in range(3)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    tx = ch.sender()
+    for i in range(0, n, 20):
+        tx.send_many([b"%06d" % k for k in range(i, i + 20)])
+    outs = [p.communicate(timeout=60) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0 and f"done {n}" in out, (out, err)
+    assert ch.receivers() == {"p0": n, "p1": n, "p2": n}
+    # Every receiver acknowledged everything: only the active segment is left.
+    ch.collect()
+    assert ch.start_lsn > 0
+    ch.close()
+
+
+def test_receiver_name_locked_across_processes(tmp_path):
+    tflux.Channel.open(tmp_path).close()
+    code = (
+        "import sys, tflux, time\n"
+        "rx = tflux.Channel.open(sys.argv[1], readonly=True).receiver('a')\n"
+        "print('ready', flush=True); time.sleep(30)\n"
+    )
+    p = run_py(code, str(tmp_path))
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        with tflux.Channel.open(tmp_path) as ch:
+            with pytest.raises(tflux.LockedError):
+                ch.receiver("a")
+    finally:
+        p.kill()
+        p.wait()
+    with tflux.Channel.open(tmp_path) as ch:
+        ch.receiver("a")  # the kernel released the dead owner's lock
+
+
+# ----- collection -----
+
+
+def test_collection_keeps_unacknowledged_segments(tmp_path):
+    with small(tmp_path, sync="never") as ch:
+        tx = ch.sender()
+        fast, slow = ch.receiver("fast"), ch.receiver("slow")
+        for i in range(200):
+            tx.send(b"%06d" % i)
+        assert len(drain(fast)) == 200
+        fast.ack(200)
+        assert ch.collect() == 0  # slow has acknowledged nothing
+        got = drain(slow)
+        slow.ack(120)
+        assert ch.collect() > 0
+        assert ch.start_lsn <= 120
+        slow.close()
+        slow = ch.receiver("slow")
+        assert drain(slow)[0].lsn == 120
+        del got
+
+
+# ----- kill -9 -----
+
+SENDER_PROCESS = """
+import sys, tflux
+path = sys.argv[1]
+ch = tflux.Channel.open(path, soft_limit=2048, hard_limit=4096, preallocate=False)
+tx = ch.sender()
+i = ch.next_lsn  # message k is sent at LSN k (a send the kill cut short may have landed)
+while True:
+    lsn = tx.send_many([b'%08d' % k for k in range(i, i + 3)])
+    print(lsn, i, flush=True)
+    i += 3
+"""
+
+ACKER_PROCESS = """
+import sys, tflux
+path = sys.argv[1]
+rx = tflux.Channel.open(path, readonly=True).receiver('k')
+print('start', rx.acked, flush=True)
+while True:
+    b = rx.recv_many(7, timeout=5)
+    if not len(b):
+        print('idle', flush=True); break
+    rx.ack(len(b))
+    print('acked', rx.acked, flush=True)
+"""
+
+
+def kill_trials(tmp_path: Path, trials: int) -> None:
+    rng = random.Random(1234)
+    sent = 0  # number of messages acknowledged by some send_many call (they are 0..sent-1)
+    acked = 0
+    for _ in range(trials):
+        sender = run_py(SENDER_PROCESS, str(tmp_path))
+        time.sleep(rng.uniform(0.05, 0.25))
+        os.kill(sender.pid, signal.SIGKILL)
+        out, _ = sender.communicate()
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                lsn, first = int(parts[0]), int(parts[1])
+                assert lsn == first
+                sent = max(sent, first + 3)
+        # A receiver in another process, killed at a random moment too.
+        acker = run_py(ACKER_PROCESS, str(tmp_path))
+        time.sleep(rng.uniform(0.0, 0.15))
+        os.kill(acker.pid, signal.SIGKILL)
+        out, _ = acker.communicate()
+        lines = out.splitlines()
+        if lines:
+            start = int(lines[0].split()[1])
+            # Resumes exactly at the first unacknowledged message: nothing acknowledged is
+            # redelivered, nothing is skipped (an ack the kill cut short may have landed).
+            assert acked <= start <= acked + 7
+            acked = start
+            for line in lines[1:]:
+                if line.startswith("acked"):
+                    acked = int(line.split()[1])
+    # Every acknowledged send is in the log, in order, once.
+    with tflux.Channel.open(tmp_path, readonly=True) as ro:
+        rx = ro.receiver("check", start=0)
+        data = [m.data for m in drain(rx)]
+    assert len(data) >= sent
+    assert data[:sent] == [b"%08d" % k for k in range(sent)]
+    assert data == [b"%08d" % k for k in range(len(data))]
+
+
+def test_kill9_sender_and_receiver(tmp_path):
+    kill_trials(tmp_path, 12)
+
+
+@pytest.mark.slow
+def test_kill9_sender_and_receiver_slow(tmp_path):
+    kill_trials(tmp_path, 120)
