@@ -13,12 +13,16 @@ build: ## build a release wheel into dist/
 	maturin build --release -o dist
 
 # Pinned build tools for the portable wheels (zig links against glibc 2.17, so no auditwheel).
-WHEEL_TOOLS = 'maturin>=1.7,<2' 'ziglang>=0.13,<0.14'
+WHEEL_TOOLS = 'maturin>=1.9,<2' 'ziglang>=0.13,<0.14'
 
 wheels: ## abi3 manylinux2014 wheel + sdist into dist/wheels (installs maturin and zig from PyPI)
 	$(PYTHON) -m pip install -q $(WHEEL_TOOLS)
-	$(PYTHON) -m maturin build --release --zig --compatibility manylinux2014 --out dist/wheels
-	$(PYTHON) -m maturin sdist --out dist/wheels
+	@# A `zig` on PATH that is the ziglang just installed (whatever python maturin itself runs).
+	mkdir -p target/zig-shim
+	printf '#!/bin/sh\nexec "%s" -m ziglang "$$@"\n' "$$($(PYTHON) -c 'import sys; print(sys.executable)')" > target/zig-shim/zig
+	chmod +x target/zig-shim/zig
+	PATH="$(CURDIR)/target/zig-shim:$$PATH" maturin build --release --zig --compatibility manylinux2014 --out dist/wheels
+	maturin sdist --out dist/wheels
 
 docs: ## the documentation site into site/ (needs '.[docs]'); warnings fail
 	$(PYTHON) -m mkdocs build --strict

@@ -2,6 +2,7 @@
 
 One module per verb (``demo``, ``replay``, ``inspect``, ``dump``, ``verify``, ``repair``,
 ``bench``, ``export``), each a click command that ``app`` registers on the ``cli`` group.
+``tflux``, ``python -m tflux`` and ``python -m tflux.cli`` are the same command.
 All storage work happens in the Rust core; the verbs only parse arguments, format output
 (``_render``) and map errors to exit codes:
 
