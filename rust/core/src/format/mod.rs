@@ -1,5 +1,6 @@
 //! Byte layouts, one module per file kind. Each module opens with the table it implements.
 
+pub mod compressed;
 pub mod cursor;
 pub mod delta;
 pub mod metadata;
