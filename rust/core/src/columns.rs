@@ -193,9 +193,21 @@ pub fn read_segment_deltas(
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    let first_lsn = seg_format::parse_file_name(name).ok_or_else(|| {
-        Error::InvalidArgument(format!("{} is not named like a segment", path.display()))
-    })?;
+    let first_lsn = seg_format::parse_file_name(name)
+        .or_else(|| crate::format::compressed::parse_file_name(name))
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("{} is not named like a segment", path.display()))
+        })?;
+    // Readers look for the `.z` first (spec section 9): a segment listed as `.log` may have
+    // been compressed since.
+    let zpath = path.with_file_name(crate::format::compressed::file_name(first_lsn));
+    let owned_path;
+    let path = if zpath.is_file() {
+        owned_path = zpath;
+        owned_path.as_path()
+    } else {
+        path
+    };
     let meta = std::fs::metadata(path).map_err(|e| Error::io("stat segment", path, e))?;
     if !meta.is_file() {
         // Never opened: a FIFO would block, a device would never end.

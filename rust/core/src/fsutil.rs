@@ -112,6 +112,10 @@ pub struct SegmentFile {
     pub first_lsn: i64,
     pub path: PathBuf,
     pub kind: EntryKind,
+    /// The other file of the same segment when both `NNN.log.z` and `NNN.log` exist (a
+    /// compression interrupted between its rename and its delete; spec section 9). `path` is
+    /// the `.z` (readers look for it first) until the scanner finds it does not decode.
+    pub twin: Option<PathBuf>,
 }
 
 /// What a segment-named entry is, found by `stat` before anything opens it (a FIFO must never
@@ -124,7 +128,8 @@ pub enum EntryKind {
     Other(&'static str),
 }
 
-/// Segment-named entries of `dir` sorted by first LSN, and the names that are not segments.
+/// Segment-named entries of `dir` (`NNN.log` and `NNN.log.z`) sorted by first LSN, and the
+/// names that are not segments. A `.log` beside a `.log.z` of the same LSN is its `twin`.
 pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
     use std::os::unix::fs::FileTypeExt;
     let mut segments = Vec::new();
@@ -132,10 +137,10 @@ pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
     for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
         let entry = entry.ctx("list log directory", dir)?;
         let path = entry.path();
-        let parsed = entry
-            .file_name()
-            .to_str()
-            .and_then(crate::format::segment::parse_file_name);
+        let parsed = entry.file_name().to_str().and_then(|n| {
+            crate::format::segment::parse_file_name(n)
+                .or_else(|| crate::format::compressed::parse_file_name(n))
+        });
         let Some(first_lsn) = parsed else {
             ignored.push(path);
             continue;
@@ -165,11 +170,29 @@ pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
             first_lsn,
             path,
             kind,
+            twin: None,
         });
     }
+    // `.log` sorts before `.log.z`: a regular pair becomes one entry, the `.z` first.
     segments.sort_by(|a, b| (a.first_lsn, &a.path).cmp(&(b.first_lsn, &b.path)));
+    let mut paired: Vec<SegmentFile> = Vec::with_capacity(segments.len());
+    for seg in segments {
+        match paired.last_mut() {
+            Some(prev)
+                if prev.first_lsn == seg.first_lsn
+                    && prev.twin.is_none()
+                    && prev.kind == EntryKind::Regular
+                    && seg.kind == EntryKind::Regular
+                    && !crate::segbytes::is_compressed(&prev.path)
+                    && crate::segbytes::is_compressed(&seg.path) =>
+            {
+                prev.twin = Some(std::mem::replace(&mut prev.path, seg.path));
+            }
+            _ => paired.push(seg),
+        }
+    }
     ignored.sort();
-    Ok((segments, ignored))
+    Ok((paired, ignored))
 }
 
 /// The `temp` directory beside a log directory, created if needed. Refused when it is a

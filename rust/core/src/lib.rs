@@ -19,6 +19,7 @@ pub mod log;
 pub(crate) mod mmap;
 pub mod recovery;
 pub mod replay;
+pub mod segbytes;
 pub mod segment;
 pub mod settings;
 pub mod state;

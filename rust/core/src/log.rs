@@ -1065,6 +1065,7 @@ fn segment_info(s: &Segment) -> SegmentInfo {
         size: s.size(),
         file_size: s.file_size(),
         sealed: s.sealed(),
+        compression: s.compression().map(|h| h.method),
     }
 }
 
@@ -1085,7 +1086,10 @@ fn segment_identities(dir: &Path) -> Vec<FileIdentity> {
         .filter(|e| {
             e.file_name()
                 .to_str()
-                .and_then(seg_format::parse_file_name)
+                .and_then(|n| {
+                    seg_format::parse_file_name(n)
+                        .or_else(|| crate::format::compressed::parse_file_name(n))
+                })
                 .is_some()
         })
         .filter_map(|e| {

@@ -31,6 +31,9 @@ pub struct SegmentInfo {
     pub size: u64,
     pub file_size: u64,
     pub sealed: bool,
+    /// How the file is compressed (a `.log.z`); `file_size` is then the compressed size and
+    /// `size` the original's.
+    pub compression: Option<crate::format::compressed::Method>,
 }
 
 /// What opening had to do: the torn tail it cut (or, read-only, would cut) and what repair moved.
@@ -140,6 +143,10 @@ pub enum FindingKind {
     Replay,
     /// An operating-system error while reading a file.
     Io,
+    /// Both `NNN.log.z` and `NNN.log` exist (a compression stopped between its rename and its
+    /// delete): the scan reads the `.z` when it decodes, and a writable open removes the other
+    /// file (spec section 9). Never refuses an open.
+    CompressedTwin,
 }
 
 impl FindingKind {
@@ -158,6 +165,7 @@ impl FindingKind {
             FindingKind::Settings => "settings",
             FindingKind::Replay => "replay",
             FindingKind::Io => "io_error",
+            FindingKind::CompressedTwin => "compressed_twin",
         }
     }
 
@@ -209,7 +217,7 @@ impl Finding {
             path: path.to_path_buf(),
             offset,
             message,
-            fatal: !matches!(kind, FindingKind::IgnoredFile),
+            fatal: !matches!(kind, FindingKind::IgnoredFile | FindingKind::CompressedTwin),
             reach: None,
             file: None,
             lsn: None,
@@ -263,6 +271,17 @@ pub struct LogScan {
     pub ignored: Vec<PathBuf>,
     /// Every segment-named entry, in LSN order (`files` is a prefix of it).
     pub listed: Vec<SegmentFile>,
+    /// What a writable open does with the second file of each segment found twice.
+    pub twins: Vec<TwinAction>,
+}
+
+/// The second file of a segment found as both `NNN.log.z` and `NNN.log` (spec section 9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TwinAction {
+    /// The `.z` decodes: the `.log` is deleted.
+    DeletePlain(PathBuf),
+    /// The `.z` does not decode: it is moved into `../temp`, the `.log` is kept.
+    MoveCompressedAside(PathBuf),
 }
 
 impl LogScan {
@@ -324,7 +343,14 @@ pub fn scan_segment(
     let is_last = position == Position::Last;
     // Sealed segments are mapped; the last one is read (it is about to be written).
     let mut scan = scan_file(path, false, !is_last, previous_term, true)?;
+    // A compressed segment was sealed when it was compressed: nothing in it is a torn tail.
+    let is_last = is_last && scan.compressed.is_none() && scan.bad_compressed.is_none();
     let finding = match scan.header {
+        _ if scan.bad_compressed.is_some() => {
+            let why = scan.bad_compressed.as_ref().expect("checked");
+            let e = crate::segbytes::bad_compressed(path, why);
+            Some(Finding::from_error(FindingKind::Corruption, path, &e))
+        }
         Header::Valid => classify_end(path, &mut scan, is_last, options),
         Header::Uninitialised if is_last => Some(Finding::new(
             FindingKind::UninitialisedHeader,
@@ -350,6 +376,7 @@ pub fn scan_segment(
             ))
         }
     };
+    let finding = finding.or_else(|| compressed_last_lsn(path, &scan));
     let finding = finding.map(|mut f| {
         f.fatal = is_fatal(f.kind, options.mode);
         f
@@ -357,10 +384,26 @@ pub fn scan_segment(
     Ok((scan, finding))
 }
 
+/// A `.log.z` whose header's last LSN is not the last record inside (checked only when the
+/// records end cleanly).
+fn compressed_last_lsn(path: &Path, scan: &FileScan) -> Option<Finding> {
+    let h = scan.compressed.as_ref()?;
+    let counted = h.first_lsn.checked_add(scan.count as i64)? - 1;
+    if counted == h.last_lsn {
+        return None;
+    }
+    let why = crate::format::compressed::BadCompressed::LastLsnRecords {
+        found: h.last_lsn,
+        counted,
+    };
+    let e = crate::segbytes::bad_compressed(path, &why);
+    Some(Finding::from_error(FindingKind::Corruption, path, &e))
+}
+
 /// Whether `kind` refuses an open in `mode` (ReportOnly reports what a tolerant open refuses).
 fn is_fatal(kind: FindingKind, mode: RecoveryMode) -> bool {
     match kind {
-        FindingKind::IgnoredFile => false,
+        FindingKind::IgnoredFile | FindingKind::CompressedTwin => false,
         k if k.is_crash_residue() => mode == RecoveryMode::Strict,
         _ => true,
     }
@@ -500,6 +543,7 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
         findings: Vec::new(),
         ignored: ignored.clone(),
         listed: entries.clone(),
+        twins: Vec::new(),
     };
     for path in ignored {
         let message = format!(
@@ -515,10 +559,42 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
     let mut expected: Option<i64> = None;
     let total = entries.len();
     let mut ahead = ScanAhead::new(&entries, &options);
-    for (k, entry) in entries.iter().cloned().enumerate() {
+    for (k, mut entry) in entries.iter().cloned().enumerate() {
         let is_last = k + 1 == total;
-        let path = entry.path.clone();
         let mut found = Vec::new();
+        let position = if is_last {
+            Position::Last
+        } else {
+            Position::Sealed
+        };
+        // A segment found twice is read from the `.z` when it decodes, else from the `.log`.
+        let mut prescanned = None;
+        if let Some(plain) = entry.twin.clone() {
+            let (zscan, zend) = ahead.scan(k, previous_term)?;
+            let (action, message) = if zscan.compressed.is_some() {
+                prescanned = Some((zscan, zend));
+                let m = "both the segment and its compressed copy exist (a compression was stopped before its delete); the .z is read, and the next writable open deletes the .log";
+                (TwinAction::DeletePlain(plain.clone()), m.to_string())
+            } else {
+                let why = zend.map(|f| f.message).unwrap_or_default();
+                let compressed = std::mem::replace(&mut entry.path, plain.clone());
+                entry.twin = Some(compressed.clone());
+                scan.listed[k] = entry.clone();
+                let m = format!("a compressed copy beside the segment does not decode ({why}); the .log is read, and the next writable open moves the .z into temp");
+                (TwinAction::MoveCompressedAside(compressed), m)
+            };
+            let twin_path = match &action {
+                TwinAction::DeletePlain(p) | TwinAction::MoveCompressedAside(p) => p.clone(),
+            };
+            found.push(Finding::new(
+                FindingKind::CompressedTwin,
+                &twin_path,
+                None,
+                message,
+            ));
+            scan.twins.push(action);
+        }
+        let path = entry.path.clone();
         if let Some(exp) = expected {
             if entry.first_lsn != exp {
                 let (kind, what) = if entry.first_lsn > exp {
@@ -545,6 +621,7 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
             size: 0,
             file_size: 0,
             sealed: !is_last,
+            compression: None,
         };
         let mut segment = None;
         match entry.kind {
@@ -559,10 +636,22 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
                 ));
             }
             EntryKind::Regular => {
-                let (file_scan, end) = ahead.scan(k, previous_term)?;
+                let (file_scan, end) = match prescanned {
+                    Some(done) => done,
+                    // The `.z` of a twin did not decode: the `.log` is read instead.
+                    None if entry.twin.is_some() => {
+                        scan_segment(&path, position, previous_term, &options)?
+                    }
+                    None => ahead.scan(k, previous_term)?,
+                };
                 info.count = file_scan.count as u64;
                 info.size = file_scan.end.max(crate::format::segment::HEADER_LEN as u64);
                 info.file_size = file_scan.bytes.len() as u64;
+                if file_scan.compressed.is_some() || file_scan.bad_compressed.is_some() {
+                    info.file_size = file_scan.file.metadata().map_or(0, |m| m.len());
+                    info.compression = file_scan.compressed.map(|h| h.method);
+                    info.sealed = true;
+                }
                 let past_max = past_max_entry_lsn(entry.first_lsn, file_scan.count);
                 if past_max {
                     let message = format!(
@@ -573,8 +662,14 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
                     );
                     found.push(Finding::new(FindingKind::Corruption, &path, None, message));
                 }
+                let compressed = file_scan.compressed.is_some();
+                // A damaged `.z` is unreadable as a whole (its offsets are the original's, and
+                // repair moves the file aside rather than cutting inside it).
+                let damaged_z = compressed && end.as_ref().is_some_and(|f| f.fatal);
                 let readable = matches!(file_scan.header, Header::Valid | Header::Uninitialised)
-                    && { is_last || file_scan.header == Header::Valid }
+                    && { (is_last && !compressed) || file_scan.header == Header::Valid }
+                    && file_scan.bad_compressed.is_none()
+                    && !damaged_z
                     && !past_max;
                 if let Some(t) = file_scan.last_term {
                     previous_term = t;
@@ -586,7 +681,7 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
                         entry.first_lsn,
                         file_scan,
                         false,
-                        !is_last,
+                        !is_last || compressed,
                     ));
                 }
                 found.extend(end);
@@ -682,7 +777,7 @@ impl RepairPlan {
         // first fatal finding).
         let moved = scan.listed[first_moved.min(scan.listed.len())..]
             .iter()
-            .map(|f| f.path.clone())
+            .flat_map(|f| std::iter::once(f.path.clone()).chain(f.twin.clone()))
             .collect();
         Some(RepairPlan {
             reason,
@@ -715,7 +810,7 @@ pub(crate) struct Recovered {
 /// Repair): cuts a torn tail, initialises a half-created last segment, or executes the repair
 /// plan. `writable` false changes nothing and only reports.
 pub(crate) fn recover(
-    scan: LogScan,
+    mut scan: LogScan,
     writable: bool,
     storage: &Arc<dyn Storage>,
 ) -> Result<Recovered> {
@@ -738,6 +833,7 @@ pub(crate) fn recover(
         .find(|f| f.kind == FindingKind::UninitialisedHeader)
         .map(|f| f.path.clone());
     let dir = scan.dir.clone();
+    let twins = std::mem::take(&mut scan.twins);
     let kept = plan.as_ref().map_or(scan.files.len(), |p| p.kept_files);
     let mut segments: Vec<Segment> = scan
         .files
@@ -783,6 +879,7 @@ pub(crate) fn recover(
         report.reason = Some(t.message.clone());
     }
     if writable {
+        resolve_twins(fs, &dir, &twins)?;
         if let Some(last) = segments.last_mut() {
             // The active segment is written from here on: dense index, no map, writable file.
             last.unseal()?;
@@ -792,6 +889,37 @@ pub(crate) fn recover(
         }
     }
     Ok(Recovered { segments, report })
+}
+
+/// Acts on the segments found twice (spec section 9): deletes the `.log` of a `.z` that
+/// decodes, moves a `.z` that does not into `../temp`. A file already moved by repair is gone.
+fn resolve_twins(fs: &dyn Storage, dir: &Path, twins: &[TwinAction]) -> Result<()> {
+    if twins.is_empty() {
+        return Ok(());
+    }
+    let mut temp = None;
+    for twin in twins {
+        match twin {
+            TwinAction::DeletePlain(path) => match fs.remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io("delete segment replaced by its .z", path, e))
+                }
+                _ => {}
+            },
+            TwinAction::MoveCompressedAside(path) if path.exists() => {
+                let t = match &temp {
+                    Some(t) => t,
+                    None => temp.insert(fsutil::temp_dir_beside(fs, dir)?),
+                };
+                fsutil::move_aside(fs, path, t, "compress")?;
+            }
+            TwinAction::MoveCompressedAside(_) => {}
+        }
+    }
+    if let Some(t) = &temp {
+        fsutil::sync_dir(fs, t)?;
+    }
+    fsutil::sync_dir(fs, dir)
 }
 
 /// Zeroes `[offset, max(reach, offset + end marker))` of the (kept) segment and syncs it: the

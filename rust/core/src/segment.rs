@@ -10,12 +10,13 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::Mmap;
-
 use crate::error::{Error, IoContext, Result};
+use crate::format::compressed::{self, BadCompressed};
 use crate::format::record::{self, BadRecord, Frame, END_MARKER};
 use crate::format::segment as header;
 use crate::mmap::map_readonly;
+use crate::segbytes;
+pub use crate::segbytes::SegmentBytes;
 use crate::storage::{Open, Rename, Storage, StorageFile};
 
 /// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
@@ -226,8 +227,11 @@ pub struct Segment {
     storage: Arc<dyn Storage>,
     writable: bool,
     sealed: bool,
-    /// Read-only map of a sealed segment, made on first read.
-    map: Option<Mmap>,
+    /// The bytes of a sealed segment (map of a `.log`, decompressed `.log.z`), made on first
+    /// read.
+    map: Option<SegmentBytes>,
+    /// The header of the `.log.z` this segment is read from (always sealed).
+    compressed: Option<compressed::Header>,
 }
 
 impl Segment {
@@ -251,6 +255,7 @@ impl Segment {
             writable,
             sealed: false,
             map: None,
+            compressed: None,
         }
     }
 
@@ -347,12 +352,23 @@ impl Segment {
         }
     }
 
-    /// The map of a sealed segment, made on first use.
+    /// The bytes of a sealed segment, mapped or decompressed on first use.
     fn mapped(&mut self) -> Result<&[u8]> {
         if self.map.is_none() {
-            self.map = map_readonly(self.file.file(), self.size).ctx("map segment", &self.path)?;
+            self.map = Some(if self.compressed.is_some() {
+                segbytes::decompressed_or_corrupt(&self.path, self.file.file())?.0
+            } else {
+                let map =
+                    map_readonly(self.file.file(), self.size).ctx("map segment", &self.path)?;
+                SegmentBytes::mapped(map)
+            });
         }
         Ok(self.map.as_deref().unwrap_or(&[]))
+    }
+
+    /// The header of the `.log.z` file this segment is read from, if compressed.
+    pub fn compression(&self) -> Option<&compressed::Header> {
+        self.compressed.as_ref()
     }
 
     /// Marks the segment read-only; it will be memory-mapped for reads and keeps a sparse index.
@@ -381,6 +397,9 @@ impl Segment {
                 })?;
             }
             self.index = dense;
+        }
+        if self.compressed.is_some() {
+            self.decompress_in_place()?;
         }
         self.map = None;
         self.sealed = false;
@@ -813,29 +832,19 @@ pub fn zero_range(file: &dyn StorageFile, path: &Path, start: u64, end: u64) -> 
     Ok(())
 }
 
-/// The bytes of a whole segment file, mapped (sealed segments) or read (the active one).
-pub enum FileBytes {
-    Mapped(Mmap),
-    Read(Vec<u8>),
-    Empty,
-}
-
-impl std::ops::Deref for FileBytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            FileBytes::Mapped(m) => m,
-            FileBytes::Read(v) => v,
-            FileBytes::Empty => &[],
-        }
-    }
-}
+/// The bytes of a whole segment file (the name before [`SegmentBytes`] replaced it).
+pub type FileBytes = SegmentBytes;
 
 /// Everything a first look at a segment file tells.
 pub struct FileScan {
     pub file: File,
-    pub bytes: FileBytes,
+    /// The segment's bytes: mapped, read, or decompressed from a `.log.z`.
+    pub bytes: SegmentBytes,
     pub header: header::Header,
+    /// The `.log.z` header when the file is a compressed segment.
+    pub compressed: Option<compressed::Header>,
+    /// Why a `.log.z` file cannot be decompressed (`bytes` is then empty).
+    pub bad_compressed: Option<BadCompressed>,
     /// Record offsets and terms (empty when scanned with `build_index = false`).
     pub index: RecordIndex,
     pub count: usize,
@@ -885,7 +894,8 @@ impl FileScan {
 }
 
 /// Opens and scans one segment file. `map` chooses a memory map (sealed segments, verify) over
-/// ordinary reads (the active segment, which is about to be written). Terms must not go below
+/// ordinary reads (the active segment, which is about to be written). A `.log.z` is always
+/// decompressed (and its header's length and CRC checked). Terms must not go below
 /// `previous_term`.
 pub fn scan_file(
     path: &Path,
@@ -900,15 +910,25 @@ pub fn scan_file(
         .open(path)
         .ctx("open segment", path)?;
     let len = file.metadata().ctx("stat segment", path)?.len();
-    let bytes = if map {
-        match map_readonly(&file, len).ctx("map segment", path)? {
-            Some(m) => FileBytes::Mapped(m),
-            None => FileBytes::Empty,
+    let mut compressed = None;
+    let mut bad_compressed = None;
+    let bytes = if segbytes::is_compressed(path) {
+        match segbytes::decompressed(path, &file)? {
+            Ok((bytes, h)) => {
+                compressed = Some(h);
+                bytes
+            }
+            Err(why) => {
+                bad_compressed = Some(why);
+                SegmentBytes::empty()
+            }
         }
+    } else if map {
+        SegmentBytes::mapped(map_readonly(&file, len).ctx("map segment", path)?)
     } else {
         let mut buf = Vec::new();
         std::io::Read::read_to_end(&mut &file, &mut buf).ctx("read segment", path)?;
-        FileBytes::Read(buf)
+        SegmentBytes::owned(buf)
     };
     let rest_is_zero = |b: &[u8]| {
         b.get(header::HEADER_LEN..)
@@ -922,6 +942,8 @@ pub fn scan_file(
         file,
         bytes,
         header: head,
+        compressed,
+        bad_compressed,
         index: RecordIndex::default(),
         count: 0,
         first_term: None,
@@ -974,13 +996,74 @@ impl Segment {
     ) -> Segment {
         let size = scan.end.max(header::HEADER_LEN as u64);
         // The scan's map (or buffer) is dropped here: a sealed segment is mapped again when it
-        // is read, so opening a long log does not leave all of it resident.
+        // is read, so opening a long log does not leave all of it resident (a decompressed one
+        // stays in the bounded cache of `segbytes`).
         let file = storage.adopt(scan.file, &path);
         let mut seg =
             Segment::from_scan(storage, path, first_lsn, file, writable, scan.index, size);
-        if sealed {
+        seg.compressed = scan.compressed;
+        if sealed || seg.compressed.is_some() {
             seg.seal();
         }
         seg
+    }
+
+    /// Turns a compressed segment back into a plain `NNN.log` (a cut reaches into it, or it is
+    /// the last segment of a writable log): write the original bytes, fsync, fsync the
+    /// directory, then remove the `.z`. A crash before the removal leaves both files, and the
+    /// next writable open keeps the `.z` (it decodes) and deletes the `.log`: nothing is lost.
+    fn decompress_in_place(&mut self) -> Result<()> {
+        let bytes = match self.map.take() {
+            Some(b) => b,
+            None => segbytes::decompressed_or_corrupt(&self.path, self.file.file())?.0,
+        };
+        let zpath = self.path.clone();
+        let plain = self.dir().join(header::file_name(self.first_lsn));
+        match self.storage.remove_file(&plain) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("remove stale segment", &plain, e))
+            }
+            _ => {}
+        }
+        let file = self
+            .storage
+            .open(&plain, Open::CreateNew)
+            .ctx("create segment", &plain)?;
+        file.write_all_at(&bytes, 0).ctx("write segment", &plain)?;
+        file.sync_all().ctx("fsync segment", &plain)?;
+        let dir = self.dir();
+        crate::fsutil::sync_dir(&*self.storage, &dir)?;
+        self.storage
+            .remove_file(&zpath)
+            .ctx("remove compressed segment", &zpath)?;
+        crate::fsutil::sync_dir(&*self.storage, &dir)?;
+        self.path = plain;
+        self.file = file;
+        self.writable = true;
+        self.compressed = None;
+        Ok(())
+    }
+
+    fn dir(&self) -> PathBuf {
+        match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    }
+
+    /// After [`Log::compress`](crate::log::Log::compress) replaced this segment's file by
+    /// `path` (a `.log.z` holding the same bytes): read from there from now on.
+    pub fn adopt_compressed(
+        &mut self,
+        path: PathBuf,
+        file: Arc<dyn StorageFile>,
+        header: compressed::Header,
+    ) {
+        debug_assert!(self.sealed);
+        self.path = path;
+        self.file = file;
+        self.writable = false;
+        self.compressed = Some(header);
+        self.map = None;
     }
 }
