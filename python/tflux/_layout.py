@@ -13,7 +13,8 @@ from pathlib import Path
 
 from tflux._tflux import Layout as _CoreLayout
 
-SEGMENT_NAME = re.compile(r"^[0-9]{19}\.log$")
+# A segment, plain or compressed (``NNN.log.z``, spec section 9).
+SEGMENT_NAME = re.compile(r"^[0-9]{19}\.log(\.z)?$")
 SETTINGS_FILE = Path(_CoreLayout(".").settings).name
 
 

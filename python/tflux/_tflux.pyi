@@ -47,9 +47,13 @@ class SegmentInfo:
         """Offset just past the last record (header included, end marker excluded)."""
     @property
     def file_size(self) -> int:
-        """Physical size of the file (preallocated segments are larger than ``size``)."""
+        """Physical size of the file (preallocated segments are larger than ``size``; a
+        compressed ``.log.z`` is usually smaller)."""
     @property
     def sealed(self) -> bool: ...
+    @property
+    def compression(self) -> str | None:
+        """``"zstd"`` or ``"lz4"`` for a compressed ``.log.z`` segment, else None."""
 
 @final
 class RecoveryReport:

@@ -25,7 +25,17 @@ from rich.progress import (
 
 import tflux
 from tflux._layout import SEGMENT_NAME
-from tflux.cli._render import MiB, _file_size, _plural, _queue_json, _size, _stopwatch, err, out
+from tflux.cli._render import (
+    MiB,
+    _compression_ratio,
+    _file_size,
+    _plural,
+    _queue_json,
+    _size,
+    _stopwatch,
+    err,
+    out,
+)
 
 LARGE = 64 * MiB  # verify shows a progress bar (on a terminal) from this many bytes on
 
@@ -46,6 +56,8 @@ def _lsn_location(segments: Sequence[tflux.SegmentInfo], lsn: int) -> tuple[str 
     """The segment file holding ``lsn`` and the offset where its record starts."""
     for seg in segments:
         if seg.count and seg.start_lsn <= lsn <= seg.last_lsn:
+            if seg.compression is not None:
+                return seg.path, None  # offsets inside a .log.z are the original's
             try:
                 return seg.path, _record_offsets(seg, lsn - seg.start_lsn + 1)[-1]
             except (OSError, struct.error):
@@ -295,6 +307,8 @@ def _segment_json(s: tflux.SegmentInfo) -> dict[str, Any]:
         "bytes": s.size,
         "file_bytes": s.file_size,
         "sealed": s.sealed,
+        "compression": s.compression,
+        "ratio": _compression_ratio(s),
     }
 
 

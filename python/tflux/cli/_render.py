@@ -249,6 +249,13 @@ def _table(
     return table
 
 
+def _compression_ratio(seg: tflux.SegmentInfo) -> float | None:
+    """Compressed size over original size (header through end marker) of a ``.log.z``."""
+    if seg.compression is None:
+        return None
+    return round(seg.file_size / (seg.size + 4), 4)
+
+
 def _segments_table(segments: Sequence[tflux.SegmentInfo], limit: int = 8) -> Table:
     """One row per segment; long lists show their first and last few rows."""
     table = _table(
@@ -273,6 +280,9 @@ def _segments_table(segments: Sequence[tflux.SegmentInfo], limit: int = 8) -> Ta
             continue
         last = f"{seg.last_lsn:,}" if seg.count else "-"
         state = "sealed" if seg.sealed else "active"
+        ratio = _compression_ratio(seg)
+        if ratio is not None:
+            state += f", {seg.compression} {seg.file_size:,} B ({ratio:.0%})"
         table.add_row(
             seg.name, f"{seg.start_lsn:,}", last, f"{seg.count:,}", f"{seg.size:,}", state
         )

@@ -85,7 +85,16 @@ def segment_names(log_dir: str) -> list[str]:
         names = os.listdir(log_dir)
     except FileNotFoundError:
         return []
-    return sorted(n for n in names if SEGMENT_NAME.match(n))
+    # One name per segment: the ``.log.z`` when both exist (readers look for it first).
+    by_lsn = {n[:19]: n for n in sorted(names) if SEGMENT_NAME.match(n)}
+    return [by_lsn[k] for k in sorted(by_lsn)]
+
+
+def _current_name(log_dir: str, name: str) -> str:
+    """``name``, or its ``.log.z`` when the segment was compressed since it was listed."""
+    if name.endswith(".log") and os.path.exists(os.path.join(log_dir, name + ".z")):
+        return name + ".z"
+    return name
 
 
 def start_lsn(name: str) -> int:
@@ -110,6 +119,7 @@ def open_view(log_dir: str, names: Sequence[str]) -> Iterator[tflux.Log]:
     """
     view = tempfile.mkdtemp(prefix="tflux-view-")
     try:
+        names = [_current_name(log_dir, n) for n in names]
         for name in names:
             os.symlink(os.path.join(log_dir, name), os.path.join(view, name))
         try:

@@ -150,6 +150,11 @@ impl PySegmentInfo {
     fn sealed(&self) -> bool {
         self.inner.sealed
     }
+    /// `"zstd"` or `"lz4"` for a `.log.z` file, else None.
+    #[getter]
+    fn compression(&self) -> Option<&'static str> {
+        self.inner.compression.map(|m| m.as_str())
+    }
     fn __repr__(&self) -> String {
         format!(
             "SegmentInfo(name={:?}, start_lsn={}, count={}, size={}, sealed={})",

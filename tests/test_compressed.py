@@ -1,0 +1,170 @@
+"""Compressed sealed segments (``NNN.log.z``, spec section 9) read by every reader.
+
+The ``.z`` files here are written by an independent encoder: the 37-byte header with ``struct``
+from the spec's table and the payload by the codec libraries themselves (``zstandard``,
+``lz4.frame``), never by tflux.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import lz4.frame
+import pytest
+import tflux
+import zstandard
+
+Z_MARKER = bytes.fromhex("1276AD5A")
+METHODS = {"zstd": 1, "lz4": 2}
+
+
+def original_bytes(seg: tflux.SegmentInfo) -> bytes:
+    """Header through end marker of a plain segment (spec section 9's "original")."""
+    data = Path(seg.path).read_bytes()
+    return data[: seg.size] + bytes(4)
+
+
+def encode_z(method: str, first: int, last: int, original: bytes) -> bytes:
+    if method == "zstd":
+        payload = zstandard.ZstdCompressor(level=3).compress(original)
+    else:
+        payload = lz4.frame.compress(original)
+    header = Z_MARKER + struct.pack(
+        ">iqqBqI", 1, first, last, METHODS[method], len(original), zlib.crc32(original)
+    )
+    assert len(header) == 37
+    return header + payload
+
+
+def compress_by_hand(log_dir: Path, method: str, keep_plain: bool = False) -> list[Path]:
+    """Replaces every sealed segment of ``log_dir`` by a ``.log.z`` (independent encoder)."""
+    with tflux.Log.open(log_dir, readonly=True) as log:
+        sealed = [s for s in log.segments if s.sealed and s.count > 0]
+        made = []
+        for s in sealed:
+            z = Path(s.path + ".z")
+            z.write_bytes(encode_z(method, s.start_lsn, s.last_lsn, original_bytes(s)))
+            made.append(z)
+    if not keep_plain:
+        for s in sealed:
+            os.remove(s.path)
+    return made
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "tflux.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def make_store(base: Path, adds: int = 300) -> None:
+    with tflux.open(
+        base,
+        log_sync_policy="never",
+        snapshot_creation_segments_threshold=0,
+        log_file_soft_limit=4096,
+        log_file_hard_limit=8192,
+    ) as store:
+        store.create_queue("q")
+        for i in range(adds):
+            store.enqueue("q", i % 7, f"message {i} ".encode() * 8)
+        for _ in range(adds // 3):
+            rec = store.dequeue("q")
+            assert rec is not None
+            store.ack(rec)
+
+
+def state_of(base: Path) -> list[tuple[int, int, bytes]]:
+    with tflux.open(base, readonly=True) as store:
+        return [(r.id, r.key, bytes(r.payload)) for r in store.records("q")]
+
+
+def entries_of(log_dir: Path) -> list[tuple[int, int, bytes]]:
+    with tflux.Log.open(log_dir, readonly=True) as log:
+        return [(e.lsn, e.term, bytes(e.data)) for e in log.entries()]
+
+
+@pytest.fixture(params=["zstd", "lz4"])
+def method(request) -> str:
+    return request.param
+
+
+def test_every_reader_reads_segments_compressed_by_an_independent_encoder(tmp_path, method):
+    base = tmp_path / "base"
+    make_store(base)
+    log_dir = base / "data" / "log"
+    entries = entries_of(log_dir)
+    state = state_of(base)
+    dump = run_cli("dump", base, "--json")
+    assert dump.returncode == 0, dump.stderr
+    columns = [tflux.read_segment_deltas(p) for p in sorted(log_dir.glob("*.log"))[:-1]]
+    made = compress_by_hand(log_dir, method)
+    assert len(made) >= 5
+    # Log: reads, term_at, segments with their compression.
+    assert entries_of(log_dir) == entries
+    with tflux.Log.open(log_dir, readonly=True) as log:
+        infos = log.segments
+        assert [s.compression for s in infos[:-1]] == [method] * len(made)
+        assert infos[-1].compression is None
+        assert all(s.file_size < s.size for s in infos[:-1])
+        for lsn, term, _ in entries[::37]:
+            assert log.term_at(lsn) == term
+    # Store restore, verify (core and CLI), dump, the Spark reader's per-segment decoder.
+    assert state_of(base) == state
+    assert tflux.verify(base).ok
+    assert tflux.verify_base(base).ok
+    verified = run_cli("verify", base)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert run_cli("dump", base, "--json").stdout == dump.stdout
+    for z, cols in zip(made, columns, strict=True):
+        assert tflux.read_segment_deltas(z).to_arrow().to_pylist() == cols.to_arrow().to_pylist()
+        # A reader holding the old name reads the .z (readers look for it first).
+        plain = z.with_name(z.name[:-2])
+        assert (
+            tflux.read_segment_deltas(plain).to_arrow().to_pylist() == cols.to_arrow().to_pylist()
+        )
+
+
+def test_inspect_shows_compressed_size_and_ratio(tmp_path):
+    base = tmp_path / "base"
+    make_store(base)
+    compress_by_hand(base / "data" / "log", "zstd")
+    result = run_cli("inspect", base, "--json")
+    assert result.returncode == 0, result.stderr
+    segments = json.loads(result.stdout)["segments"]
+    compressed = [s for s in segments if s.get("compression")]
+    assert compressed, segments
+    for s in compressed:
+        assert s["compression"] == "zstd"
+        assert 0 < s["ratio"] < 1
+
+
+def test_a_damaged_compressed_segment_is_corruption_naming_the_file(tmp_path):
+    base = tmp_path / "base"
+    make_store(base)
+    made = compress_by_hand(base / "data" / "log", "zstd")
+    victim = made[1]
+    data = bytearray(victim.read_bytes())
+    data[33] ^= 0xFF  # original CRC
+    victim.write_bytes(bytes(data))
+    with pytest.raises(tflux.CorruptionError) as err:
+        tflux.open(base, readonly=True)
+    assert err.value.path == str(victim)
+    with pytest.raises(tflux.CorruptionError) as err:
+        tflux.read_segment_deltas(victim)
+    assert err.value.path == str(victim)
+    assert not tflux.verify(base).ok
+    result = run_cli("verify", base)
+    assert result.returncode == 1
+    assert victim.name in result.stdout + result.stderr
