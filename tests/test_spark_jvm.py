@@ -44,7 +44,7 @@ def dump(jar: str, *args: str) -> tuple[list[dict], str | None]:
         [java, "-cp", cp, "io.tflux.spark.Dump", *args], capture_output=True, text=True
     )
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    error = lines.pop()["error"] if lines and "error" in lines[-1] else None
+    error = lines.pop()["error"] if out.returncode and lines and "error" in lines[-1] else None
     assert (out.returncode != 0) == (error is not None), out.stderr
     return lines, error
 
@@ -90,17 +90,16 @@ def test_every_split_of_a_sealed_segment_reads_the_same_records(jar):
 
 
 def test_delta_vectors_decode_to_their_fields(jar):
-    deltas = json.loads((DATA_DIR / "deltas.json").read_text())
+    deltas = {k: d for k, d in json.loads((DATA_DIR / "deltas.json").read_text()).items()}
+    deltas.pop("what", None)
     kinds = {"C": "create_queue", "D": "delete_queue", "A": "add_record", "R": "remove_record"}
-    for name, d in deltas.items():
-        if name == "what":
-            continue
-        rows, error = dump(jar, "delta", d["hex"])
+    rows, error = dump(jar, "delta", *(d["hex"] for d in deltas.values()))
+    assert error is None and len(rows) == len(deltas)  # one JVM for every vector
+    for (name, d), row in zip(deltas.items(), rows, strict=True):
         if d["kind"] == "R" and d["record_id"] >= 2**63:
-            assert "exceeds Int64" in error  # Spark has no UInt64 (as the core's columns)
+            assert "exceeds Int64" in row["error"]  # Spark has no UInt64 (as the core's columns)
             continue
-        assert error is None, name
-        (row,) = rows
+        assert "error" not in row, name
         assert row["kind"] == kinds[d["kind"]] and row["queue"] == d["queue"]
         assert row["key"] == d.get("key") and row["record_id"] == d.get("record_id")
         assert row["message"] == d.get("message_hex")
@@ -330,3 +329,45 @@ def test_without_a_jdk_tflux_installs_and_the_python_sources_serve(tmp_path):
         "tflux_python,tflux_snapshot_python,tflux,tflux_snapshot",
     ]
     assert not list(tmp_path.rglob("*.jar"))
+
+
+def preferred_hosts(spark, df) -> list[set[str]]:
+    """Per partition of ``df``'s scan, the hosts the scheduler prefers."""
+    jvm = spark.sparkContext._jvm
+    rdd = df._jdf.queryExecution().toRdd()
+    sc = spark.sparkContext._jsc.sc()
+    conv = jvm.scala.jdk.javaapi.CollectionConverters
+    return [
+        {str(loc.host()) for loc in conv.asJava(sc.getPreferredLocs(rdd, i))}
+        for i in range(len(rdd.partitions()))
+    ]
+
+
+def test_locations_make_each_sources_partitions_prefer_its_host(spark, jar, tmp_path):
+    nodes = [tmp_path / "n0", tmp_path / "n1"]
+    for i, base in enumerate(nodes):
+        random_log(base, 20 + i, 600)
+    locations = f"{nodes[0]}=hostA,{nodes[1]}=hostB"
+    paths = ",".join(map(str, nodes))
+    df = spark.read.format("tflux").option("locations", locations).load(paths)
+    hosts = preferred_hosts(spark, df)
+    assert {"hostA"} in hosts and {"hostB"} in hosts and all(len(h) == 1 for h in hosts)
+    plain = spark.read.format("tflux").load(paths)
+    assert all(h == set() for h in preferred_hosts(spark, plain))
+    assert rows(df.select("source", "lsn", "message")) == rows(
+        plain.select("source", "lsn", "message")
+    )
+
+
+def test_a_base_the_driver_cannot_see_is_read_by_a_task_on_its_host(spark, jar, tmp_path):
+    # Local mode has one host, so "elsewhere" is simulated with a path that exists nowhere:
+    # planning accepts it (one partition for the base, preferring its host) and the task that
+    # runs where it is missing fails instead of returning nothing.
+    missing = tmp_path / "on-another-node"
+    df = spark.read.format("tflux").option("locations", f"{missing}=hostC").load(str(missing))
+    assert preferred_hosts(spark, df) == [{"hostC"}]
+    with pytest.raises(Exception, match="does not exist on"):
+        df.count()
+    snap = spark.read.format("tflux_snapshot").option("locations", f"{missing}=hostC")
+    with pytest.raises(Exception, match="does not exist on"):
+        snap.load(str(missing)).count()

@@ -14,7 +14,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  *
  * <pre>
  * Dump segment PATH FIRST_LSN sealed|last [SPLIT_OFFSET...]   records: lsn, term, data (hex)
- * Dump delta HEX                                              the delta's columns
+ * Dump delta HEX...                                           each delta's columns (or error)
  * Dump snapshot PATH                                          header and records
  * </pre>
  * A failure prints {"error": message} and exits 1.
@@ -30,7 +30,13 @@ public final class Dump {
           segment(args, out);
           break;
         case "delta":
-          delta(args[1], out);
+          for (int i = 1; i < args.length; i++) {
+            try {
+              delta(args[i], out);
+            } catch (RuntimeException e) {
+              out.append("{\"error\": ").append(str(e.getMessage())).append("}\n");
+            }
+          }
           break;
         case "snapshot":
           snapshot(args[1], out);

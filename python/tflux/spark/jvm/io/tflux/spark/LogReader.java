@@ -55,7 +55,8 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   private void open(LogSource.Chunk c) {
     if (c.segment == null) {
       // A source the driver could not list (node-local): plan it here, unsplit.
-      Sources.Source src = new Sources.Source(c.source, c.logDir, null);
+      Sources.Source src = new Sources.Source(c.source, c.logDir, null, true);
+      Sources.checkHere(src);
       List<LogSource.Chunk> local = Planner.chunks(src, from, to, Long.MAX_VALUE);
       for (int i = local.size() - 1; i >= 0; i--) {
         chunks.addFirst(local.get(i));

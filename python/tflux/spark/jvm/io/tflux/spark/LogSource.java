@@ -293,6 +293,12 @@ public final class LogSource implements TableProvider, DataSourceRegister {
         }
         String host = hosts.get(src.base);
         String[] prefer = host == null ? new String[0] : new String[] {host};
+        if (src.remote) {
+          Chunk whole = new Chunk(src.base, src.logDir, null, false, 0, Long.MAX_VALUE,
+              Long.MIN_VALUE);
+          parts.add(new LogPartition(new Chunk[] {whole}, prefer));
+          continue;
+        }
         List<Chunk> chunks = Planner.chunks(src, from, to, splitBytes);
         parts.addAll(Planner.pack(chunks, splitBytes, prefer));
       }

@@ -50,7 +50,7 @@ final class Planner {
     }
     long total = 0;
     for (Sources.Source src : sources) {
-      if (src.logDir == null) {
+      if (src.logDir == null || src.remote) {
         continue;
       }
       for (String name : Sources.segmentNames(src.logDir)) {
@@ -151,8 +151,8 @@ final class Planner {
    */
   static void verify(List<Sources.Source> sources) {
     for (Sources.Source src : sources) {
-      if (src.logDir == null) {
-        continue;
+      if (src.logDir == null || src.remote) {
+        continue; // a remote source is checked by the task that reads it
       }
       List<String> names = Sources.segmentNames(src.logDir);
       for (int i = 0; i < names.size(); i++) {

@@ -127,7 +127,7 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
       for (Sources.Source s : Sources.resolve(options)) {
         if (s.snapshot != null) {
           String host = hosts.get(s.base);
-          parts.add(new Part(s.base, s.snapshot, host == null ? new String[0]
+          parts.add(new Part(s.base, s.snapshot, s.remote, host == null ? new String[0]
               : new String[] {host}));
         }
       }
@@ -144,11 +144,13 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
     private static final long serialVersionUID = 1L;
     final String source;
     final String path;
+    final boolean remote;
     final String[] hosts;
 
-    Part(String source, String path, String[] hosts) {
+    Part(String source, String path, boolean remote, String[] hosts) {
       this.source = source;
       this.path = path;
+      this.remote = remote;
       this.hosts = hosts;
     }
 
@@ -211,6 +213,12 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
     @Override
     public boolean next() {
       if (snap == null) {
+        if (part.remote) {
+          Sources.checkHere(new Sources.Source(part.source, null, part.path, true));
+          if (!java.nio.file.Files.exists(java.nio.file.Paths.get(part.path))) {
+            return false; // that node has no snapshot
+          }
+        }
         try {
           snap = Snapshot.read(part.path);
         } catch (IOException e) {

@@ -30,17 +30,25 @@ final class Sources {
     final String base;
     final String logDir;
     final String snapshot;
+    /** Named in the {@code locations} option and absent here: listed by its task on its host. */
+    final boolean remote;
 
     Source(String base, String logDir, String snapshot) {
+      this(base, logDir, snapshot, false);
+    }
+
+    Source(String base, String logDir, String snapshot, boolean remote) {
       this.base = base;
       this.logDir = logDir;
       this.snapshot = snapshot;
+      this.remote = remote;
     }
   }
 
   static final Pattern SEGMENT_NAME = Pattern.compile("^[0-9]{19}\\.log$");
 
   static List<String> paths(Map<String, String> options) {
+    Map<String, String> hosts = Planner.locations(options);
     List<String> items = new ArrayList<>();
     String path = Options.get(options, "path");
     if (path != null && !path.isEmpty()) {
@@ -78,7 +86,9 @@ final class Sources {
           }
           out.addAll(matches);
         } else {
-          if (!Files.exists(Paths.get(p))) {
+          boolean elsewhere = hosts.containsKey(
+              Paths.get(p).toAbsolutePath().normalize().toString());
+          if (!elsewhere && !Files.exists(Paths.get(p))) {
             throw new IllegalArgumentException("tflux: '" + p + "' does not exist");
           }
           out.add(p);
@@ -148,12 +158,31 @@ final class Sources {
     return dir.endsWith("/") ? dir + name : dir + "/" + name;
   }
 
+  /** Fails a task that runs where a remote source is not (the scheduler then retries it). */
+  static void checkHere(Source src) {
+    if (src.remote && !Files.isDirectory(Paths.get(src.base))) {
+      String host;
+      try {
+        host = java.net.InetAddress.getLocalHost().getHostName();
+      } catch (IOException e) {
+        host = "this host";
+      }
+      throw new IllegalStateException("tflux: " + src.base + " does not exist on " + host
+          + " (the locations option names the host that holds it)");
+    }
+  }
+
   static List<Source> resolve(Map<String, String> options) {
     Map<String, Source> sources = new LinkedHashMap<>();
     for (String raw : paths(options)) {
       Path p = Paths.get(raw).toAbsolutePath().normalize();
       Source src;
-      if (Files.isRegularFile(p)) {
+      if (!Files.exists(p)) {
+        // A base directory on another node (see the locations option).
+        Path data = p.resolve("data");
+        src = new Source(p.toString(), data.resolve("log").toString(),
+            data.resolve("tflux.snapshot").toString(), true);
+      } else if (Files.isRegularFile(p)) {
         Path parent = p.getParent();
         if (parent.getFileName() != null && parent.getFileName().toString().equals("data")
             && parent.getParent() != null) {
