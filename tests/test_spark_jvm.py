@@ -371,3 +371,31 @@ def test_a_base_the_driver_cannot_see_is_read_by_a_task_on_its_host(spark, jar, 
     snap = spark.read.format("tflux_snapshot").option("locations", f"{missing}=hostC")
     with pytest.raises(Exception, match="does not exist on"):
         snap.load(str(missing)).count()
+
+
+@pytest.mark.parametrize("method", ["zstd", "lz4"])
+def test_compressed_segments_read_as_the_python_source_reads_them(spark, jar, tmp_path, method):
+    pytest.importorskip("zstandard")
+    pytest.importorskip("lz4.frame")
+    from test_compressed import compress_by_hand, encode_z
+
+    base = tmp_path / f"z-{method}"
+    random_log(base, 40, 1500)
+    log_dir = base / "data" / "log"
+    made = compress_by_hand(log_dir, method, keep_plain=method == "lz4")  # both files: .z wins
+    assert len(made) >= 2
+    jvm, py = both(spark, str(base), rawData="true", splitBytes="4k")
+    assert rows(jvm) == rows(py) and len(rows(jvm)) >= 1500
+    assert {r.segment for r in jvm.select("segment").collect()} >= {z.name for z in made}
+    # A damaged payload or a header that lies: corruption naming the .log.z file.
+    victim = made[0]
+    good = victim.read_bytes()
+    first = int(victim.name[:19])
+    for bad in (
+        good[:40] + bytes([good[40] ^ 0xFF]) + good[41:],
+        encode_z(method, first, first, b""),
+    ):
+        victim.write_bytes(bad)
+        with pytest.raises(Exception, match=victim.name):
+            spark.read.format("tflux").load(str(base)).count()
+    victim.write_bytes(good)

@@ -65,6 +65,9 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
       return;
     }
     String path = Paths.get(c.logDir, c.segment).toString();
+    if (path.endsWith(".log") && java.nio.file.Files.exists(Paths.get(path + ".z"))) {
+      path += ".z"; // compressed since the driver listed it
+    }
     cur = new SegmentReader(path, Sources.startLsn(c.segment), c.last, c.start, c.end,
         c.wantLast);
     try {

@@ -90,7 +90,7 @@ final class Planner {
       long want = sealed ? Math.min(end, to) : Long.MIN_VALUE;
       long size = size(src.logDir, name);
       long at = SegmentReader.HEADER_LEN;
-      if (sealed) {
+      if (sealed && !name.endsWith(".z")) { // a compressed segment decodes whole: one task
         while (size - at > splitBytes + splitBytes / 4) {
           out.add(new LogSource.Chunk(src.base, src.logDir, name, false, at, at + splitBytes,
               Long.MIN_VALUE));

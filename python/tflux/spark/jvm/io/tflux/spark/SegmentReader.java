@@ -49,6 +49,8 @@ final class SegmentReader {
   long lsn;
   int prevTerm;
   boolean done;
+  /** A compressed segment's last LSN from its header (checked at its end), or MIN_VALUE. */
+  long zLast = Long.MIN_VALUE;
   private final CRC32 crc = new CRC32();
   private ByteBuffer dup;
 
@@ -71,6 +73,11 @@ final class SegmentReader {
   /** Maps the file, checks its header and walks to the first record of the range. */
   SegmentReader open() throws IOException {
     buf = map(Paths.get(path));
+    if (path.endsWith(".log.z")) {
+      Compressed z = Compressed.decode(path, buf, firstLsn);
+      buf = z.original;
+      zLast = z.lastLsn;
+    }
     len = buf.limit();
     at = HEADER_LEN;
     lsn = firstLsn;
@@ -210,6 +217,10 @@ final class SegmentReader {
   private void finish() {
     done = true;
     long got = lsn - 1;
+    if (zLast != Long.MIN_VALUE && got != zLast && ownEnd == Long.MAX_VALUE) {
+      throw new CorruptException(path, 16, "last LSN " + zLast + " at offset 16 does not match"
+          + " the records inside (last LSN " + got + ")");
+    }
     if (wantLast != Long.MIN_VALUE && got < wantLast) {
       throw new CorruptException(path, -1, "holds entries up to LSN " + got + ", expected "
           + wantLast + " (gap or overlap between segments)");

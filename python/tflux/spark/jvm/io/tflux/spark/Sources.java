@@ -45,7 +45,7 @@ final class Sources {
     }
   }
 
-  static final Pattern SEGMENT_NAME = Pattern.compile("^[0-9]{19}\\.log$");
+  static final Pattern SEGMENT_NAME = Pattern.compile("^[0-9]{19}\\.log(\\.z)?$");
 
   static List<String> paths(Map<String, String> options) {
     Map<String, String> hosts = Planner.locations(options);
@@ -217,7 +217,10 @@ final class Sources {
     return new ArrayList<>(sources.values());
   }
 
-  /** Segment file names of {@code logDir} in LSN order (other names are ignored). */
+  /**
+   * Segment file names of {@code logDir} in LSN order (other names are ignored); a compressed
+   * {@code .log.z} wins over a plain {@code .log} of the same LSN (readers look for it first).
+   */
   static List<String> segmentNames(String logDir) {
     List<String> names = new ArrayList<>();
     try (DirectoryStream<Path> ds = Files.newDirectoryStream(Paths.get(logDir))) {
@@ -233,7 +236,15 @@ final class Sources {
       throw new java.io.UncheckedIOException("tflux: cannot list " + logDir, e);
     }
     Collections.sort(names);
-    return names;
+    List<String> out = new ArrayList<>();
+    for (String n : names) {
+      if (!out.isEmpty() && out.get(out.size() - 1).regionMatches(0, n, 0, 19)) {
+        out.set(out.size() - 1, n); // "X.log.z" sorts after "X.log"
+      } else {
+        out.add(n);
+      }
+    }
+    return out;
   }
 
   /** A segment name's first LSN (19 digits that must fit an Int64, as the core's parse). */
