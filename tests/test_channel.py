@@ -380,3 +380,61 @@ def test_kill9_sender_and_receiver(tmp_path):
 @pytest.mark.slow
 def test_kill9_sender_and_receiver_slow(tmp_path):
     kill_trials(tmp_path, 120)
+
+
+# ----- disk watermarks on a small file system -----
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 2 MiB tmpfs (root only; skipped elsewhere)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_sends_refused_before_the_file_system_is_full(small_fs):
+    ch = tflux.Channel.open(small_fs / "ch", soft_limit=64 << 10, hard_limit=128 << 10)
+    tx, rx = ch.sender(), ch.receiver("r")
+    sent = 0
+    with pytest.raises(tflux.DiskFullError) as info:
+        for _ in range(10_000):
+            tx.send_many([b"x" * 1000] * 10)
+            sent += 10
+    # The watermark refused the send, not the file system: nothing was cut short, and sending
+    # resumes once receivers acknowledge and collection frees space.
+    assert "refused" in str(info.value) and info.value.errno == errno.ENOSPC
+    assert ch.next_lsn == sent
+    assert ch.disk_full
+    while True:
+        batch = rx.recv_many(1000, timeout=0)
+        if not len(batch):
+            break
+        rx.ack(len(batch))
+    assert ch.collect() > 0
+    tx.send(b"after")
+    assert not ch.disk_full
+    ch.close()
+
+
+def test_store_refuses_writes_before_the_file_system_is_full(small_fs):
+    base = small_fs / "store"
+    with tflux.open(base, log_file_soft_limit=64 << 10, log_file_hard_limit=128 << 10) as store:
+        n = 0
+        with pytest.raises(tflux.DiskFullError):
+            for _ in range(10_000):
+                store.enqueue_many("", [(1, b"y" * 1000)] * 10)
+                n += 10
+        assert store.count("") == n  # every acknowledged enqueue is there, reads work
+    with tflux.open(base, readonly=True) as store:
+        assert store.count("") == n

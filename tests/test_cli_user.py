@@ -285,6 +285,7 @@ def test_settings_values_are_typed(tmp_path):
         "SnapshotCreationSegmentsThreshold": int,
         "LogSyncPolicy": str,
         "LogSyncIntervalMs": int,
+        "DiskFullRatio": float,
     }
     resolved = tflux.settings(base)
     with tflux.open(base) as store:

@@ -19,6 +19,7 @@ SETTINGS = {
     "snapshot_creation_segments_threshold": "SnapshotCreationSegmentsThreshold",
     "log_sync_policy": "LogSyncPolicy",
     "log_sync_interval_ms": "LogSyncIntervalMs",
+    "disk_full_ratio": "DiskFullRatio",
 }
 
 

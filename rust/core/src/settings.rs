@@ -39,7 +39,7 @@ pub enum StoreSync {
     Never,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub log_file_soft_limit: u64,
     pub log_file_hard_limit: u64,
@@ -48,6 +48,9 @@ pub struct Settings {
     pub snapshot_creation_segments_threshold: u64,
     pub log_sync_policy: StoreSync,
     pub log_sync_interval_ms: u64,
+    /// Used-space ratio of the file system at or above which writes are refused with
+    /// `DiskFull` before the disk is full (1.0: only a full disk).
+    pub disk_full_ratio: f64,
 }
 
 impl Default for Settings {
@@ -59,18 +62,20 @@ impl Default for Settings {
             snapshot_creation_segments_threshold: 5,
             log_sync_policy: StoreSync::Always,
             log_sync_interval_ms: 100,
+            disk_full_ratio: 0.95,
         }
     }
 }
 
 /// Every key the settings file accepts.
-pub const KEYS: [&str; 6] = [
+pub const KEYS: [&str; 7] = [
     "LogFileSoftLimit",
     "LogFileHardLimit",
     "LogPreallocateSegments",
     "SnapshotCreationSegmentsThreshold",
     "LogSyncPolicy",
     "LogSyncIntervalMs",
+    "DiskFullRatio",
 ];
 
 /// A JSON value for an error message, never longer than a short prefix.
@@ -195,6 +200,12 @@ impl Settings {
                     self.snapshot_creation_segments_threshold = uint(key)?
                 }
                 "LogSyncIntervalMs" => self.log_sync_interval_ms = uint(key)?,
+                "DiskFullRatio" => {
+                    self.disk_full_ratio = map[key]
+                        .as_f64()
+                        .filter(|r| *r > 0.0 && *r <= 1.0)
+                        .ok_or_else(|| bad(key, "a ratio in (0, 1]"))?
+                }
                 "LogSyncPolicy" => {
                     self.log_sync_policy = match map[key].as_str() {
                         Some("always") => StoreSync::Always,

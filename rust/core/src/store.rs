@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::base;
+use crate::channel::space::{Gate, SpaceProbe, Statvfs, Watermarks};
 use crate::durability::{spawn_interval, GroupCommit, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::files;
@@ -31,6 +32,8 @@ pub struct StoreOptions {
     pub readonly: bool,
     /// Where every change to the directory goes (tests inject faults here).
     pub storage: Arc<dyn Storage>,
+    /// Measures how full the file system is (`DiskFullRatio`; tests inject their own).
+    pub space: Arc<dyn SpaceProbe>,
     /// How long a writable open waits for another writer to release the directory lock
     /// (retrying with a growing pause) before it fails with `Locked`; `None` fails at once.
     pub lock_timeout: Option<Duration>,
@@ -41,6 +44,7 @@ impl Default for StoreOptions {
         StoreOptions {
             readonly: false,
             storage: storage::real(),
+            space: Arc::new(Statvfs),
             lock_timeout: None,
         }
     }
@@ -73,6 +77,8 @@ struct Inner {
 pub struct Store {
     layout: Layout,
     storage: Arc<dyn Storage>,
+    space: Arc<dyn SpaceProbe>,
+    disk: Gate,
     settings: Settings,
     /// The settings overrides the store was opened with (a read-only refresh reopens with them).
     overrides: Option<String>,
@@ -136,7 +142,10 @@ impl Store {
 
     fn open_once(base: &Path, overrides: Option<&str>, opts: StoreOptions) -> Result<Store> {
         let StoreOptions {
-            readonly, storage, ..
+            readonly,
+            storage,
+            space,
+            ..
         } = opts;
         let layout = Layout::new(base);
         // A read-only look goes on past a bad settings file (Settings::load_for_reading).
@@ -198,6 +207,8 @@ impl Store {
         let store = Store {
             layout,
             storage,
+            space,
+            disk: Gate::default(),
             settings,
             overrides: overrides.map(str::to_string),
             readonly,
@@ -273,6 +284,15 @@ impl Store {
 
     fn writable(&self) -> Result<MutexGuard<'_, Inner>> {
         self.refuse_readonly()?;
+        // Refused before anything is written, so a full disk never reaches the middle of a
+        // write (the channel's high watermark, with no hysteresis).
+        let ratio = Some(self.settings.disk_full_ratio);
+        let marks = Watermarks {
+            high: ratio,
+            low: ratio,
+            clean: None,
+        };
+        self.disk.check(&*self.space, &self.layout.log, &marks)?;
         // Closed first: a call after close is refused as such, whatever stopped writes before.
         let inner = self.inner()?;
         if let Some(cause) = self.stopped(&inner) {

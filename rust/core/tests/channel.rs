@@ -231,3 +231,24 @@ fn close_wakes_a_waiting_receiver() {
     ch.close().unwrap();
     assert!(matches!(t.join().unwrap(), Err(Error::Closed(_))));
 }
+
+#[test]
+fn store_refuses_writes_above_disk_full_ratio() {
+    use tflux_core::store::{Store, StoreOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(FakeSpace(AtomicU64::new(50)));
+    let opts = StoreOptions {
+        space: probe.clone(),
+        ..StoreOptions::default()
+    };
+    let store = Store::open_with(dir.path(), Some(r#"{"DiskFullRatio": 0.9}"#), opts).unwrap();
+    store.enqueue(b"", 1, b"a").unwrap();
+    probe.0.store(90, Ordering::Relaxed);
+    assert!(matches!(
+        store.enqueue(b"", 1, b"b"),
+        Err(Error::DiskFull { .. })
+    ));
+    probe.0.store(89, Ordering::Relaxed);
+    store.enqueue(b"", 1, b"b").unwrap();
+    assert_eq!(store.queues().unwrap()[0].count, 2);
+}

@@ -644,6 +644,7 @@ fn settings_dict<'py>(
         tflux_core::settings::StoreSync::Never => "never",
     };
     let d = pyo3::types::PyDict::new(py);
+    d.set_item("DiskFullRatio", s.disk_full_ratio)?;
     d.set_item("LogFileHardLimit", s.log_file_hard_limit)?;
     d.set_item("LogFileSoftLimit", s.log_file_soft_limit)?;
     d.set_item("LogPreallocateSegments", s.log_preallocate_segments)?;
