@@ -26,7 +26,7 @@ SEGMENT_SUFFIX = ".log"
 GOLDEN = Path(__file__).parent / "data"
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text())
 EMPTY_SEGMENT = bytes.fromhex("1276AD550000000100000000")  # header, then the end marker
-VERBS = ["demo", "replay", "inspect", "dump", "verify", "repair", "bench"]
+VERBS = ["demo", "replay", "inspect", "dump", "verify", "repair", "bench", "compress"]
 
 
 def run_cli(

@@ -168,3 +168,46 @@ def test_a_damaged_compressed_segment_is_corruption_naming_the_file(tmp_path):
     result = run_cli("verify", base)
     assert result.returncode == 1
     assert victim.name in result.stdout + result.stderr
+
+
+def test_log_compress_replaces_sealed_segments_and_every_reader_agrees(tmp_path, method):
+    base = tmp_path / "base"
+    make_store(base)
+    log_dir = base / "data" / "log"
+    entries, state = entries_of(log_dir), state_of(base)
+    with tflux.Log.open(log_dir) as log:
+        sealed = [s.name for s in log.segments if s.sealed]
+        made = log.compress(method)
+        assert [Path(p).name for p in made] == [n + ".z" for n in sealed]
+        assert log.compress(method) == []
+        assert log.segments[-1].compression is None
+    assert entries_of(log_dir) == entries
+    assert state_of(base) == state
+    assert tflux.verify_base(base).ok
+    # The store goes on writing after its sealed segments were compressed.
+    with tflux.open(base, log_sync_policy="never") as store:
+        store.enqueue("q", 1, b"after")
+    assert any(p == b"after" for _, _, p in state_of(base))
+
+
+def test_compress_refuses_an_unknown_method(tmp_path):
+    base = tmp_path / "base"
+    make_store(base, adds=60)
+    with tflux.Log.open(base / "data" / "log") as log, pytest.raises(ValueError, match="zstd"):
+        log.compress("gzip")
+
+
+def test_cli_compress_then_every_verb_reads_the_result(tmp_path):
+    base = tmp_path / "base"
+    make_store(base)
+    dump = run_cli("dump", base, "--json").stdout
+    result = run_cli("compress", base, "--method", "lz4", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["method"] == "lz4" and len(summary["segments"]) >= 5
+    assert 0 < summary["compressed_bytes"] < summary["original_bytes"]
+    assert run_cli("verify", base).returncode == 0
+    assert run_cli("dump", base, "--json").stdout == dump
+    assert run_cli("replay", base).returncode == 0
+    again = run_cli("compress", base)
+    assert again.returncode == 0 and "nothing to compress" in again.stdout

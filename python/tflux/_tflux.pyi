@@ -221,6 +221,14 @@ class Log:
         """Entries ``start..end`` decoded into columns (at least one; bad data: CorruptionError)."""
     def term_at(self, lsn: int) -> int:
         """Term of the entry at ``lsn`` (outside the log: ``IndexError``)."""
+    def compress(self, method: str = "zstd") -> list[str]:
+        """Replace every sealed segment not yet compressed by ``NNN.log.z`` (``"zstd"`` or
+        ``"lz4"``; spec section 9, crash-safe); never the active segment. Returns the new files."""
+    def compressible(self) -> list[int]:
+        """First LSNs of the sealed segments not yet compressed."""
+    def compress_one(self, first_lsn: int, method: str = "zstd") -> str | None:
+        """Compress the sealed segment starting at ``first_lsn``; None when there is none to
+        compress (compacted, already compressed, or the active segment)."""
     def compact(self, snapshot_index: int) -> int:
         """Delete the leading sealed segments whose entries are all ``<= snapshot_index`` (which
         must be committed); returns how many files were deleted."""

@@ -10,6 +10,7 @@ import click
 import tflux
 from tflux.cli._render import CONTEXT_SETTINGS, EXIT_OK, _error_for, _silence_stdout
 from tflux.cli.bench import bench
+from tflux.cli.compress import compress
 from tflux.cli.demo import demo
 from tflux.cli.dump import dump
 from tflux.cli.export import export
@@ -51,10 +52,11 @@ def cli() -> None:
       tflux repair BASE           cut the log at the first bad record (moves files, deletes none)
       tflux bench                 headline ratios of docs/benchmarks.md on this machine (< 1 min)
       tflux export BASE OUT       the log and snapshot as Parquet files (needs pyarrow)
+      tflux compress BASE         compress the sealed segments (NNN.log -> NNN.log.z)
     """
 
 
-for _verb in (demo, replay, inspect, dump, verify, repair, bench, export):
+for _verb in (demo, replay, inspect, dump, verify, repair, bench, export, compress):
     cli.add_command(_verb)
 
 

@@ -10,6 +10,7 @@ pub mod base;
 pub mod channel;
 pub mod codec;
 pub mod columns;
+pub mod compress;
 pub mod durability;
 pub mod error;
 pub mod files;

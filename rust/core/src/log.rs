@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::error::{Error, IoContext, PoisonCause, Result};
+use crate::format::compressed::Method;
 use crate::format::record;
 use crate::format::segment as seg_format;
 use crate::fsutil::{self, sync_dir};
@@ -189,6 +190,7 @@ impl PendingOpen {
             if segment::remove_cut_leftovers(&*opts.storage, &dir)? > 0 {
                 ignored.retain(|p| p.exists());
             }
+            crate::compress::remove_leftovers(&*opts.storage, &dir)?;
         }
         let recovered = recovery::recover(scan, !opts.readonly, &opts.storage)?;
         let mut log = Log {
@@ -201,6 +203,7 @@ impl PendingOpen {
             ignored,
             poisoned: None,
             cut_stop: None,
+            compress_stop: None,
             sync_failed: None,
         };
         if log.segments.is_empty() && !log.opts.readonly {
@@ -232,6 +235,8 @@ pub struct Log {
     poisoned: Option<PoisonCause>,
     /// See [`Log::stop_cuts_after`].
     cut_stop: Option<segment::RewriteStep>,
+    /// See [`Log::stop_compress_after`].
+    compress_stop: Option<crate::compress::CompressStep>,
     /// Set by a failed fsync: after one, a later fsync that succeeds proves nothing (the kernel
     /// may have dropped the dirty pages), so no durability is ever claimed again.
     sync_failed: Option<PoisonCause>,
@@ -931,6 +936,58 @@ impl Log {
     #[doc(hidden)]
     pub fn stop_cuts_after(&mut self, step: Option<segment::RewriteStep>) {
         self.cut_stop = step;
+    }
+
+    /// Fault injection for crash tests: the next compressions stop right after `step`.
+    #[doc(hidden)]
+    pub fn stop_compress_after(&mut self, step: Option<crate::compress::CompressStep>) {
+        self.compress_stop = step;
+    }
+
+    /// First LSNs of the sealed segments not yet compressed (never the active segment).
+    pub fn compressible(&self) -> Vec<i64> {
+        let sealed = &self.segments[..self.segments.len().saturating_sub(1)];
+        sealed
+            .iter()
+            .filter(|s| s.sealed() && !s.is_empty() && s.compression().is_none())
+            .map(|s| s.first_lsn())
+            .collect()
+    }
+
+    /// Replaces the sealed segment starting at `first_lsn` by a `.log.z` (spec section 9);
+    /// `None` when there is no such segment still to compress (compacted, already compressed,
+    /// or the active one). One segment per call, so that an owner can release its lock between
+    /// segments.
+    pub fn compress_one(&mut self, first_lsn: i64, method: Method) -> Result<Option<PathBuf>> {
+        self.write_op(|log| {
+            let last = log.segments.len().saturating_sub(1);
+            let Some(k) = log.segments[..last]
+                .iter()
+                .position(|s| s.first_lsn() == first_lsn)
+            else {
+                return Ok(None);
+            };
+            if !log.compressible().contains(&first_lsn) {
+                return Ok(None);
+            }
+            let opts = crate::compress::CompressOptions {
+                method,
+                stop_after: log.compress_stop,
+            };
+            let (storage, dir) = (Arc::clone(&log.opts.storage), log.dir.clone());
+            let seg = &mut log.segments[k];
+            crate::compress::compress_segment(&storage, &dir, seg, &opts).map(Some)
+        })
+    }
+
+    /// Compresses every sealed segment not yet compressed; returns the new `.log.z` files.
+    pub fn compress(&mut self, method: Method) -> Result<Vec<PathBuf>> {
+        self.check_writable()?;
+        let mut made = Vec::new();
+        for first in self.compressible() {
+            made.extend(self.compress_one(first, method)?);
+        }
+        Ok(made)
     }
 
     /// Discards the whole log and starts it again, empty, at `start`.

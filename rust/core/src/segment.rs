@@ -366,6 +366,31 @@ impl Segment {
         Ok(self.map.as_deref().unwrap_or(&[]))
     }
 
+    /// The segment as spec section 9 compresses it: its header and records, checked again
+    /// (header, framing, CRC, the count the index holds), then the end marker.
+    pub fn original_bytes(&mut self) -> Result<Vec<u8>> {
+        let (size, count) = (self.size as usize, self.index.len());
+        let path = self.path.clone();
+        let map = self.mapped()?;
+        let bad = |offset: usize, why: String| Error::corruption(&path, Some(offset as u64), why);
+        if map.len() < size || map.get(..header::HEADER_LEN) != Some(&header::header()[..]) {
+            return Err(bad(0, "segment header or length changed since open".into()));
+        }
+        let mut seen = 0usize;
+        let (end, stop) = scan_records(&map[..size], 0, |_, _, _| seen += 1);
+        if stop != ScanStop::Clean || end as usize != size || seen != count {
+            let why = format!(
+                "records changed since open ({seen} of {count} read back, {})",
+                stop.describe()
+            );
+            return Err(bad(end as usize, why));
+        }
+        let mut out = Vec::with_capacity(size + END_MARKER.len());
+        out.extend_from_slice(&map[..size]);
+        out.extend_from_slice(&END_MARKER);
+        Ok(out)
+    }
+
     /// The header of the `.log.z` file this segment is read from, if compressed.
     pub fn compression(&self) -> Option<&compressed::Header> {
         self.compressed.as_ref()

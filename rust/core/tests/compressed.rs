@@ -312,3 +312,126 @@ fn a_cut_into_a_compressed_segment_decompresses_it_first() {
     assert!(dir.path().join(zname(0)).exists());
     assert!(!dir.path().join(zname(3)).exists());
 }
+
+/// A log under `base/log` with several sealed segments of compressible entries (and the
+/// active one), and its entries.
+fn plain_log(base: &Path) -> (std::path::PathBuf, Vec<(i64, i32, Vec<u8>)>) {
+    let dir = base.join("log");
+    let mut log = Log::open(&dir, opts(2048, 4096, true)).unwrap();
+    for i in 0..120 {
+        let data = format!("entry {i}: {}", "abc".repeat(20));
+        log.append(1 + i / 50, data.as_bytes()).unwrap();
+        log.commit(i as i64).unwrap();
+    }
+    let entries = all_entries(&mut log);
+    (dir, entries)
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    out.sort();
+    out
+}
+
+#[test]
+fn compress_replaces_every_sealed_segment_and_never_the_active_one() {
+    for method in [Method::Zstd, Method::Lz4] {
+        let base = tempfile::tempdir().unwrap();
+        let (dir, entries) = plain_log(base.path());
+        let mut log = Log::open(&dir, opts(2048, 4096, true)).unwrap();
+        let sealed = log.segments().len() - 1;
+        assert!(sealed >= 3);
+        let made = log.compress(method).unwrap();
+        assert_eq!(made.len(), sealed);
+        assert_eq!(
+            log.compress(method).unwrap(),
+            Vec::<std::path::PathBuf>::new()
+        );
+        assert_eq!(all_entries(&mut log), entries);
+        let segs = log.segments();
+        assert!(segs[..sealed].iter().all(|s| s.compression == Some(method)));
+        assert!(segs[..sealed].iter().all(|s| s.file_size < s.size));
+        assert_eq!(segs[sealed].compression, None);
+        // Writing goes on in the active segment, and a reopen reads everything back.
+        log.append(9, b"after").unwrap();
+        drop(log);
+        let mut log = Log::open(&dir, opts(2048, 4096, true)).unwrap();
+        let got = all_entries(&mut log);
+        assert_eq!(got[..entries.len()], entries[..]);
+        assert_eq!(got.last().unwrap().2, b"after");
+        let listed = names(&dir);
+        assert_eq!(
+            listed.iter().filter(|n| n.ends_with(".log.z")).count(),
+            sealed
+        );
+        assert_eq!(names(&base.path().join("temp")), Vec::<String>::new());
+        assert!(tflux_core::verify(&dir).unwrap().ok());
+    }
+}
+
+#[test]
+fn a_readonly_log_refuses_to_compress() {
+    let base = tempfile::tempdir().unwrap();
+    let (dir, _) = plain_log(base.path());
+    let mut log = Log::open(
+        &dir,
+        LogOptions {
+            readonly: true,
+            ..opts(2048, 4096, true)
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        log.compress(Method::Zstd),
+        Err(Error::ReadOnly { .. })
+    ));
+}
+
+#[test]
+fn a_compression_stopped_after_any_step_loses_nothing_and_leaves_no_orphan_after_reopen() {
+    use tflux_core::compress::CompressStep;
+    for step in CompressStep::ALL {
+        let base = tempfile::tempdir().unwrap();
+        let (dir, entries) = plain_log(base.path());
+        let mut log = Log::open(&dir, opts(2048, 4096, true)).unwrap();
+        log.stop_compress_after(Some(step));
+        let first = log.compressible()[1];
+        assert!(log.compress_one(first, Method::Zstd).is_err(), "{step:?}");
+        drop(log);
+        // What a kill there leaves: readers (read-only) see every entry already.
+        let mut ro = Log::open(
+            &dir,
+            LogOptions {
+                readonly: true,
+                ..opts(2048, 4096, true)
+            },
+        )
+        .unwrap();
+        assert_eq!(all_entries(&mut ro), entries, "{step:?} read-only");
+        drop(ro);
+        let mut log = Log::open(&dir, opts(2048, 4096, true)).unwrap();
+        assert_eq!(all_entries(&mut log), entries, "{step:?}");
+        // No orphan: one file per segment, nothing left in temp.
+        let listed = names(&dir);
+        let plain = seg_name(first);
+        let z = zname(first);
+        let both = listed.contains(&plain) && listed.contains(&z);
+        assert!(!both, "{step:?}: {listed:?}");
+        assert!(listed.contains(&plain) || listed.contains(&z), "{step:?}");
+        let expect_z = step >= CompressStep::Renamed;
+        assert_eq!(listed.contains(&z), expect_z, "{step:?}: {listed:?}");
+        assert_eq!(
+            names(&base.path().join("temp")),
+            Vec::<String>::new(),
+            "{step:?}"
+        );
+        // And compressing again completes.
+        log.compress(Method::Zstd).unwrap();
+        assert_eq!(all_entries(&mut log), entries, "{step:?}");
+    }
+}

@@ -607,6 +607,39 @@ impl PyLog {
         py_result(py, r)
     }
 
+    /// Replaces every sealed segment not yet compressed by a `.log.z`; returns their paths.
+    #[pyo3(signature = (method = "zstd"))]
+    fn compress(&self, py: Python<'_>, method: &str) -> PyResult<Vec<String>> {
+        let method = method.to_owned();
+        self.run(py, move |log| {
+            let method = tflux_core::compress::parse_method(&method)?;
+            let made = log.compress(method)?;
+            Ok(made.iter().map(|p| p.display().to_string()).collect())
+        })
+    }
+
+    /// First LSNs of the sealed segments not yet compressed.
+    fn compressible(&self, py: Python<'_>) -> PyResult<Vec<i64>> {
+        self.peek(py, |log| log.compressible())
+    }
+
+    /// Compresses the one sealed segment starting at `first_lsn`; None when there is none to
+    /// compress (compacted, compressed already, or the active one).
+    #[pyo3(signature = (first_lsn, method = "zstd"))]
+    fn compress_one(
+        &self,
+        py: Python<'_>,
+        first_lsn: i64,
+        method: &str,
+    ) -> PyResult<Option<String>> {
+        let method = method.to_owned();
+        self.run(py, move |log| {
+            let method = tflux_core::compress::parse_method(&method)?;
+            let made = log.compress_one(first_lsn, method)?;
+            Ok(made.map(|p| p.display().to_string()))
+        })
+    }
+
     fn compact(&self, py: Python<'_>, snapshot_index: i64) -> PyResult<usize> {
         self.run(py, |log| log.compact(snapshot_index))
     }
