@@ -245,6 +245,9 @@ def spark(spark_jar):
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "2")
         .config("spark.driver.memory", "1g")
+        # A Python worker that starts slowly on a loaded 2-core machine (imports pyspark and
+        # tflux) must not fail the query: Spark's default wait for it to connect back is 15 s.
+        .config("spark.python.authenticate.socketTimeout", "120s")
     )
     if spark_jar:
         builder = builder.config("spark.jars", spark_jar)
