@@ -865,6 +865,7 @@ def test_reads_run_while_another_thread_appends(log_dir):
                     last = log.last_index
                     seen = lsns(log.read(0))
                     assert seen[: last + 1] == list(range(last + 1))
+                    assert lsns(log.read(last, 1)) == [last]  # small: keeps the GIL
                     assert lsns(log.entries(0, last + 1)) == list(range(last + 1))
             except BaseException as err:  # reported in the main thread
                 errors.append(err)
@@ -1021,6 +1022,7 @@ CALLS = {
     **WRITES,
     "commit": lambda log: log.commit(0),
     "read": lambda log: log.read(0),
+    "read_small": lambda log: log.read(0, 1),  # the path that keeps the GIL
     "read_batch": lambda log: log.read_batch(),
     "entries": lambda log: list(log.entries()),
     "term_at": lambda log: log.term_at(0),

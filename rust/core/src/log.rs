@@ -495,24 +495,37 @@ impl Log {
     /// Contiguous entries from `start`: at least one (if any), then while the data bytes stay
     /// within `max_bytes`. `read(last_index + 1)` is empty.
     pub fn read(&mut self, start: i64, max_bytes: Option<u64>) -> Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        self.read_with(start, max_bytes, |lsn, term, data| {
+            out.push(Entry {
+                lsn,
+                term,
+                data: data.to_vec(),
+            })
+        })?;
+        Ok(out)
+    }
+
+    /// [`Log::read`] handing each entry's bytes to `f` instead of copying them (the bindings
+    /// build their objects straight from the segment's bytes).
+    pub fn read_with(
+        &mut self,
+        start: i64,
+        max_bytes: Option<u64>,
+        mut f: impl FnMut(i64, i32, &[u8]),
+    ) -> Result<()> {
         self.check_read_start(start)?;
         let end = self.next_index();
-        let mut out = Vec::new();
         self.visit(
             start,
             end,
             max_bytes.unwrap_or(u64::MAX),
             true,
             |lsn, term, data| {
-                out.push(Entry {
-                    lsn,
-                    term,
-                    data: data.to_vec(),
-                });
+                f(lsn, term, data);
                 true
             },
-        )?;
-        Ok(out)
+        )
     }
 
     /// Entries `start..end` (end exclusive, clamped to the log) as columns, within `max_bytes`

@@ -19,6 +19,18 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Option<core::Log>> {
     shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The log's lock if nobody holds it now (poisoned is usable, as in [`lock`]).
+fn try_lock(shared: &Shared) -> Option<MutexGuard<'_, Option<core::Log>>> {
+    match shared.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Reads of at most this many bytes of data keep the GIL ([`PyLog::read`]).
+const SMALL_READ: u64 = 64 << 10;
+
 /// Runs `f` on the open log with the GIL released.
 fn with_log<T: Send>(
     py: Python<'_>,
@@ -544,6 +556,24 @@ impl PyLog {
 
     #[pyo3(signature = (start, max_bytes=None))]
     fn read(&self, py: Python<'_>, start: i64, max_bytes: Option<u64>) -> PyResult<Vec<PyEntry>> {
+        if max_bytes.is_some_and(|m| m <= SMALL_READ) {
+            // A small read (a random single-record read) costs less than releasing and
+            // retaking the GIL: keep it when the log is free right now (a holder of the log's
+            // lock never waits for the GIL), and build the entries straight from the
+            // segment's bytes.
+            if let Some(mut guard) = try_lock(&self.inner) {
+                let log = guard.as_mut().ok_or(Fail::Closed);
+                let mut out = Vec::new();
+                let r = log.and_then(|log| {
+                    log.read_with(start, max_bytes, |lsn, term, data| {
+                        out.push(PyEntry::new(py, lsn, term, data))
+                    })
+                    .map_err(Fail::Core)
+                });
+                drop(guard);
+                return py_result(py, r).map(|()| out);
+            }
+        }
         let entries = self.run(py, |log| log.read(start, max_bytes))?;
         Ok(entries
             .iter()
