@@ -267,6 +267,7 @@ def _segments_table(segments: Sequence[tflux.SegmentInfo], limit: int = 8) -> Ta
         "state",
         right=("first LSN", "last LSN", "records", "bytes"),
         optional=("state", "first LSN"),
+        whole=("state",),  # may carry a compressed size: dropped whole rather than folded
     )
     shown: list[tflux.SegmentInfo | None] = list(segments)
     hidden = 0
