@@ -286,6 +286,7 @@ def test_settings_values_are_typed(tmp_path):
         "LogSyncPolicy": str,
         "LogSyncIntervalMs": int,
         "DiskFullRatio": float,
+        "LogCompressSealedSegments": str,
     }
     resolved = tflux.settings(base)
     with tflux.open(base) as store:

@@ -211,3 +211,40 @@ def test_cli_compress_then_every_verb_reads_the_result(tmp_path):
     assert run_cli("replay", base).returncode == 0
     again = run_cli("compress", base)
     assert again.returncode == 0 and "nothing to compress" in again.stdout
+
+
+def test_the_store_compresses_sealed_segments_in_the_background(tmp_path, method):
+    import time
+
+    base = tmp_path / "base"
+    settings = dict(
+        log_sync_policy="never",
+        snapshot_creation_segments_threshold=0,
+        log_file_soft_limit=4096,
+        log_file_hard_limit=8192,
+        log_compress_sealed_segments=method,
+    )
+    with tflux.open(base, **settings) as store:
+        assert store.settings["LogCompressSealedSegments"] == method
+        store.create_queue("q")
+        for i in range(300):
+            store.enqueue("q", i % 7, f"message {i} ".encode() * 8)
+        log_dir = base / "data" / "log"
+        deadline = time.monotonic() + 60  # generous: the compressor checks twice a second
+        while time.monotonic() < deadline:
+            names = os.listdir(log_dir)
+            plain = sorted(n for n in names if n.endswith(".log"))
+            if len(plain) == 1 and any(n.endswith(".log.z") for n in names):
+                break
+            time.sleep(0.05)
+        # Only the active segment stays plain.
+        assert len(plain) == 1, names
+        store.enqueue("q", 0, b"last")
+        expected = [(r.id, r.key, bytes(r.payload)) for r in store.records("q")]
+    assert state_of(base) == expected
+    assert tflux.verify_base(base).ok
+
+
+def test_an_unknown_compression_setting_is_refused_naming_the_key(tmp_path):
+    with pytest.raises(tflux.SettingsError, match="LogCompressSealedSegments"):
+        tflux.open(tmp_path / "base", log_compress_sealed_segments="gzip")

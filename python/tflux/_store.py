@@ -20,6 +20,7 @@ SETTINGS = {
     "log_sync_policy": "LogSyncPolicy",
     "log_sync_interval_ms": "LogSyncIntervalMs",
     "disk_full_ratio": "DiskFullRatio",
+    "log_compress_sealed_segments": "LogCompressSealedSegments",
 }
 
 

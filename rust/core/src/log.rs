@@ -970,9 +970,13 @@ impl Log {
     /// Replaces the sealed segment starting at `first_lsn` by a `.log.z` (spec section 9);
     /// `None` when there is no such segment still to compress (compacted, already compressed,
     /// or the active one). One segment per call, so that an owner can release its lock between
-    /// segments.
+    /// segments. A failure leaves the segment readable (the `.log` goes only once the `.z` is
+    /// durable) and, unlike other writes, does not stop later writes: the active segment is
+    /// never touched.
     pub fn compress_one(&mut self, first_lsn: i64, method: Method) -> Result<Option<PathBuf>> {
-        self.write_op(|log| {
+        self.check_writable()?;
+        let log = self;
+        {
             let last = log.segments.len().saturating_sub(1);
             let Some(k) = log.segments[..last]
                 .iter()
@@ -990,7 +994,7 @@ impl Log {
             let (storage, dir) = (Arc::clone(&log.opts.storage), log.dir.clone());
             let seg = &mut log.segments[k];
             crate::compress::compress_segment(&storage, &dir, seg, &opts).map(Some)
-        })
+        }
     }
 
     /// Compresses every sealed segment not yet compressed; returns the new `.log.z` files.

@@ -51,6 +51,9 @@ pub struct Settings {
     /// Used-space ratio of the file system at or above which writes are refused with
     /// `DiskFull` before the disk is full (1.0: only a full disk).
     pub disk_full_ratio: f64,
+    /// `LogCompressSealedSegments`: how the store compresses sealed segments in the
+    /// background after a roll-over (`"none"`, the default: never; `"zstd"`; `"lz4"`).
+    pub log_compress_sealed_segments: Option<crate::format::compressed::Method>,
 }
 
 impl Default for Settings {
@@ -63,12 +66,13 @@ impl Default for Settings {
             log_sync_policy: StoreSync::Always,
             log_sync_interval_ms: 100,
             disk_full_ratio: 0.95,
+            log_compress_sealed_segments: None,
         }
     }
 }
 
 /// Every key the settings file accepts.
-pub const KEYS: [&str; 7] = [
+pub const KEYS: [&str; 8] = [
     "LogFileSoftLimit",
     "LogFileHardLimit",
     "LogPreallocateSegments",
@@ -76,6 +80,7 @@ pub const KEYS: [&str; 7] = [
     "LogSyncPolicy",
     "LogSyncIntervalMs",
     "DiskFullRatio",
+    "LogCompressSealedSegments",
 ];
 
 /// A JSON value for an error message, never longer than a short prefix.
@@ -205,6 +210,15 @@ impl Settings {
                         .as_f64()
                         .filter(|r| *r > 0.0 && *r <= 1.0)
                         .ok_or_else(|| bad(key, "a ratio in (0, 1]"))?
+                }
+                "LogCompressSealedSegments" => {
+                    self.log_compress_sealed_segments = match map[key].as_str() {
+                        Some("none") => None,
+                        Some(m) if crate::format::compressed::Method::parse(m).is_some() => {
+                            crate::format::compressed::Method::parse(m)
+                        }
+                        _ => return Err(bad(key, "\"none\", \"zstd\" or \"lz4\"")),
+                    }
                 }
                 "LogSyncPolicy" => {
                     self.log_sync_policy = match map[key].as_str() {

@@ -93,6 +93,8 @@ pub struct Store {
     /// Whether a caller has been told that writes stopped (so `close` need not say it again).
     told: AtomicBool,
     syncer: Mutex<Option<JoinHandle<()>>>,
+    /// The background compressor of `LogCompressSealedSegments` (stopped with the syncer).
+    compressor: Mutex<Option<JoinHandle<()>>>,
     /// Wakes the interval syncer when the store closes, so close never waits out an interval
     /// (however long the setting). Shared with the thread, which holds no strong reference to
     /// the store while it sleeps (dropping the last handle must still close the store).
@@ -225,14 +227,17 @@ impl Store {
             refused: Mutex::new(None),
             told: AtomicBool::new(false),
             syncer: Mutex::new(None),
+            compressor: Mutex::new(None),
             syncer_stop: Arc::default(),
             report,
         };
         Ok(store)
     }
 
-    /// Starts the background fsync thread of the "interval" policy.
+    /// Starts the background threads: the fsync thread of the "interval" policy and the
+    /// compressor of `LogCompressSealedSegments`.
     pub fn start_background_sync(self: &std::sync::Arc<Self>) {
+        self.start_background_compression();
         if self.readonly || self.settings.log_sync_policy != StoreSync::Interval {
             return;
         }
@@ -251,6 +256,45 @@ impl Store {
             true
         });
         *lock(&self.syncer) = Some(handle);
+    }
+
+    /// Compresses sealed segments in the background (`LogCompressSealedSegments`): checks
+    /// twice a second for segments sealed by a roll-over and compresses them one at a time,
+    /// taking the store's lock for each (writers wait for at most one segment's compression).
+    /// A failure stops the compressor, never the store's writes.
+    fn start_background_compression(self: &std::sync::Arc<Self>) {
+        let Some(method) = self.settings.log_compress_sealed_segments else {
+            return;
+        };
+        if self.readonly {
+            return;
+        }
+        let weak = std::sync::Arc::downgrade(self);
+        let stop = Arc::clone(&self.syncer_stop);
+        let handle = spawn_interval(stop, Duration::from_millis(500), move || {
+            let Some(store) = weak.upgrade() else {
+                return false;
+            };
+            store.compress_sealed(method).is_ok()
+        });
+        *lock(&self.compressor) = Some(handle);
+    }
+
+    /// Compresses every sealed segment not yet compressed, one per lock hold.
+    pub fn compress_sealed(&self, method: crate::format::compressed::Method) -> Result<usize> {
+        self.refuse_readonly()?;
+        let todo = self.inner()?.log.compressible();
+        let mut done = 0;
+        for first in todo {
+            // Not `writable()`: a background thread must not take the report of a stopped
+            // store away from the caller it is owed to.
+            let mut inner = self.inner()?;
+            if let Some(cause) = self.stopped(&inner) {
+                return Err(Error::Poisoned { cause });
+            }
+            done += usize::from(inner.log.compress_one(first, method)?.is_some());
+        }
+        Ok(done)
     }
 
     pub fn layout(&self) -> &Layout {
@@ -735,6 +779,9 @@ impl Store {
         };
         self.ready.notify_all();
         if let Some(h) = lock(&self.syncer).take() {
+            let _ = h.join();
+        }
+        if let Some(h) = lock(&self.compressor).take() {
             let _ = h.join();
         }
         result

@@ -645,6 +645,10 @@ fn settings_dict<'py>(
     };
     let d = pyo3::types::PyDict::new(py);
     d.set_item("DiskFullRatio", s.disk_full_ratio)?;
+    let compress = s
+        .log_compress_sealed_segments
+        .map_or("none", |m| m.as_str());
+    d.set_item("LogCompressSealedSegments", compress)?;
     d.set_item("LogFileHardLimit", s.log_file_hard_limit)?;
     d.set_item("LogFileSoftLimit", s.log_file_soft_limit)?;
     d.set_item("LogPreallocateSegments", s.log_preallocate_segments)?;
