@@ -184,7 +184,7 @@ def targets(rows: list[Row]) -> list[str]:
     return [*table(["Target", "Goal", "Measured (medians)", ""], out), ""]
 
 
-def render(data: dict, rows: list[Row], json_path: Path) -> str:
+def render(data: dict, rows: list[Row], json_path: Path, more: list[Path]) -> str:
     m = data.get("machine_info", {})
     t = m.get("tflux", {})
     lines = [
@@ -202,8 +202,17 @@ def render(data: dict, rows: list[Row], json_path: Path) -> str:
         "```sh",
         "python -m pytest benches/bench_restore.py --benchmark-enable "
         f"--benchmark-json={json_path} -p no:cacheprovider",
-        f"python benches/restore_report.py {json_path}",
+        f"python benches/restore_report.py {' '.join(map(str, [json_path, *more]))}",
         "```",
+        "",
+        *(
+            [
+                f"Rows from {', '.join(map(str, more))} ran in a later session of the same file "
+                "(`-k scaling`)."
+            ]
+            if more
+            else []
+        ),
         "",
         f"Ran {data.get('datetime', '?')} with `{t.get('command', '?')}` "
         f"(env {t.get('env', {})}); load average at start {t.get('loadavg_start', '?')}, "
@@ -221,9 +230,14 @@ def render(data: dict, rows: list[Row], json_path: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """``restore_report.py RUN.json [MORE.json ...]``: rows of every file (machine facts of the
+    first), e.g. a run of the restore groups and a separate run of the scaling group."""
     json_path = Path(argv[0])
     data, rows = load(json_path)
-    block = render(data, rows, json_path)
+    more = [Path(m) for m in argv[1:]]
+    for m in more:
+        rows += load(m)[1]
+    block = render(data, rows, json_path, more)
     page = PAGE.read_text()
     if BEGIN in page and END in page:
         head, rest = page.split(BEGIN, 1)
