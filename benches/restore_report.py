@@ -172,13 +172,25 @@ def targets(rows: list[Row]) -> list[str]:
                 verdict(x <= 1.3),
             ]
         )
-        worst = max(r.info["anon_growth_bytes"] / r.info["live"] - r.info["payload"] for r in scal)
+        big = scal[-1]  # fixed costs (interpreter, allocator arenas) amortised
+        after = big.info["anon_growth_bytes"] / big.info["live"] - big.info["payload"]
         out.append(
             [
-                "anonymous memory per queued record beyond the payload (after restore)",
+                f"anonymous memory per queued record beyond the payload, after a restore of "
+                f"{big.records:,} deltas",
                 "<= 48 B",
-                f"{worst:.1f} B",
-                verdict(worst <= 48),
+                f"{after:.1f} B",
+                verdict(after <= 48),
+            ]
+        )
+        peak = big.info["hwm_growth_bytes"] / big.info["live"] - big.info["payload"]
+        out.append(
+            [
+                f"peak RSS (anonymous + file-backed) per queued record beyond the payload, "
+                f"{big.records:,} deltas",
+                "(anonymous peak <= 48 B)",
+                f"{peak:.1f} B",
+                "not separable",
             ]
         )
     return [*table(["Target", "Goal", "Measured (medians)", ""], out), ""]
