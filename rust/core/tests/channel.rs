@@ -252,3 +252,49 @@ fn store_refuses_writes_above_disk_full_ratio() {
     store.enqueue(b"", 1, b"b").unwrap();
     assert_eq!(store.queues().unwrap()[0].count, 2);
 }
+
+#[test]
+fn receivers_read_compressed_sealed_segments() {
+    use tflux_core::format::compressed;
+    let dir = tempfile::tempdir().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    for i in 0..100 {
+        ch.send_many(&[msg(i)]).unwrap();
+    }
+    // Replace every sealed segment by its .log.z (spec section 9), as compression does.
+    let (segs, _) = tflux_core::fsutil::list_segments(&ch.layout().log).unwrap();
+    let mut compressed_any = false;
+    for pair in segs.windows(2) {
+        let original = std::fs::read(&pair[0].path).unwrap();
+        let z = compressed::encode(
+            compressed::Method::Zstd,
+            pair[0].first_lsn,
+            pair[1].first_lsn - 1,
+            &original,
+        );
+        std::fs::write(
+            ch.layout()
+                .log
+                .join(compressed::file_name(pair[0].first_lsn)),
+            z,
+        )
+        .unwrap();
+        std::fs::remove_file(&pair[0].path).unwrap();
+        compressed_any = true;
+    }
+    assert!(compressed_any);
+    let ro = Channel::open(
+        dir.path(),
+        ChannelOptions {
+            readonly: true,
+            ..small()
+        },
+    )
+    .unwrap();
+    let rx = ro.receiver("z", Start::Earliest).unwrap();
+    let got = recv_all(&rx);
+    assert_eq!(got.len(), 100);
+    for (i, (lsn, data)) in got.iter().enumerate() {
+        assert_eq!((*lsn, data), (i as i64, &msg(i)));
+    }
+}

@@ -15,9 +15,11 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
+use crate::format::compressed;
 use crate::format::record::{self, Frame};
 use crate::format::segment as seg_format;
 use crate::fsutil;
+use crate::segbytes::{self, SegmentBytes};
 use crate::segment::MAX_ENTRY_LSN;
 
 /// Bytes read at once while records flow, and while waiting at the end (cheap polls).
@@ -28,6 +30,8 @@ struct OpenSegment {
     file: File,
     path: PathBuf,
     ino: u64,
+    /// The decompressed contents of a `.log.z` (sealed, so they never change).
+    bytes: Option<SegmentBytes>,
 }
 
 /// Messages in columnar form: message `i` has LSN `first_lsn + i` and the bytes
@@ -187,6 +191,15 @@ impl Tail {
         let old = std::mem::take(&mut self.window);
         let mut buf = old;
         buf.clear();
+        if let Some(bytes) = &seg.bytes {
+            let from = (at as usize).min(bytes.len());
+            let to = from.saturating_add(len).min(bytes.len());
+            buf.extend_from_slice(&bytes[from..to]);
+            self.window = buf;
+            self.window_at = at;
+            self.pos = 0;
+            return Ok(());
+        }
         // `len` is bounded by the file's real length below, never by a length read from it
         // alone: the read stops at end of file.
         let file_len = seg.file.metadata().ctx("stat segment", &seg.path)?.len();
@@ -279,7 +292,12 @@ impl Tail {
         };
         let seg_path = seg.path.clone();
         let seg_ino = seg.ino;
-        let next_path = self.dir.join(seg_format::file_name(self.next));
+        let mut next_path = self.dir.join(seg_format::file_name(self.next));
+        let zipped = self.dir.join(compressed::file_name(self.next));
+        if !next_path.exists() && zipped.exists() {
+            // A reader far behind: the next segment is sealed and compressed already.
+            next_path = zipped;
+        }
         if next_path != seg_path && next_path.exists() {
             // The writer moved on: whatever is left here must be an end marker.
             self.refill(FLOWING_READ.max(self.record_need()))?;
@@ -350,6 +368,21 @@ fn open_segment(path: &Path, is_last: bool) -> Result<Option<OpenSegment>> {
     if !meta.is_file() {
         return Err(Error::corruption(path, None, "not a regular file"));
     }
+    if segbytes::is_compressed(path) {
+        // Checked against its header's length and CRC by the one decompressor.
+        let (bytes, _) = segbytes::decompressed_or_corrupt(path, &file)?;
+        if seg_format::check_header(&bytes[..bytes.len().min(8)], false)
+            != seg_format::Header::Valid
+        {
+            return Err(Error::corruption(path, Some(0), "bad segment header"));
+        }
+        return Ok(Some(OpenSegment {
+            file,
+            path: path.to_path_buf(),
+            ino: meta.ino(),
+            bytes: Some(bytes),
+        }));
+    }
     let mut header = [0u8; seg_format::HEADER_LEN];
     let mut n = 0;
     while n < header.len() {
@@ -375,5 +408,6 @@ fn open_segment(path: &Path, is_last: bool) -> Result<Option<OpenSegment>> {
         file,
         path: path.to_path_buf(),
         ino: meta.ino(),
+        bytes: None,
     }))
 }
