@@ -438,3 +438,72 @@ def test_store_refuses_writes_before_the_file_system_is_full(small_fs):
         assert store.count("") == n  # every acknowledged enqueue is there, reads work
     with tflux.open(base, readonly=True) as store:
         assert store.count("") == n
+
+
+# ----- command line -----
+
+
+def test_inspect_shows_receivers_and_lag(tmp_path):
+    import json
+
+    with small(tmp_path) as ch:
+        ch.sender().send_many([b"m%d" % i for i in range(30)])
+        a, b = ch.receiver("alpha"), ch.receiver("beta")
+        drain(a)
+        a.ack(30)
+        drain(b)
+        b.ack(12)
+    done = subprocess.run(
+        [sys.executable, "-m", "tflux.cli", "inspect", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["receivers"] == [
+        {"name": "alpha", "acked": 30, "lag": 0},
+        {"name": "beta", "acked": 12, "lag": 18},
+    ]
+    text = subprocess.run(
+        [sys.executable, "-m", "tflux.cli", "inspect", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    assert "beta" in text.stdout and "18" in text.stdout
+
+
+def test_dump_prints_a_channel_raw(tmp_path):
+    import json
+
+    with tflux.Channel.open(tmp_path) as ch:
+        ch.sender().send_many([b"hello", b"world"])
+    done = subprocess.run(
+        [sys.executable, "-m", "tflux.cli", "dump", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2
+    assert json.loads(lines[0])["data"] == b"hello".hex()
+
+
+def test_verify_checks_a_collected_channel(tmp_path):
+    with small(tmp_path) as ch:
+        ch.sender().send_many([b"m%d" % i for i in range(200)])
+        ch.sender().send(b"last")
+        rx = ch.receiver("r")
+        drain(rx)
+        rx.ack(201)
+        assert ch.collect() > 0
+    done = subprocess.run(
+        [sys.executable, "-m", "tflux.cli", "verify", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -155,6 +155,8 @@ def dump(
     record_id. Data that is not a delta is printed as kind=undecodable with the error and
     the bytes in hex, and makes the exit code 1 once everything is printed.
 
+    A channel directory (one with data/cursors) is always dumped raw.
+
     With --raw, each line is lsn, term, length, crc (CRC-32 of the data) and the data bytes
     (hex or base64), whatever they hold. With --json each line is a JSON object with the same
     keys, and add_record lines also carry message_b64: the whole message, base64 (message stays
@@ -180,6 +182,8 @@ def dump(
     base, log_dir = _locate(path)
     if base is not None:  # the log alone is read, but a bad settings file is still worth a word
         _settings_for_reading(base)
+        # A channel's records are opaque messages, not deltas (data/cursors marks a channel).
+        raw = raw or (base / "data" / "cursors").is_dir()
     with tflux.Log.open(log_dir, readonly=True) as log:
         start = max(first if first is not None else 0, log.start_index)
         end = min(last + 1 if last is not None else log.last_index + 1, log.last_index + 1)

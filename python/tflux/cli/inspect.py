@@ -70,11 +70,40 @@ def inspect(base: Path, as_json: bool) -> None:
     from_file = None if ignored is not None else _settings_file(files.settings)
     checked = _check(base, log_dir)
     temp = sorted(os.listdir(files.temp)) if files.temp.is_dir() else []
+    receivers = _receivers(base)
     if as_json:
-        _print_json(_inspect_json(base, settings, from_file, ignored, checked, temp))
+        doc = _inspect_json(base, settings, from_file, ignored, checked, temp)
+        if receivers is not None:
+            doc["receivers"] = receivers
+        _print_json(doc)
     else:
         _inspect_text(base, settings, from_file, ignored, checked, temp)
+        if receivers is not None:
+            _receivers_text(receivers)
     sys.exit(EXIT_CORRUPT if checked.fatal else EXIT_OK)
+
+
+def _receivers(base: Path) -> list[dict[str, Any]] | None:
+    """A channel directory's receivers: name, first unacknowledged LSN and lag (messages sent
+    and not acknowledged); None for a directory that is not a channel (no data/cursors)."""
+    if not (base / "data" / "cursors").is_dir():
+        return None
+    with tflux.Channel.open(base, readonly=True) as ch:
+        end = ch.next_lsn
+        return [
+            {"name": name, "acked": acked, "lag": max(0, end - acked)}
+            for name, acked in sorted(ch.receivers().items())
+        ]
+
+
+def _receivers_text(receivers: list[dict[str, Any]]) -> None:
+    out.print()
+    out.print(f"[bold]receivers[/] {_plural(len(receivers), 'receiver')} (channel cursors)")
+    if receivers:
+        table = _table("receiver", "first unacked", "lag", right=("first unacked", "lag"))
+        for r in receivers:
+            table.add_row(escape(r["name"]), f"{r['acked']:,}", f"{r['lag']:,}")
+        out.print(table)
 
 
 def _settings_file(path: Path) -> dict[str, Any] | None:

@@ -82,6 +82,8 @@ def verify(path: Path, full: bool, verbose: bool, as_json: bool) -> None:
     base, log_dir = _locate(path)
     if log_dir == path:  # a log directory named itself: a raw Raft log, segment checks only
         base = None
+    if base is not None and (base / "data" / "cursors").is_dir():
+        base = None  # a channel: opaque messages, no snapshot or deltas (segment checks only)
     checked = _check(base, log_dir, replay=full)
     if as_json:
         _print_json(
