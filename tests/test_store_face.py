@@ -291,3 +291,131 @@ def test_lock_timeout_waits_for_the_writer_lock(base_dir):
 def test_lock_timeout_must_be_a_duration(base_dir):
     with pytest.raises(ArgumentError):
         tflux.open(base_dir, lock_timeout=-1)
+
+
+# --- leases (visibility timeout) --------------------------------------------------------------
+
+
+def test_a_leased_record_that_is_never_settled_comes_back_by_itself(base_dir):
+    with tflux.open(base_dir, **FAST) as store:
+        store.create_queue("q")
+        store.enqueue("q", 1, b"a")
+        hung = store.dequeue("q", timeout=0, lease=0.05)
+        assert hung.payload == b"a"
+        assert store.count("q") == 0
+        # A waiting dequeue wakes when the lease runs out: the record is ready again.
+        again = store.dequeue("q", timeout=60)
+        assert (again.id, again.payload) == (hung.id, b"a")
+        store.ack(again)
+        with pytest.raises(tflux.NotInFlightError):
+            store.ack(hung)  # the first delivery ended with its lease
+        # An expired lease puts the record back where it was: before later records.
+        store.enqueue_many("q", [(0, b"c"), (0, b"d")])
+        first = store.dequeue("q", timeout=0, lease=0.01)
+        second = store.dequeue("q", timeout=0, lease=3600)
+        assert (first.payload, second.payload) == (b"c", b"d")
+        store.nack(store.dequeue("q", timeout=60))  # waits for c's lease to run out
+        store.nack(second)
+        assert [r.payload for r in store.iter_records("q")] == [b"c", b"d"]
+
+
+def test_a_record_settled_within_its_lease_stays_settled(base_dir):
+    with tflux.open(base_dir, **FAST) as store:
+        store.enqueue("", 0, b"x")
+        rec = store.dequeue("", timeout=0, lease=3600)
+        store.ack(rec)
+        assert store.count("") == 0 and store.dequeue("", timeout=0) is None
+        store.enqueue("", 0, b"y")
+        rec = store.dequeue("", timeout=0, lease=3600)
+        store.nack(rec)  # back at once, lease or not
+        assert store.peek("") == rec
+
+
+@pytest.mark.parametrize("lease", [-1, float("nan")])
+def test_a_bad_lease_is_an_argument_error(base_dir, lease):
+    with tflux.open(base_dir, **FAST) as store, pytest.raises(ArgumentError, match="lease"):
+        store.dequeue("", timeout=0, lease=lease)
+
+
+LEASE_AND_DIE = textwrap.dedent(
+    """
+    import os, sys, tflux
+    store = tflux.open(sys.argv[1], log_sync_policy="always")
+    store.create_queue("q")
+    store.enqueue("q", 0, b"job")
+    rec = store.dequeue("q", timeout=0, lease=3600)
+    print(rec.payload.decode(), flush=True)
+    os._exit(0)  # neither ack nor nack nor close
+    """
+)
+
+
+def test_an_unsettled_leased_record_is_ready_after_a_restart(base_dir):
+    out = subprocess.run(
+        [sys.executable, "-c", LEASE_AND_DIE, str(base_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert out.stdout.strip() == "job"
+    with tflux.open(base_dir, **FAST) as store:
+        assert store.count("q") == 1  # long lease or not: leases are not logged
+        assert store.dequeue("q", timeout=0).payload == b"job"
+
+
+# --- dead-letter ------------------------------------------------------------------------------
+
+
+def test_the_nth_failed_delivery_moves_the_record_to_the_dead_letter_queue(base_dir):
+    rules = {"dead_letter": {"jobs": ("jobs-dead", 3)}}
+    with tflux.open(base_dir, **FAST, **rules) as store:
+        store.create_queue("jobs")
+        store.create_queue("jobs-dead")
+        store.enqueue("jobs", 5, b"poison")
+        store.nack(store.dequeue("jobs", timeout=0))
+        store.dequeue("jobs", timeout=0, lease=0.01)  # an expired lease counts too
+        rec = store.dequeue("jobs", timeout=60)
+        assert rec.payload == b"poison"
+        assert store.count("jobs-dead") == 0
+        store.enqueue("jobs", 9, b"fine")
+        store.nack(rec)  # the third failure
+        assert [r.payload for r in store.records("jobs")] == [b"fine"]
+        assert [(r.key, r.payload) for r in store.records("jobs-dead")] == [(5, b"poison")]
+        with pytest.raises(tflux.NotInFlightError):
+            store.ack(rec)
+    # The move was logged (AddRecord there, RemoveRecord here): it survives a restart without
+    # the rule.
+    with tflux.open(base_dir, **FAST) as store:
+        assert [r.payload for r in store.records("jobs")] == [b"fine"]
+        assert [r.payload for r in store.records("jobs-dead")] == [b"poison"]
+
+
+def test_without_its_dead_letter_queue_a_record_stays_in_its_queue(base_dir):
+    with tflux.open(base_dir, dead_letter={"jobs": ("missing", 1)}, **FAST) as store:
+        store.create_queue("jobs")
+        store.enqueue("jobs", 0, b"x")
+        store.nack(store.dequeue("jobs", timeout=0))
+        assert [r.payload for r in store.records("jobs")] == [b"x"]
+
+
+def test_the_dead_letter_rule_comes_from_the_settings_file(base_dir):
+    (base_dir / "taskflux.settings.json").write_text(
+        '{"DeadLetter": {"jobs": {"Queue": "dlq", "MaxNacks": 1}}}'
+    )
+    with tflux.open(base_dir, **FAST) as store:
+        assert store.settings["DeadLetter"] == {"jobs": {"Queue": "dlq", "MaxNacks": 1}}
+        store.create_queue("jobs")
+        store.create_queue("dlq")
+        store.enqueue("jobs", 0, b"x")
+    with tflux.open(base_dir, **FAST) as store:  # the rule holds after a restart
+        store.nack(store.dequeue("jobs", timeout=0))
+        assert store.count("jobs") == 0 and store.count("dlq") == 1
+
+
+@pytest.mark.parametrize(
+    "rules", [{"jobs": ("dlq", 0)}, {"jobs": ("jobs", 2)}, {"jobs": "dlq"}, ["jobs"]]
+)
+def test_bad_dead_letter_rules_are_settings_errors(base_dir, rules):
+    with pytest.raises(tflux.SettingsError, match="DeadLetter"):
+        tflux.open(base_dir, dead_letter=rules, **FAST)

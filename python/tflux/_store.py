@@ -21,6 +21,7 @@ SETTINGS = {
     "log_sync_interval_ms": "LogSyncIntervalMs",
     "disk_full_ratio": "DiskFullRatio",
     "log_compress_sealed_segments": "LogCompressSealedSegments",
+    "dead_letter": "DeadLetter",
 }
 
 
@@ -41,6 +42,10 @@ def open(
     defaults are used, so a typo never blocks a look (a writable open raises
     :class:`tflux.SettingsError`). Use it as a context manager.
 
+    ``dead_letter={"jobs": ("jobs-dead", 3)}`` (setting ``DeadLetter``) moves a record of
+    ``jobs`` to the existing queue ``jobs-dead`` after 3 failed deliveries (nacks or expired
+    leases), with one logged batch; see docs/format.md, "Deliveries".
+
     ``lock_timeout`` (seconds; ``None`` = fail at once) makes a writable open wait for another
     process to release the writer lock, retrying with a growing pause, before raising
     :class:`tflux.LockedError`. ``float("inf")`` waits as long as it takes.
@@ -60,7 +65,7 @@ def open(
 
 def settings(
     base_dir: str | os.PathLike[str] | None = None, **overrides: Any
-) -> dict[str, int | bool | str]:
+) -> dict[str, int | bool | str | dict[str, Any]]:
     """The settings ``tflux.open(base_dir, **overrides)`` would use, without opening or
     replaying anything: PascalCase keys, values typed as in the JSON file (``int``, ``bool``,
     the sync policy as ``str``). A bad settings file raises :class:`tflux.SettingsError`
@@ -71,7 +76,7 @@ def settings(
 
 def settings_for_reading(
     base_dir: str | os.PathLike[str],
-) -> tuple[dict[str, int | bool | str], str | None]:
+) -> tuple[dict[str, int | bool | str | dict[str, Any]], str | None]:
     """What a read-only open of ``base_dir`` uses: the settings, and the problem of a bad
     settings file (then ignored: the defaults are used) or ``None``."""
     return _load_settings(os.fspath(base_dir), None, True)
@@ -83,5 +88,20 @@ def _resolve(base_dir, settings: dict[str, Any], caller: str) -> tuple[str, str 
         known = ", ".join(SETTINGS)
         raise TypeError(f"{caller}() got unknown setting(s) {', '.join(unknown)} (known: {known})")
     overrides = {SETTINGS[k]: v for k, v in settings.items()}
+    if "DeadLetter" in overrides:
+        overrides["DeadLetter"] = _dead_letter(overrides["DeadLetter"])
     base = os.fspath(base_dir) if base_dir is not None else os.getcwd()
     return base, json.dumps(overrides) if overrides else None
+
+
+def _dead_letter(rules: Any) -> Any:
+    """``{"jobs": ("jobs-dead", 3)}`` as the settings file spells it (other shapes pass through
+    for the core to refuse with a message that names the setting)."""
+    if not isinstance(rules, dict):
+        return rules
+    out = {}
+    for name, rule in rules.items():
+        if isinstance(rule, (tuple, list)) and len(rule) == 2:
+            rule = {"Queue": rule[0], "MaxNacks": rule[1]}
+        out[name] = rule
+    return out

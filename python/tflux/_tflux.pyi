@@ -416,7 +416,9 @@ class Store:
         """Add several ``(key, payload)`` records with one log write and one fsync; returns their
         ids. ``items`` may be any iterable (a generator too). All or none: one record refused by
         a policy refuses the batch."""
-    def dequeue(self, queue: str, timeout: float | None = None) -> Record | None:
+    def dequeue(
+        self, queue: str, timeout: float | None = None, lease: float | None = None
+    ) -> Record | None:
         """Take the next record (smallest key, then oldest) of ``queue``.
 
         ``timeout=None`` (the default) waits forever for a record to arrive; ``timeout=0`` never
@@ -424,17 +426,23 @@ class Store:
         came. The wait releases the GIL and handles Ctrl-C.
 
         The record is in flight until ``ack`` (logged: gone for good) or ``nack`` (back in the
-        queue). Read-only stores refuse it (``ReadOnlyError``).
+        queue). With ``lease=seconds``, a record neither acked nor nacked within the lease goes
+        back by itself (a visibility timeout; counted as a failed delivery for ``DeadLetter``),
+        and ``ack``/``nack`` of that delivery raise ``NotInFlightError`` until it is dequeued
+        again. Leases are not logged: after a restart every un-acked record is ready anyway.
+        Read-only stores refuse it (``ReadOnlyError``).
         """
     def ack(self, record: Record) -> None:
         """Acknowledge an in-flight record: logs its removal and makes it durable. A record that
-        is not in flight (acked, nacked, queue re-created, store reopened) raises
+        is not in flight (acked, nacked, lease expired, queue re-created, store reopened) raises
         ``NotInFlightError`` and writes nothing."""
     def ack_many(self, records: Sequence[Record]) -> None:
         """Acknowledge several records with one log write and one fsync (all or none)."""
     def nack(self, record: Record) -> None:
         """Put an in-flight record back where it was (same id, so before later records of the
-        same key). Writes nothing. Read-only stores refuse it."""
+        same key). Writes nothing, unless the queue has a ``DeadLetter`` rule and this is the
+        record's N-th failed delivery: then it moves to the dead-letter queue (logged). Read-only
+        stores refuse it."""
     def count(self, queue: str) -> int:
         """Ready records of ``queue`` (in-flight records are not counted)."""
     def peek(self, queue: str) -> Record | None:
@@ -476,7 +484,7 @@ class Store:
     def term(self) -> int:
         """The current Raft term (from the metadata file)."""
     @property
-    def settings(self) -> dict[str, int | bool | str]:
+    def settings(self) -> dict[str, int | bool | str | dict[str, Any]]:
         """The settings in force: PascalCase keys, values typed as in the JSON file."""
     @property
     def settings_warning(self) -> str | None:
@@ -495,7 +503,7 @@ class RecordIter:
 
 def load_settings(
     base_dir: str, settings_json: str | None = None, readonly: bool = False
-) -> tuple[dict[str, int | bool | str], str | None]:
+) -> tuple[dict[str, int | bool | str | dict[str, Any]], str | None]:
     """Settings in force for ``base_dir`` (PascalCase keys, typed values) and, with
     ``readonly=True``, the warning of a bad settings file (then ignored), without opening
     anything."""

@@ -11,6 +11,7 @@ pub mod channel;
 pub mod codec;
 pub mod columns;
 pub mod compress;
+pub mod deliveries;
 pub mod durability;
 pub mod error;
 pub mod files;

@@ -39,6 +39,15 @@ pub enum StoreSync {
     Never,
 }
 
+/// Where records of a queue go after too many failed deliveries (`DeadLetter` setting).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The dead-letter queue (it must exist when a record is moved).
+    pub queue: String,
+    /// Failed deliveries (nacks and expired leases) after which a record is moved.
+    pub max_nacks: u32,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub log_file_soft_limit: u64,
@@ -54,6 +63,8 @@ pub struct Settings {
     /// `LogCompressSealedSegments`: how the store compresses sealed segments in the
     /// background after a roll-over (`"none"`, the default: never; `"zstd"`; `"lz4"`).
     pub log_compress_sealed_segments: Option<crate::format::compressed::Method>,
+    /// Dead-letter rules by source queue name.
+    pub dead_letter: std::collections::BTreeMap<String, DeadLetter>,
 }
 
 impl Default for Settings {
@@ -67,12 +78,13 @@ impl Default for Settings {
             log_sync_interval_ms: 100,
             disk_full_ratio: 0.95,
             log_compress_sealed_segments: None,
+            dead_letter: std::collections::BTreeMap::new(),
         }
     }
 }
 
 /// Every key the settings file accepts.
-pub const KEYS: [&str; 8] = [
+pub const KEYS: [&str; 9] = [
     "LogFileSoftLimit",
     "LogFileHardLimit",
     "LogPreallocateSegments",
@@ -81,6 +93,7 @@ pub const KEYS: [&str; 8] = [
     "LogSyncIntervalMs",
     "DiskFullRatio",
     "LogCompressSealedSegments",
+    "DeadLetter",
 ];
 
 /// A JSON value for an error message, never longer than a short prefix.
@@ -228,6 +241,10 @@ impl Settings {
                         _ => return Err(bad(key, "\"always\", \"interval\" or \"never\"")),
                     }
                 }
+                "DeadLetter" => {
+                    self.dead_letter =
+                        parse_dead_letter(&map[key]).map_err(|want| bad(key, &want))?
+                }
                 _ => unreachable!("unknown keys were rejected above"),
             }
         }
@@ -235,6 +252,14 @@ impl Settings {
     }
 
     fn validate(&self) -> Result<()> {
+        for (from, rule) in &self.dead_letter {
+            if *from == rule.queue {
+                return Err(Error::Settings(format!(
+                    "settings: DeadLetter of queue \"{}\" names the queue itself",
+                    quote(from)
+                )));
+            }
+        }
         if self.log_file_soft_limit == 0 || self.log_file_soft_limit > self.log_file_hard_limit {
             return Err(Error::Settings(format!(
                 "settings: need 0 < LogFileSoftLimit <= LogFileHardLimit (got {} and {})",
@@ -248,6 +273,42 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// `{"jobs": {"Queue": "jobs-dead", "MaxNacks": 3}, ...}`; the error says what was expected.
+fn parse_dead_letter(
+    v: &Value,
+) -> std::result::Result<std::collections::BTreeMap<String, DeadLetter>, String> {
+    const WANT: &str =
+        "an object of queue names to {\"Queue\": name, \"MaxNacks\": 1..=4294967295}";
+    let Value::Object(rules) = v else {
+        return Err(WANT.into());
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (from, rule) in rules {
+        let Some(rule) = rule.as_object() else {
+            return Err(format!("{WANT} (queue \"{}\")", quote(from)));
+        };
+        let queue = rule.get("Queue").and_then(Value::as_str);
+        let max = rule
+            .get("MaxNacks")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1);
+        match (queue, max, rule.len()) {
+            (Some(queue), Some(max_nacks), 2) => {
+                out.insert(
+                    from.clone(),
+                    DeadLetter {
+                        queue: queue.to_string(),
+                        max_nacks,
+                    },
+                );
+            }
+            _ => return Err(format!("{WANT} (queue \"{}\")", quote(from))),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -299,6 +360,30 @@ mod tests {
         assert!(e.to_string().contains("LogFileSoftLimitt"), "{e}");
         let e = Settings::load(dir.path(), Some(r#"{"LogPreallocateSegments": 1}"#)).unwrap_err();
         assert!(e.to_string().contains("LogPreallocateSegments"), "{e}");
+    }
+
+    #[test]
+    fn dead_letter_rules_are_parsed_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = r#"{"DeadLetter": {"jobs": {"Queue": "dlq", "MaxNacks": 3}}}"#;
+        let s = Settings::load(dir.path(), Some(ok)).unwrap();
+        assert_eq!(
+            s.dead_letter["jobs"],
+            DeadLetter {
+                queue: "dlq".into(),
+                max_nacks: 3
+            }
+        );
+        for bad in [
+            r#"{"DeadLetter": {"jobs": {"Queue": "dlq", "MaxNacks": 0}}}"#,
+            r#"{"DeadLetter": {"jobs": {"Queue": "dlq"}}}"#,
+            r#"{"DeadLetter": {"jobs": {"Queue": "dlq", "MaxNacks": 1, "X": 1}}}"#,
+            r#"{"DeadLetter": {"jobs": {"Queue": "jobs", "MaxNacks": 1}}}"#,
+            r#"{"DeadLetter": ["jobs"]}"#,
+        ] {
+            let e = Settings::load(dir.path(), Some(bad)).unwrap_err();
+            assert!(e.to_string().contains("DeadLetter"), "{e}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::base;
 use crate::channel::space::{Gate, SpaceProbe, Statvfs, Watermarks};
+use crate::deliveries::Deliveries;
 use crate::durability::{spawn_interval, GroupCommit, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::files;
@@ -72,6 +73,8 @@ struct Inner {
     closed: bool,
     /// A read-only refresh failed half-way: the next one reopens from scratch.
     stale: bool,
+    /// Leases and nack counts (not logged).
+    deliveries: Deliveries,
 }
 
 pub struct Store {
@@ -221,6 +224,7 @@ impl Store {
                 snapshot_index,
                 closed: false,
                 stale: false,
+                deliveries: Deliveries::default(),
             }),
             ready: Condvar::new(),
             durability: GroupCommit::new(synced),
@@ -458,8 +462,11 @@ impl Store {
         let lsn = {
             let mut inner = self.writable()?;
             inner.state.check_delete(name)?;
-            self.log_and_apply(&mut inner, &[DeltaRef::DeleteQueue { name }])?
-                .1
+            let lsn = self
+                .log_and_apply(&mut inner, &[DeltaRef::DeleteQueue { name }])?
+                .1;
+            inner.deliveries.drop_queue(name);
+            lsn
         };
         self.ready.notify_all();
         self.after_write(lsn)
@@ -533,26 +540,43 @@ impl Store {
     /// acked (RemoveRecord is logged) or nacked (it goes back).
     /// Returns the record and the queue's incarnation, which `ack`/`nack` check.
     pub fn dequeue(&self, name: &[u8], timeout: Option<Duration>) -> Result<Option<(Record, u64)>> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        self.dequeue_leased(name, timeout, None)
+    }
+
+    /// [`Store::dequeue`] with a lease: a record neither acked nor nacked within `lease` goes
+    /// back by itself (counted as a failed delivery, like a nack).
+    pub fn dequeue_leased(
+        &self,
+        name: &[u8],
+        timeout: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<(Record, u64)>> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let forever = timeout.is_none() || deadline.is_none();
         // A delivery is a change a read-only store could never settle (ack writes).
         self.refuse_readonly()?;
         let mut inner = self.inner()?;
         loop {
+            let now = Instant::now();
+            self.expire(&mut inner, name, now);
             let q = inner.state.queue_mut(name)?;
             let incarnation = q.incarnation();
             if let Some(r) = q.dequeue() {
-                return Ok(Some((r.clone(), incarnation)));
-            }
-            let wait = match deadline {
-                None => Duration::from_secs(3600),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Ok(None);
-                    }
-                    d - now
+                let r = r.clone();
+                if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
+                    inner.deliveries.lease(name, r.id, until);
                 }
+                return Ok(Some((r, incarnation)));
+            }
+            let mut wait = match deadline {
+                _ if forever => Duration::from_secs(3600),
+                Some(d) if now < d => d - now,
+                _ => return Ok(None),
             };
+            // Wake when a lease of this queue runs out: its record is ready then.
+            if let Some(next) = inner.deliveries.next_expiry(name) {
+                wait = wait.min(next.saturating_duration_since(now));
+            }
             inner = self
                 .ready
                 .wait_timeout(inner, wait)
@@ -564,19 +588,91 @@ impl Store {
         }
     }
 
+    /// Ends the deliveries of `name` whose lease ran out by `now` (each counts as a failure).
+    fn expire(&self, inner: &mut Inner, name: &[u8], now: Instant) {
+        let expired = inner.deliveries.expired(name, now);
+        let mut back = false;
+        for id in expired {
+            if inner.state.queue(name).is_ok_and(|q| q.is_in_flight(id)) {
+                // Nobody waits on an expiry: a dead-letter move is durable per the sync policy
+                // of the next write (and a lost move only means the record is ready again).
+                let _ = self.delivery_failed(inner, name, id);
+                back = true;
+            }
+        }
+        if back {
+            self.ready.notify_all();
+        }
+    }
+
+    /// An in-flight record's delivery failed (nack or expired lease): it goes back to its
+    /// queue, or, after the queue's `DeadLetter` limit, moves to the dead-letter queue with
+    /// one logged batch: AddRecord there first, then RemoveRecord here, so a crash between the
+    /// two can duplicate the record but never lose it. Returns the LSN of a logged move.
+    fn delivery_failed(&self, inner: &mut Inner, name: &[u8], id: u64) -> Result<Option<i64>> {
+        inner.deliveries.end(name, id);
+        let failures = inner.deliveries.failed(name, id);
+        let rule = std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| self.settings.dead_letter.get(n))
+            .filter(|rule| failures >= rule.max_nacks);
+        if let Some(rule) = rule {
+            // The dead-letter queue may be missing, full or refuse the record, or writes may
+            // have stopped: then the record stays in its queue (never lost), and the next
+            // failure tries again.
+            if let Ok(lsn) = self.dead_letter(inner, name, id, rule.queue.as_bytes()) {
+                inner.deliveries.forget(name, id);
+                return Ok(Some(lsn));
+            }
+        }
+        inner.state.queue_mut(name)?.nack(id);
+        Ok(None)
+    }
+
+    fn dead_letter(&self, inner: &mut Inner, name: &[u8], id: u64, to: &[u8]) -> Result<i64> {
+        if let Some(cause) = self.stopped(inner) {
+            return Err(Error::Poisoned { cause });
+        }
+        let record = inner
+            .state
+            .queue(name)?
+            .in_flight_record(id)
+            .cloned()
+            .ok_or_else(|| Error::NotInFlight {
+                queue: raw_name(name),
+                id,
+            })?;
+        inner
+            .state
+            .check_enqueue(to, record.key, record.data.len())?;
+        let deltas = [
+            DeltaRef::AddRecord {
+                name: to,
+                key: record.key,
+                message: &record.data,
+            },
+            DeltaRef::RemoveRecord { name, id },
+        ];
+        Ok(self.log_and_apply(inner, &deltas)?.1)
+    }
+
     /// Acknowledges an in-flight record: logs RemoveRecord and makes it durable. With
     /// `incarnation` (from `dequeue`), a record of an earlier life of the queue is refused.
     pub fn ack(&self, name: &[u8], id: u64, incarnation: Option<u64>) -> Result<()> {
         let lsn = {
             let mut inner = self.writable()?;
+            self.expire(&mut inner, name, Instant::now());
             if !in_flight(inner.state.queue(name)?, id, incarnation) {
                 return Err(Error::NotInFlight {
                     queue: raw_name(name),
                     id,
                 });
             }
-            self.log_and_apply(&mut inner, &[DeltaRef::RemoveRecord { name, id }])?
-                .1
+            let lsn = self
+                .log_and_apply(&mut inner, &[DeltaRef::RemoveRecord { name, id }])?
+                .1;
+            inner.deliveries.forget(name, id);
+            lsn
         };
         self.after_write(lsn)
     }
@@ -589,6 +685,10 @@ impl Store {
         }
         let lsn = {
             let mut inner = self.writable()?;
+            let now = Instant::now();
+            for &(name, _, _) in items {
+                self.expire(&mut inner, name, now);
+            }
             let mut seen = std::collections::HashSet::new();
             for &(name, id, incarnation) in items {
                 if !in_flight(inner.state.queue(name)?, id, incarnation) || !seen.insert((name, id))
@@ -603,7 +703,11 @@ impl Store {
                 .iter()
                 .map(|&(name, id, _)| DeltaRef::RemoveRecord { name, id })
                 .collect();
-            self.log_and_apply(&mut inner, &deltas)?.1
+            let lsn = self.log_and_apply(&mut inner, &deltas)?.1;
+            for &(name, id, _) in items {
+                inner.deliveries.forget(name, id);
+            }
+            lsn
         };
         self.after_write(lsn)
     }
@@ -611,28 +715,36 @@ impl Store {
     /// Puts an in-flight record back with its id (so before later records of the same key).
     pub fn nack(&self, name: &[u8], id: u64, incarnation: Option<u64>) -> Result<()> {
         self.refuse_readonly()?;
-        {
+        let moved = {
             let mut inner = self.inner()?;
-            let q = inner.state.queue_mut(name)?;
-            if !in_flight(q, id, incarnation) || !q.nack(id) {
+            self.expire(&mut inner, name, Instant::now());
+            if !in_flight(inner.state.queue(name)?, id, incarnation) {
                 return Err(Error::NotInFlight {
                     queue: raw_name(name),
                     id,
                 });
             }
-        }
+            self.delivery_failed(&mut inner, name, id)?
+        };
         self.ready.notify_all();
-        Ok(())
+        match moved {
+            Some(lsn) => self.after_write(lsn),
+            None => Ok(()),
+        }
     }
 
     /// Ready records of `name` (in-flight ones are not counted).
     pub fn count(&self, name: &[u8]) -> Result<u64> {
-        Ok(self.inner()?.state.queue(name)?.count())
+        let mut inner = self.inner()?;
+        self.expire(&mut inner, name, Instant::now());
+        Ok(inner.state.queue(name)?.count())
     }
 
     /// The record `dequeue` would take next, without taking it.
     pub fn peek(&self, name: &[u8]) -> Result<Option<Record>> {
-        Ok(self.inner()?.state.queue_mut(name)?.peek().cloned())
+        let mut inner = self.inner()?;
+        self.expire(&mut inner, name, Instant::now());
+        Ok(inner.state.queue_mut(name)?.peek().cloned())
     }
 
     /// Read-only stores: catches up with the writer's log, applying the records it appended
@@ -675,12 +787,18 @@ impl Store {
     }
 
     pub fn queues(&self) -> Result<Vec<QueueInfo>> {
-        Ok(self.inner()?.state.infos())
+        let mut inner = self.inner()?;
+        let now = Instant::now();
+        for name in inner.deliveries.leased_queues() {
+            self.expire(&mut inner, &name, now);
+        }
+        Ok(inner.state.infos())
     }
 
     /// Ready records of a queue in dequeue order: `(id, key, data)`.
     pub fn peek_all(&self, name: &[u8]) -> Result<Vec<Record>> {
-        let inner = self.inner()?;
+        let mut inner = self.inner()?;
+        self.expire(&mut inner, name, Instant::now());
         let q = inner.state.queue(name)?;
         Ok(q.ready_in_order().into_iter().cloned().collect())
     }

@@ -289,6 +289,17 @@ pub fn queue_config(
     Ok(config)
 }
 
+/// `deadline` for an argument other than `timeout` (its name in the error).
+fn deadline_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Instant>> {
+    deadline(Some(obj)).map_err(|e| {
+        if e.is_instance_of::<pyo3::exceptions::PyValueError>(obj.py()) {
+            argument_error(e.to_string().replacen("timeout", what, 1))
+        } else {
+            e
+        }
+    })
+}
+
 /// A record key: an int that fits 64 bits signed (else an `ArgumentError` naming `what`).
 fn key_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     int_arg(obj, what, INT64)
@@ -363,7 +374,7 @@ impl PyStore {
         let lock_timeout = match lock_timeout {
             None => None,
             // A wait too long for the clock is "forever" (MAX: retried until the lock is free).
-            Some(t) => Some(deadline(Some(t))?.map_or(Duration::MAX, |d| {
+            Some(t) => Some(deadline_arg(t, "lock_timeout")?.map_or(Duration::MAX, |d| {
                 d.saturating_duration_since(Instant::now())
             })),
         };
@@ -435,14 +446,22 @@ impl PyStore {
     }
 
     /// Waits up to `timeout` seconds (None or inf = forever, 0 = never) for a record.
-    #[pyo3(signature = (queue, timeout=None))]
+    #[pyo3(signature = (queue, timeout=None, lease=None))]
     fn dequeue(
         &self,
         py: Python<'_>,
         queue: &str,
         timeout: Option<&Bound<'_, PyAny>>,
+        lease: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PyRecord>> {
         let deadline = deadline(timeout)?;
+        // None or a lease too long for the clock: no lease.
+        let lease = match lease {
+            None => None,
+            Some(l) => {
+                deadline_arg(l, "lease")?.map(|d| d.saturating_duration_since(Instant::now()))
+            }
+        };
         // Wait in slices so Ctrl-C (and other signals) are handled while blocked.
         loop {
             let slice = match deadline {
@@ -451,7 +470,10 @@ impl PyStore {
                     .saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(100)),
             };
-            let got = run(py, || self.inner.dequeue(queue.as_bytes(), Some(slice)))?;
+            let got = run(py, || {
+                self.inner
+                    .dequeue_leased(queue.as_bytes(), Some(slice), lease)
+            })?;
             if let Some((r, incarnation)) = got {
                 let mut record = PyRecord::new(r.id, r.key, &r.data, queue);
                 record.incarnation = Some(incarnation);
@@ -658,6 +680,14 @@ fn settings_dict<'py>(
         "SnapshotCreationSegmentsThreshold",
         s.snapshot_creation_segments_threshold,
     )?;
+    let rules = pyo3::types::PyDict::new(py);
+    for (from, rule) in &s.dead_letter {
+        let r = pyo3::types::PyDict::new(py);
+        r.set_item("Queue", &rule.queue)?;
+        r.set_item("MaxNacks", rule.max_nacks)?;
+        rules.set_item(from, r)?;
+    }
+    d.set_item("DeadLetter", rules)?;
     Ok(d)
 }
 

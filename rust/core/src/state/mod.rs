@@ -252,6 +252,11 @@ impl Queue {
         self.in_flight.contains_key(&id)
     }
 
+    /// The in-flight record `id`, if it is one.
+    pub fn in_flight_record(&self, id: u64) -> Option<&Record> {
+        self.in_flight.get(&id)
+    }
+
     /// Puts an in-flight record back where it was (same id, so before later equal keys).
     pub fn nack(&mut self, id: u64) -> bool {
         match self.in_flight.remove(&id) {

@@ -1,0 +1,145 @@
+//! What the store knows about deliveries and the log does not record (docs/format.md,
+//! "Deliveries"): the lease (visibility timeout) of each leased in-flight record and how often
+//! each record was nacked. Both live in memory only: after a restart every un-acked record is
+//! ready again with no lease and no nacks counted, as spec section 7 wants.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use rustc_hash::FxHashMap as HashMap;
+
+#[derive(Debug, Default)]
+struct QueueDeliveries {
+    /// Leases by expiry, then id (the earliest first).
+    leases: BTreeSet<(Instant, u64)>,
+    lease_of: HashMap<u64, Instant>,
+    nacks: HashMap<u64, u32>,
+}
+
+impl QueueDeliveries {
+    fn is_empty(&self) -> bool {
+        self.lease_of.is_empty() && self.nacks.is_empty()
+    }
+}
+
+/// Leases and nack counts of every queue.
+#[derive(Debug, Default)]
+pub struct Deliveries {
+    queues: HashMap<Vec<u8>, QueueDeliveries>,
+}
+
+impl Deliveries {
+    /// Record `id` of `queue` goes back by itself at `until` unless settled first.
+    pub fn lease(&mut self, queue: &[u8], id: u64, until: Instant) {
+        let q = self.queues.entry(queue.to_vec()).or_default();
+        if let Some(old) = q.lease_of.insert(id, until) {
+            q.leases.remove(&(old, id));
+        }
+        q.leases.insert((until, id));
+    }
+
+    /// The delivery ended (ack, nack, expiry): its lease no longer applies.
+    pub fn end(&mut self, queue: &[u8], id: u64) {
+        if let Some(q) = self.queues.get_mut(queue) {
+            if let Some(until) = q.lease_of.remove(&id) {
+                q.leases.remove(&(until, id));
+            }
+        }
+    }
+
+    /// The record left its queue (acked, dead-lettered): forget it entirely.
+    pub fn forget(&mut self, queue: &[u8], id: u64) {
+        self.end(queue, id);
+        if let Some(q) = self.queues.get_mut(queue) {
+            q.nacks.remove(&id);
+            if q.is_empty() {
+                self.queues.remove(queue);
+            }
+        }
+    }
+
+    /// Counts one failed delivery (a nack or an expired lease) of `id`; returns the total.
+    pub fn failed(&mut self, queue: &[u8], id: u64) -> u32 {
+        let q = self.queues.entry(queue.to_vec()).or_default();
+        let n = q.nacks.entry(id).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    /// Ids of `queue` whose lease ran out by `now` (their leases are dropped).
+    pub fn expired(&mut self, queue: &[u8], now: Instant) -> Vec<u64> {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        while let Some(&(until, id)) = q.leases.first() {
+            if until > now {
+                break;
+            }
+            q.leases.pop_first();
+            q.lease_of.remove(&id);
+            out.push(id);
+        }
+        out
+    }
+
+    /// When the next lease of `queue` runs out.
+    pub fn next_expiry(&self, queue: &[u8]) -> Option<Instant> {
+        self.queues
+            .get(queue)
+            .and_then(|q| q.leases.first().map(|(until, _)| *until))
+    }
+
+    /// Queues that hold leases (expiry is checked for each of them by `Store::queues`).
+    pub fn leased_queues(&self) -> Vec<Vec<u8>> {
+        self.queues
+            .iter()
+            .filter(|(_, q)| !q.leases.is_empty())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// The queue was deleted.
+    pub fn drop_queue(&mut self, queue: &[u8]) {
+        self.queues.remove(queue);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn leases_expire_in_order_and_end_when_settled() {
+        let mut d = Deliveries::default();
+        let t0 = Instant::now();
+        d.lease(b"q", 1, t0 + Duration::from_secs(2));
+        d.lease(b"q", 2, t0 + Duration::from_secs(1));
+        d.lease(b"q", 3, t0 + Duration::from_secs(3));
+        d.end(b"q", 3);
+        assert_eq!(d.next_expiry(b"q"), Some(t0 + Duration::from_secs(1)));
+        assert_eq!(d.expired(b"q", t0), Vec::<u64>::new());
+        assert_eq!(d.expired(b"q", t0 + Duration::from_secs(5)), vec![2, 1]);
+        assert_eq!(d.next_expiry(b"q"), None);
+        // A renewed lease replaces the old one.
+        d.lease(b"q", 4, t0 + Duration::from_secs(1));
+        d.lease(b"q", 4, t0 + Duration::from_secs(9));
+        assert_eq!(
+            d.expired(b"q", t0 + Duration::from_secs(5)),
+            Vec::<u64>::new()
+        );
+    }
+
+    #[test]
+    fn failures_count_until_the_record_is_forgotten() {
+        let mut d = Deliveries::default();
+        assert_eq!(d.failed(b"q", 7), 1);
+        assert_eq!(d.failed(b"q", 7), 2);
+        assert_eq!(d.failed(b"r", 7), 1);
+        d.forget(b"q", 7);
+        assert_eq!(d.failed(b"q", 7), 1);
+        d.drop_queue(b"q");
+        assert_eq!(d.failed(b"q", 7), 1);
+    }
+}
