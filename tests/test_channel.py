@@ -507,3 +507,15 @@ def test_verify_checks_a_collected_channel(tmp_path):
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_compress_sealed_channel_is_read_by_another_process(tmp_path):
+    n = 300
+    with small(tmp_path, compress_sealed="lz4", sync="never") as ch:
+        tx = ch.sender()
+        for i in range(n):
+            tx.send(b"%06d" % i)
+        assert list((tmp_path / "data/log").glob("*.log.z"))
+        p = run_py(RECEIVER_PROCESS, str(tmp_path), "z", str(n))
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0 and f"done {n}" in out, (out, err)

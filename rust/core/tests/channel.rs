@@ -298,3 +298,39 @@ fn receivers_read_compressed_sealed_segments() {
         assert_eq!((*lsn, data), (i as i64, &msg(i)));
     }
 }
+
+#[test]
+fn compress_sealed_compresses_at_roll_over_and_receivers_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ChannelOptions {
+        compress_sealed: Some("zstd".into()),
+        ..small()
+    };
+    let ch = Channel::open(dir.path(), opts).unwrap();
+    for i in 0..100 {
+        ch.send_many(&[msg(i)]).unwrap();
+    }
+    let zipped = std::fs::read_dir(&ch.layout().log)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".log.z")
+        })
+        .count();
+    assert!(zipped > 0);
+    let rx = ch.receiver("a", Start::Earliest).unwrap();
+    let got = recv_all(&rx);
+    assert_eq!(got.len(), 100);
+    assert_eq!(got[99], (99, msg(99)));
+    assert!(Channel::open(
+        tempfile::tempdir().unwrap().path(),
+        ChannelOptions {
+            compress_sealed: Some("gzip".into()),
+            ..small()
+        }
+    )
+    .is_err());
+}

@@ -104,7 +104,7 @@ impl ChannelOptions {
     fn validate(&self) -> Result<()> {
         self.watermarks.validate()?;
         if let Some(m) = &self.compress_sealed {
-            if m != "zstd" && m != "lz4" {
+            if crate::format::compressed::Method::parse(m).is_none() {
                 return Err(Error::InvalidArgument(format!(
                     "compress_sealed must be None, \"zstd\" or \"lz4\" (got {m:?})"
                 )));
@@ -342,6 +342,7 @@ impl Channel {
             if let Err(e) = self.collect_with(false) {
                 *lock(&s.refused) = Some(PoisonCause::from_error(&e));
             }
+            self.compress_sealed();
         }
         if s.opts.sync == StoreSync::Always {
             self.wait_durable(last).map_err(|e| Error::NotDurable {
@@ -349,6 +350,29 @@ impl Channel {
             })?;
         }
         Ok(first)
+    }
+
+    /// With `compress_sealed`, replaces the sealed segments not yet compressed by `.log.z`
+    /// files (spec section 9; `Log::compress_one`, one per lock hold). A failure leaves the
+    /// segment as it was and never stops sends (the active segment is never touched); the
+    /// next roll-over tries again.
+    fn compress_sealed(&self) {
+        let s = &*self.shared;
+        let Some(method) = s
+            .opts
+            .compress_sealed
+            .as_deref()
+            .and_then(crate::format::compressed::Method::parse)
+        else {
+            return;
+        };
+        let Some(log) = &s.log else { return };
+        let pending = lock(log).compressible();
+        for first in pending {
+            if lock(log).compress_one(first, method).is_err() {
+                return;
+            }
+        }
     }
 
     /// Waits until `lsn` is durable (group commit).
