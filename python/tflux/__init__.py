@@ -1,5 +1,7 @@
 """tflux: TaskFlux's storage engine (segmented log, snapshot, metadata, queues) with a Rust core."""
 
+from tflux import aio
+from tflux._queue import Queue
 from tflux._store import open, settings
 from tflux._tflux import (
     IMPLEMENTATIONS,
@@ -84,6 +86,7 @@ __all__ = [
     "OutOfRangeError",
     "PolicyViolation",
     "Problem",
+    "Queue",
     "QueueExistsError",
     "QueueInfo",
     "QueueNotFoundError",
@@ -107,6 +110,7 @@ __all__ = [
     "TfluxIOError",
     "VerifyReport",
     "__version__",
+    "aio",
     "crc32",
     "decode_delta",
     "encode_delta",

@@ -432,6 +432,10 @@ class Store:
         again. Leases are not logged: after a restart every un-acked record is ready anyway.
         Read-only stores refuse it (``ReadOnlyError``).
         """
+    def wait(self, queue: str, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (``None``: forever) until ``queue`` has a ready record,
+        without taking it; ``True`` when one is ready. Another consumer may take it first, so
+        callers retry ``dequeue(queue, timeout=0)`` (``tflux.aio`` waits this way)."""
     def ack(self, record: Record) -> None:
         """Acknowledge an in-flight record: logs its removal and makes it durable. A record that
         is not in flight (acked, nacked, lease expired, queue re-created, store reopened) raises

@@ -588,6 +588,39 @@ impl Store {
         }
     }
 
+    /// Waits up to `timeout` (`None` = forever) until `name` has a ready record, without
+    /// taking it; true when one is ready. For waiters that take records elsewhere (asyncio):
+    /// another consumer may take the record first, so the caller retries.
+    pub fn wait_ready(&self, name: &[u8], timeout: Option<Duration>) -> Result<bool> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let forever = timeout.is_none() || deadline.is_none();
+        self.refuse_readonly()?;
+        let mut inner = self.inner()?;
+        loop {
+            let now = Instant::now();
+            self.expire(&mut inner, name, now);
+            if inner.state.queue_mut(name)?.peek().is_some() {
+                return Ok(true);
+            }
+            let mut wait = match deadline {
+                _ if forever => Duration::from_secs(3600),
+                Some(d) if now < d => d - now,
+                _ => return Ok(false),
+            };
+            if let Some(next) = inner.deliveries.next_expiry(name) {
+                wait = wait.min(next.saturating_duration_since(now));
+            }
+            inner = self
+                .ready
+                .wait_timeout(inner, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            if inner.closed {
+                return Err(Error::Closed("store"));
+            }
+        }
+    }
+
     /// Ends the deliveries of `name` whose lease ran out by `now` (each counts as a failure).
     fn expire(&self, inner: &mut Inner, name: &[u8], now: Instant) {
         let expired = inner.deliveries.expired(name, now);

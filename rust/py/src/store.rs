@@ -486,6 +486,34 @@ impl PyStore {
         }
     }
 
+    /// Waits up to `timeout` seconds (None = forever) until `queue` has a ready record, without
+    /// taking it; True when one is ready (another consumer may still take it first).
+    #[pyo3(signature = (queue, timeout=None))]
+    fn wait(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let deadline = deadline(timeout)?;
+        // In slices, as dequeue, so Ctrl-C is handled while blocked.
+        loop {
+            let slice = match deadline {
+                None => Duration::from_millis(100),
+                Some(d) => d
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(100)),
+            };
+            if run(py, || self.inner.wait_ready(queue.as_bytes(), Some(slice)))? {
+                return Ok(true);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(false);
+            }
+            py.check_signals()?;
+        }
+    }
+
     fn ack(&self, py: Python<'_>, record: PyRef<'_, PyRecord>) -> PyResult<()> {
         let (queue, id, inc) = (record.queue.clone(), record.id, record.incarnation);
         drop(record);
