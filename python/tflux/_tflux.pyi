@@ -283,13 +283,17 @@ class Record:
         cls, id: int, key: int, payload: bytes, queue: str, _incarnation: int | None = None
     ) -> Record: ...
     @property
-    def id(self) -> int: ...
+    def id(self) -> int:
+        """Unique in its queue; ids grow with each enqueue and are never reused."""
     @property
-    def key(self) -> int: ...
+    def key(self) -> int:
+        """The priority: smaller keys are dequeued first (a signed 64-bit int)."""
     @property
-    def payload(self) -> bytes: ...
+    def payload(self) -> bytes:
+        """The message bytes."""
     @property
-    def queue(self) -> str: ...
+    def queue(self) -> str:
+        """The name of the queue the record belongs to."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -312,20 +316,26 @@ class QueueInfo:
     def name(self) -> str:
         """The queue's name; ``""`` is the default queue."""
     @property
-    def implementation(self) -> Implementation: ...
+    def implementation(self) -> Implementation:
+        """``"heap"`` (any key) or ``"array"`` (one FIFO per key of ``key_range``)."""
     @property
     def count(self) -> int:
         """Ready records (what ``max_size`` limits); in-flight records are not counted."""
     @property
-    def in_flight(self) -> int: ...
+    def in_flight(self) -> int:
+        """Dequeued records not yet acked or nacked."""
     @property
-    def last_id(self) -> int: ...
+    def last_id(self) -> int:
+        """The id given to the newest record (0: none yet)."""
     @property
-    def max_size(self) -> int | None: ...
+    def max_size(self) -> int | None:
+        """The most ready records the queue accepts (``None``: no limit)."""
     @property
-    def max_message_size(self) -> int | None: ...
+    def max_message_size(self) -> int | None:
+        """The largest payload in bytes (``None``: no limit)."""
     @property
-    def key_range(self) -> tuple[int, int] | None: ...
+    def key_range(self) -> tuple[int, int] | None:
+        """``(min, max)`` keys the queue accepts (``None``: any key)."""
     def __eq__(self, other: object, /) -> bool: ...
 
 DeltaKind = Literal["create_queue", "delete_queue", "add_record", "remove_record"]
@@ -517,10 +527,14 @@ class QueueState:
     """The queue state machine alone: apply deltas or replay a log without a store."""
 
     def __init__(self) -> None: ...
-    def apply(self, data: bytes, lsn: int | None = None) -> None: ...
-    def replay(self, log: Log, start: int | None = None) -> int: ...
-    def queues(self) -> list[QueueInfo]: ...
-    def records(self, queue: str) -> list[Record]: ...
+    def apply(self, data: bytes, lsn: int | None = None) -> None:
+        """Decode and apply one delta (``lsn`` names it in a ``ReplayError``)."""
+    def replay(self, log: Log, start: int | None = None) -> int:
+        """Apply every entry of ``log`` from ``start`` (default: its start); returns how many."""
+    def queues(self) -> list[QueueInfo]:
+        """A summary of every queue, sorted by name."""
+    def records(self, queue: str) -> list[Record]:
+        """Ready records of ``queue`` in dequeue order."""
     def __len__(self) -> int: ...
 
 def encode_delta(delta: Delta) -> bytes:
