@@ -248,3 +248,16 @@ def test_the_store_compresses_sealed_segments_in_the_background(tmp_path, method
 def test_an_unknown_compression_setting_is_refused_naming_the_key(tmp_path):
     with pytest.raises(tflux.SettingsError, match="LogCompressSealedSegments"):
         tflux.open(tmp_path / "base", log_compress_sealed_segments="gzip")
+
+
+def test_export_reads_compressed_segments(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    base = tmp_path / "base"
+    make_store(base)
+    assert run_cli("export", base, tmp_path / "plain").returncode == 0
+    compress_by_hand(base / "data" / "log", "zstd")
+    result = run_cli("export", base, tmp_path / "zstd")
+    assert result.returncode == 0, result.stderr
+    plain = pq.read_table(tmp_path / "plain" / "log.parquet").drop_columns(["segment"])
+    packed = pq.read_table(tmp_path / "zstd" / "log.parquet").drop_columns(["segment"])
+    assert packed.to_pylist() == plain.to_pylist()
