@@ -525,8 +525,12 @@ impl Segment {
             return Ok(());
         }
         let start = self.record_offset(from)?;
-        let copy = copy && self.sealed;
-        let check_crc = check_crc || copy;
+        // A decompressed segment is private memory whose whole CRC was checked when it was
+        // decoded (and every record's at the scan): nobody can change it under the reader, so
+        // neither the copy nor a second CRC pass buys anything.
+        let immutable = self.compressed.is_some();
+        let copy = copy && self.sealed && !immutable;
+        let check_crc = (check_crc || copy) && !immutable;
         let end = if self.index.is_dense() {
             self.record_end(to)
         } else if copy {

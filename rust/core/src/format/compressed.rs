@@ -247,7 +247,8 @@ pub fn decode(buf: &[u8]) -> Result<(Header, Vec<u8>), BadCompressed> {
     let header = decode_header(buf)?;
     let payload = &buf[HEADER_LEN..];
     let limit = header.original_len;
-    let mut out = Vec::with_capacity(limit.min(MAX_RESERVE) as usize);
+    // One byte more than declared: reading to the end probes past it without reallocating.
+    let mut out = Vec::with_capacity((limit + 1).min(MAX_RESERVE) as usize);
     let read = match header.method {
         Method::Zstd => zstd::stream::read::Decoder::with_buffer(payload)
             .and_then(|d| d.take(limit + 1).read_to_end(&mut out)),
