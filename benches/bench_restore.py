@@ -70,7 +70,7 @@ def info(data: QueueLog, label: str, role: str, **more) -> dict:
 def restore(base: Path) -> tuple[list[tflux.QueueInfo], tflux.Record | None, int]:
     with tflux.open(base, readonly=True) as store:
         queues = store.queues()
-        return queues, store.dequeue("bench", timeout=0), store.replayed
+        return queues, store.peek("bench"), store.replayed  # read-only: peek, not dequeue
 
 
 @pytest.mark.parametrize("cores", ["all", "one"])
