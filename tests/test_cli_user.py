@@ -287,6 +287,7 @@ def test_settings_values_are_typed(tmp_path):
         "LogSyncIntervalMs": int,
         "DiskFullRatio": float,
         "LogCompressSealedSegments": str,
+        "DeadLetter": dict,
     }
     resolved = tflux.settings(base)
     with tflux.open(base) as store:
