@@ -18,11 +18,14 @@ class Entry:
 
     def __new__(cls, lsn: int, term: int, data: bytes) -> Entry: ...
     @property
-    def lsn(self) -> int: ...
+    def lsn(self) -> int:
+        """The entry's log sequence number."""
     @property
-    def term(self) -> int: ...
+    def term(self) -> int:
+        """The Raft term the entry was written in."""
     @property
-    def data(self) -> bytes: ...
+    def data(self) -> bytes:
+        """The entry's data bytes (a delta, in a store's log)."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -31,11 +34,14 @@ class SegmentInfo:
     """One segment file of a log."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The file name: the 19-digit zero-padded first LSN plus ``.log`` (or ``.log.z``)."""
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The file's full path."""
     @property
-    def start_lsn(self) -> int: ...
+    def start_lsn(self) -> int:
+        """LSN of the segment's first record."""
     @property
     def count(self) -> int:
         """Number of records in the segment."""
@@ -50,7 +56,8 @@ class SegmentInfo:
         """Physical size of the file (preallocated segments are larger than ``size``; a
         compressed ``.log.z`` is usually smaller)."""
     @property
-    def sealed(self) -> bool: ...
+    def sealed(self) -> bool:
+        """True for every segment but the last one (the one appends go to)."""
     @property
     def compression(self) -> str | None:
         """``"zstd"`` or ``"lz4"`` for a compressed ``.log.z`` segment, else None."""
@@ -63,9 +70,11 @@ class RecoveryReport:
     def truncated(self) -> bool:
         """True when a torn or corrupt tail was cut."""
     @property
-    def cut_path(self) -> str | None: ...
+    def cut_path(self) -> str | None:
+        """The segment that was cut (``None``: nothing was cut)."""
     @property
-    def cut_offset(self) -> int | None: ...
+    def cut_offset(self) -> int | None:
+        """Offset where the cut started (``None``: nothing was cut)."""
     @property
     def bytes_cut(self) -> int:
         """Bytes of data discarded after the cut (up to the last non-zero byte)."""
@@ -73,7 +82,8 @@ class RecoveryReport:
     def records_kept(self) -> int:
         """Records kept in the segment that was cut."""
     @property
-    def reason(self) -> str | None: ...
+    def reason(self) -> str | None:
+        """Why the tail was cut (``None``: nothing was cut)."""
     @property
     def moved(self) -> list[str]:
         """Files moved aside by ``repair=True`` (their new paths under ``data/temp``)."""
@@ -83,9 +93,11 @@ class Problem:
     """One finding of :func:`verify`."""
 
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The file concerned."""
     @property
-    def offset(self) -> int | None: ...
+    def offset(self) -> int | None:
+        """Byte offset in the file, when known."""
     @property
     def kind(
         self,
@@ -103,9 +115,11 @@ class Problem:
         "settings",
         "replay",
         "io_error",
-    ]: ...
+    ]:
+        """What was found, as a fixed word programs can test."""
     @property
-    def message(self) -> str: ...
+    def message(self) -> str:
+        """A human-readable description of the finding."""
     @property
     def fatal(self) -> bool:
         """False for a torn tail (the next open trims it) and ignored files."""
@@ -115,18 +129,23 @@ class Problem:
 
 @final
 class VerifyReport:
+    """What :func:`verify` found in a log directory."""
+
     @property
     def path(self) -> str:
         """The log directory that was checked."""
     @property
-    def segments(self) -> list[SegmentInfo]: ...
+    def segments(self) -> list[SegmentInfo]:
+        """Every segment file scanned, in LSN order."""
     @property
-    def records(self) -> int: ...
+    def records(self) -> int:
+        """Records scanned, all segments together."""
     @property
     def bytes(self) -> int:
         """Bytes of records scanned (sum of segment sizes)."""
     @property
-    def problems(self) -> list[Problem]: ...
+    def problems(self) -> list[Problem]:
+        """Every finding, fatal or not."""
     @property
     def ok(self) -> bool:
         """No fatal problem (a torn tail alone is not fatal)."""
@@ -143,15 +162,20 @@ class EntryBatch:
     def __getitem__(self, index: int, /) -> Entry: ...
     def __iter__(self) -> Iterator[Entry]: ...
     @property
-    def lsn(self) -> memoryview: ...
+    def lsn(self) -> memoryview:
+        """Native-endian ``int64`` LSNs, one per entry."""
     @property
-    def term(self) -> memoryview: ...
+    def term(self) -> memoryview:
+        """Native-endian ``int32`` terms, one per entry."""
     @property
-    def offsets(self) -> memoryview: ...
+    def offsets(self) -> memoryview:
+        """``len + 1`` native-endian ``int32`` positions into ``data``."""
     @property
-    def data(self) -> bytes: ...
+    def data(self) -> bytes:
+        """Every entry's data back to back."""
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """Length of ``data`` in bytes."""
     def to_arrow(self) -> pyarrow.RecordBatch:
         """Columns ``lsn`` (int64), ``term`` (int32), ``data`` (binary), without copying."""
 
@@ -237,23 +261,32 @@ class Log:
     def close(self) -> None:
         """Sync per policy and release the directory lock; later calls raise ``ClosedError``."""
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The log directory, as given to ``open``."""
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """True after ``close()``."""
     @property
-    def readonly(self) -> bool: ...
+    def readonly(self) -> bool:
+        """True when opened with ``readonly=True`` (writes are refused)."""
     @property
-    def start_index(self) -> int: ...
+    def start_index(self) -> int:
+        """LSN of the first entry held (of the first segment, even when it is empty)."""
     @property
-    def last_index(self) -> int: ...
+    def last_index(self) -> int:
+        """LSN of the last entry; ``start_index - 1`` when the log holds none."""
     @property
-    def commit_index(self) -> int: ...
+    def commit_index(self) -> int:
+        """The highest committed LSN (raised by ``commit``, never lowered)."""
     @property
-    def last_entry(self) -> tuple[int, int] | None: ...
+    def last_entry(self) -> tuple[int, int] | None:
+        """``(lsn, term)`` of the last entry; ``None`` when the log holds none."""
     @property
-    def segments(self) -> list[SegmentInfo]: ...
+    def segments(self) -> list[SegmentInfo]:
+        """Every segment file, in LSN order."""
     @property
-    def recovery(self) -> RecoveryReport: ...
+    def recovery(self) -> RecoveryReport:
+        """What opening had to do to the tail of the last segment."""
     def __len__(self) -> int: ...
     def __enter__(self) -> Log: ...
     def __exit__(self, *exc: object) -> None: ...
@@ -354,31 +387,43 @@ class Delta:
     ) -> Delta:
         """Implementation 1 is the heap, 2 the array; ``None`` sizes: no limit (-1 on disk)."""
     @staticmethod
-    def delete_queue(queue: str) -> Delta: ...
+    def delete_queue(queue: str) -> Delta:
+        """A delta that deletes queue ``queue`` with its records."""
     @staticmethod
-    def add_record(queue: str, key: int, message: bytes) -> Delta: ...
+    def add_record(queue: str, key: int, message: bytes) -> Delta:
+        """A delta that adds a record with priority ``key`` to ``queue``."""
     @staticmethod
-    def remove_record(queue: str, record_id: int) -> Delta: ...
+    def remove_record(queue: str, record_id: int) -> Delta:
+        """A delta that removes record ``record_id`` from ``queue`` (an ack)."""
     @property
-    def kind(self) -> DeltaKind: ...
+    def kind(self) -> DeltaKind:
+        """``"create_queue"``, ``"delete_queue"``, ``"add_record"`` or ``"remove_record"``."""
     @property
     def queue(self) -> str:
         """Queue name; ``""`` is the default queue."""
     @property
-    def implementation(self) -> int | None: ...
+    def implementation(self) -> int | None:
+        """``create_queue``: 1 (heap) or 2 (array)."""
     @property
-    def max_queue_size(self) -> int | None: ...
+    def max_queue_size(self) -> int | None:
+        """``create_queue``: the most ready records (``None``: no limit)."""
     @property
-    def max_message_size(self) -> int | None: ...
+    def max_message_size(self) -> int | None:
+        """``create_queue``: the largest payload in bytes (``None``: no limit)."""
     @property
-    def key_range(self) -> tuple[int, int] | None: ...
+    def key_range(self) -> tuple[int, int] | None:
+        """``create_queue``: ``(min, max)`` keys accepted (``None``: any key)."""
     @property
-    def key(self) -> int | None: ...
+    def key(self) -> int | None:
+        """``add_record``: the record's priority."""
     @property
-    def message(self) -> bytes | None: ...
+    def message(self) -> bytes | None:
+        """``add_record``: the record's payload."""
     @property
-    def record_id(self) -> int | None: ...
-    def encode(self) -> bytes: ...
+    def record_id(self) -> int | None:
+        """``remove_record``: the id of the record removed."""
+    def encode(self) -> bytes:
+        """The delta's bytes (the data of a log record)."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -558,19 +603,26 @@ class SnapshotQueue:
         records: Iterable[tuple[int, int, bytes]] | None = None,
     ) -> SnapshotQueue: ...
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The queue's name; ``""`` is the default queue."""
     @property
-    def implementation(self) -> int: ...
+    def implementation(self) -> int:
+        """1 (heap) or 2 (array)."""
     @property
-    def last_id(self) -> int: ...
+    def last_id(self) -> int:
+        """The id given to the queue's newest record (0: none yet)."""
     @property
-    def max_queue_size(self) -> int | None: ...
+    def max_queue_size(self) -> int | None:
+        """The most ready records (``None``: no limit)."""
     @property
-    def max_message_size(self) -> int | None: ...
+    def max_message_size(self) -> int | None:
+        """The largest payload in bytes (``None``: no limit)."""
     @property
-    def key_range(self) -> tuple[int, int] | None: ...
+    def key_range(self) -> tuple[int, int] | None:
+        """``(min, max)`` keys accepted (``None``: any key)."""
     @property
-    def records(self) -> list[tuple[int, int, bytes]]: ...
+    def records(self) -> list[tuple[int, int, bytes]]:
+        """``(id, key, data)`` tuples in ascending id order."""
     def __eq__(self, other: object, /) -> bool: ...
 
 @final
@@ -581,11 +633,14 @@ class Snapshot:
         cls, last_index: int, last_term: int, queues: Iterable[SnapshotQueue]
     ) -> Snapshot: ...
     @property
-    def last_index(self) -> int: ...
+    def last_index(self) -> int:
+        """LSN of the last log entry the snapshot includes."""
     @property
-    def last_term(self) -> int: ...
+    def last_term(self) -> int:
+        """Term of that entry."""
     @property
-    def queues(self) -> list[SnapshotQueue]: ...
+    def queues(self) -> list[SnapshotQueue]:
+        """The queues, in file order."""
     def __eq__(self, other: object, /) -> bool: ...
 
 def read_snapshot(path: str | PathLike[str]) -> Snapshot | None:
@@ -605,9 +660,11 @@ class Metadata:
 
     def __new__(cls, term: int, voted_for: int | None = None) -> Metadata: ...
     @property
-    def term(self) -> int: ...
+    def term(self) -> int:
+        """The current Raft term."""
     @property
-    def voted_for(self) -> int | None: ...
+    def voted_for(self) -> int | None:
+        """The node voted for in this term (``None``: no vote)."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -615,10 +672,8 @@ def read_metadata(path: str | PathLike[str]) -> Metadata:
     """Read a metadata file; absent or empty means term 1, no vote."""
 
 def write_metadata(path: str | PathLike[str], term: int, voted_for: int | None = None) -> None:
-    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed).
-
-    Refuses (``ValueError``) every snapshot ``tflux.open`` would refuse. Index and term are
-    ``0..2**63-1``; past Int32 the wide layout (spec 4.1) is written."""
+    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed, directory
+    fsynced)."""
 
 # ----- columnar (Arrow) views -----
 
@@ -640,9 +695,11 @@ class SnapshotBatch:
 
     def __len__(self) -> int: ...
     @property
-    def last_index(self) -> int: ...
+    def last_index(self) -> int:
+        """LSN of the last log entry the snapshot includes."""
     @property
-    def last_term(self) -> int: ...
+    def last_term(self) -> int:
+        """Term of that entry."""
     @property
     def queues(self) -> list[dict[str, Any]]:
         """Every queue (with or without records): name, implementation, last_id,
@@ -672,56 +729,78 @@ class Layout:
 
     def __new__(cls, base: str | PathLike[str]) -> Layout: ...
     @property
-    def base(self) -> str: ...
+    def base(self) -> str:
+        """The base directory, as given."""
     @property
-    def data(self) -> str: ...
+    def data(self) -> str:
+        """``<base>/data``."""
     @property
-    def log(self) -> str: ...
+    def log(self) -> str:
+        """``<base>/data/log``: the segments."""
     @property
-    def temp(self) -> str: ...
+    def temp(self) -> str:
+        """``<base>/data/temp``: files being written, and files repair moved aside."""
     @property
-    def snapshot(self) -> str: ...
+    def snapshot(self) -> str:
+        """``<base>/data/tflux.snapshot``."""
     @property
-    def metadata(self) -> str: ...
+    def metadata(self) -> str:
+        """``<base>/data/tflux.metadata``."""
     @property
-    def settings(self) -> str: ...
+    def settings(self) -> str:
+        """``<base>/taskflux.settings.json``."""
 
 @final
 class BaseReport:
     """What :func:`verify_base` found."""
 
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The base directory that was checked."""
     @property
-    def layout(self) -> Layout: ...
+    def layout(self) -> Layout:
+        """The paths of that directory."""
     @property
     def ok(self) -> bool:
         """True exactly when a read-only ``tflux.open`` succeeds (and, with replay, restores)."""
     @property
-    def problems(self) -> list[Problem]: ...
+    def problems(self) -> list[Problem]:
+        """Every finding: settings, metadata, snapshot, each segment, their agreement, replay."""
     @property
-    def segments(self) -> list[SegmentInfo]: ...
+    def segments(self) -> list[SegmentInfo]:
+        """Every segment file of the log, in LSN order."""
     @property
-    def records(self) -> int: ...
+    def records(self) -> int:
+        """Records scanned, all segments together."""
     @property
-    def bytes(self) -> int: ...
+    def bytes(self) -> int:
+        """Bytes of records scanned (sum of segment sizes)."""
     @property
-    def log_bounds(self) -> tuple[int, int] | None: ...
+    def log_bounds(self) -> tuple[int, int] | None:
+        """``(first, last)`` LSN of the log as a read-only open holds it; ``None`` when the log is
+        damaged."""
     @property
-    def metadata(self) -> Metadata | None: ...
+    def metadata(self) -> Metadata | None:
+        """The metadata file's content; ``None`` when it could not be read."""
     @property
-    def metadata_present(self) -> bool: ...
+    def metadata_present(self) -> bool:
+        """Whether the metadata file exists (absent means the defaults)."""
     @property
     def snapshot(self) -> tuple[int, int, int, int] | None:
         """``(last_index, last_term, queues, records)``; None without a snapshot."""
     @property
-    def queues(self) -> list[QueueInfo] | None: ...
+    def queues(self) -> list[QueueInfo] | None:
+        """The rebuilt queues (``replay=True`` and no fatal finding before the replay), else
+        ``None``."""
     @property
-    def replayed(self) -> int | None: ...
+    def replayed(self) -> int | None:
+        """Deltas replayed onto the snapshot's state (``None``: no replay was done)."""
     @property
-    def log_seconds(self) -> float: ...
+    def log_seconds(self) -> float:
+        """Seconds spent scanning the log."""
     @property
-    def replay_seconds(self) -> float: ...
+    def replay_seconds(self) -> float:
+        """Seconds spent replaying the log (0 without a replay)."""
 
 def verify_base(base: str | PathLike[str], *, replay: bool = True) -> BaseReport:
     """Check a base directory exactly as a restore does, reading only."""
@@ -731,17 +810,23 @@ class RepairPlan:
     """What ``Log.open(path, repair=True)`` would do."""
 
     @property
-    def reason(self) -> Problem: ...
+    def reason(self) -> Problem:
+        """The finding that decides the plan."""
     @property
-    def cut_path(self) -> str | None: ...
+    def cut_path(self) -> str | None:
+        """The segment to cut at its first bad record (``None``: no cut)."""
     @property
-    def cut_offset(self) -> int | None: ...
+    def cut_offset(self) -> int | None:
+        """Where the cut starts: the first bad record (``None``: no cut)."""
     @property
-    def records_kept(self) -> int | None: ...
+    def records_kept(self) -> int | None:
+        """Records of that segment kept before the cut (``None``: no cut)."""
     @property
-    def first_lost_lsn(self) -> int | None: ...
+    def first_lost_lsn(self) -> int | None:
+        """LSN of the first entry that leaves the log (``None``: no cut)."""
     @property
-    def moved(self) -> list[str]: ...
+    def moved(self) -> list[str]:
+        """Segment files moved whole into the temp directory."""
 
 def plan_repair(log_dir: str | PathLike[str], *, empty_entries: bool = True) -> RepairPlan | None:
     """The plan ``Log.open(log_dir, repair=True)`` would execute; None if nothing to repair."""
@@ -757,9 +842,11 @@ class Message:
     def __new__(cls, lsn: int, data: bytes) -> Message: ...
     def __eq__(self, other: object, /) -> bool: ...
     @property
-    def lsn(self) -> int: ...
+    def lsn(self) -> int:
+        """The message's LSN in the channel's log."""
     @property
-    def data(self) -> bytes: ...
+    def data(self) -> bytes:
+        """The message bytes."""
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[type[Message], tuple[int, bytes]]: ...
 
@@ -768,10 +855,12 @@ class MessageBatch:
     """Messages received together, in columnar form: message ``i`` has LSN ``first_lsn + i``."""
 
     @property
-    def first_lsn(self) -> int: ...
+    def first_lsn(self) -> int:
+        """LSN of the first message of the batch."""
     def __len__(self) -> int: ...
     def __getitem__(self, key: int, /) -> Message: ...
-    def payloads(self) -> list[bytes]: ...
+    def payloads(self) -> list[bytes]:
+        """The payloads as a list of bytes."""
     @property
     def data(self) -> bytes:
         """Every payload back to back (Arrow's binary values buffer)."""
@@ -783,15 +872,18 @@ class MessageBatch:
 class Sender:
     """Appends messages to a channel."""
 
-    def send(self, data: bytes) -> int: ...
-    def send_many(self, items: Sequence[bytes]) -> int: ...
+    def send(self, data: bytes) -> int:
+        """Append one message; returns its LSN (durable per the channel's sync policy)."""
+    def send_many(self, items: Sequence[bytes]) -> int:
+        """Append messages, all or nothing, with one write and one fsync; returns the first LSN."""
 
 @final
 class Receiver:
     """A named receiver with a durable cursor (``data/cursors/NAME.cursor``)."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The receiver's name (its cursor is ``data/cursors/NAME.cursor``)."""
     @property
     def position(self) -> int:
         """The next LSN to deliver."""
@@ -799,13 +891,21 @@ class Receiver:
     def acked(self) -> int:
         """The first unacknowledged LSN (what the cursor file holds)."""
     @property
-    def closed(self) -> bool: ...
-    def recv(self, timeout: float | None = None) -> Message | None: ...
+    def closed(self) -> bool:
+        """True after ``close()``."""
+    def recv(self, timeout: float | None = None) -> Message | None:
+        """The next message, waiting up to ``timeout`` seconds (``None``: forever); ``None`` on
+        timeout."""
     def recv_many(
         self, max_messages: int = 1024, timeout: float | None = None, max_bytes: int | None = None
-    ) -> MessageBatch: ...
-    def ack(self, n: int = 1) -> None: ...
-    def close(self) -> None: ...
+    ) -> MessageBatch:
+        """Up to ``max_messages`` messages (and about ``max_bytes`` of data), waiting up to
+        ``timeout`` for the first; an empty batch on timeout."""
+    def ack(self, n: int = 1) -> None:
+        """Acknowledge the ``n`` oldest received messages (the cursor file is replaced
+        atomically)."""
+    def close(self) -> None:
+        """Release the name (another process may open it); later calls raise ``ClosedError``."""
     def __enter__(self) -> Receiver: ...
     def __exit__(self, *_exc: object) -> None: ...
 
@@ -829,27 +929,44 @@ class Channel:
         disk_high_ratio: float | None = ...,
         disk_low_ratio: float | None = ...,
         disk_clean_ratio: float | None = ...,
-    ) -> Channel: ...
+    ) -> Channel:
+        """Open (creating it unless ``readonly``) the channel directory ``dir``."""
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The channel directory, as given to ``open``."""
     @property
-    def readonly(self) -> bool: ...
+    def readonly(self) -> bool:
+        """True when opened with ``readonly=True`` (no sender)."""
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """True after ``close()``."""
     @property
-    def start_lsn(self) -> int: ...
+    def start_lsn(self) -> int:
+        """LSN of the first message the channel still holds."""
     @property
-    def next_lsn(self) -> int: ...
+    def next_lsn(self) -> int:
+        """The LSN the next message sent gets."""
     @property
-    def disk_full(self) -> bool: ...
-    def sender(self) -> Sender: ...
+    def disk_full(self) -> bool:
+        """Whether sends are refused for lack of disk space (until below the low ratio)."""
+    def sender(self) -> Sender:
+        """A sender (refused on a read-only channel)."""
     def receiver(
         self, name: str, start: Literal["earliest", "latest"] | int | None = None
-    ) -> Receiver: ...
-    def receivers(self) -> dict[str, int]: ...
-    def drop_receiver(self, name: str) -> bool: ...
-    def collect(self) -> int: ...
-    def sync(self) -> None: ...
-    def close(self) -> None: ...
+    ) -> Receiver:
+        """Receiver ``name``: resumes at its first unacknowledged message; ``start``
+        (``"earliest"``, ``"latest"`` or an LSN) applies only when it has no cursor yet."""
+    def receivers(self) -> dict[str, int]:
+        """``{name: first unacknowledged LSN}`` of every receiver of the directory."""
+    def drop_receiver(self, name: str) -> bool:
+        """Delete receiver ``name``'s cursor; ``False`` when it had none."""
+    def collect(self) -> int:
+        """Delete the oldest sealed segments every receiver has acknowledged and retention lets
+        go; returns how many."""
+    def sync(self) -> None:
+        """Make every sent message durable now."""
+    def close(self) -> None:
+        """Close the channel: waiting ``recv`` calls raise ``ClosedError``, later sends are
+        refused, sent messages are synced per policy and the directory lock is released."""
     def __enter__(self) -> Channel: ...
     def __exit__(self, *_exc: object) -> None: ...
