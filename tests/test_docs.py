@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -28,3 +29,29 @@ def test_the_site_builds_strict_and_documents_every_public_name(tmp_path):
     anchors = set(re.findall(r'id="([^"]+)"', api))
     missing = [name for name in tflux.__all__ if f"tflux.{name}" not in anchors]
     assert not missing, missing
+
+
+def _undocumented(nodes: list[ast.stmt], exported: set[str] | None, prefix: str = "") -> list[str]:
+    """Public classes and defs under ``nodes`` without a docstring (``exported`` filters the top
+    level; members of a class are all walked)."""
+    missing = []
+    for node in nodes:
+        if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if node.name.startswith("_") or (exported is not None and node.name not in exported):
+            continue
+        if ast.get_docstring(node) is None:
+            missing.append(prefix + node.name)
+        if isinstance(node, ast.ClassDef):
+            missing += _undocumented(node.body, None, f"{prefix}{node.name}.")
+    return missing
+
+
+def test_every_public_member_of_the_stub_has_a_docstring():
+    stub = ROOT / "python" / "tflux" / "_tflux.pyi"
+    tree = ast.parse(stub.read_text(), filename=str(stub))
+    exported = set(tflux.__all__)
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    assert defined & exported, "no name of tflux.__all__ is defined in the stub"
+    missing = _undocumented(tree.body, exported)
+    assert not missing, f"add a docstring to these members of _tflux.pyi: {missing}"

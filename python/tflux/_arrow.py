@@ -55,6 +55,7 @@ def delta_batch_to_arrow(batch) -> pyarrow.RecordBatch:
 
 
 def snapshot_batch_schema() -> pyarrow.Schema:
+    """The Arrow schema of ``SnapshotBatch.to_arrow``."""
     import pyarrow as pa
 
     return pa.schema(

@@ -31,30 +31,37 @@ class Layout:
 
     @property
     def base(self) -> Path:
+        """``tflux.Layout.base`` as a path."""
         return Path(self._core.base)
 
     @property
     def data(self) -> Path:
+        """``tflux.Layout.data`` as a path."""
         return Path(self._core.data)
 
     @property
     def log(self) -> Path:
+        """``tflux.Layout.log`` as a path."""
         return Path(self._core.log)
 
     @property
     def temp(self) -> Path:
+        """``tflux.Layout.temp`` as a path."""
         return Path(self._core.temp)
 
     @property
     def snapshot(self) -> Path:
+        """``tflux.Layout.snapshot`` as a path."""
         return Path(self._core.snapshot)
 
     @property
     def metadata(self) -> Path:
+        """``tflux.Layout.metadata`` as a path."""
         return Path(self._core.metadata)
 
     @property
     def settings(self) -> Path:
+        """``tflux.Layout.settings`` as a path."""
         return Path(self._core.settings)
 
     @classmethod

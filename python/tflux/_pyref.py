@@ -133,10 +133,12 @@ _ID = struct.Struct(">Q")
 
 
 class ReplayError(Exception):
-    pass
+    """A delta the pure-Python replay cannot apply (message names the LSN)."""
 
 
 class PyQueue:
+    """One queue of the pure-Python reference state (a heap with lazy removal)."""
+
     __slots__ = ("alive", "config", "heap", "last_id", "removed")
 
     def __init__(self, config: tuple) -> None:
@@ -158,6 +160,8 @@ class PyQueue:
 
 
 class PyState:
+    """The pure-Python reference queue state (what ``replay`` rebuilds)."""
+
     def __init__(self) -> None:
         self.queues: dict[bytes, PyQueue] = {b"": PyQueue((1, -1, -1, None))}
 

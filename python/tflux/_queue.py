@@ -22,8 +22,13 @@ class Serializer(Protocol):
     """Anything with ``dumps(obj) -> bytes`` and ``loads(bytes) -> obj`` (``pickle``, ``json``
     wrapped to bytes, msgpack, a custom class)."""
 
-    def dumps(self, obj: Any, /) -> bytes: ...
-    def loads(self, data: bytes, /) -> Any: ...
+    def dumps(self, obj: Any, /) -> bytes:
+        """The payload bytes stored for ``obj``."""
+        ...
+
+    def loads(self, data: bytes, /) -> Any:
+        """The object ``dumps`` turned into ``data``."""
+        ...
 
 
 class _Bytes:

@@ -63,21 +63,27 @@ class Ratio:
 
     @property
     def ratio(self) -> float:
+        """tflux's rate divided by the baseline's."""
         return self.tflux_rate / self.baseline_rate
 
     @property
     def met(self) -> bool | None:
+        """Whether ``ratio`` reaches ``target`` (``None``: no target)."""
         return None if self.target is None else self.ratio >= self.target
 
 
 @dataclass
 class Results:
+    """Every ratio measured by one ``run``, with the size, the directory and the seconds taken."""
+
     size: str
     directory: str
     ratios: list[Ratio] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of the results (with tflux's version, each ratio and whether it met
+        its target)."""
         return {
             "size": self.size,
             "directory": self.directory,
@@ -119,6 +125,8 @@ def _write_scan_log(path: Path, total_bytes: int) -> int:
 
 
 def scan_ratio(root: Path, total_bytes: int, repeats: int) -> Ratio:
+    """``tflux.verify`` of a log of ``total_bytes`` against ``tflux.crc32`` over the same bytes, in
+    MB/s (median of ``repeats``); raises ``RuntimeError`` when the verify disagrees."""
     path = root / "scan"
     records = _write_scan_log(path, total_bytes)
     report = tflux.verify(path)
@@ -180,6 +188,8 @@ def write_queue_log(base: Path, deltas: int) -> tuple[int, int]:
 
 
 def restore_ratio(root: Path, deltas: int, py_deltas: int, repeats: int) -> Ratio:
+    """``tflux.open`` replaying ``deltas`` against the pure-Python replay of the first
+    ``py_deltas``, in deltas/s; raises ``RuntimeError`` when either restores the wrong state."""
     base = root / "restore"
     adds, removes = write_queue_log(base, deltas)
     opened: list[tflux.Store] = []
@@ -292,6 +302,8 @@ def _raw_fdatasyncs(root: Path, calls: int, repeats: int) -> float:
 
 
 def enqueue_ratio(root: Path, calls: int, repeats: int) -> Ratio:
+    """Durable ``store.enqueue`` calls against persist-queue's ``put`` (or raw ``fdatasync``
+    writes when persist-queue is not installed), in records/s."""
     mine = _tflux_enqueues(root, calls, repeats)
     try:
         import persistqueue  # noqa: F401
