@@ -131,7 +131,6 @@ pub enum EntryKind {
 /// Segment-named entries of `dir` (`NNN.log` and `NNN.log.z`) sorted by first LSN, and the
 /// names that are not segments. A `.log` beside a `.log.z` of the same LSN is its `twin`.
 pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
-    use std::os::unix::fs::FileTypeExt;
     let mut segments = Vec::new();
     let mut ignored = Vec::new();
     for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
@@ -147,25 +146,7 @@ pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
         };
         // A segment-named entry is never skipped: skipping it would make the log look shorter
         // than it is. What cannot be read as a segment is reported by the recovery scanner.
-        let kind = match fs::metadata(&path) {
-            Ok(meta) if meta.is_file() => EntryKind::Regular,
-            Ok(meta) => {
-                let t = meta.file_type();
-                EntryKind::Other(if t.is_dir() {
-                    "a directory"
-                } else if t.is_fifo() {
-                    "a FIFO"
-                } else if t.is_char_device() || t.is_block_device() {
-                    "a device"
-                } else if t.is_socket() {
-                    "a socket"
-                } else {
-                    "not a regular file"
-                })
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => EntryKind::Other("a dangling symlink"),
-            Err(e) => return Err(Error::io("stat segment", &path, e)),
-        };
+        let kind = entry_kind(&path)?;
         segments.push(SegmentFile {
             first_lsn,
             path,
@@ -193,6 +174,37 @@ pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
     }
     ignored.sort();
     Ok((paired, ignored))
+}
+
+/// What the segment-named entry at `path` is (`stat`, following a symlink).
+fn entry_kind(path: &Path) -> Result<EntryKind> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = match fs::metadata(path) {
+        Ok(meta) if meta.is_file() => EntryKind::Regular,
+        Ok(meta) => {
+            let t = meta.file_type();
+            EntryKind::Other(if t.is_dir() {
+                "a directory"
+            } else if t.is_fifo() {
+                "a FIFO"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else if t.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            })
+        }
+        // Not found through the link, but the name is there: a symlink to nothing. A name
+        // that is gone (or is a file again) was deleted, and maybe made again, by a writer
+        // between the listing and this stat: an I/O error, never a finding of corruption.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => EntryKind::Other("a dangling symlink"),
+            _ => return Err(Error::io("stat segment", path, e)),
+        },
+        Err(e) => return Err(Error::io("stat segment", path, e)),
+    };
+    Ok(kind)
 }
 
 /// The `temp` directory beside a log directory, created if needed. Refused when it is a
@@ -297,4 +309,39 @@ pub fn backup_copy(
     }
     let e = io::Error::from(io::ErrorKind::AlreadyExists);
     Err(Error::io("create backup", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_deleted_between_the_listing_and_its_stat_is_an_io_error_not_a_finding() {
+        // A writer that deletes a segment after a reader listed it: the reader's stat finds no
+        // name. That used to be called "a dangling symlink", which a read-only open reported as
+        // corruption of a healthy log (when the writer made the same name and inode again).
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("00000000000000000007.log");
+        let err = entry_kind(&gone).unwrap_err();
+        assert!(
+            matches!(&err, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_symlink_to_nothing_is_a_dangling_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("00000000000000000007.log");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &link).unwrap();
+        assert_eq!(
+            entry_kind(&link).unwrap(),
+            EntryKind::Other("a dangling symlink")
+        );
+        std::fs::write(dir.path().join("file.log"), b"x").unwrap();
+        assert_eq!(
+            entry_kind(&dir.path().join("file.log")).unwrap(),
+            EntryKind::Regular
+        );
+    }
 }
