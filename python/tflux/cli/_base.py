@@ -43,6 +43,12 @@ def _locate(path: Path) -> tuple[Path | None, Path]:
     return (layout.base if layout is not None else None), log_dir
 
 
+def _is_channel(base: Path) -> bool:
+    """A channel directory (spec section 10): its records are opaque messages, it has no
+    snapshot or metadata, and data/cursors marks it. The one place the CLI decides this."""
+    return (base / "data" / "cursors").is_dir()
+
+
 def _base_dir(path: Path) -> tuple[Path, Path]:
     """``(base directory, log directory)`` of a base directory (or of its ``data/log``)."""
     base, log_dir = _locate(path)

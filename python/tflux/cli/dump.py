@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 import tflux
-from tflux.cli._base import _locate, _settings_for_reading
+from tflux.cli._base import _is_channel, _locate, _settings_for_reading
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_CORRUPT,
@@ -182,8 +182,7 @@ def dump(
     base, log_dir = _locate(path)
     if base is not None:  # the log alone is read, but a bad settings file is still worth a word
         _settings_for_reading(base)
-        # A channel's records are opaque messages, not deltas (data/cursors marks a channel).
-        raw = raw or (base / "data" / "cursors").is_dir()
+        raw = raw or _is_channel(base)  # a channel's records are messages, not deltas
     with tflux.Log.open(log_dir, readonly=True) as log:
         start = max(first if first is not None else 0, log.start_index)
         end = min(last + 1 if last is not None else log.last_index + 1, log.last_index + 1)

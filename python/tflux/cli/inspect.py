@@ -13,7 +13,7 @@ from rich.markup import escape
 
 import tflux
 from tflux._layout import SETTINGS_FILE, Layout
-from tflux.cli._base import _base_dir, _settings_for_reading
+from tflux.cli._base import _base_dir, _is_channel, _settings_for_reading
 from tflux.cli._check import Checked, _check, _finding_json, _print_findings, _segment_json
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -86,7 +86,7 @@ def inspect(base: Path, as_json: bool) -> None:
 def _receivers(base: Path) -> list[dict[str, Any]] | None:
     """A channel directory's receivers: name, first unacknowledged LSN and lag (messages sent
     and not acknowledged); None for a directory that is not a channel (no data/cursors)."""
-    if not (base / "data" / "cursors").is_dir():
+    if not _is_channel(base):
         return None
     with tflux.Channel.open(base, readonly=True) as ch:
         end = ch.next_lsn

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from tflux.cli._base import _locate
+from tflux.cli._base import _is_channel, _locate
 from tflux.cli._check import _check, _checked_json, _print_findings, _print_notes
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -82,7 +82,7 @@ def verify(path: Path, full: bool, verbose: bool, as_json: bool) -> None:
     base, log_dir = _locate(path)
     if log_dir == path:  # a log directory named itself: a raw Raft log, segment checks only
         base = None
-    if base is not None and (base / "data" / "cursors").is_dir():
+    if base is not None and _is_channel(base):
         base = None  # a channel: opaque messages, no snapshot or deltas (segment checks only)
     checked = _check(base, log_dir, replay=full)
     if as_json:
