@@ -514,6 +514,30 @@ def test_verify_checks_a_collected_channel(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_inspect_reads_a_collected_channel_as_healthy(tmp_path):
+    # Regression: inspect checked a channel like a queue base, so a channel whose oldest segments
+    # were collected was reported as "a gap between the snapshot and the log" and exited 1.
+    import json
+
+    with small(tmp_path) as ch:
+        ch.sender().send_many([b"m%d" % i for i in range(200)])
+        ch.sender().send(b"last")
+        rx = ch.receiver("r")
+        drain(rx)
+        rx.ack(201)
+        assert ch.collect() > 0
+    done = subprocess.run(
+        [sys.executable, "-m", "tflux.cli", "inspect", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["problems"] == []
+    assert doc["receivers"] == [{"name": "r", "acked": 201, "lag": 0}]
+
+
 def test_compress_sealed_channel_is_read_by_another_process(tmp_path):
     n = 300
     with small(tmp_path, compress_sealed="lz4", sync="never") as ch:

@@ -68,7 +68,9 @@ def inspect(base: Path, as_json: bool) -> None:
     files = Layout(base)
     settings, ignored = _settings_for_reading(base)
     from_file = None if ignored is not None else _settings_file(files.settings)
-    checked = _check(base, log_dir)
+    # A channel holds opaque messages: segment checks only, no snapshot/log continuity (collection
+    # deletes the oldest segments), exactly as verify treats it.
+    checked = _check(None if _is_channel(base) else base, log_dir)
     temp = sorted(os.listdir(files.temp)) if files.temp.is_dir() else []
     receivers = _receivers(base)
     if as_json:
