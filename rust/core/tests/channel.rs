@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tflux_core::channel::{Channel, ChannelOptions, Retention, SpaceProbe, Start, Watermarks};
+use tflux_core::storage::testing::{Fault, OpKind};
 use tflux_core::Error;
 
 fn small() -> ChannelOptions {
@@ -333,4 +334,128 @@ fn compress_sealed_compresses_at_roll_over_and_receivers_still_read() {
         }
     )
     .is_err());
+}
+
+/// A channel on a [`FaultStorage`] whose next operation of `kind` fails.
+fn faulty(dir: &Path) -> (Channel, Arc<tflux_core::storage::testing::FaultStorage>) {
+    let storage = tflux_core::storage::testing::FaultStorage::new(dir).unwrap();
+    let opts = ChannelOptions {
+        storage: storage.clone(),
+        ..small()
+    };
+    (Channel::open(dir, opts).unwrap(), storage)
+}
+
+fn fail_next(storage: &tflux_core::storage::testing::FaultStorage, kind: OpKind) {
+    storage.fail(Fault {
+        kind: Some(kind),
+        nth: storage.ops_of(kind),
+        errno: tflux_core::storage::testing::EIO,
+    });
+}
+
+#[test]
+fn a_failed_write_fails_the_whole_send_and_stops_sends_but_not_receivers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ch, storage) = faulty(dir.path());
+    let first: Vec<Vec<u8>> = (0..5).map(msg).collect();
+    ch.send_many(&first).unwrap();
+    let rx = ch.receiver("a", Start::Earliest).unwrap();
+    // The batch's write fails half way (FaultStorage leaves the first half behind).
+    fail_next(&storage, OpKind::Write);
+    let batch: Vec<Vec<u8>> = (5..25).map(msg).collect();
+    assert!(matches!(ch.send_many(&batch), Err(Error::Io { .. })));
+    assert!(ch.stopped().is_some());
+    // Fail-stop: later sends are refused, though the storage works again.
+    assert!(matches!(
+        ch.send_many(&[msg(99)]),
+        Err(Error::Poisoned { .. })
+    ));
+    // Still readable: receivers (old and new) get exactly what was sent before, none of the
+    // failed batch.
+    let want: Vec<(i64, Vec<u8>)> = first
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, d)| (i as i64, d))
+        .collect();
+    assert_eq!(recv_all(&rx), want);
+    rx.ack(5).unwrap();
+    let b = ch.receiver("b", Start::Earliest).unwrap();
+    assert_eq!(recv_all(&b), want);
+    assert_eq!(ch.bounds().unwrap(), (0, 5));
+    drop((rx, b));
+    ch.close().unwrap();
+    // Reopened: none of the failed batch, and sending works again at LSN 5.
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    assert_eq!(ch.bounds().unwrap(), (0, 5));
+    assert_eq!(ch.send_many(&[msg(5)]).unwrap(), 5);
+    let rx = ch.receiver("a", Start::Earliest).unwrap();
+    assert_eq!(recv_all(&rx), vec![(5, msg(5))]);
+}
+
+#[test]
+fn a_failed_fsync_fails_the_send_and_stops_sends_but_not_receivers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ch, storage) = faulty(dir.path());
+    ch.send_many(&[msg(0)]).unwrap();
+    fail_next(&storage, OpKind::Sync);
+    assert!(matches!(
+        ch.send_many(&[msg(1)]),
+        Err(Error::NotDurable { .. })
+    ));
+    assert!(matches!(
+        ch.send_many(&[msg(2)]),
+        Err(Error::Poisoned { .. })
+    ));
+    let rx = ch.receiver("a", Start::Earliest).unwrap();
+    assert_eq!(recv_all(&rx).first(), Some(&(0, msg(0))));
+    rx.ack(1).unwrap();
+    drop(rx);
+    ch.close().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    let next = ch.bounds().unwrap().1;
+    assert_eq!(ch.send_many(&[msg(3)]).unwrap(), next);
+}
+
+#[test]
+fn above_the_cleaning_ratio_collection_ignores_retention_but_not_receivers() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(FakeSpace(AtomicU64::new(50)));
+    let opts = ChannelOptions {
+        space: probe.clone(),
+        retention: Retention {
+            bytes: Some(1 << 30),
+            ms: None,
+        },
+        watermarks: Watermarks {
+            high: Some(0.95),
+            low: Some(0.90),
+            clean: Some(0.85),
+        },
+        ..small()
+    };
+    let ch = Channel::open(dir.path(), opts).unwrap();
+    let fast = ch.receiver("fast", Start::Earliest).unwrap();
+    let slow = ch.receiver("slow", Start::Earliest).unwrap();
+    for i in 0..200 {
+        ch.send_many(&[msg(i)]).unwrap();
+    }
+    recv_all(&fast);
+    fast.ack(200).unwrap();
+    recv_all(&slow);
+    slow.ack(100).unwrap();
+    // Below the cleaning ratio retention keeps everything, after roll-over and on demand.
+    ch.send_many(&[msg(200)]).unwrap();
+    assert_eq!(ch.collect().unwrap(), 0);
+    assert_eq!(ch.bounds().unwrap().0, 0);
+    // Above it the next send collects by itself, up to what `slow` has acknowledged.
+    probe.0.store(86, Ordering::Relaxed);
+    ch.send_many(&[msg(201)]).unwrap();
+    let first = ch.bounds().unwrap().0;
+    assert!(first > 0 && first <= 100, "{first}");
+    slow.close();
+    let slow = ch.receiver("slow", Start::Earliest).unwrap();
+    let got = recv_all(&slow);
+    assert_eq!((got[0].0, got.len()), (100, 102));
 }
