@@ -588,12 +588,22 @@ impl Segment {
     /// Writes already framed records (`encoded`, followed here by the end marker) at the end
     /// of the data, then records their offsets and terms. Returns nothing until the bytes are
     /// written; syncing is the caller's decision.
+    ///
+    /// All or nothing for readers that follow the file while it is written (channel receivers,
+    /// read-only opens): everything but the first record's marker goes behind the current end
+    /// marker first, then that one aligned word replaces the end marker and makes the whole
+    /// batch visible at once. A write that fails or stops short leaves the end marker in place,
+    /// so no reader (and no reopen) finds part of a failed call, even when no clean-up can run.
     pub fn append_encoded(&mut self, encoded: &mut Vec<u8>, records: &[(u64, i32)]) -> Result<()> {
         debug_assert!(!self.sealed && self.writable);
+        debug_assert!(encoded.len() >= END_MARKER.len() && self.size.is_multiple_of(4));
         encoded.extend_from_slice(&END_MARKER);
-        if let Err(e) = self.file.write_all_at(encoded, self.size) {
-            // A short write may have left whole records of this batch behind: put the end
-            // marker back (best effort) so that a reopen does not find part of a failed call.
+        let head = END_MARKER.len();
+        self.file
+            .write_all_at(&encoded[head..], self.size + head as u64)
+            .map_err(|e| Error::io("write segment", &self.path, e))?;
+        if let Err(e) = self.file.write_all_at(&encoded[..head], self.size) {
+            // The word may be half written: put the end marker back (best effort).
             let _ = self.file.write_all_at(&END_MARKER, self.size);
             return Err(Error::io("write segment", &self.path, e));
         }

@@ -459,3 +459,27 @@ fn above_the_cleaning_ratio_collection_ignores_retention_but_not_receivers() {
     let got = recv_all(&slow);
     assert_eq!((got[0].0, got.len()), (100, 102));
 }
+
+#[test]
+fn a_send_cut_short_leaves_nothing_readable_even_if_the_device_then_dies() {
+    // The batch's write stops half way (ENOSPC) and every later write fails (the device is
+    // gone): no clean-up can run. Receivers, and the log reopened on the files as they are,
+    // must see none of the failed send.
+    let dir = tempfile::tempdir().unwrap();
+    let (ch, storage) = faulty(dir.path());
+    ch.send_many(&[msg(0)]).unwrap();
+    let rx = ch.receiver("a", Start::Earliest).unwrap();
+    assert_eq!(recv_all(&rx), vec![(0, msg(0))]);
+    fail_next(&storage, OpKind::Write);
+    storage.crash_at(storage.ops() + 1);
+    let batch: Vec<Vec<u8>> = (1..40).map(msg).collect();
+    assert!(ch.send_many(&batch).is_err());
+    assert_eq!(recv_all(&rx), vec![]);
+    drop(rx);
+    let _ = ch.close();
+    drop(ch);
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    assert_eq!(ch.bounds().unwrap(), (0, 1));
+    let rx = ch.receiver("b", Start::Earliest).unwrap();
+    assert_eq!(recv_all(&rx), vec![(0, msg(0))]);
+}
