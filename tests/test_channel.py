@@ -548,3 +548,90 @@ def test_compress_sealed_channel_is_read_by_another_process(tmp_path):
         p = run_py(RECEIVER_PROCESS, str(tmp_path), "z", str(n))
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0 and f"done {n}" in out, (out, err)
+
+
+# ----- waiting -----
+
+
+def test_recv_timeout_returns_none_and_closing_the_receiver_wakes_it(tmp_path):
+    with tflux.Channel.open(tmp_path, sync="never") as ch:
+        rx = ch.receiver("a")
+        started = time.monotonic()
+        assert rx.recv(timeout=0.05) is None
+        assert time.monotonic() - started >= 0.05
+        assert len(rx.recv_many(10, timeout=0.01)) == 0
+        errors = []
+
+        def wait():
+            try:
+                rx.recv()
+            except tflux.ClosedError as e:
+                errors.append(e)
+
+        t = threading.Thread(target=wait)
+        t.start()
+        time.sleep(0.05)
+        rx.close()  # from another thread than the waiting one
+        t.join(20)
+        assert not t.is_alive() and len(errors) == 1
+        ch.receiver("a")  # the name is free again
+
+
+ACKING_RECEIVER_PROCESS = """
+import sys, tflux
+path, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rx = tflux.Channel.open(path, readonly=True).receiver(name)
+print('ready', flush=True)
+seen = 0
+while seen < n:
+    b = rx.recv_many(37, timeout=30)
+    if not len(b):
+        print('timeout', seen, flush=True); sys.exit(1)
+    for i in range(len(b)):
+        m = b[i]
+        if m.lsn != seen or m.data != b'%06d' % seen:
+            print('bad', m.lsn, seen, flush=True); sys.exit(1)
+        seen += 1
+    rx.ack(len(b))
+print('done', seen, flush=True)
+"""
+
+
+@pytest.mark.parametrize("method", ["zstd", "lz4"])
+def test_readonly_receiver_survives_roll_over_retention_and_compression_while_sending(
+    tmp_path, method
+):
+    """A receiver in another process reads while the writer rolls over, compresses the sealed
+    segments and deletes them under retention (its own cursor is all that holds them)."""
+    n = 1500
+    ch = small(tmp_path, sync="never", compress_sealed=method, retention_ms=0)
+    p = run_py(ACKING_RECEIVER_PROCESS, str(tmp_path), "far", str(n))
+    assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    tx = ch.sender()
+    for i in range(0, n, 5):
+        tx.send_many([b"%06d" % k for k in range(i, i + 5)])
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and f"done {n}" in out, (out, err)
+    assert ch.receivers() == {"far": n}
+    tx.send_many([b"%06d" % k for k in range(n, n + 200)])  # rolls over: collects
+    assert ch.start_lsn > 0
+    assert list((tmp_path / "data/log").glob("*.log.z")) or ch.start_lsn >= n
+    ch.close()
+
+
+# ----- documentation -----
+
+
+def test_the_readme_channel_example_runs_as_written(tmp_path):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Channels") :]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start : section.index("```\n", start)]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    with tflux.Channel.open(tmp_path / "events", readonly=True) as ch:
+        # What the example says: billing acknowledged all three, audit starts at the first.
+        assert ch.receivers() == {"audit": 0, "billing": 3}
+        assert ch.next_lsn == 3
