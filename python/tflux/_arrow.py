@@ -15,11 +15,11 @@ def entry_batch_to_arrow(batch: EntryBatch) -> pyarrow.RecordBatch:
     import pyarrow as pa
 
     n = len(batch)
-    lsn = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(batch.lsn)])
-    term = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(batch.term)])
-    data = pa.Array.from_buffers(
-        pa.binary(), n, [None, pa.py_buffer(batch.offsets), pa.py_buffer(batch.data)]
-    )
+    # ColumnBuffer objects own the columns; py_buffer wraps them in place and keeps them alive.
+    lsns, terms, offsets, data = (pa.py_buffer(b) for b in batch._buffers())
+    lsn = pa.Array.from_buffers(pa.int64(), n, [None, lsns])
+    term = pa.Array.from_buffers(pa.int32(), n, [None, terms])
+    data = pa.Array.from_buffers(pa.binary(), n, [None, offsets, data])
     return pa.RecordBatch.from_arrays([lsn, term, data], names=["lsn", "term", "data"])
 
 

@@ -1,5 +1,6 @@
 """Type stubs of the native module ``tflux._tflux`` (the Rust core's Python face)."""
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal, final
@@ -172,10 +173,16 @@ class EntryBatch:
         """``len + 1`` native-endian ``int32`` positions into ``data``."""
     @property
     def data(self) -> bytes:
-        """Every entry's data back to back."""
+        """Every entry's data back to back, as ``bytes`` (a copy made on first use; ``data_view``
+        and ``to_arrow()`` need none)."""
+    @property
+    def data_view(self) -> memoryview:
+        """``data`` as a read-only memoryview of tflux's buffer (no copy)."""
     @property
     def nbytes(self) -> int:
         """Length of ``data`` in bytes."""
+    def _buffers(self) -> list[ColumnBuffer]:
+        """The column buffers: lsn, term, offsets, data."""
     def to_arrow(self) -> pyarrow.RecordBatch:
         """Columns ``lsn`` (int64), ``term`` (int32), ``data`` (binary), without copying."""
 
@@ -678,13 +685,32 @@ def write_metadata(path: str | PathLike[str], term: int, voted_for: int | None =
 # ----- columnar (Arrow) views -----
 
 @final
+class ColumnBuffer:
+    """Read-only memory owned by tflux (one column of a batch), exposed through the buffer
+    protocol: ``memoryview(buf)`` and ``pyarrow.py_buffer(buf)`` wrap it without copying, and keep
+    it alive after the log is closed or its files are gone."""
+
+    def __len__(self) -> int:
+        """Number of items."""
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes."""
+    @property
+    def format(self) -> str:
+        """Struct format of one item: ``"B"``, ``"i"`` (int32) or ``"q"`` (int64), native order."""
+    def tobytes(self) -> bytes:
+        """A copy as ``bytes``."""
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@final
 class DeltaBatch:
     """Decoded log entries as Arrow-layout buffers (the Spark and Parquet path)."""
 
     def __len__(self) -> int: ...
     def _buffers(
         self,
-    ) -> list[tuple[str, tuple[str, bytes | None, bytes, bytes | None]]]: ...
+    ) -> list[tuple[str, tuple[str, ColumnBuffer | None, ColumnBuffer, ColumnBuffer | None]]]: ...
     def to_arrow(self) -> pyarrow.RecordBatch:
         """Columns lsn, term, kind, queue, key, record_id, message, implementation,
         max_queue_size, max_message_size, key_min, key_max (and data when raw)."""
@@ -706,7 +732,7 @@ class SnapshotBatch:
         max_queue_size, max_message_size, key_range."""
     def _buffers(
         self,
-    ) -> list[tuple[str, tuple[str, bytes | None, bytes, bytes | None]]]: ...
+    ) -> list[tuple[str, tuple[str, ColumnBuffer | None, ColumnBuffer, ColumnBuffer | None]]]: ...
     def to_arrow(self) -> pyarrow.RecordBatch:
         """Columns queue, implementation, record_id, key, message."""
 

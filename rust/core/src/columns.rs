@@ -265,10 +265,8 @@ pub fn read_deltas(
         raw: raw.then(Binary::default),
         ..DeltaColumns::default()
     };
-    let end = end.min(log.last_index() + 1);
-    if end <= start {
-        return Ok(cols);
-    }
+    // No early return for an empty range: the scan checks the start first (a start past the
+    // end or compacted away is `OutOfRange`, as for `read_batch`).
     let mut used = 0u64;
     let mut failure = None;
     log.scan(start, end, |lsn, term, data| {

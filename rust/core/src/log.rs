@@ -105,6 +105,29 @@ impl LogOptions {
     }
 }
 
+/// Fills an [`EntryBatch`] within a data budget (the first entry always fits).
+struct BatchSink {
+    batch: EntryBatch,
+    start: i64,
+    budget: u64,
+}
+
+impl segment::RecordSink for BatchSink {
+    fn admit(&mut self, lsn: i64, len: usize) -> bool {
+        lsn == self.start || self.batch.data.len() as u64 + len as u64 <= self.budget
+    }
+
+    fn data(&mut self) -> &mut Vec<u8> {
+        &mut self.batch.data
+    }
+
+    fn push(&mut self, _lsn: i64, term: i32) -> bool {
+        self.batch.terms.push(term);
+        self.batch.offsets.push(self.batch.data.len() as i32);
+        true
+    }
+}
+
 /// One log entry, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -454,8 +477,13 @@ impl Log {
             let k = self.segment_of(lsn);
             let seg = &mut self.segments[k];
             let last = (end - 1).min(seg.last_lsn());
-            let remaining = budget.saturating_sub(used);
-            let chunk_last = seg.chunk_end(lsn, last, remaining.saturating_add(4096).min(8 << 20));
+            let chunk_last = if seg.sealed() {
+                // Mapped: `f` and the budget stop the walk, nothing is read ahead.
+                last
+            } else {
+                let remaining = budget.saturating_sub(used);
+                seg.chunk_end(lsn, last, remaining.saturating_add(4096).min(8 << 20))
+            };
             seg.visit(lsn, chunk_last, check_crc, readonly, |l, term, data| {
                 if stopped {
                     return false;
@@ -543,16 +571,48 @@ impl Log {
             return Ok(batch);
         }
         let budget = max_bytes.min(i32::MAX as u64);
-        let expected = ((end - start) as usize).min(1 << 20);
-        batch.terms.reserve(expected);
-        batch.offsets.reserve(expected);
-        self.visit(start, end, budget, true, |_, term, data| {
-            batch.terms.push(term);
-            batch.data.extend_from_slice(data);
-            batch.offsets.push(batch.data.len() as i32);
-            true
-        })?;
-        Ok(batch)
+        let (count, bytes) = self.estimate(start, end, budget);
+        batch.terms.reserve(count);
+        batch.offsets.reserve(count);
+        batch.data.reserve(bytes);
+        let mut sink = BatchSink {
+            batch,
+            start,
+            budget,
+        };
+        let mut lsn = start;
+        while lsn < end {
+            let k = self.segment_of(lsn);
+            let seg = &mut self.segments[k];
+            let last = (end - 1).min(seg.last_lsn());
+            let to = if seg.sealed() {
+                last
+            } else {
+                // One positioned read of what the budget can take (plus the record that
+                // crosses it).
+                let remaining = budget.saturating_sub(sink.batch.data.len() as u64);
+                seg.chunk_end(lsn, last, remaining.saturating_add(4096).min(8 << 20))
+            };
+            if !seg.copy_into(lsn, to, true, &mut sink)? {
+                break;
+            }
+            lsn = to + 1;
+        }
+        Ok(sink.batch)
+    }
+
+    /// About how many entries and data bytes a read of `start..end` within `budget` returns,
+    /// from the average record of the segment holding `start`: what a batch reserves, so its
+    /// columns are written once instead of regrown and copied.
+    fn estimate(&self, start: i64, end: i64, budget: u64) -> (usize, usize) {
+        let seg = &self.segments[self.segment_of(start)];
+        let records = seg.len().max(1) as u64;
+        let framing = crate::format::segment::HEADER_LEN as u64 + records * 16;
+        let avg = (seg.size().saturating_sub(framing) / records).max(1);
+        let wanted = (end - start) as u64;
+        let count = wanted.min(budget / avg + 1).min(1 << 22);
+        let bytes = (count * avg).min(budget.saturating_add(avg)).min(1 << 30);
+        (count as usize, bytes as usize)
     }
 
     /// Calls `f(lsn, term, data)` for entries `start..end` without copying them, until it

@@ -1,99 +1,121 @@
 //! `Log.read_deltas` -> `tflux.DeltaBatch`: decoded entries as Arrow-layout buffers.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::PyList;
 use tflux_core::columns::{Binary, Bitmap, DeltaColumns, Nullable, SnapshotColumns};
 
-/// Decoded log entries in columns; `to_arrow()` wraps the buffers without copying them again.
+use crate::buffer::{Column, PyColumnBuffer};
+
+/// `(type, validity | None, values, offsets | None)` for pyarrow.Array.from_buffers, each a
+/// `tflux.ColumnBuffer` that owns the column built by the core (moved in, not copied).
+type Spec = (
+    &'static str,
+    Option<Py<PyColumnBuffer>>,
+    Py<PyColumnBuffer>,
+    Option<Py<PyColumnBuffer>>,
+);
+
+fn buf(py: Python<'_>, column: Column) -> PyResult<Py<PyColumnBuffer>> {
+    PyColumnBuffer::py(py, column)
+}
+
+fn validity(py: Python<'_>, bits: Bitmap) -> PyResult<Option<Py<PyColumnBuffer>>> {
+    (bits.nulls > 0)
+        .then(|| buf(py, Column::U8(bits.bytes)))
+        .transpose()
+}
+
+fn int64(py: Python<'_>, c: Nullable<i64>) -> PyResult<Spec> {
+    Ok((
+        "int64",
+        validity(py, c.validity)?,
+        buf(py, Column::I64(c.values))?,
+        None,
+    ))
+}
+
+fn int32(py: Python<'_>, c: Nullable<i32>) -> PyResult<Spec> {
+    Ok((
+        "int32",
+        validity(py, c.validity)?,
+        buf(py, Column::I32(c.values))?,
+        None,
+    ))
+}
+
+fn var(py: Python<'_>, kind: &'static str, c: Binary) -> PyResult<Spec> {
+    Ok((
+        kind,
+        validity(py, c.validity)?,
+        buf(py, Column::U8(c.data))?,
+        Some(buf(py, Column::I32(c.offsets))?),
+    ))
+}
+
+fn plain(py: Python<'_>, kind: &'static str, column: Column) -> PyResult<Spec> {
+    Ok((kind, None, buf(py, column)?, None))
+}
+
+fn spec_list<'py>(py: Python<'py>, cols: &[(&'static str, Spec)]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for (name, (kind, validity, values, offsets)) in cols {
+        let spec = (
+            *kind,
+            validity.as_ref().map(|b| b.clone_ref(py)),
+            values.clone_ref(py),
+            offsets.as_ref().map(|b| b.clone_ref(py)),
+        );
+        out.append((*name, spec))?;
+    }
+    Ok(out)
+}
+
+/// Decoded log entries in columns; `to_arrow()` wraps the buffers without copying them.
 #[pyclass(module = "tflux", name = "DeltaBatch", frozen)]
 pub struct PyDeltaBatch {
-    inner: DeltaColumns,
+    len: usize,
+    first_lsn: Option<i64>,
+    columns: Vec<(&'static str, Spec)>,
 }
 
 impl PyDeltaBatch {
-    pub fn new(inner: DeltaColumns) -> Self {
-        PyDeltaBatch { inner }
+    /// Moves every column of `c` into a `tflux.ColumnBuffer` (no copy).
+    pub fn new(py: Python<'_>, c: DeltaColumns) -> PyResult<Self> {
+        let (len, first_lsn) = (c.len(), c.lsn.first().copied());
+        let mut columns = vec![
+            ("lsn", plain(py, "int64", Column::I64(c.lsn))?),
+            ("term", plain(py, "int32", Column::I32(c.term))?),
+            ("kind", var(py, "string", c.kind)?),
+            ("queue", var(py, "string", c.queue)?),
+            ("key", int64(py, c.key)?),
+            ("record_id", int64(py, c.record_id)?),
+            ("message", var(py, "binary", c.message)?),
+            ("implementation", int32(py, c.implementation)?),
+            ("max_queue_size", int32(py, c.max_queue_size)?),
+            ("max_message_size", int32(py, c.max_message_size)?),
+            ("key_min", int64(py, c.key_min)?),
+            ("key_max", int64(py, c.key_max)?),
+        ];
+        if let Some(raw) = c.raw {
+            columns.push(("data", var(py, "binary", raw)?));
+        }
+        Ok(PyDeltaBatch {
+            len,
+            first_lsn,
+            columns,
+        })
     }
-}
-
-use crate::tools::native_bytes as ne_bytes;
-
-fn validity<'py>(py: Python<'py>, bits: &Bitmap) -> Option<Bound<'py, PyBytes>> {
-    (bits.nulls > 0).then(|| PyBytes::new(py, &bits.bytes))
-}
-
-/// `(type, validity | None, values, offsets | None)` for pyarrow.Array.from_buffers.
-type Spec<'py> = (
-    &'static str,
-    Option<Bound<'py, PyBytes>>,
-    Bound<'py, PyBytes>,
-    Option<Bound<'py, PyBytes>>,
-);
-
-fn int64<'py>(py: Python<'py>, c: &Nullable<i64>) -> Spec<'py> {
-    (
-        "int64",
-        validity(py, &c.validity),
-        ne_bytes(py, &c.values, i64::to_ne_bytes),
-        None,
-    )
-}
-
-fn int32<'py>(py: Python<'py>, c: &Nullable<i32>) -> Spec<'py> {
-    (
-        "int32",
-        validity(py, &c.validity),
-        ne_bytes(py, &c.values, i32::to_ne_bytes),
-        None,
-    )
-}
-
-fn var<'py>(py: Python<'py>, kind: &'static str, c: &Binary) -> Spec<'py> {
-    (
-        kind,
-        validity(py, &c.validity),
-        PyBytes::new(py, &c.data),
-        Some(ne_bytes(py, &c.offsets, i32::to_ne_bytes)),
-    )
 }
 
 #[pymethods]
 impl PyDeltaBatch {
     fn __len__(&self) -> usize {
-        self.inner.len()
+        self.len
     }
 
     /// Column name -> `(arrow type, validity, values, offsets)`, in schema order.
     fn _buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let c = &self.inner;
-        let mut cols: Vec<(&str, Spec<'py>)> = vec![
-            (
-                "lsn",
-                ("int64", None, ne_bytes(py, &c.lsn, i64::to_ne_bytes), None),
-            ),
-            (
-                "term",
-                ("int32", None, ne_bytes(py, &c.term, i32::to_ne_bytes), None),
-            ),
-            ("kind", var(py, "string", &c.kind)),
-            ("queue", var(py, "string", &c.queue)),
-            ("key", int64(py, &c.key)),
-            ("record_id", int64(py, &c.record_id)),
-            ("message", var(py, "binary", &c.message)),
-            ("implementation", int32(py, &c.implementation)),
-            ("max_queue_size", int32(py, &c.max_queue_size)),
-            ("max_message_size", int32(py, &c.max_message_size)),
-            ("key_min", int64(py, &c.key_min)),
-            ("key_max", int64(py, &c.key_max)),
-        ];
-        if let Some(raw) = &c.raw {
-            cols.push(("data", var(py, "binary", raw)));
-        }
-        let out = PyList::empty(py);
-        for (name, spec) in cols {
-            out.append((name, spec))?;
-        }
-        Ok(out)
+        spec_list(py, &self.columns)
     }
 
     /// A `pyarrow.RecordBatch` with the log source's columns.
@@ -104,11 +126,10 @@ impl PyDeltaBatch {
     }
 
     fn __repr__(&self) -> String {
-        let first = self.inner.lsn.first().copied();
         format!(
             "DeltaBatch(first_lsn={}, len={})",
-            crate::tools::py_opt(first),
-            self.inner.len()
+            crate::tools::py_opt(self.first_lsn),
+            self.len
         )
     }
 }
@@ -116,23 +137,50 @@ impl PyDeltaBatch {
 /// A snapshot's records in columns (the Spark snapshot source and Parquet export).
 #[pyclass(module = "tflux", name = "SnapshotBatch", frozen)]
 pub struct PySnapshotBatch {
-    inner: SnapshotColumns,
+    len: usize,
+    last_index: i64,
+    last_term: i64,
+    queues: Vec<tflux_core::format::snapshot::QueueData>,
+    columns: Vec<(&'static str, Spec)>,
+}
+
+impl PySnapshotBatch {
+    fn new(py: Python<'_>, c: SnapshotColumns) -> PyResult<Self> {
+        let len = c.len();
+        let columns = vec![
+            ("queue", var(py, "string", c.queue)?),
+            (
+                "implementation",
+                plain(py, "int32", Column::I32(c.implementation))?,
+            ),
+            ("record_id", plain(py, "int64", Column::I64(c.record_id))?),
+            ("key", plain(py, "int64", Column::I64(c.key))?),
+            ("message", var(py, "binary", c.message)?),
+        ];
+        Ok(PySnapshotBatch {
+            len,
+            last_index: c.last_index,
+            last_term: c.last_term,
+            queues: c.queues,
+            columns,
+        })
+    }
 }
 
 #[pymethods]
 impl PySnapshotBatch {
     fn __len__(&self) -> usize {
-        self.inner.len()
+        self.len
     }
 
     #[getter]
     fn last_index(&self) -> i64 {
-        self.inner.last_index
+        self.last_index
     }
 
     #[getter]
     fn last_term(&self) -> i64 {
-        self.inner.last_term
+        self.last_term
     }
 
     /// Every queue (also those without records): dicts with name, implementation, last_id,
@@ -140,7 +188,7 @@ impl PySnapshotBatch {
     #[getter]
     fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        for q in &self.inner.queues {
+        for q in &self.queues {
             let d = pyo3::types::PyDict::new(py);
             d.set_item("name", String::from_utf8_lossy(&q.name))?;
             d.set_item("implementation", q.implementation)?;
@@ -160,38 +208,7 @@ impl PySnapshotBatch {
     }
 
     fn _buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let c = &self.inner;
-        let cols: Vec<(&str, Spec<'py>)> = vec![
-            ("queue", var(py, "string", &c.queue)),
-            (
-                "implementation",
-                (
-                    "int32",
-                    None,
-                    ne_bytes(py, &c.implementation, i32::to_ne_bytes),
-                    None,
-                ),
-            ),
-            (
-                "record_id",
-                (
-                    "int64",
-                    None,
-                    ne_bytes(py, &c.record_id, i64::to_ne_bytes),
-                    None,
-                ),
-            ),
-            (
-                "key",
-                ("int64", None, ne_bytes(py, &c.key, i64::to_ne_bytes), None),
-            ),
-            ("message", var(py, "binary", &c.message)),
-        ];
-        let out = PyList::empty(py);
-        for (name, spec) in cols {
-            out.append((name, spec))?;
-        }
-        Ok(out)
+        spec_list(py, &self.columns)
     }
 
     /// A `pyarrow.RecordBatch`: queue, implementation, record_id, key, message.
@@ -204,9 +221,7 @@ impl PySnapshotBatch {
     fn __repr__(&self) -> String {
         format!(
             "SnapshotBatch(last_index={}, last_term={}, records={})",
-            self.inner.last_index,
-            self.inner.last_term,
-            self.inner.len()
+            self.last_index, self.last_term, self.len
         )
     }
 }
@@ -223,7 +238,7 @@ fn read_snapshot_batch(
         snap.map(|s| SnapshotColumns::from_snapshot(&s)).transpose()
     });
     let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
-    Ok(cols.map(|inner| PySnapshotBatch { inner }))
+    cols.map(|c| PySnapshotBatch::new(py, c)).transpose()
 }
 
 /// Decodes one segment file on its own (no log is opened): the Spark source reads one segment
@@ -249,7 +264,7 @@ fn read_segment_deltas(
         tflux_core::columns::read_segment_deltas(&path, position, from_lsn, to_lsn, raw)
     });
     let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
-    Ok(PyDeltaBatch::new(cols))
+    PyDeltaBatch::new(py, cols)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod buffer;
 mod channel;
 mod columns;
 mod delta;
@@ -28,6 +29,7 @@ fn crc32(py: Python<'_>, data: pyo3::pybacked::PyBackedBytes) -> u32 {
 fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(crc32, m)?)?;
+    buffer::register(m)?;
     log::register(m)?;
     columns::register(m)?;
     delta::register(m)?;

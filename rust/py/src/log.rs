@@ -5,11 +5,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyMemoryView};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyBytes;
 use tflux_core::log as core;
 
+use crate::buffer::{Column, PyColumnBuffer};
 use crate::errors::{py_result, Fail};
-use crate::tools::{native_bytes, py_bool, py_opt};
+use crate::tools::{py_bool, py_opt};
 
 pub type Shared = Arc<Mutex<Option<core::Log>>>;
 
@@ -235,51 +237,53 @@ impl PyRecoveryReport {
 }
 
 /// Entries in columnar buffers: the bulk path hands Python a few buffers, not one object per
-/// record.
+/// record. Each column is built once in Rust and moved (not copied) into a `tflux.ColumnBuffer`.
 #[pyclass(module = "tflux", name = "EntryBatch", frozen)]
 pub struct PyEntryBatch {
     len: usize,
     first_lsn: i64,
-    lsn: Py<PyBytes>,
-    term: Py<PyBytes>,
-    offsets: Py<PyBytes>,
-    data: Py<PyBytes>,
+    lsn: Py<PyColumnBuffer>,
+    term: Py<PyColumnBuffer>,
+    offsets: Py<PyColumnBuffer>,
+    data: Py<PyColumnBuffer>,
+    /// `data` as `bytes`, made on first use (the one copy a `bytes` caller asks for).
+    data_bytes: PyOnceLock<Py<PyBytes>>,
 }
 
 impl PyEntryBatch {
-    fn new(py: Python<'_>, batch: core::EntryBatch) -> PyEntryBatch {
-        let lsns: Vec<i64> = (0..batch.len() as i64)
-            .map(|i| batch.first_lsn + i)
-            .collect();
-        PyEntryBatch {
+    fn new(py: Python<'_>, batch: core::EntryBatch) -> PyResult<PyEntryBatch> {
+        let first = batch.first_lsn;
+        let lsns: Vec<i64> = (0..batch.len() as i64).map(|i| first + i).collect();
+        Ok(PyEntryBatch {
             len: batch.len(),
-            first_lsn: batch.first_lsn,
-            lsn: native_bytes(py, &lsns, i64::to_ne_bytes).unbind(),
-            term: native_bytes(py, &batch.terms, i32::to_ne_bytes).unbind(),
-            offsets: native_bytes(py, &batch.offsets, i32::to_ne_bytes).unbind(),
-            data: PyBytes::new(py, &batch.data).unbind(),
+            first_lsn: first,
+            lsn: PyColumnBuffer::py(py, Column::I64(lsns))?,
+            term: PyColumnBuffer::py(py, Column::I32(batch.terms))?,
+            offsets: PyColumnBuffer::py(py, Column::I32(batch.offsets))?,
+            data: PyColumnBuffer::py(py, Column::U8(batch.data))?,
+            data_bytes: PyOnceLock::new(),
+        })
+    }
+
+    fn term_values(&self) -> &[i32] {
+        match self.term.get().column() {
+            Column::I32(v) => v,
+            _ => &[],
         }
     }
 
-    fn offset(&self, py: Python<'_>, i: usize) -> usize {
-        let raw = &self.offsets.as_bytes(py)[i * 4..i * 4 + 4];
-        i32::from_ne_bytes(raw.try_into().expect("4 bytes")) as usize
+    fn offset_values(&self) -> &[i32] {
+        match self.offsets.get().column() {
+            Column::I32(v) => v,
+            _ => &[],
+        }
     }
 
     fn entry(&self, py: Python<'_>, i: usize) -> PyEntry {
-        let raw = &self.term.as_bytes(py)[i * 4..i * 4 + 4];
-        let term = i32::from_ne_bytes(raw.try_into().expect("4 bytes"));
-        let data = &self.data.as_bytes(py)[self.offset(py, i)..self.offset(py, i + 1)];
-        PyEntry::new(py, self.first_lsn + i as i64, term, data)
+        let (offsets, data) = (self.offset_values(), self.data.get().bytes());
+        let data = &data[offsets[i] as usize..offsets[i + 1] as usize];
+        PyEntry::new(py, self.first_lsn + i as i64, self.term_values()[i], data)
     }
-}
-
-fn cast_view<'py>(
-    bytes: &Py<PyBytes>,
-    py: Python<'py>,
-    format: &str,
-) -> PyResult<Bound<'py, PyAny>> {
-    PyMemoryView::from(bytes.bind(py).as_any())?.call_method1("cast", (format,))
 }
 
 #[pymethods]
@@ -305,32 +309,52 @@ impl PyEntryBatch {
         Ok(entries.into_pyobject(py)?.try_iter()?.into_any().unbind())
     }
 
-    /// Native-endian int64 LSNs.
+    /// Native-endian int64 LSNs (a view of tflux's buffer, no copy).
     #[getter]
     fn lsn<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        cast_view(&self.lsn, py, "q")
+        PyColumnBuffer::view(&self.lsn, py)
     }
 
     /// Native-endian int32 terms.
     #[getter]
     fn term<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        cast_view(&self.term, py, "i")
+        PyColumnBuffer::view(&self.term, py)
     }
 
     /// `len + 1` native-endian int32 positions into `data`.
     #[getter]
     fn offsets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        cast_view(&self.offsets, py, "i")
+        PyColumnBuffer::view(&self.offsets, py)
     }
 
+    /// Every entry's data back to back, as `bytes` (a copy, made once per batch; `data_view`
+    /// and `to_arrow()` need none).
     #[getter]
     fn data(&self, py: Python<'_>) -> Py<PyBytes> {
-        self.data.clone_ref(py)
+        self.data_bytes
+            .get_or_init(py, || PyBytes::new(py, self.data.get().bytes()).unbind())
+            .clone_ref(py)
+    }
+
+    /// `data` as a read-only memoryview of tflux's buffer (no copy).
+    #[getter]
+    fn data_view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        PyColumnBuffer::view(&self.data, py)
     }
 
     #[getter]
-    fn nbytes(&self, py: Python<'_>) -> usize {
-        self.data.as_bytes(py).len()
+    fn nbytes(&self) -> usize {
+        self.data.get().bytes().len()
+    }
+
+    /// The columns' `tflux.ColumnBuffer`s: lsn, term, offsets, data (for Arrow, without copying).
+    fn _buffers(&self, py: Python<'_>) -> [Py<PyColumnBuffer>; 4] {
+        [
+            self.lsn.clone_ref(py),
+            self.term.clone_ref(py),
+            self.offsets.clone_ref(py),
+            self.data.clone_ref(py),
+        ]
     }
 
     /// A `pyarrow.RecordBatch` (lsn int64, term int32, data binary) over these buffers.
@@ -591,7 +615,7 @@ impl PyLog {
     ) -> PyResult<PyEntryBatch> {
         let (start, end) = self.bounds(py, start, end)?;
         let batch = self.run(py, |log| log.read_batch(start, end, max_bytes))?;
-        Ok(PyEntryBatch::new(py, batch))
+        PyEntryBatch::new(py, batch)
     }
 
     /// Entries `start..end` decoded as deltas into columns (the Spark and Parquet path), at
@@ -610,7 +634,7 @@ impl PyLog {
         let cols = self.run(py, |log| {
             tflux_core::columns::read_deltas(log, start, end, max_bytes, raw)
         })?;
-        Ok(crate::columns::PyDeltaBatch::new(cols))
+        crate::columns::PyDeltaBatch::new(py, cols)
     }
 
     #[pyo3(signature = (start=None, end=None))]

@@ -155,9 +155,8 @@ pub fn parse_with<const CHECK_CRC: bool>(buf: &[u8], at: usize) -> Frame<'_> {
         return Frame::Bad(BadRecord::NonZeroPadding);
     }
     if CHECK_CRC {
-        let computed = crc32(data);
-        if computed != stored {
-            return Frame::Bad(BadRecord::BadChecksum { stored, computed });
+        if let Err(bad) = check_crc(stored, data) {
+            return Frame::Bad(bad);
         }
     }
     Frame::Record {
@@ -171,6 +170,23 @@ pub fn parse_with<const CHECK_CRC: bool>(buf: &[u8], at: usize) -> Frame<'_> {
 #[inline]
 pub fn data_len(header: &[u8]) -> usize {
     be_i32(header, LEN_AT).unwrap_or_default().max(0) as usize
+}
+
+/// Reads the stored checksum of a record whose header starts at the beginning of `header`.
+#[inline]
+pub fn stored_crc(header: &[u8]) -> u32 {
+    be_u32(header, CRC_AT).unwrap_or_default()
+}
+
+/// `Err(BadChecksum)` unless `data` has the checksum `stored`.
+#[inline]
+pub fn check_crc(stored: u32, data: &[u8]) -> Result<(), BadRecord> {
+    let computed = crc32(data);
+    if computed == stored {
+        Ok(())
+    } else {
+        Err(BadRecord::BadChecksum { stored, computed })
+    }
 }
 
 /// Reads the term of a record whose header starts at the beginning of `header`.
