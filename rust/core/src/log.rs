@@ -105,6 +105,15 @@ impl LogOptions {
     }
 }
 
+/// Bytes on disk to read from the active segment for `remaining` bytes of data: the data plus
+/// a quarter for framing, at most 8 MiB per positioned read.
+fn slack(remaining: u64) -> u64 {
+    remaining
+        .saturating_add(remaining / 4)
+        .saturating_add(64)
+        .min(8 << 20)
+}
+
 /// Fills an [`EntryBatch`] within a data budget (the first entry always fits).
 struct BatchSink {
     batch: EntryBatch,
@@ -471,35 +480,42 @@ impl Log {
         let readonly = self.opts.readonly;
         let check_crc = check_crc || readonly;
         let mut lsn = start;
-        let mut used = 0u64;
-        let mut stopped = false;
-        while lsn < end && !stopped {
+        let used = std::cell::Cell::new(0u64);
+        let stopped = std::cell::Cell::new(false);
+        while lsn < end && !stopped.get() {
             let k = self.segment_of(lsn);
             let seg = &mut self.segments[k];
             let last = (end - 1).min(seg.last_lsn());
             let chunk_last = if seg.sealed() {
-                // Mapped: `f` and the budget stop the walk, nothing is read ahead.
+                // Mapped: the budget stops the walk, nothing is read ahead.
                 last
             } else {
-                let remaining = budget.saturating_sub(used);
-                seg.chunk_end(lsn, last, remaining.saturating_add(4096).min(8 << 20))
+                // One positioned read of about what the budget takes (framing included); a
+                // small read reads little, and the loop reads on when the slack was too small.
+                let remaining = budget.saturating_sub(used.get());
+                seg.chunk_end(lsn, last, slack(remaining))
             };
-            seg.visit(lsn, chunk_last, check_crc, readonly, |l, term, data| {
-                if stopped {
+            let admit = |l: i64, n: usize| {
+                let total = used.get().saturating_add(n as u64);
+                if l != start && total > budget {
+                    stopped.set(true);
                     return false;
                 }
-                let n = data.len() as u64;
-                if l != start && used.saturating_add(n) > budget {
-                    stopped = true;
-                    return false;
-                }
-                used += n;
-                if !f(l, term, data) {
-                    stopped = true;
-                    return false;
-                }
+                used.set(total);
                 true
-            })?;
+            };
+            seg.visit(
+                lsn,
+                chunk_last,
+                check_crc,
+                readonly,
+                admit,
+                |l, term, data| {
+                    let go_on = f(l, term, data);
+                    stopped.set(!go_on);
+                    go_on
+                },
+            )?;
             lsn = chunk_last + 1;
         }
         Ok(())
@@ -591,7 +607,7 @@ impl Log {
                 // One positioned read of what the budget can take (plus the record that
                 // crosses it).
                 let remaining = budget.saturating_sub(sink.batch.data.len() as u64);
-                seg.chunk_end(lsn, last, remaining.saturating_add(4096).min(8 << 20))
+                seg.chunk_end(lsn, last, slack(remaining))
             };
             if !seg.copy_into(lsn, to, true, &mut sink)? {
                 break;

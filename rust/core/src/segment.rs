@@ -5,7 +5,6 @@
 //! through a read-only memory map; the active (last) segment is read and written with positioned
 //! reads and writes.
 
-use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -225,14 +224,15 @@ pub trait RecordSink {
 }
 
 /// [`Segment::visit`] of a read-only log: each record's data through one reused buffer.
-struct Scratch<F> {
+struct Scratch<A, F> {
     data: Vec<u8>,
+    admit: A,
     f: F,
 }
 
-impl<F: FnMut(i64, i32, &[u8]) -> bool> RecordSink for Scratch<F> {
-    fn admit(&mut self, _lsn: i64, _len: usize) -> bool {
-        true
+impl<A: FnMut(i64, usize) -> bool, F: FnMut(i64, i32, &[u8]) -> bool> RecordSink for Scratch<A, F> {
+    fn admit(&mut self, lsn: i64, len: usize) -> bool {
+        (self.admit)(lsn, len)
     }
 
     fn data(&mut self) -> &mut Vec<u8> {
@@ -486,15 +486,6 @@ impl Segment {
         Ok(())
     }
 
-    /// Bytes `[start, end)` of the file: borrowed from the map when sealed, read otherwise.
-    fn bytes(&mut self, start: u64, end: u64) -> Result<Cow<'_, [u8]>> {
-        if self.sealed {
-            let map = self.mapped()?;
-            return Ok(Cow::Borrowed(&map[start as usize..end as usize]));
-        }
-        self.read_at(start, end).map(Cow::Owned)
-    }
-
     /// Bytes `[start, end)` of the file by one positioned read (the active segment).
     fn read_at(&self, start: u64, end: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; (end - start) as usize];
@@ -560,8 +551,9 @@ impl Segment {
         self.first_lsn + a as i64 - 1
     }
 
-    /// Visits the records `from..=to` (LSNs inside this segment) in order while `f` returns
-    /// true, re-checking each record's framing and checksum.
+    /// Visits the records `from..=to` (LSNs inside this segment) in order while `admit` (asked
+    /// with each record's LSN and data length before it is checked) and then `f` return true,
+    /// re-checking each record's framing and checksum.
     /// `copy` is for read-only logs, whose files another process may change while they are
     /// read: the records are copied out of the map first, and checked (CRC included) on the
     /// copy, so a concurrent truncation can only make the read fail, never return bytes that
@@ -572,6 +564,7 @@ impl Segment {
         to: i64,
         check_crc: bool,
         copy: bool,
+        admit: impl FnMut(i64, usize) -> bool,
         mut f: impl FnMut(i64, i32, &[u8]) -> bool,
     ) -> Result<()> {
         if from > to {
@@ -586,53 +579,56 @@ impl Segment {
             // copy of the whole chunk into fresh pages.
             let mut sink = Scratch {
                 data: Vec::new(),
+                admit,
                 f,
             };
             return self.copy_into(from, to, true, &mut sink).map(drop);
         }
+        let mut admit = admit;
         let start = self.record_offset(from)?;
         let check_crc = check_crc && !immutable;
-        let end = if self.index.is_dense() {
-            self.record_end(to)
+        let owned;
+        let bytes: &[u8] = if self.sealed {
+            self.mapped()?;
+            let map = self.map.as_deref().unwrap_or(&[]);
+            map.get(start as usize..self.size as usize).unwrap_or(&[])
         } else {
-            self.size
+            owned = self.read_at(start, self.record_end(to))?;
+            &owned
         };
-        let first_lsn = self.first_lsn;
-        let (path, file, size) = (self.path.clone(), Arc::clone(&self.file), self.size);
-        let bytes = self.bytes(start, end)?;
+        let fail = |at: usize, reason: String| {
+            unreadable(
+                &self.path,
+                self.file.file(),
+                self.size,
+                start + at as u64,
+                reason,
+            )
+        };
         let mut at = 0usize;
         for lsn in from..=to {
-            let frame = if check_crc {
-                record::parse_with::<true>(&bytes, at)
-            } else {
-                record::parse_with::<false>(&bytes, at)
-            };
-            match frame {
-                Frame::Record { term, data, next } => {
-                    if !f(lsn, term, data) {
-                        return Ok(());
-                    }
-                    at = next;
-                }
+            let (term, data, next) = match record::parse_with::<false>(bytes, at) {
+                Frame::Record { term, data, next } => (term, data, next),
                 Frame::End => {
-                    return Err(unreadable(
-                        &path,
-                        file.file(),
-                        size,
-                        start + at as u64,
-                        format!("record {lsn} vanished (segment starts at {first_lsn})"),
-                    ))
+                    let first = self.first_lsn;
+                    let why = format!("record {lsn} vanished (segment starts at {first})");
+                    return Err(fail(at, why));
                 }
-                Frame::Bad(reason) => {
-                    return Err(unreadable(
-                        &path,
-                        file.file(),
-                        size,
-                        start + at as u64,
-                        reason.to_string(),
-                    ))
+                Frame::Bad(reason) => return Err(fail(at, reason.to_string())),
+            };
+            // Admitted first, so a record the caller does not take is never checksummed.
+            if !admit(lsn, data.len()) {
+                return Ok(());
+            }
+            if check_crc {
+                if let Err(bad) = record::check_crc(record::stored_crc(&bytes[at..]), data) {
+                    return Err(fail(at, bad.to_string()));
                 }
             }
+            if !f(lsn, term, data) {
+                return Ok(());
+            }
+            at = next;
         }
         Ok(())
     }
