@@ -1387,17 +1387,11 @@ PROFILE_SINGLE = (
 
 
 FINDINGS = [
-    "Random reads of single records (`Log.read(lsn, 1)`, `Log.read_batch(lsn, lsn + 1)`) are "
-    "barely faster than a pure-Python `os.pread` + `struct` + `zlib.crc32` at 64 B and slower at "
-    "1 KiB (see *read-random*; the baseline computes offsets from the fixed record size, so it "
-    "needs no index). `perf record -g` of 300,000 random `Log.read` calls on a cached 64 MiB "
-    "log of 64 B records (outside the suite): 40% of the samples in `Segment::record_offset`, "
-    "which since the sparse record index (one offset per 32 records, 373d1a0) walks up to 31 "
-    "record headers forward from the anchor through the mapping on every lookup; 6% in "
-    "`PyLog::read` itself and 4% in the CRC. A denser anchor table (one per 8 records) or a "
-    "dense index for the most recently read segment would bring a lookup back to one access.",
-    "`Log.read_batch` copies every column twice (Rust `Vec`, then a new Python object); the "
-    "default budget is 4 MiB since 72ffee7 (it was 64 MiB, several times slower than 1 MiB).",
+    "Random reads of single records and bulk reads to Python: since issue 11 see *Reads to "
+    "Python (issue 11)* (`benches/bench_reads.py`). `Log.read_batch` builds each column once "
+    "and hands it over as a `tflux.ColumnBuffer` (no second copy); a random read touches the "
+    "expected header positions of its index stride before walking them, so their cache misses "
+    "overlap (`perf record` had put 40% of a random `Log.read` in `Segment::record_offset`).",
     "Segments are now preallocated with real zeros (72ffee7), so a durable append into fresh "
     "blocks is a data-only `fdatasync` (the raw baseline of the enqueue group writes into a "
     "zero-filled file for the same reason). The zeros are written when a segment is created, "
