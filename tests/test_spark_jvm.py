@@ -207,6 +207,50 @@ def test_every_column_of_every_row_equals_the_python_source(spark, jar, tmp_path
     assert jvm.count() == py.count() == 1700
 
 
+def counted_adds(data_rows: list[tuple]) -> list[int]:
+    """``queue_adds`` computed here from (lsn, segment, data) rows: per segment file, the
+    AddRecords of each queue name so far in LSN order (decoded with struct, not by tflux)."""
+    counts: dict[tuple[str, bytes], int] = {}
+    out = []
+    for _, segment, data in sorted(data_rows):
+        name = data[2 : 2 + data[1]]
+        if data[:1] == b"A":
+            counts[(segment, name)] = counts.get((segment, name), 0) + 1
+        out.append(counts.get((segment, name), 0))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("fmt", "split", "from_lsn"),
+    [
+        ("tflux", "4k", 0),
+        ("tflux", "64k", 700),
+        ("tflux_python", None, 0),
+        ("tflux_python", None, 700),
+    ],
+)
+def test_add_counts_option_counts_each_queues_adds_within_its_segment(
+    spark, jar, tmp_path, fmt, split, from_lsn
+):
+    base = tmp_path / "counts"
+    random_log(base, 5, 3000)
+    reader = spark.read.format(fmt).option("addCounts", "true").option("fromLsn", str(from_lsn))
+    if split:
+        reader = reader.option("splitBytes", split)
+    df = reader.option("rawData", "true").load(str(base))
+    assert df.columns[-1] == "queue_adds"
+    if split == "4k":
+        assert df.rdd.getNumPartitions() > len(segment_files(base / "data" / "log"))
+    got = df.select("lsn", "segment", "data", "queue_adds").orderBy("lsn").collect()
+    assert len(got) >= 2300 and got[0].lsn == from_lsn
+    want = counted_adds([(r.lsn, r.segment, bytes(r.data)) for r in got])
+    assert [r.queue_adds for r in got] == want
+    assert max(want) > 50  # busy queues spread over several splits
+    # Pruned to a few columns, the counts do not change.
+    pruned = reader.load(str(base)).select("lsn", "queue_adds").orderBy("lsn").collect()
+    assert [r.queue_adds for r in pruned] == want
+
+
 def test_lsn_filters_are_pushed_into_the_scan(spark, jar, tmp_path):
     base = tmp_path / "pushdown"
     random_log(base, 9, 1000)

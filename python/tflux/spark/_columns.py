@@ -27,6 +27,36 @@ def log_schema(raw: bool = False) -> pa.Schema:
     return pa.schema(head + list(delta_batch_schema(raw)))
 
 
+# The column the ``addCounts`` option appends (after every other column).
+QUEUE_ADDS = pa.field("queue_adds", pa.int64())
+
+
+def _array(col) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+def queue_adds(table: pa.Table | pa.RecordBatch) -> pa.Array:
+    """Per entry, the AddRecords of its queue from the table's first row up to and including the
+    entry (a running count per queue name), with Arrow compute alone: a stable sort by queue,
+    a cumulative sum restarted at each queue's first row, and the inverse permutation."""
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    if n == 0:
+        return pa.array([], pa.int64())
+    codes = pc.dictionary_encode(_array(table.column("queue"))).indices
+    is_add = pc.cast(pc.equal(_array(table.column("kind")), "add_record"), pa.int64())
+    order = pc.sort_indices(codes)  # stable: LSN order within each queue
+    codes, is_add = pc.take(codes, order), pc.take(is_add, order)
+    total = pc.cumulative_sum(is_add)
+    first = pa.concat_arrays(
+        [pa.array([True]), pc.not_equal(codes.slice(1), codes.slice(0, n - 1))]
+    )
+    before = pc.fill_null_forward(pc.if_else(first, pc.subtract(total, is_add), None))
+    running = pc.subtract(total, before)
+    return pc.take(running, pc.sort_indices(order))
+
+
 def snapshot_schema() -> pa.Schema:
     """``source``, the columns of :meth:`SnapshotBatch.to_arrow`, ``last_index``, ``last_term``."""
     return pa.schema(
@@ -59,6 +89,7 @@ def read_segment(
     sealed: bool,
     expected_end: int | None = None,
     raw: bool = False,
+    add_counts: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Entries ``first..last`` (inclusive; ``last`` None: to the end) of one segment file.
 
@@ -66,7 +97,8 @@ def read_segment(
     checking every record's framing and CRC. A sealed segment must hold every record up to
     ``expected_end`` (the LSN before the next segment); a corrupt record fails with a
     :class:`tflux.CorruptionError` naming the file and offset. The active segment's torn tail
-    (a write in progress) ends its records.
+    (a write in progress) ends its records. ``add_counts`` appends :data:`QUEUE_ADDS`, counted
+    from ``first``.
     """
     schema = log_schema(raw)
     path = os.path.join(log_dir, name)
@@ -89,6 +121,9 @@ def read_segment(
             path,
             None,
         )
+    if add_counts:
+        table = table.append_column(QUEUE_ADDS, queue_adds(table))
+        schema = schema.append(QUEUE_ADDS)
     for start in range(0, table.num_rows, SEGMENT_BATCH_ROWS):
         yield with_source(table.slice(start, SEGMENT_BATCH_ROWS), source, name, schema)
 

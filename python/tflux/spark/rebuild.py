@@ -14,18 +14,25 @@ The rules are the state machine's (spec 7), expressed as columns instead of a lo
   incarnation is the queue's last one, unless the last CreateQueue/DeleteQueue of the name is a
   delete.
 
-How it scales (no stage runs one task per queue):
+How it scales (no window, no stage that runs one task per queue, no shuffle of entries):
 
-1. A pruned scan (``queue``, ``segment``, ``kind``, ``lsn``, ``implementation``; no messages)
-   counts each queue's adds per segment and collects the CreateQueue/DeleteQueue events with the
-   number of adds of their queue before them in their segment: a few rows per (queue, segment).
-2. The driver turns them into two small broadcast tables: each (queue, segment)'s adds in earlier
+1. A pruned scan (no messages) with the reader's ``queue_adds`` column (``addCounts``: the
+   running number of adds of each queue within its segment file, counted by the reader, which
+   reads a segment in LSN order) is aggregated per (queue, segment) with partial aggregation:
+   each queue's adds per segment, its removes, and the CreateQueue/DeleteQueue events with the
+   adds of their queue before them in their segment. A few rows per (queue, segment) reach
+   the driver.
+2. The driver turns them into small broadcast tables: each (queue, segment)'s adds in earlier
    segments (per-segment prefix counts), and each incarnation's LSN interval, first id and the
    adds before it.
-3. One scan of the log with messages: an add's rank is its prefix count plus its row number in a
-   window over (source, queue, segment), so a busy queue spreads over its segments; its
-   incarnation (and so its id) comes from the interval table; a remove's incarnation too.
-4. Live records: adds (and snapshot records) without a matching remove, in the final incarnation.
+3. The scan with messages: an add's rank is its segment's prefix count plus its
+   ``queue_adds``, so a busy queue spreads over every split of every segment; its incarnation
+   (and so its id) comes from the interval table, a remove's incarnation too. Both are
+   broadcast joins.
+4. Live records: adds (and snapshot records) without a matching remove, in the final
+   incarnation. The removes are broadcast when there are at most :data:`BROADCAST_REMOVES`
+   (step 1 counted them), so the live records need no shuffle at all; more removes are joined
+   with a shuffle by (queue, incarnation, id), which spreads a busy queue too.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     IntegerType,
@@ -47,6 +54,8 @@ import tflux
 from tflux.spark import _paths, register
 
 MAX_LSN = 2**63 - 1
+# At most this many removes are broadcast to every task (about 50 MB); more are shuffled.
+BROADCAST_REMOVES = 1_000_000
 
 SEGMENT_BASE = StructType(
     [
@@ -91,7 +100,7 @@ class _Name:
 class _Frames:
     """The DataFrames replay and the summary are built from (one small job runs here)."""
 
-    def __init__(self, spark: SparkSession, path) -> None:
+    def __init__(self, spark: SparkSession, path, fmt: str = "tflux") -> None:
         register(spark)
         self.spark = spark
         self.sources = _paths.resolve(path)
@@ -122,15 +131,16 @@ class _Frames:
                 logs.append((src.log_dir, after + 1))
         self.many = len(self.sources) > 1
         cols = ["source", "segment", "queue", "lsn", "kind", "key", "record_id", "message"]
-        cols += ["implementation"]
+        cols += ["implementation", "queue_adds"]
         ends: dict[str, str] = {}
+        removes = 0
         if logs:
             # Both scans read the same LSNs: the second stops where the first did (a live store
-            # may append meanwhile).
-            last = self._collect_events(union(spark, logs, {}, cols), names)
+            # may append meanwhile), so their queue_adds agree.
+            last, removes = self._collect_events(union(spark, logs, {}, cols, fmt), names)
             logs = [(d, first) for d, first in logs if d in last]  # the others had no entries
             ends = {d: str(last[d]) for d, _ in logs}
-        log = union(spark, logs, ends, cols) if logs else None
+        log = union(spark, logs, ends, cols, fmt) if logs else None
         if log is None:
             log = spark.createDataFrame([], logs_schema(spark))
         seg_rows, inc_rows, summary_rows = self._plan(names)
@@ -147,12 +157,11 @@ class _Frames:
             )
             return df.join(incs, cond, "left").drop(incs.source).drop(incs.queue)
 
-        by_segment = Window.partitionBy("source", "queue", "segment").orderBy("lsn")
         adds = (
             log.filter(F.col("kind") == "add_record")
-            .select("source", "queue", "segment", "lsn", "key", "message")
+            .select("source", "queue", "segment", "lsn", "key", "message", "queue_adds")
             .join(seg_base, ["source", "queue", "segment"], "left")
-            .withColumn("rank", F.col("seg_base") + F.row_number().over(by_segment))
+            .withColumn("rank", F.col("seg_base") + F.col("queue_adds"))
         )
         self.adds = with_inc(adds).select(
             "source",
@@ -162,14 +171,15 @@ class _Frames:
             "key",
             "message",
         )
-        removes = log.filter(F.col("kind") == "remove_record").select(
+        removes_df = log.filter(F.col("kind") == "remove_record").select(
             "source", "queue", "lsn", "record_id"
         )
-        self.removes = with_inc(removes).select("source", "queue", "inc", "record_id", "lsn")
+        self.removes = with_inc(removes_df).select("source", "queue", "inc", "record_id", "lsn")
+        self.broadcast_removes = removes <= BROADCAST_REMOVES and _broadcast_allowed(spark)
         records = self.adds
         if snaps:
             snap_records = (
-                spark.read.format("tflux_snapshot")
+                spark.read.format(fmt.replace("tflux", "tflux_snapshot", 1))
                 .load(",".join(snaps))
                 .select(
                     "source",
@@ -184,36 +194,43 @@ class _Frames:
         self.records = records
 
     @staticmethod
-    def _collect_events(log: DataFrame, names: dict[tuple[str, str], _Name]) -> dict[str, int]:
-        """Step 1: adds per (queue, segment) and the create/delete events, from a pruned scan;
-        returns the last LSN read per log directory."""
-        by_segment = (
-            Window.partitionBy("source", "queue", "segment")
-            .orderBy("lsn")
-            .rowsBetween(Window.unboundedPreceding, -1)
-        )
-        is_add = (F.col("kind") == "add_record").cast("long")
+    def _collect_events(
+        log: DataFrame, names: dict[tuple[str, str], _Name]
+    ) -> tuple[dict[str, int], int]:
+        """Step 1: adds per (queue, segment) and the create/delete events, from a pruned scan
+        aggregated without a window; returns the last LSN read per log directory and the
+        number of removes."""
         life = F.col("kind").isin("create_queue", "delete_queue")
+        event = F.struct("lsn", "kind", "implementation", F.col("queue_adds").alias("before"))
         small = (
-            log.select("log_dir", "source", "queue", "segment", "lsn", "kind", "implementation")
-            .withColumn("before", F.coalesce(F.sum(is_add).over(by_segment), F.lit(0)))
+            log.select(
+                "log_dir",
+                "source",
+                "queue",
+                "segment",
+                "lsn",
+                "kind",
+                "implementation",
+                "queue_adds",
+            )
             .groupBy("log_dir", "source", "queue", "segment")
             .agg(
                 F.max("lsn").alias("last"),
-                F.sum(is_add).alias("adds"),
-                F.collect_list(
-                    F.when(life, F.struct("lsn", "kind", "implementation", "before"))
-                ).alias("events"),
+                F.coalesce(F.max("queue_adds"), F.lit(0)).alias("adds"),
+                F.sum((F.col("kind") == "remove_record").cast("long")).alias("removes"),
+                F.collect_list(F.when(life, event)).alias("events"),
             )
         )
         last: dict[str, int] = {}
+        removes = 0
         for r in small.collect():
             last[r.log_dir] = max(last.get(r.log_dir, -1), r.last)
+            removes += r.removes
             n = names[(r.source, r.queue)]
             n.segments[r.segment] = r.adds
             for e in r.events:
                 n.events.append((e.lsn, e.kind, e.implementation, r.segment, e.before))
-        return last
+        return last, removes
 
     @staticmethod
     def _plan(names: dict[tuple[str, str], _Name]):
@@ -269,8 +286,11 @@ class _Frames:
 
     def live(self) -> DataFrame:
         final = F.broadcast(self.final.select("source", "queue", "inc"))
+        removes = self.removes.select("source", "queue", "inc", "record_id")
+        if self.broadcast_removes:
+            removes = F.broadcast(removes)
         live = self.records.join(
-            self.removes.select("source", "queue", "inc", "record_id"),
+            removes,
             ["source", "queue", "inc", "record_id"],
             "left_anti",
         ).join(final, ["source", "queue", "inc"], "left_semi")
@@ -295,12 +315,20 @@ class _Frames:
         return df if self.many else df.drop("source")
 
 
-def union(spark: SparkSession, logs, ends: dict[str, str], cols: list[str]) -> DataFrame:
+def _broadcast_allowed(spark: SparkSession) -> bool:
+    """Whether the session allows broadcast joins (``autoBroadcastJoinThreshold`` not -1)."""
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760")
+    return str(threshold).strip() != "-1"
+
+
+def union(
+    spark: SparkSession, logs, ends: dict[str, str], cols: list[str], fmt: str = "tflux"
+) -> DataFrame:
     """The log entries of every (log directory, first LSN), up to ``ends[dir]`` when given,
-    with a ``log_dir`` column."""
+    with a ``log_dir`` column and the ``queue_adds`` counts."""
     out = None
     for log_dir, first in logs:
-        reader = spark.read.format("tflux").option("fromLsn", str(first))
+        reader = spark.read.format(fmt).option("fromLsn", str(first)).option("addCounts", "true")
         if log_dir in ends:
             reader = reader.option("toLsn", ends[log_dir])
         df = reader.load(log_dir).select(F.lit(log_dir).alias("log_dir"), *cols)
@@ -311,11 +339,11 @@ def union(spark: SparkSession, logs, ends: dict[str, str], cols: list[str]) -> D
 def logs_schema(spark: SparkSession) -> StructType:
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from tflux.spark._columns import log_schema
+    from tflux.spark._columns import QUEUE_ADDS, log_schema
 
-    full = from_arrow_schema(log_schema())
+    full = from_arrow_schema(log_schema().append(QUEUE_ADDS))
     keep = ["source", "segment", "queue", "lsn", "kind", "key", "record_id", "message"]
-    keep += ["implementation"]
+    keep += ["implementation", "queue_adds"]
     return StructType([StructField("log_dir", StringType())] + [full[name] for name in keep])
 
 

@@ -13,6 +13,9 @@ Options (strings, as Spark passes them):
                on the first fatal problem (file and offset). Tasks always check the CRCs of the
                segment they read, and a corrupt sealed segment always fails its task.
 ``rawData``    ``true`` adds a ``data`` column with each record's undecoded bytes.
+``addCounts``  ``true`` appends ``queue_adds``: the AddRecords of the entry's queue in its segment
+               file from ``fromLsn`` up to and including the entry (replay's record ids come
+               from it and per-segment offsets; batch reads only).
 ``columns``    comma-separated subset of the columns to return (Python data sources get no
                column pruning from Spark, so a wide scan ships every column to the JVM; naming
                the few you need, e.g. ``lsn,kind,key``, makes scans several times cheaper).
@@ -112,6 +115,8 @@ class TfluxDataSource(DataSource):
         names = column_names(self.options)
         if names is not None:
             schema = pa.schema([schema.field(n) for n in names])
+        if flag(self.options, "addCounts"):
+            schema = schema.append(_columns.QUEUE_ADDS)
         return from_arrow_schema(schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -133,6 +138,9 @@ class LogReader(DataSourceReader):
         self.raw = flag(options, "rawData")
         self.arrow = flag(options, "arrow", True)
         self.names = column_names(options)
+        self.add_counts = flag(options, "addCounts")
+        if self.add_counts and self.names is not None:
+            self.names = [*self.names, _columns.QUEUE_ADDS.name]
         if flag(options, "verify"):
             verify_sources(self.sources)
 
@@ -149,6 +157,7 @@ class LogReader(DataSourceReader):
             sealed=partition.sealed,
             expected_end=partition.expected_end,
             raw=self.raw,
+            add_counts=self.add_counts,
         )
         batches = select(batches, self.names)
         if self.arrow:

@@ -63,6 +63,8 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.max_rows == 0:
             raise ValueError("tflux: maxRecordsPerTrigger must be at least 1")
         self.raw = flag(options, "rawData")
+        if flag(options, "addCounts"):
+            raise ValueError("tflux: addCounts is for batch reads (a stream has no segment start)")
         self.names = column_names(options)
         self.target: int | None = None  # Trigger.AvailableNow: stop here
         self.last_end: int | None = None  # for Spark < 4.2, which passes no start

@@ -27,30 +27,38 @@ import org.apache.spark.unsafe.types.UTF8String;
 final class LogColumns {
   static final String[] NAMES = {"source", "segment", "lsn", "term", "kind", "queue", "key",
       "record_id", "message", "implementation", "max_queue_size", "max_message_size", "key_min",
-      "key_max", "data"};
+      "key_max", "data", "queue_adds"};
   static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
       DataTypes.LongType, DataTypes.IntegerType, DataTypes.StringType, DataTypes.StringType,
       DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType, DataTypes.IntegerType,
       DataTypes.IntegerType, DataTypes.IntegerType, DataTypes.LongType, DataTypes.LongType,
-      DataTypes.BinaryType};
+      DataTypes.BinaryType, DataTypes.LongType};
   static final int SOURCE = 0, SEGMENT = 1, LSN = 2, TERM = 3, KIND = 4, QUEUE = 5, KEY = 6,
       RECORD_ID = 7, MESSAGE = 8, IMPLEMENTATION = 9, MAX_QUEUE_SIZE = 10,
-      MAX_MESSAGE_SIZE = 11, KEY_MIN = 12, KEY_MAX = 13, DATA = 14;
+      MAX_MESSAGE_SIZE = 11, KEY_MIN = 12, KEY_MAX = 13, DATA = 14, QUEUE_ADDS = 15;
   static final String[] KIND_NAMES = {"create_queue", "delete_queue", "add_record",
       "remove_record"};
   static final String[] DELTA_NAMES = {"CreateQueue", "DeleteQueue", "AddRecord",
       "RemoveRecord"};
 
-  /** The schema for the {@code rawData} and {@code columns} options (Python's, exactly). */
+  /**
+   * The schema for the {@code rawData}, {@code columns} and {@code addCounts} options (Python's,
+   * exactly). {@code addCounts} appends {@code queue_adds}: the AddRecords of the entry's queue
+   * in its segment file, from the scan's first LSN up to and including the entry (what replay
+   * derives record ids from).
+   */
   static StructType schema(Map<String, String> options) {
     boolean raw = Options.flag(options, "rawData", false);
-    int n = raw ? NAMES.length : NAMES.length - 1;
+    int n = raw ? DATA + 1 : DATA;
     List<String> names = Options.columns(options, NAMES, n);
     List<StructField> fields = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       if (names == null || names.contains(NAMES[i])) {
         fields.add(DataTypes.createStructField(NAMES[i], TYPES[i], true));
       }
+    }
+    if (Options.flag(options, "addCounts", false)) {
+      fields.add(DataTypes.createStructField(NAMES[QUEUE_ADDS], TYPES[QUEUE_ADDS], true));
     }
     return DataTypes.createStructType(fields);
   }
@@ -100,6 +108,8 @@ final class LogColumns {
   WritableColumnVector kindIds;
   final ColumnarBatch batch;
   private final Cursor c = new Cursor(null, 0, 0, 0);
+  /** The running AddRecord counts of {@code queue_adds}, or null when not asked for. */
+  final QueueAdds adds;
   /** Whether any column needs the delta's fields (else only its structure is checked). */
   private final boolean fields;
 
@@ -125,10 +135,11 @@ final class LogColumns {
       OnHeapColumnVector v = new OnHeapColumnVector(capacity, TYPES[id]);
       vec[id] = v;
       out[i] = v;
-      needFields |= id >= KIND;
+      needFields |= id >= KIND && id != QUEUE_ADDS;
     }
     source = src;
     segment = seg;
+    adds = vec[QUEUE_ADDS] == null ? null : new QueueAdds();
     fields = needFields;
     if (vec[KIND] != null) {
       vec[KIND].setDictionary(new KindDictionary());
@@ -272,6 +283,10 @@ final class LogColumns {
         }
         default:
           throw c.fail(0, "unknown delta marker " + Cursor.hex2(marker));
+      }
+      if (adds != null) {
+        v[QUEUE_ADDS].putLong(row, kind == 2 ? adds.add(buf, nameAt, nameLen)
+            : adds.get(buf, nameAt, nameLen));
       }
       if (fields) {
         if (kindIds != null) {

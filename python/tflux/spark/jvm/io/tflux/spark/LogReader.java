@@ -71,7 +71,13 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
     cur = new SegmentReader(path, Sources.startLsn(c.segment), c.last, c.start, c.end,
         c.wantLast);
     try {
-      cur.open();
+      if (cols.adds == null) {
+        cur.open();
+      } else {
+        // queue_adds counts from the segment's start: count the records before this split.
+        cols.adds.clear();
+        cur.open(this::countBefore);
+      }
     } catch (IOException e) {
       throw new UncheckedIOException("tflux: cannot read " + path, e);
     }
@@ -84,6 +90,12 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
       return;
     }
     cols.add(rows++, lsn, term, cur.buf, dataAt, dataLen, cur.path, fileOffset);
+  }
+
+  private void countBefore(long lsn, int term, int dataAt, int dataLen, long fileOffset) {
+    if (lsn >= from && lsn <= to) {
+      cols.adds.countDelta(cur.buf, dataAt, dataLen);
+    }
   }
 
   @Override

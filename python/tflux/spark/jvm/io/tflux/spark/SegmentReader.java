@@ -72,6 +72,14 @@ final class SegmentReader {
 
   /** Maps the file, checks its header and walks to the first record of the range. */
   SegmentReader open() throws IOException {
+    return open(null);
+  }
+
+  /**
+   * {@link #open()}, showing the records before the range to {@code walk} (CRCs unchecked: the
+   * task that owns them checks them).
+   */
+  SegmentReader open(Visitor walk) throws IOException {
     buf = map(Paths.get(path));
     if (path.endsWith(".log.z")) {
       Compressed z = Compressed.decode(path, buf, firstLsn);
@@ -92,7 +100,7 @@ final class SegmentReader {
           ? "segment header missing (file empty or all zeros)" : header);
     }
     while (!done && at < ownStart) {
-      step(false, null);
+      step(false, walk);
     }
     return this;
   }
