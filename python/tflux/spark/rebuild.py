@@ -5,9 +5,10 @@ The rules are the state machine's (spec 7), expressed as columns instead of a lo
 - Restore starts from the snapshot (its queues, their ``last id`` and records) or, without one,
   from the default queue ``""`` alone; log entries at or below the snapshot's last index are
   skipped.
-- Every ``CreateQueue`` starts a new *incarnation* of its name: ``inc`` is the number of
-  CreateQueues of that name up to each entry, in LSN order (0 = the queue as the snapshot left
-  it). Removes and adds belong to the incarnation they were logged in.
+- Every ``CreateQueue`` starts a new *incarnation* of its name (the first is the queue as the
+  snapshot left it). Removes and adds belong to the incarnation they were logged in. ``inc``
+  numbers the incarnations of every name of every source, so (``inc``, record id) alone names
+  a record: the joins hash two longs, not the source and queue strings.
 - An AddRecord gets ``last id + 1``: the queue's last id at the start of its incarnation (the
   snapshot's for incarnation 0, else 0) plus its rank among that incarnation's adds.
 - A record is live when no RemoveRecord of the same (queue, incarnation, id) exists and its
@@ -32,7 +33,7 @@ How it scales (no window, no stage that runs one task per queue, no shuffle of e
 4. Live records: adds (and snapshot records) without a matching remove, in the final
    incarnation. The removes are broadcast when there are at most :data:`BROADCAST_REMOVES`
    (step 1 counted them), so the live records need no shuffle at all; more removes are joined
-   with a shuffle by (queue, incarnation, id), which spreads a busy queue too.
+   with a shuffle by (incarnation, id), which spreads a busy queue too.
 """
 
 from __future__ import annotations
@@ -142,11 +143,11 @@ class _Frames:
             ends = {d: str(last[d]) for d, _ in logs}
         log = union(spark, logs, ends, cols, fmt) if logs else None
         if log is None:
-            log = spark.createDataFrame([], logs_schema(spark))
+            log = _small(spark, [], logs_schema(spark))
         seg_rows, inc_rows, summary_rows = self._plan(names)
-        seg_base = F.broadcast(spark.createDataFrame(seg_rows, SEGMENT_BASE))
-        incs = F.broadcast(spark.createDataFrame(inc_rows, INCARNATIONS))
-        self.final = spark.createDataFrame(summary_rows, SUMMARY)
+        seg_base = F.broadcast(_small(spark, seg_rows, SEGMENT_BASE))
+        incs = F.broadcast(_small(spark, inc_rows, INCARNATIONS))
+        self.final = _small(spark, summary_rows, SUMMARY)
 
         def with_inc(df: DataFrame) -> DataFrame:
             cond = (
@@ -190,6 +191,10 @@ class _Frames:
                     "message",
                 )
             )
+            first_inc = F.broadcast(
+                incs.filter(F.col("inc_start") == -1).select("source", "queue", "inc")
+            )
+            snap_records = snap_records.drop("inc").join(first_inc, ["source", "queue"], "left")
             records = snap_records.unionByName(records)
         self.records = records
 
@@ -236,6 +241,7 @@ class _Frames:
     def _plan(names: dict[tuple[str, str], _Name]):
         """Step 2: the broadcast tables, and per name its final incarnation (for the summary)."""
         seg_rows, inc_rows, summary_rows = [], [], []
+        gid = 0  # incarnations numbered across every name of every source
         for (source, queue), n in names.items():
             prefix, before = 0, {}
             for seg in sorted(n.segments):
@@ -253,23 +259,29 @@ class _Frames:
             start = [(-1, 0, n.start_last_id or 0)] + [(lsn, b, 0) for lsn, b in creates]
             for inc, (lsn, adds_before, base) in enumerate(start):
                 end = start[inc + 1][0] if inc + 1 < len(start) else MAX_LSN
-                inc_rows.append((source, queue, inc, lsn, end, adds_before, base))
+                inc_rows.append((source, queue, gid + inc, lsn, end, adds_before, base))
             alive = last_cd == "create_queue" or (last_cd is None and n.start_impl is not None)
             if alive:
                 final = len(start) - 1
                 _, adds_before, base = start[final]
-                summary_rows.append((source, queue, final, impl, base + total - adds_before))
+                summary_rows.append((source, queue, gid + final, impl, base + total - adds_before))
+            gid += len(start)
         return seg_rows, inc_rows, summary_rows
 
     def check(self) -> None:
         """Raise :class:`tflux.ReplayError` (with the LSN) where the local restore would: a
         RemoveRecord of a record that is not there, or removed twice. Costs two Spark jobs."""
-        keys = ["source", "queue", "inc", "record_id"]
+        keys = ["inc", "record_id"]
         present = self.records.select(*keys)
         missing = self.removes.join(present, keys, "left_anti").orderBy("lsn").limit(1).collect()
         twice = (
             self.removes.groupBy(*keys)
-            .agg(F.count("*").alias("n"), F.max("lsn").alias("lsn"))
+            .agg(
+                F.count("*").alias("n"),
+                F.max("lsn").alias("lsn"),
+                F.first("source").alias("source"),
+                F.first("queue").alias("queue"),
+            )
             .filter(F.col("n") > 1)
             .orderBy("lsn")
             .limit(1)
@@ -285,15 +297,13 @@ class _Frames:
             )
 
     def live(self) -> DataFrame:
-        final = F.broadcast(self.final.select("source", "queue", "inc"))
-        removes = self.removes.select("source", "queue", "inc", "record_id")
+        final = F.broadcast(self.final.select("inc"))
+        removes = self.removes.select("inc", "record_id")
         if self.broadcast_removes:
             removes = F.broadcast(removes)
-        live = self.records.join(
-            removes,
-            ["source", "queue", "inc", "record_id"],
-            "left_anti",
-        ).join(final, ["source", "queue", "inc"], "left_semi")
+        live = self.records.join(removes, ["inc", "record_id"], "left_anti").join(
+            final, ["inc"], "left_semi"
+        )
         return live.select("source", "queue", "record_id", "key", "message")
 
     def summary(self) -> DataFrame:
@@ -313,6 +323,42 @@ class _Frames:
     def output(self, df: DataFrame) -> DataFrame:
         """The ``source`` column only when PATH named more than one source."""
         return df if self.many else df.drop("source")
+
+
+# Up to this many rows, the driver's small tables are inline SQL tables (LocalRelation): Spark
+# broadcasts them without running a job. Larger ones go to the JVM as Arrow (one job each).
+INLINE_ROWS = 2000
+
+
+def _sql_value(value, type_) -> str:
+    if value is None:
+        return f"CAST(NULL AS {type_.simpleString()})"
+    if isinstance(type_, StringType):  # any text, no escaping rules: its UTF-8 bytes in hex
+        return f"CAST(X'{value.encode().hex()}' AS STRING)"
+    return f"CAST({int(value)} AS {type_.simpleString()})"
+
+
+def _small(spark: SparkSession, rows: list[tuple], schema: StructType) -> DataFrame:
+    """A DataFrame of the driver's ``rows``: an inline table when small (no job runs to
+    broadcast it), else sent to the JVM as Arrow (no Python worker runs for it either, unlike
+    ``createDataFrame`` of a list)."""
+    if 0 < len(rows) <= INLINE_ROWS:
+        types = [f.dataType for f in schema.fields]
+        values = ",".join(
+            "(" + ",".join(_sql_value(v, t) for v, t in zip(row, types, strict=True)) + ")"
+            for row in rows
+        )
+        names = ",".join(f"`{f.name}`" for f in schema.fields)
+        return spark.sql(f"SELECT * FROM VALUES {values} AS t({names})")
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema)
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(arrow)
+    table = pa.Table.from_arrays(
+        [pa.array(col, f.type) for col, f in zip(columns, arrow, strict=True)], schema=arrow
+    )
+    return spark.createDataFrame(table, schema)
 
 
 def _broadcast_allowed(spark: SparkSession) -> bool:
