@@ -273,6 +273,32 @@ def test_verify_option_checks_the_whole_directory_before_planning(spark, fmt, tm
     assert spark.read.format(fmt).option("fromLsn", 1400).load(str(base)).count() == 100
 
 
+def test_a_channels_log_read_with_raw_data_gives_exactly_the_sent_bytes_in_order(
+    spark, fmt, tmp_path
+):
+    """Issue 13: a channel's records are opaque messages (spec 10), not deltas; with rawData
+    both readers return them in LSN order (delta columns null), also messages that start like
+    a delta, and without rawData they refuse the channel by name."""
+    base = tmp_path / "chan"
+    rng = random.Random(7)
+    sent = [rng.randbytes(rng.randint(1, 300)) for _ in range(2000)]
+    sent[:4] = [b"A", add("q", 1, b"x"), b"C\x00", remove("q", 1)]  # not deltas here
+    with tflux.Channel.open(base, soft_limit=16 << 10, hard_limit=64 << 10) as ch:
+        tx = ch.sender()
+        for i in range(0, len(sent), 100):
+            tx.send_many(sent[i : i + 100])
+        tx.send(b"last")
+    sent.append(b"last")
+    assert len(segment_files(base / "data" / "log")) >= 3
+    df = spark.read.format(fmt).option("rawData", "true").load(str(base / "data" / "log"))
+    rows = df.orderBy("lsn").collect()
+    assert [bytes(r.data) for r in rows] == sent
+    assert [r.lsn for r in rows] == list(range(len(sent)))
+    assert {(r.source, r.kind, r.queue, r.message) for r in rows} == {(str(base), None, None, None)}
+    with pytest.raises(Exception, match=r"channel directory.*rawData"):
+        spark.read.format(fmt).load(str(base)).collect()
+
+
 def test_torn_tail_of_the_active_segment_is_not_returned(spark, fmt, tmp_path):
     base = tmp_path / "torn"
     rows = hand_log(base, 1000)

@@ -343,6 +343,33 @@ def test_jar_is_cached_by_source_hash(jar):
     assert tflux.spark.build_jar() == jar  # no rebuild
 
 
+def test_the_jar_sources_are_package_data_that_build_jar_compiles():
+    """A pip install must carry the Java sources (``build_jar`` compiles them from the
+    package): they are found through importlib.resources, every class the service file
+    registers and every class the sources name is among them, and the wheel's build takes the
+    package directory whole (no maturin ``exclude``, no ignore rule for them)."""
+    import importlib.resources
+    import tomllib
+
+    root = importlib.resources.files("tflux.spark").joinpath("jvm")
+    java = {
+        p.name
+        for p in Path(str(root)).rglob("*.java")
+        if p.relative_to(Path(str(root))).parts[:3] == ("io", "tflux", "spark")
+    }
+    assert {p.name for p in _jvm._source_files() if p.suffix == ".java"} == java
+    service = root.joinpath("META-INF/services/org.apache.spark.sql.sources.DataSourceRegister")
+    registered = [line.strip() for line in service.read_text().splitlines() if line.strip()]
+    assert registered and all(c.rsplit(".", 1)[1] + ".java" in java for c in registered)
+    assert _jvm.PROVIDER.rsplit(".", 1)[1] + ".java" in java
+    repo = Path(__file__).resolve().parent.parent
+    pyproject = tomllib.loads((repo / "pyproject.toml").read_text())
+    maturin = pyproject["tool"]["maturin"]
+    assert maturin["python-source"] == "python" and "exclude" not in maturin
+    ignored = (repo / ".gitignore").read_text().split()
+    assert not any(p in ignored for p in ("*.java", "jvm", "jvm/", "META-INF", "META-INF/"))
+
+
 def test_without_a_jdk_tflux_installs_and_the_python_sources_serve(tmp_path):
     code = textwrap.dedent(
         """

@@ -128,6 +128,53 @@ def read_segment(
         yield with_source(table.slice(start, SEGMENT_BATCH_ROWS), source, name, schema)
 
 
+def read_messages(
+    source: str,
+    log_dir: str,
+    name: str,
+    first: int,
+    last: int | None,
+    *,
+    sealed: bool,
+    expected_end: int | None = None,
+    add_counts: bool = False,
+) -> Iterator[pa.RecordBatch]:
+    """Entries ``first..last`` of one segment of a channel directory (spec 10): its records are
+    opaque messages, so only ``lsn``, ``term`` and ``data`` are filled and the delta columns
+    are null. The core reads the file alone (a view of it), checking every record's CRC."""
+    from tflux.spark import _paths
+
+    schema = log_schema(raw=True)
+    if add_counts:  # no queues in a channel: null counts
+        schema = schema.append(QUEUE_ADDS)
+    path = os.path.join(log_dir, name)
+    with _paths.open_view(log_dir, [name]) as log:
+        if sealed and log.recovery.truncated:
+            raise tflux.CorruptionError(
+                f"{path}: a sealed segment ends in a torn or corrupt record "
+                f"(offset {log.recovery.cut_offset})",
+                path,
+                log.recovery.cut_offset,
+            )
+        start = max(first, log.start_index)
+        end = log.last_index + 1 if last is None else min(last, log.last_index) + 1
+        want_last = min(last, expected_end) if sealed and last is not None else last
+        if want_last is not None and end - 1 < want_last:
+            raise tflux.CorruptionError(
+                f"{path}: holds entries up to LSN {end - 1}, expected {want_last}", path, None
+            )
+        while start < end:
+            batch = log.read_batch(start, end, max_bytes=16 << 20)
+            got = batch.to_arrow()
+            n = got.num_rows
+            nulls = [pa.nulls(n, f.type) for f in schema][4:]
+            cols = [got.column("lsn"), got.column("term"), *nulls]
+            cols[schema.names.index("data") - 2] = got.column("data")
+            batch = pa.RecordBatch.from_arrays(cols, names=schema.names[2:])
+            yield with_source(batch, source, name, schema)
+            start += n
+
+
 def read_snapshot(source: str, path: str) -> Iterator[pa.RecordBatch]:
     """The records of one snapshot file, with its last index and term on every row."""
     batch = tflux.read_snapshot_batch(path)

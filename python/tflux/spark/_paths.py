@@ -28,6 +28,16 @@ class Source:
     snapshot: str | None
 
 
+def is_channel(base: str) -> bool:
+    """Whether ``base`` is a channel directory (its records are opaque messages, not deltas):
+    the CLI's rule, called rather than restated."""
+    from pathlib import Path
+
+    from tflux.cli._base import _is_channel
+
+    return _is_channel(Path(base))
+
+
 def split_paths(path: str | Sequence[str] | None) -> list[str]:
     """``"a,b"``, ``["a", "b"]`` or a glob -> existing paths, in a stable order."""
     if path is None or path == "":

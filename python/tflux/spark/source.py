@@ -64,8 +64,10 @@ class SegmentPartition(InputPartition):
         last: int | None,
         sealed: bool,
         expected_end: int | None,
+        channel: bool = False,
     ) -> None:
         super().__init__(name)
+        self.channel = channel  # a channel's messages: not decoded as deltas
         self.source = source
         self.log_dir = log_dir
         self.name = name
@@ -88,6 +90,7 @@ def plan_segments(sources, first: int | None, last: int | None) -> list[SegmentP
         if src.log_dir is None:
             continue
         names = _paths.segment_names(src.log_dir)
+        channel = _paths.is_channel(src.base)
         for i, name in enumerate(names):
             start = _paths.start_lsn(name)
             sealed = i + 1 < len(names)
@@ -98,7 +101,9 @@ def plan_segments(sources, first: int | None, last: int | None) -> list[SegmentP
                 continue
             hi = end if last is None else (last if end is None else min(end, last))
             parts.append(
-                SegmentPartition(src.base, src.log_dir, name, max(first, start), hi, sealed, end)
+                SegmentPartition(
+                    src.base, src.log_dir, name, max(first, start), hi, sealed, end, channel
+                )
             )
     return parts
 
@@ -141,6 +146,12 @@ class LogReader(DataSourceReader):
         self.add_counts = flag(options, "addCounts")
         if self.add_counts and self.names is not None:
             self.names = [*self.names, _columns.QUEUE_ADDS.name]
+        for src in self.sources:
+            if not self.raw and src.log_dir and _paths.is_channel(src.base):
+                raise ValueError(
+                    f"tflux: {src.base} is a channel directory: its records are messages, not "
+                    "deltas; read them with option rawData=true"
+                )
         if flag(options, "verify"):
             verify_sources(self.sources)
 
@@ -148,6 +159,20 @@ class LogReader(DataSourceReader):
         return plan_segments(self.sources, self.first, self.last)
 
     def read(self, partition: SegmentPartition) -> Iterator:
+        if partition.channel:
+            yield from self._emit(
+                _columns.read_messages(
+                    partition.source,
+                    partition.log_dir,
+                    partition.name,
+                    partition.first,
+                    partition.last,
+                    sealed=partition.sealed,
+                    expected_end=partition.expected_end,
+                    add_counts=self.add_counts,
+                )
+            )
+            return
         batches = _columns.read_segment(
             partition.source,
             partition.log_dir,
@@ -159,6 +184,9 @@ class LogReader(DataSourceReader):
             raw=self.raw,
             add_counts=self.add_counts,
         )
+        yield from self._emit(batches)
+
+    def _emit(self, batches) -> Iterator:
         batches = select(batches, self.names)
         if self.arrow:
             yield from batches

@@ -108,6 +108,8 @@ final class LogColumns {
   WritableColumnVector kindIds;
   final ColumnarBatch batch;
   private final Cursor c = new Cursor(null, 0, 0, 0);
+  /** The records are a channel's messages (spec 10): only {@code data}, nothing decoded. */
+  boolean messages;
   /** The running AddRecord counts of {@code queue_adds}, or null when not asked for. */
   final QueueAdds adds;
   /** Whether any column needs the delta's fields (else only its structure is checked). */
@@ -199,6 +201,11 @@ final class LogColumns {
     }
     if (v[DATA] != null) {
       v[DATA].putByteArray(row, buf, at, len);
+    }
+    if (messages) {
+      nulls(row, KIND, QUEUE, KEY, RECORD_ID, MESSAGE, IMPLEMENTATION, MAX_QUEUE_SIZE);
+      nulls(row, MAX_MESSAGE_SIZE, KEY_MIN, KEY_MAX, QUEUE_ADDS);
+      return;
     }
     c.reset(buf, at, at + len, 0);
     int kind = -1;

@@ -82,6 +82,7 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
       throw new UncheckedIOException("tflux: cannot read " + path, e);
     }
     cols.setFile(c.source, c.segment);
+    cols.messages = Sources.isChannel(c.source);
   }
 
   @Override

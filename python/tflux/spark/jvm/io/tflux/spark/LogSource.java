@@ -285,6 +285,13 @@ public final class LogSource implements TableProvider, DataSourceRegister {
         Planner.verify(sources);
       }
       Map<String, String> hosts = Planner.locations(options);
+      boolean raw = Options.flag(options, "rawData", false);
+      for (Sources.Source src : sources) {
+        if (!raw && src.logDir != null && Sources.isChannel(src.base)) {
+          throw new IllegalArgumentException("tflux: " + src.base + " is a channel directory:"
+              + " its records are messages, not deltas; read them with option rawData=true");
+        }
+      }
       long splitBytes = Planner.splitBytes(options, sources);
       List<InputPartition> parts = new ArrayList<>();
       for (Sources.Source src : sources) {

@@ -45,6 +45,14 @@ final class Sources {
     }
   }
 
+  /**
+   * A channel directory (spec 10: the base layout with {@code data/cursors/}, no snapshot or
+   * metadata): its records are opaque messages, not deltas. The CLI's {@code _is_channel} rule.
+   */
+  static boolean isChannel(String base) {
+    return base != null && Files.isDirectory(Paths.get(base, "data", "cursors"));
+  }
+
   static final Pattern SEGMENT_NAME = Pattern.compile("^[0-9]{19}\\.log(\\.z)?$");
 
   static List<String> paths(Map<String, String> options) {
