@@ -18,6 +18,11 @@ pub struct Nullable<T> {
 }
 
 impl<T: Default + Copy> Nullable<T> {
+    fn reserve(&mut self, n: usize) {
+        self.values.reserve(n);
+        self.validity.bytes.reserve(n / 8 + 1);
+    }
+
     fn push(&mut self, v: Option<T>) {
         self.validity.push(v.is_some());
         self.values.push(v.unwrap_or_default());
@@ -65,6 +70,12 @@ impl Default for Binary {
 }
 
 impl Binary {
+    fn reserve(&mut self, n: usize, bytes: usize) {
+        self.offsets.reserve(n);
+        self.data.reserve(bytes);
+        self.validity.bytes.reserve(n / 8 + 1);
+    }
+
     fn push(&mut self, v: Option<&[u8]>) -> Result<()> {
         self.validity.push(v.is_some());
         if let Some(bytes) = v {
@@ -111,6 +122,34 @@ impl DeltaColumns {
 
     pub fn is_empty(&self) -> bool {
         self.lsn.is_empty()
+    }
+
+    /// Room for `n` entries carrying `bytes` of record data, so that the columns are written
+    /// once instead of regrown and copied.
+    fn reserve(&mut self, n: usize, bytes: usize) {
+        self.lsn.reserve(n);
+        self.term.reserve(n);
+        self.kind.reserve(n, n * 12);
+        self.queue.reserve(n, n * 8);
+        for c in [
+            &mut self.key,
+            &mut self.record_id,
+            &mut self.key_min,
+            &mut self.key_max,
+        ] {
+            c.reserve(n);
+        }
+        self.message.reserve(n, bytes);
+        for c in [
+            &mut self.implementation,
+            &mut self.max_queue_size,
+            &mut self.max_message_size,
+        ] {
+            c.reserve(n);
+        }
+        if let Some(raw) = &mut self.raw {
+            raw.reserve(n, bytes);
+        }
     }
 
     fn push(&mut self, lsn: i64, term: i32, data: &[u8]) -> Result<()> {
@@ -231,6 +270,7 @@ pub fn read_segment_deltas(
         ..DeltaColumns::default()
     };
     let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
+    cols.reserve(scan.index.len(), scan.bytes.len());
     for i in 0..scan.index.len() {
         let lsn = first_lsn.saturating_add(i as i64);
         if lsn < from || lsn > to {
@@ -267,6 +307,8 @@ pub fn read_deltas(
     };
     // No early return for an empty range: the scan checks the start first (a start past the
     // end or compacted away is `OutOfRange`, as for `read_batch`).
+    let (n, bytes) = log.estimate(start, end.min(log.last_index() + 1), max_bytes);
+    cols.reserve(n, bytes);
     let mut used = 0u64;
     let mut failure = None;
     log.scan(start, end, |lsn, term, data| {

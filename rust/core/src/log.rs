@@ -620,7 +620,10 @@ impl Log {
     /// About how many entries and data bytes a read of `start..end` within `budget` returns,
     /// from the average record of the segment holding `start`: what a batch reserves, so its
     /// columns are written once instead of regrown and copied.
-    fn estimate(&self, start: i64, end: i64, budget: u64) -> (usize, usize) {
+    pub fn estimate(&self, start: i64, end: i64, budget: u64) -> (usize, usize) {
+        if end <= start || self.segments.is_empty() {
+            return (0, 0);
+        }
         let seg = &self.segments[self.segment_of(start)];
         let records = seg.len().max(1) as u64;
         let framing = crate::format::segment::HEADER_LEN as u64 + records * 16;
