@@ -19,6 +19,7 @@ pub mod format;
 pub mod fsutil;
 pub mod log;
 pub(crate) mod mmap;
+pub mod payload;
 pub mod recovery;
 pub mod replay;
 pub mod segbytes;

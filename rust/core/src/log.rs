@@ -17,7 +17,7 @@ use crate::format::record;
 use crate::format::segment as seg_format;
 use crate::fsutil::{self, sync_dir};
 use crate::recovery::{self, LogScan, RecoveryMode, ScanOptions};
-use crate::segment::{self, Segment};
+use crate::segment::{self, Segment, SegmentBytes};
 use crate::storage::{self, Storage, StorageFile};
 
 /// When appended records are fsynced.
@@ -647,27 +647,31 @@ impl Log {
         self.visit(start, end, u64::MAX, true, f)
     }
 
-    /// [`Log::scan`] without re-checking checksums: every record a log holds was checked by
-    /// the scan at open or written by this process, so replay right after open skips the
-    /// second CRC pass (framing is still checked).
+    /// [`Log::scan`] for the replay right after open, without re-checking checksums (every
+    /// record a log holds was checked by the scan at open or written by this process; a
+    /// read-only log, whose files another process may write, checks them again). Each entry
+    /// comes with the bytes its data may be borrowed from (see
+    /// [`crate::segment::Segment::replay_records`]): the map of a sealed plain segment, else
+    /// `None`.
     pub fn scan_checked_at_open(
         &mut self,
         start: i64,
         end: i64,
-        f: impl FnMut(i64, i32, &[u8]) -> bool,
+        f: impl FnMut(i64, i32, &[u8], Option<&SegmentBytes>) -> bool,
     ) -> Result<()> {
         self.check_read_start(start)?;
         let end = end.min(self.next_index());
-        // One segment at a time, unmapping each sealed one once read: replaying a long log
-        // keeps at most one segment resident.
+        let check_crc = self.opts.readonly;
+        // One segment at a time, dropping each sealed one's map once read: what stays mapped
+        // is what restored records borrow.
         let mut f = f;
         let mut lsn = start;
         while lsn < end {
             let k = self.segment_of(lsn);
             let seg_end = (self.segments[k].last_lsn() + 1).min(end);
             let mut go_on = true;
-            self.visit(lsn, seg_end, u64::MAX, false, |l, t, d| {
-                go_on = f(l, t, d);
+            self.segments[k].replay_records(lsn, seg_end - 1, check_crc, |l, t, d, src| {
+                go_on = f(l, t, d, src);
                 go_on
             })?;
             if self.segments[k].sealed() {

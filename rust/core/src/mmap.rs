@@ -1,8 +1,37 @@
-//! The only `unsafe` in the core: read-only memory maps of sealed segments.
+//! Read-only memory maps of sealed segments, one of the core's few `unsafe` blocks.
 //!
-//! A mapping turns into SIGBUS if the file shrinks under it. tflux never shrinks a segment file
-//! (cuts overwrite with zeros, deletes unlink, which keeps mapped pages alive), and only sealed
-//! segments are mapped; a segment that becomes writable again drops its map first.
+//! A map is only sound while the mapped bytes do not change and the file does not shrink under
+//! it (a shrink turns reads past the new end into SIGBUS). Since issue 11 a map can outlive its
+//! `Segment`: a restored record borrows its message from the map of the sealed segment it was
+//! read from ([`crate::payload::Payload`]) and keeps the map alive until the record is gone,
+//! possibly for the life of the process. The argument therefore covers every way tflux writes
+//! into, shrinks, replaces or removes a segment file, in this process or in another tflux
+//! process writing the same directory:
+//!
+//! - **Only bytes a scan accepted are borrowed, and only from sealed plain segments**: the
+//!   active segment (read with positioned reads) and a decompressed `.log.z` (private memory)
+//!   are copied (`Segment::replay_records`). A map covers `[0, size)`, the header and the
+//!   records up to the last good one, never the end marker or the reserved tail.
+//! - **Appends** write at or after `size`, outside every map of the file. A sealed segment is
+//!   written again only after `Segment::unseal` (a cut reaches into it, or it becomes the last
+//!   segment at open), which drops the segment's own map first; maps held by records still
+//!   cover only the records below `size`, which appends never touch.
+//! - **Cuts** (`Log::truncate_after`, `insert_range`, repair of a sealed segment) never write
+//!   into the cut file: `segment::rewrite_prefix` copies the kept prefix into a new file and
+//!   renames it over the old name (copy-on-truncate). A map of the old inode keeps the old
+//!   bytes.
+//! - **The torn-tail cut and repair at open** zero `[first bad record, reach)` in place
+//!   (`recovery::cut_segment`): bytes no scan accepted, after every record a map can lend.
+//! - **Compaction, compression, restart, a `.log` whose `.z` twin decodes** unlink or rename
+//!   the file. The mapped pages of an unlinked file stay valid (the inode lives until the last
+//!   map goes); the cost is disk space: a deleted segment's blocks are freed only when the last
+//!   record borrowing from it is dequeued and acked (or the store is dropped).
+//! - **`decompress_in_place`** writes a new `.log` (a new inode), never a mapped one.
+//! - **Nothing in tflux shrinks a segment file** (no `set_len`; cuts make new files).
+//!
+//! Another program writing into or truncating segment files is outside what any mmap reader
+//! can guard against (the read-only replay re-checks every record's CRC on the map, so damage
+//! done between the scan at open and the replay is found, not replayed).
 
 use std::fs::File;
 
@@ -14,9 +43,9 @@ pub fn map_readonly(file: &File, len: u64) -> std::io::Result<Option<Mmap>> {
         return Ok(None);
     }
     let len = usize::try_from(len).map_err(std::io::Error::other)?;
-    // SAFETY: the mapping is read-only and never outlives the `Segment` that owns it. tflux does
-    // not shrink or write into a segment while it is mapped (`Segment::unseal` drops the map
-    // before any write). Another process shrinking the file is outside what any mmap reader can
+    // SAFETY: the mapping is read-only, covers records a scan accepted, and tflux never writes
+    // into those bytes nor shrinks the file, in any process (the module doc has the argument
+    // for every writer). Another program shrinking the file is outside what any mmap reader can
     // guard against; writers of tflux directories never do it.
     let map = unsafe { MmapOptions::new().len(len).map(file)? };
     #[cfg(unix)]

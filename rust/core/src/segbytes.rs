@@ -42,6 +42,21 @@ impl SegmentBytes {
     pub fn empty() -> SegmentBytes {
         SegmentBytes(Arc::new(Held::Empty))
     }
+
+    /// The shared pointer, for a [`crate::payload::Payload`] that packs it with an offset.
+    pub(crate) fn into_raw(self) -> std::ptr::NonNull<u8> {
+        let raw = Arc::into_raw(self.0) as *mut u8;
+        std::ptr::NonNull::new(raw).expect("Arc pointers are non-null")
+    }
+
+    /// Takes back a pointer from [`SegmentBytes::into_raw`].
+    ///
+    /// # Safety
+    /// `raw` must come from `into_raw` and own the strong count it took (each count is taken
+    /// back once).
+    pub(crate) unsafe fn from_raw(raw: std::ptr::NonNull<u8>) -> SegmentBytes {
+        SegmentBytes(unsafe { Arc::from_raw(raw.as_ptr() as *const Held) })
+    }
 }
 
 impl Deref for SegmentBytes {

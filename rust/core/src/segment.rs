@@ -701,6 +701,72 @@ impl Segment {
         Ok(true)
     }
 
+    /// Visits the records `from..=to` (LSNs inside this segment) for the replay right after
+    /// open, in one walk (no chunks), while `f` returns true. Each record comes with the bytes
+    /// a restored record may borrow its message from (see [`crate::payload::Payload`]):
+    /// - a sealed plain segment: its map, `Some`. Safe to borrow for as long as a record lives,
+    ///   whatever later happens to the file (`mmap.rs` has the argument);
+    /// - the active segment: `None` (read into a private buffer; the records are copied, so
+    ///   the buffer of up to a whole segment is not pinned by a few records);
+    /// - a decompressed `.log.z`: `None` (copied too: a borrowing record would pin the whole
+    ///   decompressed segment, framing and removed records included, in anonymous memory,
+    ///   outside the bound of the decompression cache).
+    ///
+    /// Framing is checked; CRCs only with `check_crc` (the scan at open checked them all).
+    pub fn replay_records(
+        &mut self,
+        from: i64,
+        to: i64,
+        check_crc: bool,
+        mut f: impl FnMut(i64, i32, &[u8], Option<&SegmentBytes>) -> bool,
+    ) -> Result<()> {
+        if from > to {
+            return Ok(());
+        }
+        let start = self.record_offset(from)?;
+        let (bytes, at, lend) = if self.sealed {
+            self.mapped()?;
+            let map = self.map.clone().unwrap_or_else(SegmentBytes::empty);
+            (map, start as usize, self.compressed.is_none())
+        } else {
+            let read = self.read_at(start, self.record_end(to))?;
+            (SegmentBytes::owned(read), 0, false)
+        };
+        let source = lend.then_some(&bytes);
+        let check_crc = check_crc && self.compressed.is_none();
+        let mut at = at;
+        for lsn in from..=to {
+            let frame = if check_crc {
+                record::parse_with::<true>(&bytes, at)
+            } else {
+                record::parse_with::<false>(&bytes, at)
+            };
+            let offset = if self.sealed { at } else { start as usize + at } as u64;
+            let reason = match frame {
+                Frame::Record { term, data, next } => {
+                    if !f(lsn, term, data, source) {
+                        return Ok(());
+                    }
+                    at = next;
+                    continue;
+                }
+                Frame::End => format!(
+                    "record {lsn} vanished (segment starts at {})",
+                    self.first_lsn
+                ),
+                Frame::Bad(reason) => reason.to_string(),
+            };
+            return Err(unreadable(
+                &self.path,
+                self.file.file(),
+                self.size,
+                offset,
+                reason,
+            ));
+        }
+        Ok(())
+    }
+
     /// Writes already framed records (`encoded`, followed here by the end marker) at the end
     /// of the data, then records their offsets and terms. Returns nothing until the bytes are
     /// written; syncing is the caller's decision.

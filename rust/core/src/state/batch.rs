@@ -9,16 +9,17 @@
 
 use std::collections::VecDeque;
 
-use super::{Applied, Mode, Queue, QueueState, Record};
+use super::{Applied, Mode, Payload, Queue, QueueState, Record};
 use crate::error::Result;
 use crate::format::delta::DeltaRef;
+use crate::segbytes::SegmentBytes;
 
 /// One record added during a batch; `data` is `None` once removed (its payload freed at once).
 #[derive(Debug)]
 struct Slot {
     id: u64,
     key: i64,
-    data: Option<Box<[u8]>>,
+    data: Option<Payload>,
 }
 
 /// Records added during a batch, ascending ids. Removing the front record (what an ack writes)
@@ -64,13 +65,13 @@ impl Pending {
 
 impl Queue {
     /// [`Queue::add`] for a batch: appends to the pending column.
-    pub(super) fn add_pending(&mut self, key: i64, data: &[u8]) -> Option<u64> {
+    pub(super) fn add_pending(&mut self, key: i64, data: Payload) -> Option<u64> {
         self.last_id = self.last_id.checked_add(1)?;
         let id = self.last_id;
         self.pending.slots.push_back(Slot {
             id,
             key,
-            data: Some(data.into()),
+            data: Some(data),
         });
         Some(id)
     }
@@ -156,12 +157,24 @@ impl QueueState {
 impl Batch<'_> {
     /// [`QueueState::apply`] in the batch: same rules, same errors.
     pub fn apply(&mut self, lsn: Option<i64>, data: &[u8]) -> Result<Applied> {
-        self.state.apply_in(Mode::Batch, lsn, data)
+        self.state.apply_in(Mode::Batch(None), lsn, data)
+    }
+
+    /// [`Batch::apply`] of a delta that lies inside `source` (a sealed segment's bytes): the
+    /// messages it adds borrow their bytes from there instead of being copied
+    /// ([`Payload::borrowed`]). Same rules, same errors, same state.
+    pub fn apply_in_source(
+        &mut self,
+        lsn: Option<i64>,
+        data: &[u8],
+        source: Option<&SegmentBytes>,
+    ) -> Result<Applied> {
+        self.state.apply_in(Mode::Batch(source), lsn, data)
     }
 
     /// [`QueueState::apply_delta`] in the batch: same rules, same errors.
     pub fn apply_delta(&mut self, lsn: Option<i64>, delta: &DeltaRef<'_>) -> Result<Applied> {
-        self.state.apply_delta_in(Mode::Batch, lsn, delta)
+        self.state.apply_delta_in(Mode::Batch(None), lsn, delta)
     }
 
     /// Settles every queue (dropping the batch does the same).

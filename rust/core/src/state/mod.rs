@@ -20,6 +20,8 @@ use crate::error::{Error, Result};
 use crate::format::delta::{self, display_name, DeltaRef};
 pub use crate::format::queue::{QueueConfig, IMPL_ARRAY, IMPL_HEAP};
 use crate::format::snapshot::{QueueData, Snapshot};
+pub use crate::payload::Payload;
+use crate::segbytes::SegmentBytes;
 
 pub use batch::Batch;
 use batch::Pending;
@@ -31,7 +33,8 @@ pub use keyed::KeyedFifos;
 pub struct Record {
     pub id: u64,
     pub key: i64,
-    pub data: Box<[u8]>,
+    /// Its own bytes, or (after a restore) bytes borrowed from a sealed segment.
+    pub data: Payload,
 }
 
 /// Records waiting to be dequeued, in the queue's implementation.
@@ -501,7 +504,7 @@ impl QueueState {
         self.apply_delta_in(Mode::Online, lsn, delta)
     }
 
-    fn apply_in(&mut self, mode: Mode, lsn: Option<i64>, data: &[u8]) -> Result<Applied> {
+    fn apply_in(&mut self, mode: Mode<'_>, lsn: Option<i64>, data: &[u8]) -> Result<Applied> {
         let delta = delta::decode(data).map_err(|e| {
             let cause = Error::Corruption {
                 path: format!(
@@ -521,7 +524,7 @@ impl QueueState {
     /// record goes and how a removal finds it, never in what is refused.
     fn apply_delta_in(
         &mut self,
-        mode: Mode,
+        mode: Mode<'_>,
         lsn: Option<i64>,
         delta: &DeltaRef<'_>,
     ) -> Result<Applied> {
@@ -586,7 +589,9 @@ impl QueueState {
                 })?;
                 let added = match mode {
                     Mode::Online => q.add(key, message),
-                    Mode::Batch => q.add_pending(key, message),
+                    Mode::Batch(source) => {
+                        q.add_pending(key, Payload::borrowed_or_copied(source, message))
+                    }
                 };
                 added.map(Applied::Added).ok_or_else(|| {
                     replay_error(
@@ -606,7 +611,7 @@ impl QueueState {
                 })?;
                 match mode {
                     Mode::Online => q.remove(id),
-                    Mode::Batch => q.remove_pending(id),
+                    Mode::Batch(_) => q.remove_pending(id),
                 }
                 .map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
                 Ok(Applied::Removed)
@@ -616,12 +621,13 @@ impl QueueState {
 }
 
 /// How [`QueueState::apply_delta_in`] stores records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// Every delta leaves a state ready to dequeue.
+#[derive(Debug, Clone, Copy)]
+enum Mode<'s> {
+    /// Every delta leaves a state ready to dequeue; payloads are copied.
     Online,
-    /// Records collect in `Queue::pending` until the [`Batch`] settles them.
-    Batch,
+    /// Records collect in `Queue::pending` until the [`Batch`] settles them; a message that
+    /// lies inside the given bytes borrows them ([`Payload::borrowed`]), any other is copied.
+    Batch(Option<&'s SegmentBytes>),
 }
 
 fn no_such_queue(name: &[u8]) -> Error {
