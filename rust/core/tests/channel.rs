@@ -483,3 +483,60 @@ fn a_send_cut_short_leaves_nothing_readable_even_if_the_device_then_dies() {
     let rx = ch.receiver("b", Start::Earliest).unwrap();
     assert_eq!(recv_all(&rx), vec![(0, msg(0))]);
 }
+
+/// Used space = the bytes of the channel's log files over a fixed capacity (what collection
+/// frees shows at once).
+#[derive(Debug)]
+struct LogSpace {
+    capacity: u64,
+}
+
+impl SpaceProbe for LogSpace {
+    fn used_ratio(&self, log: &Path) -> std::io::Result<f64> {
+        let mut used = 0;
+        for e in std::fs::read_dir(log)? {
+            used += e?.metadata()?.len();
+        }
+        Ok(used as f64 / self.capacity as f64)
+    }
+}
+
+#[test]
+fn refused_sends_resume_by_themselves_once_receivers_acknowledge() {
+    // The channel's own segments fill the disk: above the high ratio sends are refused; once
+    // the receiver has acknowledged them, the next send collects (the disk is above the
+    // cleaning ratio too) and goes through, with no explicit collect().
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ChannelOptions {
+        space: Arc::new(LogSpace { capacity: 8192 }),
+        watermarks: Watermarks {
+            high: Some(0.9),
+            low: Some(0.8),
+            clean: Some(0.7),
+        },
+        ..small()
+    };
+    let ch = Channel::open(dir.path(), opts).unwrap();
+    let rx = ch.receiver("a", Start::Earliest).unwrap();
+    let mut sent = 0;
+    let refused = loop {
+        match ch.send_many(&[msg(sent)]) {
+            Ok(_) => sent += 1,
+            Err(e) => break e,
+        }
+        assert!(sent < 10_000, "never refused");
+    };
+    assert!(matches!(refused, Error::DiskFull { .. }), "{refused:?}");
+    assert!(ch.disk_full());
+    // Nothing acknowledged: still refused, and nothing was deleted.
+    assert!(matches!(
+        ch.send_many(&[msg(sent)]),
+        Err(Error::DiskFull { .. })
+    ));
+    assert_eq!(ch.bounds().unwrap().0, 0);
+    assert_eq!(recv_all(&rx).len(), sent);
+    rx.ack(sent as u64).unwrap();
+    assert_eq!(ch.send_many(&[msg(sent)]).unwrap(), sent as i64);
+    assert!(!ch.disk_full());
+    assert!(ch.bounds().unwrap().0 > 0);
+}

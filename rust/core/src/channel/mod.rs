@@ -319,11 +319,25 @@ impl Channel {
         if let Some(cause) = self.stopped() {
             return Err(Error::Poisoned { cause });
         }
-        let checked = s
-            .gate
-            .check(&*s.opts.space, &s.layout.log, &s.opts.watermarks)?;
-        if checked.clean {
-            self.collect_with(true)?;
+        let check = || {
+            s.gate
+                .check(&*s.opts.space, &s.layout.log, &s.opts.watermarks)
+        };
+        let checked = check();
+        // Above the cleaning ratio collection runs first, also when the send is being refused
+        // (else a disk filled by this channel would refuse sends for good: nothing else frees
+        // it); then the marks are looked at again.
+        let over_clean = match &checked {
+            Ok(c) => c.clean,
+            Err(Error::DiskFull { used, .. }) => {
+                s.opts.watermarks.clean.is_some_and(|c| *used >= c)
+            }
+            Err(_) => false,
+        };
+        if over_clean && self.collect_with(true)? > 0 {
+            check()?;
+        } else {
+            checked?;
         }
         let (first, rolled) = {
             let mut log = self.log()?;
