@@ -436,6 +436,49 @@ def test_sends_refused_before_the_file_system_is_full(small_fs):
     ch.close()
 
 
+def test_a_real_enospc_stops_sends_until_reopened_and_receivers_keep_reading(small_fs):
+    """Watermarks off: the file system itself fills. The failed send is all or nothing, later
+    sends are refused even once space is free again (fail-stop), receivers read on, and a reopen
+    sends again."""
+    path = small_fs / "ch"
+    opts = dict(
+        soft_limit=64 << 10,
+        hard_limit=128 << 10,
+        disk_high_ratio=None,
+        disk_low_ratio=None,
+        disk_clean_ratio=None,
+    )
+    ballast = small_fs / "ballast"
+    ballast.write_bytes(b"b" * (256 << 10))  # freed after the failure, so acks can be written
+    ch = tflux.Channel.open(path, **opts)
+    tx, rx = ch.sender(), ch.receiver("r")
+
+    def batch(first: int) -> list[bytes]:
+        return [b"%08d" % k + b"x" * 992 for k in range(first, first + 10)]
+
+    sent = 0
+    with pytest.raises(tflux.TfluxIOError) as info:
+        for _ in range(10_000):
+            tx.send_many(batch(sent))
+            sent += 10
+    assert info.value.errno == errno.ENOSPC
+    ballast.unlink()
+    with pytest.raises(tflux.TfluxIOError):
+        tx.send(b"space is free again, but sends stay refused until reopened")
+    got = drain(rx)
+    assert [m.lsn for m in got] == list(range(sent))  # none of the failed batch
+    assert all(m.data[:8] == b"%08d" % m.lsn for m in got)
+    rx.ack(sent)
+    ch.receiver("late")  # new receivers open too
+    rx.close()
+    ch.close()
+    with tflux.Channel.open(path, **opts) as ch:
+        assert ch.next_lsn == sent
+        assert ch.receivers()["r"] == sent
+        assert ch.sender().send_many(batch(sent)) == sent
+        assert [m.lsn for m in drain(ch.receiver("r"))] == list(range(sent, sent + 10))
+
+
 def test_store_refuses_writes_before_the_file_system_is_full(small_fs):
     base = small_fs / "store"
     with tflux.open(base, log_file_soft_limit=64 << 10, log_file_hard_limit=128 << 10) as store:
