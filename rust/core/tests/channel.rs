@@ -540,3 +540,23 @@ fn refused_sends_resume_by_themselves_once_receivers_acknowledge() {
     assert!(!ch.disk_full());
     assert!(ch.bounds().unwrap().0 > 0);
 }
+
+#[test]
+fn closing_the_channel_releases_its_receivers_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    ch.send_many(&[msg(0)]).unwrap();
+    let rx = ch.receiver("a", Start::Earliest).unwrap();
+    ch.close().unwrap();
+    assert!(rx.closed());
+    assert!(matches!(rx.ack(0), Err(Error::Closed(_))));
+    // The closed channel's receiver is still alive, but its name is free.
+    let ch = Channel::open(dir.path(), small()).unwrap();
+    let again = ch.receiver("a", Start::Latest).unwrap();
+    assert_eq!(recv_all(&again), vec![(0, msg(0))]);
+    drop(rx);
+    assert!(matches!(
+        ch.receiver("a", Start::Earliest),
+        Err(Error::ReceiverLocked { .. })
+    ));
+}

@@ -139,6 +139,9 @@ pub(crate) struct Shared {
     refused: Mutex<Option<PoisonCause>>,
     stopper: Arc<Stopper>,
     syncer: Mutex<Option<JoinHandle<()>>>,
+    /// The name locks of this channel's receivers: `close` releases them all, so a closed
+    /// channel's receivers (unusable from then on) hold no name a reopened channel needs.
+    pub(crate) names: Mutex<Vec<std::sync::Weak<receiver::HeldName>>>,
 }
 
 impl Shared {
@@ -226,6 +229,7 @@ impl Channel {
             refused: Mutex::new(None),
             stopper: Arc::default(),
             syncer: Mutex::new(None),
+            names: Mutex::new(Vec::new()),
             opts,
         });
         let channel = Channel { shared };
@@ -505,6 +509,11 @@ impl Channel {
         {
             *lock(&s.sent) += 1;
             s.wake.notify_all();
+        }
+        for held in std::mem::take(&mut *lock(&s.names)) {
+            if let Some(held) = held.upgrade() {
+                *lock(&held) = None;
+            }
         }
         let mut result = Ok(());
         if let Some(log) = &s.log {

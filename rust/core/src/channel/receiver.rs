@@ -34,15 +34,18 @@ const POLL_WRITER: Duration = Duration::from_millis(50);
 struct State {
     tail: Tail,
     acked: i64,
-    /// None once closed.
-    lock: Option<NameLock>,
 }
+
+/// The lock of a receiver's name, None once released: by the receiver's `close` or by its
+/// channel's (the channel keeps a weak reference, see [`Shared::names`]).
+pub(crate) type HeldName = Mutex<Option<NameLock>>;
 
 pub struct Receiver {
     shared: Arc<Shared>,
     name: String,
     path: std::path::PathBuf,
     state: Mutex<State>,
+    held: Arc<HeldName>,
 }
 
 impl std::fmt::Debug for Receiver {
@@ -97,15 +100,22 @@ impl Receiver {
             }
             Err(e) => return Err(e),
         };
+        let held = Arc::new(Mutex::new(Some(held)));
+        {
+            let mut names = lock(&shared.names);
+            names.retain(|w| w.strong_count() > 0);
+            names.push(Arc::downgrade(&held));
+        }
+        // Closed meanwhile: its close may have released the names before this one was listed.
+        if shared.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("channel"));
+        }
         Ok(Receiver {
             shared,
             name: name.to_string(),
             path,
-            state: Mutex::new(State {
-                tail,
-                acked,
-                lock: Some(held),
-            }),
+            state: Mutex::new(State { tail, acked }),
+            held,
         })
     }
 
@@ -123,9 +133,9 @@ impl Receiver {
         lock(&self.state).acked
     }
 
-    fn check_open(&self, st: &State) -> Result<()> {
+    fn check_open(&self) -> Result<()> {
         self.shared.check_open()?;
-        if st.lock.is_none() {
+        if lock(&self.held).is_none() {
             return Err(Error::Closed("receiver"));
         }
         Ok(())
@@ -149,7 +159,7 @@ impl Receiver {
             let seen = *lock(&self.shared.sent);
             {
                 let mut st = lock(&self.state);
-                self.check_open(&st)?;
+                self.check_open()?;
                 let mut out = Messages::new(st.tail.next_lsn());
                 if max_messages == 0 {
                     return Ok(out);
@@ -181,7 +191,13 @@ impl Receiver {
     /// before this returns, so they are never delivered again.
     pub fn ack(&self, n: u64) -> Result<()> {
         let mut st = lock(&self.state);
-        self.check_open(&st)?;
+        // Held through the write: a close (the receiver's or the channel's) waits for it, so
+        // no other owner of the name writes the cursor meanwhile.
+        let held = lock(&self.held);
+        self.shared.check_open()?;
+        if held.is_none() {
+            return Err(Error::Closed("receiver"));
+        }
         let pending = (st.tail.next_lsn() - st.acked) as u64;
         if n > pending {
             return Err(Error::InvalidArgument(format!(
@@ -199,10 +215,10 @@ impl Receiver {
 
     /// Releases the name (another process may open it); later calls raise `Closed`.
     pub fn close(&self) {
-        lock(&self.state).lock = None;
+        *lock(&self.held) = None;
     }
 
     pub fn closed(&self) -> bool {
-        lock(&self.state).lock.is_none() || self.shared.closed.load(Ordering::Acquire)
+        lock(&self.held).is_none() || self.shared.closed.load(Ordering::Acquire)
     }
 }
