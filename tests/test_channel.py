@@ -129,6 +129,17 @@ def test_same_name_is_locked_and_dropping_needs_it_free(tmp_path):
         assert ch.receivers() == {}
 
 
+def test_closing_the_channel_frees_the_names_of_receivers_still_referenced(tmp_path):
+    with tflux.Channel.open(tmp_path) as ch:
+        ch.sender().send(b"one")
+        rx = ch.receiver("a")
+    assert rx.closed
+    with pytest.raises(tflux.ClosedError):
+        rx.recv(timeout=0)
+    with tflux.Channel.open(tmp_path) as ch:  # `rx` is still alive: its name must be free
+        assert ch.receiver("a").recv(timeout=0) == tflux.Message(0, b"one")
+
+
 def test_recv_waits_and_close_raises_closed(tmp_path):
     with tflux.Channel.open(tmp_path, sync="never") as ch:
         rx = ch.receiver("a")
