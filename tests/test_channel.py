@@ -351,10 +351,14 @@ def kill_trials(tmp_path: Path, trials: int) -> None:
     acked = 0
     for _ in range(trials):
         sender = run_py(SENDER_PROCESS, str(tmp_path))
-        time.sleep(rng.uniform(0.05, 0.25))
+        # Random moments from its first acknowledged send on (not from the process's start: a
+        # loaded machine may take longer than the sleep to start Python).
+        first = sender.stdout.readline()
+        time.sleep(rng.uniform(0.0, 0.2))
         os.kill(sender.pid, signal.SIGKILL)
         out, _ = sender.communicate()
-        for line in out.splitlines():
+        assert first, "the sender never sent"
+        for line in (first + out).splitlines():
             parts = line.split()
             if len(parts) == 2:
                 lsn, first = int(parts[0]), int(parts[1])
@@ -362,10 +366,11 @@ def kill_trials(tmp_path: Path, trials: int) -> None:
                 sent = max(sent, first + 3)
         # A receiver in another process, killed at a random moment too.
         acker = run_py(ACKER_PROCESS, str(tmp_path))
+        started = acker.stdout.readline()
         time.sleep(rng.uniform(0.0, 0.15))
         os.kill(acker.pid, signal.SIGKILL)
         out, _ = acker.communicate()
-        lines = out.splitlines()
+        lines = (started + out).splitlines()
         if lines:
             start = int(lines[0].split()[1])
             # Resumes exactly at the first unacknowledged message: nothing acknowledged is
