@@ -613,6 +613,23 @@ impl PyLog {
         end: Option<i64>,
         max_bytes: u64,
     ) -> PyResult<PyEntryBatch> {
+        // A small batch (a random read of a few records) costs less than releasing and
+        // retaking the GIL: as in `read`, keep it when the log is free right now, bounds and
+        // read under one lock.
+        if let Some(mut guard) = try_lock(&self.inner) {
+            let Some(log) = guard.as_mut() else {
+                drop(guard);
+                return py_result(py, Err(Fail::Closed));
+            };
+            let start = start.unwrap_or(log.start_index());
+            let end = end.unwrap_or(log.last_index().saturating_add(1));
+            let (_, bytes) = log.estimate(start, end, max_bytes);
+            if bytes as u64 <= SMALL_READ {
+                let r = log.read_batch(start, end, max_bytes).map_err(Fail::Core);
+                drop(guard);
+                return PyEntryBatch::new(py, py_result(py, r)?);
+            }
+        }
         let (start, end) = self.bounds(py, start, end)?;
         let batch = self.run(py, |log| log.read_batch(start, end, max_bytes))?;
         PyEntryBatch::new(py, batch)
