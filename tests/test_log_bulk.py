@@ -339,3 +339,17 @@ def test_a_record_changed_under_a_read_only_reader_is_never_returned(tmp_path):
                 read()
         # Later records of the same segment still read.
         assert columns_of(log.read_batch(1, 3)) == expected[1:3]
+
+
+def test_reads_of_a_closed_log_raise_closed_error(twenty):
+    path, _ = twenty
+    log = tflux.Log.open(path, **SMALL)
+    log.close()
+    for read in (
+        lambda: log.read_batch(0, 1),
+        lambda: log.read_batch(),
+        lambda: log.read_deltas(0, 1),
+        lambda: log.read(0, 1),
+    ):
+        with pytest.raises(tflux.ClosedError):
+            read()
