@@ -415,38 +415,6 @@ def restore_groups(rows: list[Row]) -> list[str]:
     return sorted(groups, key=order)
 
 
-def restore_section(rows: list[Row], group: str = RESTORE) -> list[str]:
-    members = [r for r in rows if r.group == group]
-    if not members:
-        return []
-    ref = find(rows, group, "test_pure_python_replay")
-    body = []
-    for r in sorted(members, key=lambda r: -r.rps):
-        body.append(
-            [
-                r.label + (f" {DAGGER}" if r.noisy else ""),
-                fmt_time(r.median),
-                f"±{fmt_time((r.q3 - r.q1) / 2)}",
-                f"{r.records:,}" + (" (subset)" if r.subset else ""),
-                fmt_rate(r.rps),
-                f"{r.ns_per_record:.0f}",
-                f"{r.mbps:,.0f}",
-                fmt_ratio(r.rps / ref.rps) if ref else "",
-            ]
-        )
-    header = [
-        "Benchmark",
-        "Median",
-        "IQR/2",
-        "Deltas",
-        "Deltas/s",
-        "ns/delta",
-        "MB/s of log",
-        "vs pure Python (deltas/s)",
-    ]
-    return [f"## {group}", "", *table(header, body), *noise_footnote(members), ""]
-
-
 def memory_section(rows: list[Row]) -> list[str]:
     members = [r for r in rows if r.group == MEMORY and "bytes_per_record_hwm" in r.info]
     if not members:
@@ -535,46 +503,8 @@ def enqueue_section(rows: list[Row]) -> list[str]:
 
 
 def queue_targets(rows: list[Row]) -> list[Target]:
-    out: list[Target] = []
-    for group in restore_groups(rows):
-        out += restore_targets(rows, group)
-    return out + store_targets(rows)
-
-
-def restore_targets(rows: list[Row], group: str) -> list[Target]:
-    out: list[Target] = []
-    ref = find(rows, group, "test_pure_python_replay")
-    size = group.split("-")[1]
-    prefixes = [("test_store_open_restores", "`tflux.open(base)`")]
-    if group == RESTORE:
-        prefixes.insert(0, ("test_state_replay", "`QueueState().replay(log)`"))
-    for prefix, what in prefixes:
-        r = find(rows, group, prefix)
-        if not r:
-            continue
-        out.append(
-            Target(
-                f"restore rate, {what}, {r.records:,} deltas, {size}",
-                ">= 10 M deltas/s",
-                f"{fmt_rate(r.rps)} deltas/s ({r.ns_per_record:.0f} ns/delta)",
-                r.rps >= 10e6,
-                "See *Why the misses* (restore)." if r.rps < 10e6 else "",
-                (r,),
-            )
-        )
-        if ref:
-            ratio = r.rps / ref.rps
-            out.append(
-                Target(
-                    f"restore vs pure-Python replay, {what}, {r.records:,} deltas, {size}",
-                    ">= 50x",
-                    f"{ratio:.1f}x ({fmt_rate(r.rps)} vs {fmt_rate(ref.rps)} deltas/s)",
-                    ratio >= 50,
-                    "See *Why the misses* (restore)." if ratio < 50 else "",
-                    (r, ref),
-                )
-            )
-    return out
+    # Restore targets are judged in the issue-11 section (benches/restore_report.py).
+    return [t for t in store_targets(rows) if "after a restore" not in t.name]
 
 
 def store_targets(rows: list[Row]) -> list[Target]:
@@ -758,36 +688,11 @@ def misses_section(rows: list[Row], ts: list[Target]) -> list[str]:
 def queue_misses(rows: list[Row], ts: list[Target]) -> list[str]:
     """Explanations of the queue misses: figures from this run, causes from profiling."""
     lines: list[str] = []
-    replay = find(rows, RESTORE, "test_state_replay")
-    opened = find(rows, RESTORE, "test_store_open_restores")
-    ref = find(rows, RESTORE, "test_pure_python_replay")
-    if replay and (replay.rps < 10e6 or (ref and replay.rps / ref.rps < 50)):
-        ref_part = (
-            f" The pure-Python replay spends {ref.ns_per_record:,.0f} ns per delta on its "
-            f"subset (a heap of at most {ref.records // 3:,} records instead of "
-            f"{replay.info.get('live', 0):,}, so it is if anything flattered), and tflux "
-            f"{replay.ns_per_record:,.0f}: {replay.rps / ref.rps:.1f}x. 50x would need "
-            f"{ref.ns_per_record / 50:,.0f} ns per delta, about the cost of one cache miss "
-            "plus one `malloc`; the work per Add (parse, CRC, allocate, sift up) and per Remove "
-            "(sift down a heap of millions) does not fit in that as built."
-            if ref
-            else ""
-        )
-        lines += [
-            f"**Restore ({fmt_rate(replay.rps)} deltas/s replaying, "
-            + (f"{fmt_rate(opened.rps)} through `tflux.open`" if opened else "")
-            + ").** "
-            + PROFILE_RESTORE
-            + ref_part,
-            "",
-        ]
-    mem = [
-        t
-        for t in ts
-        if t.met is False and t.rows and t.rows[0] is not None and t.rows[0].group == MEMORY
+    lines += [
+        "**Restore and memory per restored record**: see *Restore at the speed of the scan "
+        "(issue 11)*.",
+        "",
     ]
-    if mem:
-        lines += [PROFILE_MEMORY, ""]
     threads = find(rows, ENQUEUE, "test_durable_enqueue[enqueue-8threads")
     raw = find(rows, ENQUEUE, "test_raw_write_fdatasync[prezeroed")
     if threads and threads.rps < 100e3:
@@ -937,70 +842,6 @@ def read_random_section(rows: list[Row]) -> list[str]:
         *noise_footnote(members),
         "",
     ]
-
-
-def scaling_section(rows: list[Row], plots: dict[str, str]) -> list[str]:
-    members = sorted(
-        (r for r in rows if r.group == SCALING and "hwm_growth_bytes" in r.info),
-        key=lambda r: r.records,
-    )
-    if not members:
-        return []
-    body = []
-    for r in members:
-        i = r.info
-        body.append(
-            [
-                f"{r.records:,}",
-                f"{i['live']:,}",
-                f"{r.bytes / 2**20:,.0f} MiB",
-                fmt_time(i["restore_seconds"]) + (f" {DAGGER}" if r.noisy else ""),
-                fmt_rate(r.records / i["restore_seconds"]),
-                fmt_time(r.median),
-                f"{i['hwm_growth_bytes'] / 2**20:,.0f} MiB",
-                f"{i['bytes_per_record_anon']:.1f}",
-                f"{i['bytes_per_record_hwm']:.1f}",
-            ]
-        )
-    header = [
-        "Deltas",
-        "Records after restore",
-        "Log",
-        "Restore (in the child)",
-        "Deltas/s",
-        "Child run",
-        "VmHWM growth",
-        "Heap B/record beyond payload (RssAnon)",
-        "Peak B/record beyond payload (VmHWM)",
-    ]
-    first, last = members[0], members[-1]
-    per_first = first.info["restore_seconds"] / first.records
-    per_last = last.info["restore_seconds"] / last.records
-    lines = [
-        "## Scaling: restore time and memory against log size",
-        "",
-        "Logs of Add, Add, Remove(front) deltas with 64 B messages, restored by `tflux.open` in a "
-        "fresh child process per round (`benches/_memchild.py`); the child reports its restore "
-        "time and `/proc/self/status` before and after (`VmHWM` is the peak, so the log's "
-        "mapped pages count too). Medians of the rounds.",
-        "",
-        *table(header, body),
-        *noise_footnote(members),
-        "",
-        f"From {first.records:,} to {last.records:,} deltas ({last.records / first.records:.0f}x) "
-        f"the restore took {last.info['restore_seconds'] / first.info['restore_seconds']:.1f}x "
-        f"as long: {per_last / per_first:.2f}x the time per delta"
-        + (
-            " (a larger heap misses the cache more on every Remove, and more fresh pages "
-            "must be faulted in and zeroed: see *Why the misses*, restore)."
-            if per_last > 1.1 * per_first
-            else " (about linear)."
-        ),
-        "",
-    ]
-    if "scaling" in plots:
-        lines += [f"![restore time and memory against log size]({plots['scaling']})", ""]
-    return lines
 
 
 def scan_size_section(rows: list[Row], plots: dict[str, str]) -> list[str]:
@@ -1327,44 +1168,16 @@ def generic_section(title: str, groups: list[str], rows: list[Row]) -> list[str]
 
 
 # Findings of profiling outside the suite (filled in from the runs described in each text).
-PROFILE_RESTORE = (
-    "`perf record -g` of `tflux.open` restoring a 3M-delta log of the same pattern (64 B, "
-    "outside the suite, on the wheel measured here; `perf report --stdio --no-children`): "
-    "26.6% of the samples are the kernel zeroing fresh pages (`clear_page_erms` under "
-    "`do_huge_pmd_anonymous_page`), reached from mimalloc extending its free lists for the "
-    "payload allocations (10.5%), from `Heap4::push` growing the heap's `Vec` (4.9%) and from "
-    "the `memmove` that copies it on each doubling (4.4%), and from `segment::scan_file` "
-    "(3.8%); then `Heap4::pop` 10.5% (each Remove sifts down a 4-ary heap of up to millions of "
-    "32-byte records, most levels missing the cache), the `alive` `RoaringTreemap` 10.9% "
-    "(`insert` 7.2%, `remove` 3.7%), the queue lookup by name 9% (`HashMap::get_mut` 6.3% "
-    "and `memcmp` 2.7%, once per delta although every delta of this log names the same "
-    "queue), `QueueState::replay`/`apply` 7.9%, `mi_free` 3.6%, record framing and CRC 5.7% "
-    "(`record::parse_with`, `pclmulqdq::calculate`) and delta decoding 4.3%. No single hot "
-    "spot: 10 M deltas/s means 100 ns per delta. Cheaper options, none tried here: reserve the "
-    "heap from the log's record count before replaying (no doubling, no copy), allocate "
-    "payloads from a per-queue arena (one fault-in per MB instead of free-list growth), "
-    "remember the last queue looked up, and skip the bitmap when a Remove hits the heap's "
-    "front. With 1 KiB messages the fresh pages dominate: the same profile of a 2M-delta "
-    "log of 1 KiB messages put 60% of the samples in `clear_page_erms` and 10% in `memmove` "
-    "(copying each payload out of the mapped log into its own allocation); the 10M-delta "
-    "1 KiB restore faults in about 3.4 GB of fresh heap. Repeating that restore in one process "
-    "ran 3x faster once the allocator could reuse the pages of the previous (closed) store, "
-    "so the kernel's page zeroing, not tflux's code, sets the pace at that size."
-)
-PROFILE_MEMORY = (
-    "**Memory per record.** Each queued record is a 32-byte `Record { id: u64, key: i64, data: "
-    "Box<[u8]> }` in the heap's `Vec` plus its own allocation for the payload (mimalloc size "
-    "classes: a 64 B payload fits its class exactly, a 1 KiB one too), plus the `alive` bitmap "
-    "(well under 1 B for dense ids) and the log's sparse record index (one offset per 32 "
-    "records). That is about 33 B beyond the payload, which is what `enqueue_many` ends with "
-    "(`RssAnon` above); its peak (`VmHWM`) is higher because the heap's `Vec` doubles and, while "
-    "it is copied, the old and the new buffer coexist. After a restore the heap ends about 17 B "
-    "per record higher than after `enqueue_many` of the same records; that difference was not "
-    "profiled for this page (the replay's own buffers, e.g. segment indexes built while "
-    "scanning, are the first suspects; a heap-profiler run with `heaptrack` or `valgrind "
-    "--tool=massif` on `_memchild.py restore` would settle it). The mapped log no longer counts "
-    "(`RssFile` growth 0: the store unmaps the log after replaying it)."
-)
+RESTORE_POINTER = [
+    "## Restore and replay",
+    "",
+    "Restore (`tflux.open`, `QueueState.replay`) time, memory per restored record, scaling with "
+    "the log's size and the profile behind every missed restore target are in one place: "
+    "*Restore at the speed of the scan (issue 11)* below, generated by "
+    "`benches/restore_report.py` from `benches/bench_restore.py`. The restore row of "
+    "*memory-64B* predates borrowed payloads; the issue-11 scaling rows measure the current code.",
+    "",
+]
 PROFILE_THREADS = (
     "`strace -f -c` of 8 threads x 100 enqueues outside the suite counted 204 `fdatasync` for "
     "800 records, about 4 per fsync rather than 8: after an fsync the leader's `notify_all` "
@@ -1432,11 +1245,10 @@ def render(
         *scan_section("scan-1KiB", rows),
         *append_section("append-64B", rows),
         *read_random_section(rows),
-        *[line for g in restore_groups(rows) for line in restore_section(rows, g)],
+        *RESTORE_POINTER,
         *memory_section(rows),
         *enqueue_section(rows),
         *[line for g in QUEUE_GROUPS for line in queue_section(rows, g, plots)],
-        *scaling_section(rows, plots),
         *scan_size_section(rows, plots),
         *generic_section("## ", others, rows),
         *misses_section(rows, ts),

@@ -91,7 +91,7 @@ def scaling_section(rows: list[Row]) -> list[str]:
         "ns/delta",
         "vs smallest (ns/delta)",
         "Peak RSS growth per queued record",
-        "Anonymous per queued record beyond the payload (after)",
+        "Anonymous per queued record (after; borrowed payloads are file-backed)",
         "File-backed resident after",
     ]
     body = []
@@ -107,7 +107,7 @@ def scaling_section(rows: list[Row]) -> list[str]:
                 f"{ns:.0f}",
                 f"{ns / ns0:.2f}x",
                 f"{r.info['hwm_growth_bytes'] / live:.1f} B",
-                f"{r.info['anon_growth_bytes'] / live - r.info['payload']:.1f} B",
+                f"{r.info['anon_growth_bytes'] / live:.1f} B",
                 f"{r.info['file_after_bytes'] / 2**20:.0f} MiB",
             ]
         )
@@ -173,11 +173,13 @@ def targets(rows: list[Row]) -> list[str]:
             ]
         )
         big = scal[-1]  # fixed costs (interpreter, allocator arenas) amortised
-        after = big.info["anon_growth_bytes"] / big.info["live"] - big.info["payload"]
+        # Restored payloads are borrowed from the mapped log (file-backed, not anonymous), so
+        # the whole anonymous growth is memory beyond the payload.
+        after = big.info["anon_growth_bytes"] / big.info["live"]
         out.append(
             [
-                f"anonymous memory per queued record beyond the payload, after a restore of "
-                f"{big.records:,} deltas",
+                f"anonymous memory per queued record beyond the payload (payloads borrowed from "
+                f"the file-backed map), after a restore of {big.records:,} deltas",
                 "<= 48 B",
                 f"{after:.1f} B",
                 verdict(after <= 48),
