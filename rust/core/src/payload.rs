@@ -10,17 +10,19 @@
 //! payloads, [`crate::segment::Segment::replay_records`]: the map of a sealed plain segment,
 //! never the active segment nor a decompressed `.log.z` (see there).
 //!
-//! Layout: `ptr` is either the start of a `Box<[u8]>` of `len` bytes (`off == OWNED`) or the
-//! `Arc` pointer of a [`SegmentBytes`] whose bytes `[off, off + len)` are the message. Both
-//! kinds of owner are `Send + Sync` and immutable, so the payload is too.
+//! Layout: `ptr` is either the start of a `Box<[u8]>` (the top bit of `off` set; the length is
+//! `len` plus the other bits of `off` as bits 32..63) or the `Arc` pointer of a
+//! [`SegmentBytes`] whose bytes `[off, off + len)` are the message (`off` below 2^31: bytes
+//! further into a segment are copied). Both kinds of owner are `Send + Sync` and immutable, so
+//! the payload is too.
 
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
 use crate::segbytes::SegmentBytes;
 
-/// `off` of an owned payload (a borrowed one starts below it).
-const OWNED: u32 = u32::MAX;
+/// The bit of `off` that marks an owned payload (a borrowed one starts below 2^31).
+const OWNED: u32 = 1 << 31;
 
 /// The bytes of one queued message; dereferences to `[u8]`.
 pub struct Payload {
@@ -35,8 +37,7 @@ unsafe impl Send for Payload {}
 unsafe impl Sync for Payload {}
 
 impl Payload {
-    /// A copy of `data` in its own allocation. Messages are shorter than 2^31 bytes (spec:
-    /// a `Buffer`'s length is an Int32), which every decoder checked before this is called.
+    /// A copy of `data` in its own allocation.
     pub fn copy_of(data: &[u8]) -> Payload {
         Payload::from(Box::<[u8]>::from(data))
     }
@@ -50,7 +51,7 @@ impl Payload {
         if end > source.len() {
             return None;
         }
-        let off = u32::try_from(at).ok().filter(|&o| o != OWNED)?;
+        let off = u32::try_from(at).ok().filter(|&o| o < OWNED)?;
         let len = u32::try_from(data.len()).ok()?;
         let ptr = source.clone().into_raw();
         Some(Payload { ptr, len, off })
@@ -65,12 +66,17 @@ impl Payload {
 
     /// Whether the bytes are borrowed from a segment (for tests and memory accounting).
     pub fn is_borrowed(&self) -> bool {
-        self.off != OWNED
+        self.off & OWNED == 0
+    }
+
+    /// The length of an owned payload (low 32 bits in `len`, the rest in `off`).
+    fn owned_len(&self) -> usize {
+        ((u64::from(self.off & !OWNED) << 32) | u64::from(self.len)) as usize
     }
 
     fn as_slice(&self) -> &[u8] {
-        let len = self.len as usize;
-        if self.off == OWNED {
+        if !self.is_borrowed() {
+            let len = self.owned_len();
             // SAFETY: `ptr` and `len` came from `Box::into_raw` of a `[u8]` of `len` bytes that
             // this payload owns until it is dropped.
             return unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) };
@@ -80,6 +86,7 @@ impl Payload {
         // count. `Payload::borrowed` checked `off + len <= bytes.len()`, and the bytes of a
         // `SegmentBytes` never move nor change while it is alive (a map's address is fixed, an
         // owned buffer is never written after it was made).
+        let len = self.len as usize;
         let source = ManuallyDrop::new(unsafe { SegmentBytes::from_raw(self.ptr) });
         let bytes = &source[self.off as usize..self.off as usize + len];
         unsafe { std::slice::from_raw_parts(bytes.as_ptr(), len) }
@@ -88,14 +95,16 @@ impl Payload {
 
 impl From<Box<[u8]>> for Payload {
     fn from(data: Box<[u8]>) -> Payload {
-        let len = u32::try_from(data.len()).expect("a message is shorter than 2^31 bytes");
+        let n = data.len() as u64;
+        // Lengths up to 2^63 fit (no allocation comes near): low bits in `len`, high in `off`.
+        let (len, high) = (n as u32, (n >> 32) as u32 & !OWNED);
         let raw = Box::into_raw(data) as *mut u8;
         // A Box is never null (an empty one holds a dangling, non-null pointer).
         let ptr = NonNull::new(raw).expect("Box pointers are non-null");
         Payload {
             ptr,
             len,
-            off: OWNED,
+            off: OWNED | high,
         }
     }
 }
@@ -114,8 +123,8 @@ impl From<Vec<u8>> for Payload {
 
 impl Drop for Payload {
     fn drop(&mut self) {
-        if self.off == OWNED {
-            let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len as usize);
+        if !self.is_borrowed() {
+            let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.owned_len());
             // SAFETY: the pointer and length of the `Box<[u8]>` this payload owns (see `From`).
             drop(unsafe { Box::from_raw(slice) });
         } else {
@@ -127,7 +136,7 @@ impl Drop for Payload {
 
 impl Clone for Payload {
     fn clone(&self) -> Payload {
-        if self.off == OWNED {
+        if !self.is_borrowed() {
             return Payload::copy_of(self);
         }
         // SAFETY: as in `as_slice`; the clone takes a strong count of its own.
