@@ -6,6 +6,14 @@ use pyo3::prelude::*;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Returns to the system the pages a restore's temporary buffers (scan chunks, the pending record
+/// columns before the heaps are built) freed: mimalloc keeps freed pages for reuse, which a
+/// long-lived store would otherwise hold as resident anonymous memory for good.
+pub(crate) fn release_freed_memory() {
+    // SAFETY: `mi_collect` takes no pointers; it only walks mimalloc's own free lists.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 mod buffer;
 mod channel;
 mod columns;

@@ -384,7 +384,9 @@ impl PyStore {
             ..StoreOptions::default()
         };
         let store = run(py, || {
-            Store::open_with(&base_dir, settings_json.as_deref(), opts)
+            let store = Store::open_with(&base_dir, settings_json.as_deref(), opts);
+            crate::release_freed_memory();
+            store
         })?;
         let store = Arc::new(store);
         store.start_background_sync();

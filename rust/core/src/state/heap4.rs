@@ -31,8 +31,17 @@ impl Heap4 {
         self.items.iter()
     }
 
+    /// Releases growth slack by moving the records into an allocation of their own size. Not
+    /// `Vec::shrink_to_fit`: an allocator may shrink in place (mimalloc keeps a block that stays
+    /// at least half used), and then every page the larger array ever touched stays resident;
+    /// after a restore that array is the replay's ring of pending records, up to twice as large.
     pub fn shrink_to_fit(&mut self) {
-        self.items.shrink_to_fit();
+        let len = self.items.len();
+        if self.items.capacity() - len > len / 8 {
+            let mut exact = Vec::with_capacity(len);
+            exact.append(&mut self.items);
+            self.items = exact;
+        }
     }
 
     pub fn push(&mut self, record: Record) {
