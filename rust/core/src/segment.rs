@@ -596,41 +596,18 @@ impl Segment {
             owned = self.read_at(start, self.record_end(to))?;
             &owned
         };
-        let fail = |at: usize, reason: String| {
-            unreadable(
-                &self.path,
-                self.file.file(),
-                self.size,
-                start + at as u64,
-                reason,
-            )
-        };
-        let mut at = 0usize;
-        for lsn in from..=to {
-            let (term, data, next) = match record::parse_with::<false>(bytes, at) {
-                Frame::Record { term, data, next } => (term, data, next),
-                Frame::End => {
-                    let first = self.first_lsn;
-                    let why = format!("record {lsn} vanished (segment starts at {first})");
-                    return Err(fail(at, why));
-                }
-                Frame::Bad(reason) => return Err(fail(at, reason.to_string())),
-            };
+        let walked = self.walk::<false>(bytes, start, 0, from, to, |lsn, term, data, at| {
             // Admitted first, so a record the caller does not take is never checksummed.
             if !admit(lsn, data.len()) {
-                return Ok(());
+                return Ok(false);
             }
             if check_crc {
-                if let Err(bad) = record::check_crc(record::stored_crc(&bytes[at..]), data) {
-                    return Err(fail(at, bad.to_string()));
-                }
+                record::check_crc(record::stored_crc(&bytes[at..]), data)
+                    .map_err(|bad| bad.to_string())?;
             }
-            if !f(lsn, term, data) {
-                return Ok(());
-            }
-            at = next;
-        }
-        Ok(())
+            Ok(f(lsn, term, data))
+        });
+        walked.map(drop)
     }
 
     /// Copies the data of records `from..=to` (LSNs inside this segment) into `sink` while it
@@ -660,26 +637,7 @@ impl Segment {
             owned = self.read_at(start, self.record_end(to))?;
             &owned
         };
-        let fail = |at: usize, reason: String| {
-            unreadable(
-                &self.path,
-                self.file.file(),
-                self.size,
-                start + at as u64,
-                reason,
-            )
-        };
-        let mut at = 0usize;
-        for lsn in from..=to {
-            let (term, data, next) = match record::parse_with::<false>(bytes, at) {
-                Frame::Record { term, data, next } => (term, data, next),
-                Frame::End => {
-                    let first = self.first_lsn;
-                    let why = format!("record {lsn} vanished (segment starts at {first})");
-                    return Err(fail(at, why));
-                }
-                Frame::Bad(reason) => return Err(fail(at, reason.to_string())),
-            };
+        self.walk::<false>(bytes, start, 0, from, to, |lsn, term, data, at| {
             if !sink.admit(lsn, data.len()) {
                 return Ok(false);
             }
@@ -690,15 +648,11 @@ impl Segment {
             if check_crc {
                 if let Err(bad) = record::check_crc(stored, &out[begin..]) {
                     out.truncate(begin);
-                    return Err(fail(at, bad.to_string()));
+                    return Err(bad.to_string());
                 }
             }
-            if !sink.push(lsn, term) {
-                return Ok(false);
-            }
-            at = next;
-        }
-        Ok(true)
+            Ok(sink.push(lsn, term))
+        })
     }
 
     /// Visits the records `from..=to` (LSNs inside this segment) for the replay right after
@@ -734,28 +688,47 @@ impl Segment {
         };
         let source = lend.then_some(&bytes);
         let check_crc = check_crc && self.compressed.is_none();
-        let mut at = at;
+        let base = if self.sealed { 0 } else { start };
+        let step = |lsn, term, data: &[u8], _at| Ok(f(lsn, term, data, source));
+        let walked = if check_crc {
+            self.walk::<true>(&bytes, base, at, from, to, step)
+        } else {
+            self.walk::<false>(&bytes, base, at, from, to, step)
+        };
+        walked.map(drop)
+    }
+
+    /// The one walk over the records `from..=to` laid out in `bytes` from index `at` (`bytes[0]`
+    /// is at file offset `base`): frames each record (and checks its CRC when `CRC`), hands it to
+    /// `step`, and turns a missing or damaged record, or the reason `step` refuses one, into the
+    /// error naming the file and offset. `step` gets the record's index in `bytes` and returns
+    /// whether to go on; the walk returns false when it stopped early.
+    fn walk<const CRC: bool>(
+        &self,
+        bytes: &[u8],
+        base: u64,
+        mut at: usize,
+        from: i64,
+        to: i64,
+        mut step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
+    ) -> Result<bool> {
         for lsn in from..=to {
-            let frame = if check_crc {
-                record::parse_with::<true>(&bytes, at)
-            } else {
-                record::parse_with::<false>(&bytes, at)
-            };
-            let offset = if self.sealed { at } else { start as usize + at } as u64;
-            let reason = match frame {
-                Frame::Record { term, data, next } => {
-                    if !f(lsn, term, data, source) {
-                        return Ok(());
+            let reason = match record::parse_with::<CRC>(bytes, at) {
+                Frame::Record { term, data, next } => match step(lsn, term, data, at) {
+                    Ok(true) => {
+                        at = next;
+                        continue;
                     }
-                    at = next;
-                    continue;
-                }
+                    Ok(false) => return Ok(false),
+                    Err(reason) => reason,
+                },
                 Frame::End => format!(
                     "record {lsn} vanished (segment starts at {})",
                     self.first_lsn
                 ),
                 Frame::Bad(reason) => reason.to_string(),
             };
+            let offset = base + at as u64;
             return Err(unreadable(
                 &self.path,
                 self.file.file(),
@@ -764,7 +737,7 @@ impl Segment {
                 reason,
             ));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Writes already framed records (`encoded`, followed here by the end marker) at the end
