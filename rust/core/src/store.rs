@@ -551,47 +551,40 @@ impl Store {
         timeout: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<(Record, u64)>> {
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let forever = timeout.is_none() || deadline.is_none();
-        // A delivery is a change a read-only store could never settle (ack writes).
-        self.refuse_readonly()?;
-        let mut inner = self.inner()?;
-        loop {
-            let now = Instant::now();
-            self.expire(&mut inner, name, now);
+        self.wait_for(name, timeout, |inner, now| {
             let q = inner.state.queue_mut(name)?;
             let incarnation = q.incarnation();
-            if let Some(r) = q.dequeue() {
-                let r = r.clone();
-                if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
-                    inner.deliveries.lease(name, r.id, until);
-                }
-                return Ok(Some((r, incarnation)));
-            }
-            let mut wait = match deadline {
-                _ if forever => Duration::from_secs(3600),
-                Some(d) if now < d => d - now,
-                _ => return Ok(None),
+            let Some(r) = q.dequeue().cloned() else {
+                return Ok(None);
             };
-            // Wake when a lease of this queue runs out: its record is ready then.
-            if let Some(next) = inner.deliveries.next_expiry(name) {
-                wait = wait.min(next.saturating_duration_since(now));
+            if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
+                inner.deliveries.lease(name, r.id, until);
             }
-            inner = self
-                .ready
-                .wait_timeout(inner, wait)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            if inner.closed {
-                return Err(Error::Closed("store"));
-            }
-        }
+            Ok(Some((r, incarnation)))
+        })
     }
 
     /// Waits up to `timeout` (`None` = forever) until `name` has a ready record, without
     /// taking it; true when one is ready. For waiters that take records elsewhere (asyncio):
     /// another consumer may take the record first, so the caller retries.
     pub fn wait_ready(&self, name: &[u8], timeout: Option<Duration>) -> Result<bool> {
+        let ready = self.wait_for(name, timeout, |inner, _| {
+            Ok(inner.state.queue_mut(name)?.peek().map(|_| ()))
+        })?;
+        Ok(ready.is_some())
+    }
+
+    /// The one wait loop of `dequeue` and `wait_ready`: runs `attempt` under the lock (after
+    /// ending expired leases of `name`) until it gives a value, the deadline passes (`None`)
+    /// or the store closes. Wakes on every change and when a lease of `name` runs out, since
+    /// its record is ready then. Refuses read-only stores: a waiter there could only ever
+    /// take records that no ack could settle.
+    fn wait_for<T>(
+        &self,
+        name: &[u8],
+        timeout: Option<Duration>,
+        mut attempt: impl FnMut(&mut Inner, Instant) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let forever = timeout.is_none() || deadline.is_none();
         self.refuse_readonly()?;
@@ -599,13 +592,13 @@ impl Store {
         loop {
             let now = Instant::now();
             self.expire(&mut inner, name, now);
-            if inner.state.queue_mut(name)?.peek().is_some() {
-                return Ok(true);
+            if let Some(value) = attempt(&mut inner, now)? {
+                return Ok(Some(value));
             }
             let mut wait = match deadline {
                 _ if forever => Duration::from_secs(3600),
                 Some(d) if now < d => d - now,
-                _ => return Ok(false),
+                _ => return Ok(None),
             };
             if let Some(next) = inner.deliveries.next_expiry(name) {
                 wait = wait.min(next.saturating_duration_since(now));
