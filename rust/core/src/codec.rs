@@ -4,15 +4,28 @@
 //! computed by `crc32fast` (identical to Python's `zlib.crc32`).
 
 /// CRC-32 of `data` (check value: `crc32(b"123456789") == 0xCBF4_3926`).
+///
+/// Starts from a hasher whose CPU kernel was chosen once: `crc32fast::hash` detects the CPU's
+/// features on every call, which cost a scan of 64-byte records about as much as the
+/// carry-less multiplies themselves (`examples/crc_floor.rs`).
 #[inline]
 pub fn crc32(data: &[u8]) -> u32 {
-    crc32fast::hash(data)
+    let mut h = hasher();
+    h.update(data);
+    h.finalize()
+}
+
+/// A fresh hasher, its kernel detected once per process.
+#[inline]
+fn hasher() -> crc32fast::Hasher {
+    static FRESH: std::sync::OnceLock<crc32fast::Hasher> = std::sync::OnceLock::new();
+    FRESH.get_or_init(crc32fast::Hasher::new).clone()
 }
 
 /// CRC-32 of `parts` laid end to end (for checksums over bytes that are not contiguous on disk).
 #[inline]
 pub fn crc32_of(parts: &[&[u8]]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
+    let mut h = hasher();
     for p in parts {
         h.update(p);
     }
