@@ -119,27 +119,19 @@ pub fn parse(buf: &[u8], at: usize) -> Frame<'_> {
 #[inline]
 pub fn parse_with<const CHECK_CRC: bool>(buf: &[u8], at: usize) -> Frame<'_> {
     let available = buf.len().saturating_sub(at);
-    if available == 0 {
-        return Frame::End;
-    }
-    let Some(word) = buf.get(at..at + 4) else {
-        return Frame::Bad(BadRecord::ShortHeader { available });
+    // The common case, a whole header in place, with one bounds check for all of it.
+    let Some(header) = buf.get(at..).and_then(|b| b.first_chunk::<HEADER_LEN>()) else {
+        return parse_short(buf, at, available);
     };
-    if word == END_MARKER {
-        return Frame::End;
+    let word =
+        |k: usize| u32::from_be_bytes([header[k], header[k + 1], header[k + 2], header[k + 3]]);
+    let marker = word(0);
+    if marker != u32::from_be_bytes(RECORD_MARKER) {
+        return end_or_bad_marker(marker);
     }
-    if word != RECORD_MARKER {
-        return Frame::Bad(BadRecord::BadMarker {
-            found: [word[0], word[1], word[2], word[3]],
-        });
-    }
-    if available < HEADER_LEN {
-        return Frame::Bad(BadRecord::ShortHeader { available });
-    }
-    // The header is present: these reads cannot fail.
-    let term = be_i32(buf, at + TERM_AT).unwrap_or_default();
-    let stored = be_u32(buf, at + CRC_AT).unwrap_or_default();
-    let len = be_i32(buf, at + LEN_AT).unwrap_or_default();
+    let term = word(TERM_AT) as i32;
+    let stored = word(CRC_AT);
+    let len = word(LEN_AT) as i32;
     if len < 0 {
         return Frame::Bad(BadRecord::NegativeLength { len });
     }
@@ -150,8 +142,12 @@ pub fn parse_with<const CHECK_CRC: bool>(buf: &[u8], at: usize) -> Frame<'_> {
     }
     let data_start = at + HEADER_LEN;
     let data = &buf[data_start..data_start + len];
-    let pad = &buf[data_start + len..at + total];
-    if pad.iter().any(|&b| b != 0) {
+    // The padding is the low `padding(len)` bytes of the record's last (big-endian) word; a
+    // record is at least a header long, so that word is in place.
+    let last = &buf[at + total - 4..at + total];
+    let last = u32::from_be_bytes([last[0], last[1], last[2], last[3]]);
+    let pad_mask = ((1u64 << (8 * padding(len))) - 1) as u32;
+    if last & pad_mask != 0 {
         return Frame::Bad(BadRecord::NonZeroPadding);
     }
     if CHECK_CRC {
@@ -163,6 +159,33 @@ pub fn parse_with<const CHECK_CRC: bool>(buf: &[u8], at: usize) -> Frame<'_> {
         term,
         data,
         next: at + total,
+    }
+}
+
+/// [`parse_with`] where fewer than a header's bytes are left: the end, or a short header.
+#[cold]
+fn parse_short(buf: &[u8], at: usize, available: usize) -> Frame<'_> {
+    if available == 0 {
+        return Frame::End;
+    }
+    match buf.get(at..at + 4) {
+        Some(word) if word == END_MARKER => Frame::End,
+        Some(word) if word != RECORD_MARKER => Frame::Bad(BadRecord::BadMarker {
+            found: [word[0], word[1], word[2], word[3]],
+        }),
+        _ => Frame::Bad(BadRecord::ShortHeader { available }),
+    }
+}
+
+/// What a word that is not a record marker means where a record could start.
+#[cold]
+fn end_or_bad_marker(word: u32) -> Frame<'static> {
+    if word.to_be_bytes() == END_MARKER {
+        Frame::End
+    } else {
+        Frame::Bad(BadRecord::BadMarker {
+            found: word.to_be_bytes(),
+        })
     }
 }
 
@@ -235,6 +258,59 @@ mod tests {
             parse(&buf, 0),
             Frame::Bad(BadRecord::PastEnd { .. })
         ));
+    }
+
+    #[test]
+    fn every_padding_byte_is_checked_and_no_data_byte_is() {
+        for len in 0..8usize {
+            let data: Vec<u8> = (0..len).map(|i| 0xF0 | i as u8).collect();
+            let mut buf = Vec::new();
+            encode(&mut buf, 1, &data);
+            assert!(matches!(parse(&buf, 0), Frame::Record { .. }), "len {len}");
+            for at in HEADER_LEN + len..buf.len() {
+                let mut bad = buf.clone();
+                bad[at] = 1;
+                assert_eq!(
+                    parse(&bad, 0),
+                    Frame::Bad(BadRecord::NonZeroPadding),
+                    "len {len}, byte {at}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn short_remainders_are_ends_or_short_headers() {
+        let mut buf = vec![0xAA; 8];
+        buf.extend_from_slice(&RECORD_MARKER);
+        buf.extend_from_slice(&[0, 0, 0, 1, 0]);
+        assert_eq!(
+            parse(&buf, 8),
+            Frame::Bad(BadRecord::ShortHeader { available: 9 })
+        );
+        assert_eq!(
+            parse(&buf, 10),
+            Frame::Bad(BadRecord::BadMarker {
+                found: [0x34, 0xC4, 0, 0]
+            })
+        );
+        assert_eq!(
+            parse(&buf, 4),
+            Frame::Bad(BadRecord::BadMarker { found: [0xAA; 4] })
+        );
+        assert_eq!(
+            parse(&buf, 13),
+            Frame::Bad(BadRecord::BadMarker {
+                found: [0, 0, 1, 0]
+            })
+        );
+        assert_eq!(parse(&[0; 6], 0), Frame::End);
+        assert_eq!(parse(&buf, buf.len()), Frame::End);
+        assert_eq!(parse(&buf, buf.len() + 5), Frame::End);
+        assert_eq!(
+            parse(&[0, 0, 0], 0),
+            Frame::Bad(BadRecord::ShortHeader { available: 3 })
+        );
     }
 
     #[test]
