@@ -129,13 +129,25 @@ impl Default for RecordIndex {
 }
 
 impl RecordIndex {
-    /// Adds the next record (dense index only).
+    /// An empty index that remembers every `stride`-th offset (a power of two): the scan of a
+    /// sealed segment builds it directly instead of a dense one to thin out when it seals.
+    pub fn sparse(stride: usize) -> RecordIndex {
+        debug_assert!(stride.is_power_of_two());
+        RecordIndex {
+            stride,
+            ..RecordIndex::default()
+        }
+    }
+
+    /// Adds the next record (offsets of a sparse index only at multiples of its stride).
+    #[inline]
     pub fn push(&mut self, offset: u64, term: i32) {
-        debug_assert_eq!(self.stride, 1, "only a dense index grows");
         if self.term_runs.last().is_none_or(|&(_, t)| t != term) {
             self.term_runs.push((self.len, term));
         }
-        self.offsets.push(offset);
+        if self.len & (self.stride - 1) == 0 {
+            self.offsets.push(offset);
+        }
         self.len += 1;
     }
 
@@ -1148,7 +1160,12 @@ pub fn scan_file(
     if scan.header != header::Header::Valid {
         return Ok(scan);
     }
-    let mut index = RecordIndex::default();
+    // A mapped segment is a sealed one: its index is sparse from the start.
+    let mut index = if map {
+        RecordIndex::sparse(SEALED_STRIDE)
+    } else {
+        RecordIndex::default()
+    };
     let mut count = 0usize;
     let mut first_term = None;
     let (end, stop) = if build_index {
