@@ -253,3 +253,23 @@ fn a_failed_batch_leaves_the_state_the_deltas_before_built() {
     assert_eq!(q.dequeue().unwrap().id, 2);
     assert_eq!(q.dequeue().unwrap().id, 1);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    /// Enough adds to fill several chunks of the pending column, with removals scattered over
+    /// all of them (whole chunks removed, half-removed chunks compacted, looked up after).
+    #[test]
+    fn batch_replay_matches_online_apply_across_chunks(
+        body in prop::collection::vec(
+            prop_oneof![
+                6 => (-2i64..3, any::<u8>()).prop_map(|(k, m)| Op::Add(0, k, m)),
+                4 => (0..6000usize).prop_map(|n| Op::Remove(0, n)),
+                1 => Just(Op::Remove(0, 0)),
+            ],
+            3000..9000,
+        ),
+    ) {
+        run(Vec::new(), body, false)?;
+    }
+}

@@ -1,13 +1,11 @@
 //! Replay as a batch (restore): nobody dequeues while a log is replayed, so the state does not
 //! need to be ready to dequeue after every delta. Added records are appended to the queue's
-//! `pending` column (ids arrive in ascending order), a removal marks its record, a DeleteQueue
+//! `pending` column (ids arrive in ascending order), a removal takes its record, a DeleteQueue
 //! drops the column with the queue, and [`Batch`] settles every queue once at the end: one
 //! O(n) heap build (or one append per FIFO) instead of a sift per delta.
 //!
 //! The rules (what is refused, with which message) stay in `QueueState::apply_delta_in`, shared
 //! with the online apply; this module only stores records differently.
-
-use std::collections::VecDeque;
 
 use super::{Applied, Mode, Payload, Queue, QueueState, Record};
 use crate::error::Result;
@@ -22,44 +20,105 @@ struct Slot {
     data: Option<Payload>,
 }
 
-/// Records added during a batch, ascending ids. Removing the front record (what an ack writes)
-/// pops it; any other removal marks it, and the marked ones are compacted away when they reach
-/// a third of the column, so a removed record costs at most half a live one.
+/// Ids per chunk of the pending column (a power of two; 32 KiB of slots).
+const CHUNK_BITS: u32 = 10;
+const CHUNK: u64 = 1 << CHUNK_BITS;
+
+/// The slots of the ids `[base + k * CHUNK, base + (k + 1) * CHUNK)`: dense (slot `i` is id
+/// `base + k * CHUNK + i`, found by subtraction) until half of it is removed, then compacted
+/// to its live slots (found by a binary search inside the chunk).
 #[derive(Debug, Default)]
-pub(super) struct Pending {
-    slots: VecDeque<Slot>,
+struct Chunk {
+    slots: Vec<Slot>,
+    dense: bool,
     dead: usize,
 }
 
+/// Records added during a batch, ascending consecutive ids from `base`, in chunks of
+/// [`CHUNK`] ids: an id's chunk is found by arithmetic, the column never moves (no doubling
+/// copies, and only the pages of slots actually written are ever touched), and a removal
+/// costs O(1) however scattered the removed ids are (an ack removes the queue's front by
+/// priority, not by id). A chunk whose records are all removed is freed, one half removed is
+/// compacted, so the column holds at most twice the live records plus the chunk being filled.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    base: u64,
+    chunks: Vec<Chunk>,
+    live: usize,
+}
+
 impl Pending {
-    fn index(&self, id: u64) -> Option<usize> {
-        let first = self.slots.front()?.id;
-        // Without middle removals the ids are consecutive: the guess is exact.
-        let guess = id.checked_sub(first)?;
-        if let Ok(g) = usize::try_from(guess) {
-            if self.slots.get(g).is_some_and(|s| s.id == id) {
-                return Some(g);
+    fn push(&mut self, id: u64, key: i64, data: Payload) {
+        if self.chunks.is_empty() {
+            self.base = id;
+        }
+        let k = ((id - self.base) >> CHUNK_BITS) as usize;
+        if k == self.chunks.len() {
+            self.chunks.push(Chunk {
+                slots: Vec::with_capacity(CHUNK as usize),
+                dense: true,
+                dead: 0,
+            });
+        }
+        debug_assert_eq!(k + 1, self.chunks.len(), "ids are consecutive");
+        self.chunks[k].slots.push(Slot {
+            id,
+            key,
+            data: Some(data),
+        });
+        self.live += 1;
+    }
+
+    /// Takes the payload of pending record `id` (at or above `base`); `None` when it is not
+    /// present (never added, or removed).
+    fn take(&mut self, id: u64) -> Option<Payload> {
+        let k = usize::try_from((id - self.base) >> CHUNK_BITS).ok()?;
+        let last = self.chunks.len().checked_sub(1)?;
+        let chunk = self.chunks.get_mut(k)?;
+        let at = if chunk.dense {
+            ((id - self.base) & (CHUNK - 1)) as usize
+        } else {
+            chunk.slots.binary_search_by_key(&id, |s| s.id).ok()?
+        };
+        let slot = chunk.slots.get_mut(at).filter(|s| s.id == id)?;
+        let data = slot.data.take()?;
+        chunk.dead += 1;
+        self.live -= 1;
+        // The chunk being filled is left alone (its slots are found by position).
+        if k < last {
+            if chunk.dead == chunk.slots.len() {
+                *chunk = Chunk::default();
+            } else if chunk.dead * 2 > chunk.slots.len() && chunk.slots.len() >= 16 {
+                let mut kept = Vec::with_capacity(chunk.slots.len() - chunk.dead);
+                kept.extend(chunk.slots.drain(..).filter(|s| s.data.is_some()));
+                *chunk = Chunk {
+                    slots: kept,
+                    dense: false,
+                    dead: 0,
+                };
             }
         }
-        self.slots.binary_search_by_key(&id, |s| s.id).ok()
-    }
-
-    fn drop_dead_front(&mut self) {
-        while self.slots.front().is_some_and(|s| s.data.is_none()) {
-            self.slots.pop_front();
-            self.dead -= 1;
-        }
-    }
-
-    fn compact(&mut self) {
-        if self.dead > 64 && self.dead * 3 > self.slots.len() {
-            self.slots.retain(|s| s.data.is_some());
-            self.dead = 0;
-        }
+        Some(data)
     }
 
     fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.chunks.is_empty()
+    }
+
+    /// The live records in id order, in one allocation of their own size (what the heap keeps:
+    /// no growth slack to release later); each chunk is freed once copied.
+    fn into_records(self) -> Vec<Record> {
+        let mut records = Vec::with_capacity(self.live);
+        for chunk in self.chunks {
+            records.extend(chunk.slots.into_iter().filter_map(|s| {
+                Some(Record {
+                    id: s.id,
+                    key: s.key,
+                    data: s.data?,
+                })
+            }));
+        }
+        records
     }
 }
 
@@ -68,37 +127,20 @@ impl Queue {
     pub(super) fn add_pending(&mut self, key: i64, data: Payload) -> Option<u64> {
         self.last_id = self.last_id.checked_add(1)?;
         let id = self.last_id;
-        self.pending.slots.push_back(Slot {
-            id,
-            key,
-            data: Some(data),
-        });
+        self.pending.push(id, key, data);
         Some(id)
     }
 
     /// [`Queue::remove`] for a batch: ids from the pending column's first on are pending (every
     /// present record below them is in `ready` or in flight, and goes the online way).
     pub(super) fn remove_pending(&mut self, id: u64) -> std::result::Result<(), String> {
-        let Some(first) = self.pending.slots.front().map(|s| s.id) else {
-            return self.remove(id);
-        };
-        if id < first {
+        if self.pending.is_empty() || id < self.pending.base {
             return self.remove(id);
         }
-        let Some(at) = self.pending.index(id) else {
-            return Err(self.not_present(id));
-        };
-        let slot = &mut self.pending.slots[at];
-        if slot.data.take().is_none() {
-            return Err(self.not_present(id));
+        match self.pending.take(id) {
+            Some(_) => Ok(()),
+            None => Err(self.not_present(id)),
         }
-        self.pending.dead += 1;
-        if at == 0 {
-            self.pending.drop_dead_front();
-        } else {
-            self.pending.compact();
-        }
-        Ok(())
     }
 
     /// Moves the pending column into `ready` and `alive`.
@@ -106,18 +148,7 @@ impl Queue {
         if self.pending.is_empty() {
             return;
         }
-        let slots = Vec::from(std::mem::take(&mut self.pending).slots);
-        // Same size and alignment: collected in place, no second column.
-        let records: Vec<Record> = slots
-            .into_iter()
-            .filter_map(|s| {
-                Some(Record {
-                    id: s.id,
-                    key: s.key,
-                    data: s.data?,
-                })
-            })
-            .collect();
+        let records = std::mem::take(&mut self.pending).into_records();
         self.extend_ready(records);
     }
 

@@ -33,8 +33,8 @@ impl Heap4 {
 
     /// Releases growth slack by moving the records into an allocation of their own size. Not
     /// `Vec::shrink_to_fit`: an allocator may shrink in place (mimalloc keeps a block that stays
-    /// at least half used), and then every page the larger array ever touched stays resident;
-    /// after a restore that array is the replay's ring of pending records, up to twice as large.
+    /// at least half used), and then every page the larger array ever touched stays resident.
+    /// (A restore hands over an array of exactly its records; pushes grow it by doubling.)
     pub fn shrink_to_fit(&mut self) {
         let len = self.items.len();
         if self.items.capacity() - len > len / 8 {
