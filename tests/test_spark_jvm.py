@@ -334,6 +334,65 @@ def test_snapshot_source_equals_the_python_source(spark, jar, tmp_path):
     snap.write_bytes(bytes(buf))
 
 
+def snapshot_store(base, seed: int, n: int = 3000):
+    rng = random.Random(seed)
+    with tflux.open(base) as store:
+        store.create_queue("jobs", implementation="array", key_range=(-3, 3))
+        for i in range(n):
+            q = rng.choice(["", "jobs", "more"]) if i > n // 3 else rng.choice(["", "jobs"])
+            if i == n // 3:
+                store.create_queue("more")
+            store.enqueue(q, rng.randint(-3, 3), rng.randbytes(rng.randint(0, 50)))
+            if i % 7 == 0:
+                rec = store.dequeue(q, timeout=0)
+                if rec is not None and i % 2:
+                    store.ack(rec)
+        store.snapshot()
+    return base / "data" / "tflux.snapshot"
+
+
+def test_a_snapshot_split_by_bytes_reads_every_record_once_in_several_tasks(spark, jar, tmp_path):
+    """A big snapshot is several partitions (one task used to read it all): every record
+    once, the same rows in the same order as unsplit, whatever the split size."""
+    snap = snapshot_store(tmp_path / "snap", 8)
+    whole = spark.read.format("tflux_snapshot").option("splitBytes", "1g").load(str(snap))
+    assert whole.rdd.getNumPartitions() == 1
+    want = whole.collect()
+    assert len(want) > 1000
+    size = snap.stat().st_size
+    for split in (64, 1000, 4096, size // 3):
+        df = spark.read.format("tflux_snapshot").option("splitBytes", str(split)).load(str(snap))
+        assert df.rdd.getNumPartitions() > 1
+        assert df.collect() == want, split
+        pruned = df.select("queue", "record_id").collect()
+        assert pruned == [(r.queue, r.record_id) for r in want], split
+
+
+def test_a_snapshot_replaced_between_reads_is_read_again(spark, jar, tmp_path):
+    """The decoded snapshot a JVM keeps for its tasks is the file's: a snapshot replaced (by
+    a rename, as a store writes it) or damaged is decoded again."""
+    snap = snapshot_store(tmp_path / "a", 1)
+    other = snapshot_store(tmp_path / "b", 2)
+    reader = spark.read.format("tflux_snapshot").option("splitBytes", "2k")
+
+    def read(path):
+        return reader.load(str(path)).drop("source").orderBy("queue", "record_id").collect()
+
+    before = read(snap)
+    assert before == read(snap)
+    want = read(other)
+    assert want != before
+    moved = tmp_path / "a" / "data" / "temp" / "next.snapshot"
+    shutil.copyfile(other, moved)
+    os.replace(moved, snap)
+    assert read(snap) == want
+    buf = bytearray(snap.read_bytes())
+    buf[len(buf) // 2] ^= 0x40
+    snap.write_bytes(bytes(buf))
+    with pytest.raises(Exception, match="checksum mismatch"):
+        reader.load(str(snap)).collect()
+
+
 # --- build and fallbacks -------------------------------------------------------------------
 
 

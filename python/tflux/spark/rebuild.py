@@ -107,17 +107,18 @@ class _Frames:
         self.sources = _paths.resolve(path)
         names: dict[tuple[str, str], _Name] = defaultdict(_Name)
         logs, snaps = [], []
+        describe = _snapshot_describer(spark, fmt)
         for src in self.sources:
-            snap = tflux.read_snapshot_batch(src.snapshot) if src.snapshot else None
+            snap = describe(src.snapshot) if src.snapshot else None
             after = snap.last_index if snap is not None else -1
             if snap is None:
                 names[(src.base, "")].start_impl = 1
                 names[(src.base, "")].start_last_id = 0
             else:
-                for q in snap.queues:
-                    n = names[(src.base, q["name"])]
-                    n.start_impl, n.start_last_id = q["implementation"], q["last_id"]
-                if len(snap):
+                for name, implementation, last_id in snap.queues:
+                    n = names[(src.base, name)]
+                    n.start_impl, n.start_last_id = implementation, last_id
+                if snap.records:
                     snaps.append(src.snapshot)
             seg_names = _paths.segment_names(src.log_dir) if src.log_dir else []
             if seg_names:
@@ -191,10 +192,7 @@ class _Frames:
                     "message",
                 )
             )
-            first_inc = F.broadcast(
-                incs.filter(F.col("inc_start") == -1).select("source", "queue", "inc")
-            )
-            snap_records = snap_records.drop("inc").join(first_inc, ["source", "queue"], "left")
+            snap_records = _first_incarnation(snap_records.drop("inc"), inc_rows, incs, self.many)
             records = snap_records.unionByName(records)
         self.records = records
 
@@ -323,6 +321,72 @@ class _Frames:
     def output(self, df: DataFrame) -> DataFrame:
         """The ``source`` column only when PATH named more than one source."""
         return df if self.many else df.drop("source")
+
+
+@dataclass
+class _SnapshotInfo:
+    """What the driver needs of a snapshot: its last index, record count and queues
+    (name, implementation, last id)."""
+
+    last_index: int
+    records: int
+    queues: list[tuple[str, int, int]]
+
+
+def _snapshot_describer(spark: SparkSession, fmt: str):
+    """The snapshot reader of the format's side: the JVM reader decodes and checks the file
+    once, keeping it for the tasks in the same JVM (``local[N]`` reads it once per query);
+    the Python source's side reads it with the core."""
+    from tflux.spark._jvm import jvm_reader_loaded
+
+    if fmt == "tflux" and jvm_reader_loaded(spark):
+        jvm = spark.sparkContext._jvm
+
+        def jvm_describe(path: str) -> _SnapshotInfo | None:
+            text = jvm.io.tflux.spark.SnapshotSource.describe(path)
+            if text is None:
+                return None
+            head, *lines = text.split("\n")
+            last_index, records = (int(v) for v in head.split())
+            queues = []
+            for line in lines:
+                impl, last_id, name = line.split(" ")
+                queues.append((bytes.fromhex(name).decode(), int(impl), int(last_id)))
+            return _SnapshotInfo(last_index, records, queues)
+
+        return jvm_describe
+
+    def core_describe(path: str) -> _SnapshotInfo | None:
+        snap = tflux.read_snapshot_batch(path)
+        if snap is None:
+            return None
+        queues = [(q["name"], q["implementation"], q["last_id"]) for q in snap.queues]
+        return _SnapshotInfo(snap.last_index, len(snap), queues)
+
+    return core_describe
+
+
+# Up to this many queue names, a snapshot record's incarnation is a CASE expression on its queue
+# (compared in the task, no hashing of strings); more names are a broadcast join.
+CASE_NAMES = 32
+
+
+def _first_incarnation(
+    snap_records: DataFrame, inc_rows: list[tuple], incs: DataFrame, many: bool
+) -> DataFrame:
+    """Snapshot records with ``inc``: every snapshot record is in its name's first
+    incarnation (the one starting at LSN -1)."""
+    first = [(source, queue, inc) for source, queue, inc, start, *_ in inc_rows if start == -1]
+    if len(first) > CASE_NAMES:
+        table = F.broadcast(incs.filter(F.col("inc_start") == -1).select("source", "queue", "inc"))
+        return snap_records.join(table, ["source", "queue"], "left")
+    inc = F.lit(None).cast("long")
+    for source, queue, g in reversed(first):
+        cond = F.col("queue") == F.lit(queue)
+        if many:
+            cond = cond & (F.col("source") == F.lit(source))
+        inc = F.when(cond, F.lit(g).cast("long")).otherwise(inc)
+    return snap_records.withColumn("inc", inc)
 
 
 # Up to this many rows, the driver's small tables are inline SQL tables (LocalRelation): Spark

@@ -256,6 +256,22 @@ public final class LogSource implements TableProvider, DataSourceRegister {
       return schema;
     }
 
+    /** Equal scans let Spark reuse one exchange for a scan a plan holds twice. */
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof LogScan)) {
+        return false;
+      }
+      LogScan s = (LogScan) o;
+      return schema.equals(s.schema) && options.equals(s.options) && from == s.from
+          && to == s.to;
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(schema, options, from, to);
+    }
+
     @Override
     public String description() {
       return "tflux log " + Options.get(options, "path") + " lsn " + from + ".."

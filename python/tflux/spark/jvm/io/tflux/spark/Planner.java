@@ -30,6 +30,22 @@ final class Planner {
    * max(openCostInBytes, total / parallelism))}; the {@code splitBytes} option overrides it.
    */
   static long splitBytes(Map<String, String> options, List<Sources.Source> sources) {
+    long total = 0;
+    int files = 0;
+    for (Sources.Source src : sources) {
+      if (src.logDir == null || src.remote) {
+        continue;
+      }
+      for (String name : Sources.segmentNames(src.logDir)) {
+        total += size(src.logDir, name);
+        files++;
+      }
+    }
+    return splitBytes(options, total, files);
+  }
+
+  /** {@link #splitBytes(Map, List)} for {@code files} files of {@code total} bytes. */
+  static long splitBytes(Map<String, String> options, long total, int files) {
     long given = Options.bytes(options, "splitBytes", -1);
     if (given > 0) {
       return Math.max(given, 64);
@@ -48,21 +64,17 @@ final class Planner {
     if (!minNum.isEmpty()) {
       parallelism = Integer.parseInt(minNum);
     }
-    long total = 0;
-    for (Sources.Source src : sources) {
-      if (src.logDir == null || src.remote) {
-        continue;
-      }
-      for (String name : Sources.segmentNames(src.logDir)) {
-        total += size(src.logDir, name) + open;
-      }
-    }
+    total += files * open;
     return Math.min(max, Math.max(open, total / Math.max(parallelism, 1)));
   }
 
   static long size(String dir, String name) {
+    return size(Paths.get(dir, name).toString());
+  }
+
+  static long size(String path) {
     try {
-      return Files.size(Paths.get(dir, name));
+      return Files.size(Paths.get(path));
     } catch (IOException e) {
       return 0; // the task reports a vanished file
     }

@@ -53,6 +53,55 @@ final class Snapshot {
     this.buf = buf;
   }
 
+  /** The last snapshot decoded per path, with the identity of the file it was decoded from. */
+  private static final java.util.concurrent.ConcurrentHashMap<String, Cached> CACHE =
+      new java.util.concurrent.ConcurrentHashMap<>();
+  private static final java.util.concurrent.ConcurrentHashMap<String, Object> LOCKS =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
+  private static final class Cached {
+    final String identity;
+    final java.lang.ref.SoftReference<Snapshot> snap;
+
+    Cached(String identity, Snapshot snap) {
+      this.identity = identity;
+      this.snap = new java.lang.ref.SoftReference<>(snap);
+    }
+  }
+
+  /**
+   * {@link #read}, shared by the tasks (and the driver) of one JVM: a snapshot split into
+   * several partitions, or described to the driver before it is scanned, is decoded and checked
+   * once per JVM instead of once per task. A snapshot file is only ever replaced by a rename,
+   * so (inode, size, modification time) names its content; the decoded copy is softly held.
+   */
+  static Snapshot cached(String path) throws IOException {
+    // One decode per path at a time: the others wait for it and share it.
+    synchronized (LOCKS.computeIfAbsent(path, k -> new Object())) {
+      String identity = identity(Paths.get(path));
+      Cached now = CACHE.get(path);
+      Snapshot s = now != null && now.identity.equals(identity) ? now.snap.get() : null;
+      if (s == null) {
+        CACHE.remove(path);
+        s = read(path);
+        if (s != null && identity != null) {
+          CACHE.put(path, new Cached(identity, s));
+        }
+      }
+      return s;
+    }
+  }
+
+  private static String identity(Path p) {
+    try {
+      java.nio.file.attribute.BasicFileAttributes a = Files.readAttributes(p,
+          java.nio.file.attribute.BasicFileAttributes.class);
+      return a.fileKey() + "/" + a.size() + "/" + a.lastModifiedTime();
+    } catch (IOException e) {
+      return null; // read() reports it
+    }
+  }
+
   /** Null for an empty file (nothing written yet). */
   static Snapshot read(String path) throws IOException {
     Path p = Paths.get(path);

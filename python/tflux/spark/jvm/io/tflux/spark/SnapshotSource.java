@@ -48,6 +48,29 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
     return "tflux_snapshot";
   }
 
+  /**
+   * What the replay's driver needs of a snapshot, decoded and checked by this reader (and kept
+   * for its tasks in this JVM, {@link Snapshot#cached}): null for an empty file, else a first
+   * line {@code lastIndex records} and one line {@code implementation lastId nameHex} per queue.
+   */
+  public static String describe(String path) throws IOException {
+    Snapshot snap = Snapshot.cached(path);
+    if (snap == null) {
+      return null;
+    }
+    long records = 0;
+    StringBuilder queues = new StringBuilder();
+    for (Snapshot.Queue q : snap.queues) {
+      records += q.ids.length;
+      queues.append('\n').append(q.implementation).append(' ')
+          .append(Long.toUnsignedString(q.lastId)).append(' ');
+      for (byte b : q.name) {
+        queues.append(String.format("%02x", b & 0xFF));
+      }
+    }
+    return snap.lastIndex + " " + records + queues;
+  }
+
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     List<StructField> fields = new ArrayList<>();
@@ -120,15 +143,37 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
       return this;
     }
 
+    /**
+     * One partition per byte range of each snapshot (Spark's file split rule, as the log's):
+     * every task decodes and checks the whole file (shared within a JVM, {@link
+     * Snapshot#cached}) and returns the records whose data starts in its range, so the rows
+     * of a big snapshot spread over the cores.
+     */
     @Override
     public InputPartition[] planInputPartitions() {
       List<InputPartition> parts = new ArrayList<>();
       Map<String, String> hosts = Planner.locations(options);
-      for (Sources.Source s : Sources.resolve(options)) {
+      List<Sources.Source> sources = Sources.resolve(options);
+      long total = 0;
+      int files = 0;
+      for (Sources.Source s : sources) {
+        if (s.snapshot != null && !s.remote) {
+          total += Planner.size(s.snapshot);
+          files++;
+        }
+      }
+      long split = Planner.splitBytes(options, total, files);
+      for (Sources.Source s : sources) {
         if (s.snapshot != null) {
           String host = hosts.get(s.base);
-          parts.add(new Part(s.base, s.snapshot, s.remote, host == null ? new String[0]
-              : new String[] {host}));
+          String[] prefer = host == null ? new String[0] : new String[] {host};
+          long size = s.remote ? 0 : Planner.size(s.snapshot);
+          long at = 0;
+          while (size - at > split + split / 4) {
+            parts.add(new Part(s.base, s.snapshot, s.remote, prefer, at, at + split));
+            at += split;
+          }
+          parts.add(new Part(s.base, s.snapshot, s.remote, prefer, at, Long.MAX_VALUE));
         }
       }
       return parts.toArray(new InputPartition[0]);
@@ -146,12 +191,17 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
     final String path;
     final boolean remote;
     final String[] hosts;
+    /** The records whose data starts at a file offset in {@code [lo, hi)}. */
+    final long lo;
+    final long hi;
 
-    Part(String source, String path, boolean remote, String[] hosts) {
+    Part(String source, String path, boolean remote, String[] hosts, long lo, long hi) {
       this.source = source;
       this.path = path;
       this.remote = remote;
       this.hosts = hosts;
+      this.lo = lo;
+      this.hi = hi;
     }
 
     @Override
@@ -220,7 +270,7 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
           }
         }
         try {
-          snap = Snapshot.read(part.path);
+          snap = Snapshot.cached(part.path);
         } catch (IOException e) {
           throw new UncheckedIOException("tflux: cannot read " + part.path, e);
         }
@@ -249,6 +299,11 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
         if (r >= queue.ids.length) {
           q++;
           r = 0;
+          continue;
+        }
+        int dataAt = queue.dataAt[r];
+        if (dataAt < part.lo || dataAt >= part.hi) {
+          r++;
           continue;
         }
         long id = queue.ids[r];
