@@ -12,8 +12,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use crate::error::{Error, IoContext, Result};
 use crate::format::record;
 use crate::format::segment::Header;
@@ -462,23 +460,38 @@ fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
 /// term came before it (`previous_term` 0); the walk keeps that result when the segment's first
 /// term is at least the term the walk has reached (the scan is then identical: the previous
 /// term is only ever compared with the first record) and scans again on the calling thread
-/// otherwise. A window of a few segments per core bounds the maps held at once.
+/// otherwise. The scans run on rayon's pool a few segments per core ahead of the walk, a new
+/// one starting as soon as the walk takes a result (no batch waits for its slowest segment,
+/// and the pool keeps scanning while the walk classifies and unmaps), which bounds the maps
+/// and open files held at once. Dropping it waits for the scans still running, so none reads
+/// a file that the caller goes on to cut or move.
 struct ScanAhead<'a> {
     entries: &'a [SegmentFile],
     options: &'a ScanOptions,
-    window_start: usize,
-    window: Vec<Option<Result<SegmentScan>>>,
+    /// How many segments may be scanned ahead of the one the walk waits for.
+    width: usize,
+    /// Entries before this one have been handed to the pool (or skipped: not regular files).
+    submitted: usize,
+    in_flight: usize,
+    done: Vec<Option<Result<SegmentScan>>>,
+    sender: std::sync::mpsc::Sender<(usize, Result<SegmentScan>)>,
+    results: std::sync::mpsc::Receiver<(usize, Result<SegmentScan>)>,
 }
 
 type SegmentScan = (FileScan, Option<Finding>);
 
 impl<'a> ScanAhead<'a> {
     fn new(entries: &'a [SegmentFile], options: &'a ScanOptions) -> Self {
+        let (sender, results) = std::sync::mpsc::channel();
         ScanAhead {
             entries,
             options,
-            window_start: 0,
-            window: Vec::new(),
+            width: 2 * rayon::current_num_threads().max(1),
+            submitted: 0,
+            in_flight: 0,
+            done: entries.iter().map(|_| None).collect(),
+            sender,
+            results,
         }
     }
 
@@ -490,33 +503,56 @@ impl<'a> ScanAhead<'a> {
         }
     }
 
+    /// Hands the regular files up to `end` (exclusive) to the pool.
+    fn submit_until(&mut self, end: usize) {
+        let end = end.min(self.entries.len());
+        while self.submitted < end {
+            let j = self.submitted;
+            self.submitted += 1;
+            let entry = &self.entries[j];
+            if !matches!(entry.kind, EntryKind::Regular) {
+                continue;
+            }
+            let (path, position, options) = (entry.path.clone(), self.position(j), *self.options);
+            let sender = self.sender.clone();
+            self.in_flight += 1;
+            rayon::spawn(move || {
+                let scanned = scan_segment(&path, position, 0, &options);
+                // The receiver lives until every scan handed out has reported (Drop).
+                let _ = sender.send((j, scanned));
+            });
+        }
+    }
+
     /// The scan of regular file `k` (walked in order) given the term before it.
     fn scan(&mut self, k: usize, previous_term: i32) -> Result<SegmentScan> {
         let path = &self.entries[k].path;
-        if self.options.parallelism == Parallelism::OneCore {
+        // On one of the pool's own threads a blocking wait could hold up the scans it waits for.
+        let on_pool = rayon::current_thread_index().is_some();
+        if self.options.parallelism == Parallelism::OneCore || on_pool {
             return scan_segment(path, self.position(k), previous_term, self.options);
         }
-        if k < self.window_start || k >= self.window_start + self.window.len() {
-            let width = 2 * rayon::current_num_threads().max(1);
-            let end = (k + width).min(self.entries.len());
-            let this = &*self;
-            let window = (k..end)
-                .into_par_iter()
-                .map(|j| {
-                    let e = &this.entries[j];
-                    matches!(e.kind, EntryKind::Regular)
-                        .then(|| scan_segment(&e.path, this.position(j), 0, this.options))
-                })
-                .collect();
-            self.window = window;
-            self.window_start = k;
+        self.submit_until(k + 1 + self.width);
+        let submitted = matches!(self.entries[k].kind, EntryKind::Regular);
+        while submitted && self.done[k].is_none() && self.in_flight > 0 {
+            let (j, scanned) = self.results.recv().expect("the sender is held by self");
+            self.in_flight -= 1;
+            self.done[j] = Some(scanned);
         }
-        match self.window[k - self.window_start].take() {
+        match self.done[k].take() {
             Some(Ok(done)) if previous_term == 0 || keeps_previous_term(&done.0, previous_term) => {
                 Ok(done)
             }
             Some(Err(e)) => Err(e),
             _ => scan_segment(path, self.position(k), previous_term, self.options),
+        }
+    }
+}
+
+impl Drop for ScanAhead<'_> {
+    fn drop(&mut self) {
+        while self.in_flight > 0 && self.results.recv().is_ok() {
+            self.in_flight -= 1;
         }
     }
 }
