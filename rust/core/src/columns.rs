@@ -271,18 +271,22 @@ pub fn read_segment_deltas(
     };
     let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
     cols.reserve(scan.index.len(), scan.bytes.len());
+    // The records one after another (a sealed segment's index keeps only every few offsets).
+    let mut at = seg_format::HEADER_LEN;
     for i in 0..scan.index.len() {
         let lsn = first_lsn.saturating_add(i as i64);
-        if lsn < from || lsn > to {
-            continue;
-        }
         // Checked by the scan just now: framing only.
-        match record::parse_with::<false>(&scan.bytes, scan.index.offset(i) as usize) {
-            Frame::Record { term, data, .. } => cols.push(lsn, term, data)?,
+        match record::parse_with::<false>(&scan.bytes, at) {
+            Frame::Record { term, data, next } => {
+                if lsn >= from && lsn <= to {
+                    cols.push(lsn, term, data)?;
+                }
+                at = next;
+            }
             _ => {
                 return Err(Error::corruption(
                     path,
-                    Some(scan.index.offset(i)),
+                    Some(at as u64),
                     "record changed while it was read",
                 ))
             }
@@ -388,6 +392,47 @@ mod tests {
         );
         // A budget of one byte still returns the first entry.
         assert_eq!(read_deltas(&mut log, 1, 10, 1, false).unwrap().lsn, vec![1]);
+    }
+
+    #[test]
+    fn a_sealed_segment_decodes_alone_every_record_and_any_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(
+            dir.path(),
+            LogOptions {
+                sync: SyncPolicy::Never,
+                soft_limit: 512,
+                hard_limit: 1024,
+                ..LogOptions::default()
+            },
+        )
+        .unwrap();
+        let add = |k: i64| {
+            Delta::AddRecord {
+                name: b"q".to_vec(),
+                key: k,
+                message: vec![b'm'; k as usize % 7],
+            }
+            .encode()
+        };
+        for k in 0..40 {
+            log.append_many(1, &[add(k)]).unwrap();
+        }
+        let sealed: Vec<_> = log.segments().into_iter().filter(|s| s.sealed).collect();
+        // More records than a sealed segment's index remembers offsets for.
+        let seg = sealed
+            .iter()
+            .find(|s| s.count > 9)
+            .expect("a long sealed segment");
+        let position = crate::recovery::Position::Sealed;
+        let all = read_segment_deltas(&seg.path, position, None, None, false).unwrap();
+        let lsns: Vec<i64> = (seg.start_lsn..seg.start_lsn + seg.count as i64).collect();
+        assert_eq!(all.lsn, lsns);
+        assert_eq!(all.key.values, lsns);
+        let (from, to) = (seg.start_lsn + 3, seg.start_lsn + 8);
+        let some = read_segment_deltas(&seg.path, position, Some(from), Some(to), false).unwrap();
+        assert_eq!(some.lsn, (from..=to).collect::<Vec<_>>());
+        assert_eq!(some.key.values, (from..=to).collect::<Vec<_>>());
     }
 
     #[test]
