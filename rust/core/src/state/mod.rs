@@ -11,6 +11,7 @@
 mod batch;
 mod heap4;
 mod keyed;
+mod queues;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -27,6 +28,7 @@ pub use batch::Batch;
 use batch::Pending;
 pub use heap4::Heap4;
 pub use keyed::KeyedFifos;
+use queues::Queues;
 
 /// One queued message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -308,13 +310,13 @@ pub enum Applied {
 /// All queues. Always holds the default queue (empty name).
 #[derive(Debug)]
 pub struct QueueState {
-    queues: HashMap<Vec<u8>, Queue>,
+    queues: Queues,
 }
 
 impl Default for QueueState {
     fn default() -> Self {
-        let mut queues = HashMap::default();
-        queues.insert(Vec::new(), Queue::new(b"", QueueConfig::default()));
+        let mut queues = Queues::default();
+        queues.insert(Queue::new(b"", QueueConfig::default()));
         QueueState { queues }
     }
 }
@@ -336,7 +338,7 @@ impl QueueState {
     pub fn from_snapshot(snapshot: &Snapshot) -> Result<QueueState> {
         // The snapshot's rules (spec 4 and 7) live in `Snapshot::check`, shared with the codec.
         snapshot.validate()?;
-        let mut queues = HashMap::default();
+        let mut queues = Queues::default();
         for q in &snapshot.queues {
             let config = q.config().map_err(Error::InvalidArgument)?;
             let mut queue = Queue::new(&q.name, config);
@@ -355,19 +357,19 @@ impl QueueState {
             }
             // Ids are unique (checked above) and the queue is empty: one O(n) build.
             queue.extend_ready(records);
-            queues.insert(q.name.clone(), queue);
+            queues.insert(queue);
         }
         Ok(QueueState { queues })
     }
 
     /// The state as snapshot data (in-flight records included, sorted by name and id).
     pub fn to_snapshot(&self, last_index: i64, last_term: i64) -> Snapshot {
-        let mut names: Vec<&Vec<u8>> = self.queues.keys().collect();
-        names.sort();
-        let queues = names
+        let mut sorted: Vec<&Queue> = self.queues.values().collect();
+        sorted.sort_by(|a, b| a.name.cmp(&b.name));
+        let queues = sorted
             .into_iter()
-            .map(|name| {
-                let q = &self.queues[name];
+            .map(|q| {
+                let name = &q.name;
                 let mut records: Vec<(u64, i64, Vec<u8>)> = q
                     .records()
                     .map(|r| (r.id, r.key, r.data.to_vec()))
@@ -556,7 +558,7 @@ impl QueueState {
                         None,
                     )
                 })?;
-                self.queues.insert(name.to_vec(), Queue::new(name, config));
+                self.queues.insert(Queue::new(name, config));
                 Ok(Applied::Created)
             }
             DeltaRef::DeleteQueue { name } => {
