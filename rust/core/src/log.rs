@@ -647,9 +647,23 @@ impl Log {
         self.visit(start, end, u64::MAX, true, f)
     }
 
-    /// [`Log::scan`] for the replay right after open, without re-checking checksums (every
-    /// record a log holds was checked by the scan at open or written by this process; a
-    /// read-only log, whose files another process may write, checks them again). Each entry
+    /// Whether the replay right after open checks the records' CRCs a second time: no, for a
+    /// writable and a read-only log alike. Every record a log holds up to the replay was
+    /// checked by the scan at open (`recovery::scan_dir`) on the file handle the segment then
+    /// keeps (`Segment::from_file_scan` adopts the scan's file; later maps and positioned reads
+    /// read that same inode), or was written by this process; and no tflux writer, in this
+    /// process or another one sharing the directory, changes a byte a scan accepted or shrinks
+    /// the file under it (`mmap.rs` has the argument for every writer). So a second pass would
+    /// check the same bytes again; the one case it could catch, another program rewriting
+    /// segment files in place between the scan and the replay, is outside what any reader of
+    /// a map can guard against. Reads after open (`Log::read`, `Log::scan`) still check: they
+    /// may reach records another process appended after the scan.
+    pub fn replay_rechecks_crc() -> bool {
+        false
+    }
+
+    /// [`Log::scan`] for the replay right after open, without re-checking checksums (see
+    /// [`Log::replay_rechecks_crc`]). Each entry
     /// comes with the bytes its data may be borrowed from (see
     /// [`crate::segment::Segment::replay_records`]): the map of a sealed plain segment, else
     /// `None`.
@@ -661,7 +675,7 @@ impl Log {
     ) -> Result<()> {
         self.check_read_start(start)?;
         let end = end.min(self.next_index());
-        let check_crc = self.opts.readonly;
+        let check_crc = Self::replay_rechecks_crc();
         // One segment at a time, dropping each sealed one's map once read: what stays mapped
         // is what restored records borrow.
         let mut f = f;

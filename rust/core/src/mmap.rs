@@ -29,9 +29,12 @@
 //! - **`decompress_in_place`** writes a new `.log` (a new inode), never a mapped one.
 //! - **Nothing in tflux shrinks a segment file** (no `set_len`; cuts make new files).
 //!
-//! Another program writing into or truncating segment files is outside what any mmap reader
-//! can guard against (the read-only replay re-checks every record's CRC on the map, so damage
-//! done between the scan at open and the replay is found, not replayed).
+//! Consistency with the scan at open: a segment keeps the file handle its scan at open read
+//! (`Segment::from_file_scan`), so its maps are of the inode whose records that scan checked
+//! (framing and CRC), and by the points above no tflux writer changes those bytes afterwards.
+//! That is why the replay right after open, read-only or not, does not check their CRCs a
+//! second time (`Log::replay_rechecks_crc`, the one place that decides it). Another program
+//! writing into or truncating segment files is outside what any mmap reader can guard against.
 
 use std::fs::File;
 
