@@ -251,6 +251,85 @@ def test_add_counts_option_counts_each_queues_adds_within_its_segment(
     assert [r.queue_adds for r in pruned] == want
 
 
+def marker_log(base: Path, count: int) -> Path:
+    """One active segment of ``count`` deltas (no sealed one) whose messages are full of the
+    record marker at every alignment, over a busy queue and two others."""
+    rng = random.Random(count)
+    marker = bytes.fromhex("AAF534C4")
+    with tflux.Log.open(base / "data" / "log", soft_limit=16 << 20) as log:
+        deltas = []
+        for _ in range(count):
+            name = rng.choice([b"busy"] * 6 + [b"a", b"bc"])
+            msg = rng.randbytes(rng.randint(0, 3)) + marker * rng.randint(0, 12)
+            deltas.append(b"A" + bytes([len(name)]) + name + struct.pack(">qi", 7, len(msg)) + msg)
+        log.append_many(1, deltas)
+    (segment,) = segment_files(base / "data" / "log")
+    return base / "data" / "log" / segment
+
+
+def test_the_active_segment_splits_at_checked_record_starts(spark, jar, tmp_path):
+    """The active segment is cut into byte ranges (it was one task) at record starts the
+    driver's checked walk reached: the rows and queue_adds equal the unsplit read's, whatever
+    the split size, although every message holds the record marker."""
+    base = tmp_path / "active"
+    marker_log(base, 4000)
+
+    def read(split: str):
+        return (
+            spark.read.format("tflux")
+            .option("rawData", "true")
+            .option("addCounts", "true")
+            .option("splitBytes", split)
+            .load(str(base))
+        )
+
+    whole = read("1g")
+    assert whole.rdd.getNumPartitions() == 1
+    want = rows(whole)
+    assert len(want) == 4000
+    adds = counted_adds([(r.lsn, r.segment, bytes(r.data)) for r in whole.collect()])
+    assert [r[-1] for r in want] == adds and max(adds) > 2000
+    for split in ("64", "1000", "4k", "50000"):
+        df = read(split)
+        assert df.rdd.getNumPartitions() > 1, split
+        assert rows(df) == want, split
+
+
+@pytest.mark.parametrize("how", ["crc", "cut", "header"])
+def test_a_torn_active_segment_split_ends_where_the_core_says(spark, jar, tmp_path, how):
+    """A torn record inside the active segment ends its data for every split (no task past it
+    returns the records behind it), as the core's reader says."""
+    base = tmp_path / how
+    seg = marker_log(base, 3000)
+    buf = bytearray(seg.read_bytes())
+    offsets = record_offsets_of(buf)
+    bad = offsets[len(offsets) * 2 // 3]
+    if how == "crc":
+        buf[bad + 20] ^= 0x01  # a data byte: the CRC no longer matches
+    elif how == "header":
+        buf[bad : bad + 4] = b"\x00\x01\x02\x03"  # a bad record marker
+    else:
+        buf = buf[: bad + 10]  # a write cut inside a header
+    seg.write_bytes(bytes(buf))
+    want = list(tflux.read_segment_deltas(seg, last=True).to_arrow().column("lsn").to_pylist())
+    assert want == list(range(offsets.index(bad)))
+    for split in ("64", "2k", "1g"):
+        jvm, py = both(spark, str(base), rawData="true", splitBytes=split)
+        got = rows(jvm)
+        assert [r[jvm.columns.index("lsn")] for r in got] == want, split
+        assert got == rows(py), split
+
+
+def record_offsets_of(buf: bytes) -> list[int]:
+    """Record start offsets of a segment's bytes, walking the frames (spec 3) here."""
+    out, at = [], 8
+    while at + 16 <= len(buf) and buf[at : at + 4] == bytes.fromhex("AAF534C4"):
+        out.append(at)
+        n = struct.unpack(">i", buf[at + 12 : at + 16])[0]
+        at += 16 + n + (-n % 4)
+    return out
+
+
 def test_lsn_filters_are_pushed_into_the_scan(spark, jar, tmp_path):
     base = tmp_path / "pushdown"
     random_log(base, 9, 1000)

@@ -81,9 +81,10 @@ final class Planner {
   }
 
   /**
-   * The chunks of one source overlapping LSNs {@code from..to}, from the directory listing
-   * alone: one per segment, and sealed segments larger than {@code splitBytes} cut into byte
-   * ranges (the active segment is never cut: a torn tail there ends the data).
+   * The chunks of one source overlapping LSNs {@code from..to}: one per segment, sealed
+   * segments larger than {@code splitBytes} cut into byte ranges from the directory listing, and
+   * a large active segment cut at record starts its checked records reach ({@link
+   * #checkedCuts}).
    */
   static List<LogSource.Chunk> chunks(Sources.Source src, long from, long to, long splitBytes) {
     List<LogSource.Chunk> out = new ArrayList<>();
@@ -102,15 +103,72 @@ final class Planner {
       long want = sealed ? Math.min(end, to) : Long.MIN_VALUE;
       long size = size(src.logDir, name);
       long at = SegmentReader.HEADER_LEN;
-      if (sealed && !name.endsWith(".z")) { // a compressed segment decodes whole: one task
+      if (name.endsWith(".z")) { // a compressed segment decodes whole: one task
+        out.add(new LogSource.Chunk(src.base, src.logDir, name, !sealed, at, Long.MAX_VALUE,
+            want));
+        continue;
+      }
+      if (sealed) {
         while (size - at > splitBytes + splitBytes / 4) {
           out.add(new LogSource.Chunk(src.base, src.logDir, name, false, at, at + splitBytes,
               Long.MIN_VALUE));
           at += splitBytes;
         }
+      } else if (size - at > splitBytes + splitBytes / 4) {
+        // The active segment's checked records, cut at record starts; its last chunk reads on
+        // from there as the unsplit segment would (a torn tail ends it, appends are read).
+        long[] cuts = checkedCuts(Paths.get(src.logDir, name).toString(), start, splitBytes);
+        for (long cut : cuts) {
+          out.add(new LogSource.Chunk(src.base, src.logDir, name, false, at, cut,
+              Long.MIN_VALUE));
+          at = cut;
+        }
       }
       out.add(new LogSource.Chunk(src.base, src.logDir, name, !sealed, at, Long.MAX_VALUE,
           want));
+    }
+    return out;
+  }
+
+  /**
+   * Where the active segment at {@code path} may be cut into byte ranges: the start offsets of
+   * records about {@code splitBytes} apart, each preceded only by records whose framing and CRC
+   * this walk checked. In the active segment the first bad record ends the data (a torn tail,
+   * spec 3) and records are not self-synchronising, so only a walk from the file's start with
+   * every CRC checked (the tasks' own reader, {@link SegmentReader}) can say where data ends; a
+   * range cut here never starts past that end or inside a record. The last cut is kept a
+   * quarter split short of the checked end so that the tail's chunk is not tiny.
+   */
+  static long[] checkedCuts(String path, long firstLsn, long splitBytes) {
+    SegmentReader r = new SegmentReader(path, firstLsn, true, SegmentReader.HEADER_LEN,
+        Long.MAX_VALUE, Long.MIN_VALUE);
+    try {
+      r.open();
+    } catch (IOException e) {
+      return new long[0]; // the task reports it
+    } catch (CorruptException e) {
+      return new long[0]; // the task reports it
+    }
+    List<Long> cuts = new ArrayList<>();
+    long next = SegmentReader.HEADER_LEN + splitBytes;
+    try {
+      while (r.hasNext()) {
+        r.step(true, null);
+        if (!r.done && r.at >= next) {
+          cuts.add((long) r.at);
+          next = r.at + splitBytes;
+        }
+      }
+    } catch (CorruptException e) {
+      // Corruption (not a torn tail) after the last cut: the tail's task reports it.
+    }
+    // The records checked end at r.at; drop cuts that would leave a sliver after them.
+    while (!cuts.isEmpty() && r.at - cuts.get(cuts.size() - 1) < splitBytes / 4) {
+      cuts.remove(cuts.size() - 1);
+    }
+    long[] out = new long[cuts.size()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = cuts.get(i);
     }
     return out;
   }
