@@ -6,30 +6,24 @@
 //! max_message_size, key_min, key_max (and the raw data when asked). Fields that a delta kind
 //! does not carry are null.
 
+use std::ops::Range;
+
 use crate::error::{Error, Result};
-use crate::format::delta::{self, DeltaRef};
+use crate::format::delta::{self, fields, DeltaRef};
 use crate::log::Log;
 
 /// A nullable fixed-width column.
 #[derive(Debug, Default, Clone)]
 pub struct Nullable<T> {
+    /// One value per entry (zero where null), or none at all when every entry is null: a
+    /// column no entry fills takes no memory (the bindings hand Arrow one shared zero buffer).
     pub values: Vec<T>,
     pub validity: Bitmap,
 }
 
-impl<T: Default + Copy> Nullable<T> {
-    fn reserve(&mut self, n: usize) {
-        self.values.reserve(n);
-        self.validity.bytes.reserve(n / 8 + 1);
-    }
-
-    fn push(&mut self, v: Option<T>) {
-        self.validity.push(v.is_some());
-        self.values.push(v.unwrap_or_default());
-    }
-}
-
-/// LSB-first validity bits (1 = present).
+/// LSB-first validity bits (1 = present). `bytes` is empty when every entry is valid (Arrow
+/// then needs no validity buffer) or every entry is null (all zeros, which the bindings share
+/// between columns), so neither costs any bitmap work.
 #[derive(Debug, Default, Clone)]
 pub struct Bitmap {
     pub bytes: Vec<u8>,
@@ -48,6 +42,34 @@ impl Bitmap {
             self.nulls += 1;
         }
         self.len += 1;
+    }
+
+    /// Whether entry `i` is present.
+    pub fn is_valid(&self, i: usize) -> bool {
+        match self.bytes.get(i / 8) {
+            Some(byte) => byte & (1 << (i % 8)) != 0,
+            None => self.nulls == 0,
+        }
+    }
+
+    /// `len` entries of which `valid` are present, entry `i` where `present(i)`: no bytes and
+    /// no loop when all or none are.
+    fn build(len: usize, valid: usize, present: impl Fn(usize) -> bool) -> Bitmap {
+        let nulls = len - valid;
+        if nulls == 0 || valid == 0 {
+            return Bitmap {
+                bytes: Vec::new(),
+                len,
+                nulls,
+            };
+        }
+        let bytes = (0..len.div_ceil(8))
+            .map(|k| {
+                let first = k * 8;
+                (0..8.min(len - first)).fold(0u8, |b, bit| b | (present(first + bit) as u8) << bit)
+            })
+            .collect();
+        Bitmap { bytes, len, nulls }
     }
 }
 
@@ -69,22 +91,42 @@ impl Default for Binary {
     }
 }
 
-impl Binary {
-    fn reserve(&mut self, n: usize, bytes: usize) {
-        self.offsets.reserve(n);
-        self.data.reserve(bytes);
-        self.validity.bytes.reserve(n / 8 + 1);
-    }
+/// Arrow's int32 offsets: a column's data must stay under 2 GiB.
+fn offset(end: usize) -> Result<i32> {
+    i32::try_from(end).map_err(|_| Error::InvalidArgument("column batch exceeds 2 GiB".into()))
+}
 
+impl Binary {
     fn push(&mut self, v: Option<&[u8]>) -> Result<()> {
         self.validity.push(v.is_some());
         if let Some(bytes) = v {
             self.data.extend_from_slice(bytes);
         }
-        let end = i32::try_from(self.data.len())
-            .map_err(|_| Error::InvalidArgument("column batch exceeds 2 GiB".into()))?;
-        self.offsets.push(end);
+        self.offsets.push(offset(self.data.len())?);
         Ok(())
+    }
+
+    /// An empty column with room for `len` values and `bytes` of data, which must fit int32
+    /// offsets (checked here, once, so that [`Binary::extend`] need not).
+    fn with_capacity(len: usize, bytes: usize) -> Result<Binary> {
+        offset(bytes)?;
+        let mut offsets = Vec::with_capacity(len + 1);
+        offsets.push(0);
+        Ok(Binary {
+            offsets,
+            data: Vec::with_capacity(bytes),
+            validity: Bitmap::default(),
+        })
+    }
+
+    /// Appends the values of entries `range` (`None`: null), at most the `bytes` reserved.
+    fn extend<'a>(&mut self, range: Range<usize>, value: impl Fn(usize) -> Option<&'a [u8]>) {
+        for i in range {
+            if let Some(v) = value(i) {
+                self.data.extend_from_slice(v);
+            }
+            self.offsets.push(self.data.len() as i32);
+        }
     }
 }
 
@@ -94,6 +136,71 @@ pub const KIND_NAMES: [&str; 4] = [
     "add_record",
     "remove_record",
 ];
+
+/// A nullable fixed-width column filled a round of entries at a time. Nothing is written
+/// while every entry so far is null: a column no entry fills (most of them, in a log of one
+/// delta kind) ends without values (see [`Nullable::values`]) and costs no loop.
+struct Fixed<T> {
+    values: Option<Vec<T>>,
+    /// Entries so far.
+    len: usize,
+    /// Room to reserve when the first value appears.
+    capacity: usize,
+}
+
+impl<T: Copy + Default> Fixed<T> {
+    fn new(capacity: usize) -> Fixed<T> {
+        Fixed {
+            values: None,
+            len: 0,
+            capacity,
+        }
+    }
+
+    /// Appends entries `range`, `valid` of them present: `value(i)` where `present(i)`, else
+    /// zero.
+    fn extend(
+        &mut self,
+        range: Range<usize>,
+        valid: usize,
+        present: impl Fn(usize) -> bool,
+        value: impl Fn(usize) -> T,
+        zeros: fn(usize) -> Vec<T>,
+    ) {
+        let n = range.len();
+        if self.values.is_none() {
+            if valid == 0 {
+                self.len += n;
+                return;
+            }
+            let mut values = zeros(self.len);
+            values.reserve(self.capacity.max(self.len + n) - self.len);
+            self.values = Some(values);
+        }
+        let values = self.values.as_mut().expect("set above");
+        if valid == n {
+            values.extend(range.map(value));
+        } else {
+            values.extend(range.map(|i| if present(i) { value(i) } else { T::default() }));
+        }
+        self.len += n;
+    }
+
+    fn finish(self, validity: Bitmap) -> Nullable<T> {
+        Nullable {
+            values: self.values.unwrap_or_default(),
+            validity,
+        }
+    }
+}
+
+fn zeros_i32(n: usize) -> Vec<i32> {
+    vec![0; n]
+}
+
+fn zeros_i64(n: usize) -> Vec<i64> {
+    vec![0; n]
+}
 
 /// Decoded entries in columns.
 #[derive(Debug, Default, Clone)]
@@ -115,44 +222,65 @@ pub struct DeltaColumns {
     pub raw: Option<Binary>,
 }
 
-impl DeltaColumns {
-    pub fn len(&self) -> usize {
-        self.lsn.len()
+/// Entries per round of the column passes: the data of one round (about 90 B per entry at
+/// 64 B messages) stays in L2 while every column takes its values from it.
+const ROUND: usize = 4096;
+
+// Entry codes of the first pass: the kind's index into `KIND_NAMES` (`code & 3`), and a
+// CreateQueue with a key range apart (it fills `key_min`/`key_max`).
+const CREATE: u8 = 0;
+const ADD: u8 = 2;
+const REMOVE: u8 = 3;
+const CREATE_RANGED: u8 = 4;
+
+/// The column decoder. Each delta is decoded once as it arrives ([`Columns::check`], with
+/// [`delta::decode`], the one decoder), keeping a code per entry; then, a round of entries at
+/// a time, each column takes the round's values in its own tight loop ([`Columns::fill`]),
+/// straight into the vector that is handed to Python. Columns no entry fills are never
+/// written, validity bitmaps are built from the codes at the end (none when all are valid).
+struct Columns {
+    first_lsn: i64,
+    /// Per entry: CREATE, 1 (DeleteQueue), ADD, REMOVE or CREATE_RANGED.
+    codes: Vec<u8>,
+    /// Entries of each code so far.
+    counts: [usize; 5],
+    /// Entries filled so far (the rest are checked, waiting for [`Columns::fill`]).
+    filled: usize,
+    term: Vec<i32>,
+    queue: Binary,
+    message: Binary,
+    key: Fixed<i64>,
+    record_id: Fixed<i64>,
+    settings: [Fixed<i32>; 3],
+    range: [Fixed<i64>; 2],
+}
+
+impl Columns {
+    /// Room for about `n` entries carrying `bytes` of data.
+    fn new(first_lsn: i64, n: usize, bytes: usize) -> Columns {
+        let mut queue = Binary::default();
+        queue.offsets.reserve(n);
+        let mut message = Binary::default();
+        message.offsets.reserve(n);
+        message.data.reserve(bytes);
+        Columns {
+            first_lsn,
+            codes: Vec::with_capacity(n),
+            counts: [0; 5],
+            filled: 0,
+            term: Vec::with_capacity(n),
+            queue,
+            message,
+            key: Fixed::new(n),
+            record_id: Fixed::new(n),
+            settings: [(); 3].map(|_| Fixed::new(n)),
+            range: [(); 2].map(|_| Fixed::new(n)),
+        }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.lsn.is_empty()
-    }
-
-    /// Room for `n` entries carrying `bytes` of record data, so that the columns are written
-    /// once instead of regrown and copied.
-    fn reserve(&mut self, n: usize, bytes: usize) {
-        self.lsn.reserve(n);
-        self.term.reserve(n);
-        self.kind.reserve(n, n * 12);
-        self.queue.reserve(n, n * 8);
-        for c in [
-            &mut self.key,
-            &mut self.record_id,
-            &mut self.key_min,
-            &mut self.key_max,
-        ] {
-            c.reserve(n);
-        }
-        self.message.reserve(n, bytes);
-        for c in [
-            &mut self.implementation,
-            &mut self.max_queue_size,
-            &mut self.max_message_size,
-        ] {
-            c.reserve(n);
-        }
-        if let Some(raw) = &mut self.raw {
-            raw.reserve(n, bytes);
-        }
-    }
-
-    fn push(&mut self, lsn: i64, term: i32, data: &[u8]) -> Result<()> {
+    /// Decodes the next entry (at `lsn`): undecodable data is a `CorruptionError` naming the
+    /// LSN, a record id past Int64 an `InvalidArgument`.
+    fn check(&mut self, lsn: i64, term: i32, data: &[u8]) -> Result<()> {
         let d = delta::decode(data).map_err(|e| {
             Error::corruption(
                 std::path::Path::new(&format!("<delta at LSN {lsn}>")),
@@ -160,57 +288,202 @@ impl DeltaColumns {
                 format!("undecodable delta at LSN {lsn}: {}", e.reason),
             )
         })?;
-        self.lsn.push(lsn);
-        self.term.push(term);
-        if let Some(raw) = &mut self.raw {
-            raw.push(Some(data))?;
-        }
-        let (kind, name) = match &d {
-            DeltaRef::CreateQueue { name, .. } => (0, *name),
-            DeltaRef::DeleteQueue { name } => (1, *name),
-            DeltaRef::AddRecord { name, .. } => (2, *name),
-            DeltaRef::RemoveRecord { name, .. } => (3, *name),
-        };
-        self.kind.push(Some(KIND_NAMES[kind].as_bytes()))?;
-        self.queue.push(Some(name))?;
-        let (mut key, mut record_id, mut message) = (None, None, None);
-        let (mut implementation, mut max_q, mut max_m, mut range) = (None, None, None, None);
+        let mut code = fields::kind_code(&d);
         match d {
             DeltaRef::CreateQueue {
-                implementation: i,
-                max_queue_size,
-                max_message_size,
-                key_range,
-                ..
-            } => {
-                implementation = Some(i);
-                max_q = Some(max_queue_size);
-                max_m = Some(max_message_size);
-                range = key_range;
+                key_range: Some(_), ..
+            } => code = CREATE_RANGED,
+            DeltaRef::RemoveRecord { id, .. } if i64::try_from(id).is_err() => {
+                return Err(Error::InvalidArgument(format!(
+                    "record id {id} at LSN {lsn} exceeds Int64"
+                )));
             }
-            DeltaRef::DeleteQueue { .. } => {}
-            DeltaRef::AddRecord {
-                key: k, message: m, ..
-            } => {
-                key = Some(k);
-                message = Some(m);
-            }
-            DeltaRef::RemoveRecord { id, .. } => {
-                let id = i64::try_from(id).map_err(|_| {
-                    Error::InvalidArgument(format!("record id {id} at LSN {lsn} exceeds Int64"))
-                })?;
-                record_id = Some(id);
-            }
+            _ => {}
         }
-        self.key.push(key);
-        self.record_id.push(record_id);
-        self.message.push(message)?;
-        self.implementation.push(implementation);
-        self.max_queue_size.push(max_q);
-        self.max_message_size.push(max_m);
-        self.key_min.push(range.map(|r| r.0));
-        self.key_max.push(range.map(|r| r.1));
+        self.codes.push(code);
+        self.term.push(term);
+        self.counts[code as usize] += 1;
         Ok(())
+    }
+
+    /// Entries checked and not yet filled.
+    fn pending(&self) -> usize {
+        self.codes.len() - self.filled
+    }
+
+    /// Fills every column with the entries checked since the last call, `rec(k)` being the
+    /// data of the `k`-th of them (each accepted by [`Columns::check`], which the field
+    /// accessors rely on).
+    fn fill<'a>(&mut self, rec: impl Fn(usize) -> &'a [u8]) {
+        let range = self.filled..self.codes.len();
+        let base = self.filled;
+        let codes = &self.codes[..];
+        let rec = |i: usize| rec(i - base);
+        let mut n = [0usize; 5];
+        for &c in &codes[range.clone()] {
+            n[c as usize] += 1;
+        }
+        let (creates, ranged, adds, removes) = (n[0] + n[4], n[4], n[2], n[3]);
+        let is_create = |i: usize| codes[i] & 3 == CREATE;
+        let is_ranged = |i: usize| codes[i] == CREATE_RANGED;
+        let is_add = |i: usize| codes[i] == ADD;
+        let is_remove = |i: usize| codes[i] == REMOVE;
+        let r = || range.clone();
+        self.queue.extend(r(), |i| Some(fields::name(rec(i))));
+        let key = |i| fields::add_key(rec(i));
+        self.key.extend(r(), adds, is_add, key, zeros_i64);
+        let message = |i| is_add(i).then(|| fields::add_message(rec(i)));
+        self.message.extend(r(), message);
+        // Checked to fit Int64 by `check`.
+        let id = |i| fields::remove_id(rec(i)) as i64;
+        self.record_id
+            .extend(r(), removes, is_remove, id, zeros_i64);
+        for (k, column) in self.settings.iter_mut().enumerate() {
+            let value = |i| fields::create_settings(rec(i))[k];
+            column.extend(r(), creates, is_create, value, zeros_i32);
+        }
+        for (k, column) in self.range.iter_mut().enumerate() {
+            let value = |i| fields::create_range(rec(i)).map_or(0, |(lo, hi)| [lo, hi][k]);
+            column.extend(r(), ranged, is_ranged, value, zeros_i64);
+        }
+        self.filled = self.codes.len();
+    }
+
+    /// The columns (every entry checked must have been filled).
+    fn finish(self, raw: Option<Binary>) -> Result<DeltaColumns> {
+        debug_assert_eq!(self.filled, self.codes.len());
+        let n = self.codes.len();
+        let c = self.counts;
+        let (creates, ranged, adds, removes) = (c[0] + c[4], c[4], c[2], c[3]);
+        let codes = &self.codes[..];
+        let bits = |valid, code: u8, mask: u8| Bitmap::build(n, valid, |i| codes[i] & mask == code);
+        for column in [&self.queue, &self.message] {
+            offset(column.data.len())?;
+        }
+        let kind = self.kind_column()?;
+        let [implementation, max_queue_size, max_message_size] =
+            self.settings.map(|c| c.finish(bits(creates, CREATE, 3)));
+        let [key_min, key_max] = self
+            .range
+            .map(|c| c.finish(bits(ranged, CREATE_RANGED, 0xFF)));
+        let mut queue = self.queue;
+        queue.validity = Bitmap::build(n, n, |_| true);
+        let mut message = self.message;
+        message.validity = bits(adds, ADD, 0xFF);
+        Ok(DeltaColumns {
+            lsn: (self.first_lsn..self.first_lsn + n as i64).collect(),
+            term: self.term,
+            kind,
+            queue,
+            key: self.key.finish(bits(adds, ADD, 0xFF)),
+            record_id: self.record_id.finish(bits(removes, REMOVE, 0xFF)),
+            message,
+            implementation,
+            max_queue_size,
+            max_message_size,
+            key_min,
+            key_max,
+            raw,
+        })
+    }
+
+    /// The kind names: one name repeated (by doubling copies) when every entry has one kind.
+    fn kind_column(&self) -> Result<Binary> {
+        let n = self.codes.len();
+        let name = |code: u8| KIND_NAMES[(code & 3) as usize].as_bytes();
+        let mut counts = [0; 4];
+        for (code, count) in self.counts.iter().enumerate() {
+            counts[code & 3] += count;
+        }
+        let all = Bitmap::build(n, n, |_| true);
+        if let Some(kind) = (0..4).find(|&k| counts[k] == n && n > 0) {
+            let name = KIND_NAMES[kind].as_bytes();
+            offset(name.len() * n)?;
+            return Ok(Binary {
+                offsets: (0..=n).map(|i| (i * name.len()) as i32).collect(),
+                data: name.repeat(n),
+                validity: all,
+            });
+        }
+        let bytes = (0..4).map(|k| counts[k] * KIND_NAMES[k].len()).sum();
+        let mut kind = Binary::with_capacity(n, bytes)?;
+        kind.extend(0..n, |i| Some(name(self.codes[i])));
+        kind.validity = all;
+        Ok(kind)
+    }
+}
+
+/// [`read_deltas`]' sink: each record is copied (and its CRC checked by the segment) into
+/// `data`, decoded there while in cache, and every [`ROUND`] entries the columns take the
+/// round's values while it is still in L2. Without the raw column `data` holds one round and
+/// is reused (no fresh pages); with it, `data` and `offsets` are the raw column.
+struct DeltaSink {
+    columns: Columns,
+    data: Vec<u8>,
+    /// Where each pending entry's data starts in `data` (and where the next one starts).
+    offsets: Vec<i32>,
+    raw: bool,
+    start: i64,
+    budget: u64,
+    used: u64,
+    failure: Option<Error>,
+}
+
+impl DeltaSink {
+    fn fill(&mut self) {
+        let pending = self.columns.pending();
+        let (data, offsets) = (&self.data, &self.offsets);
+        let first = offsets.len() - 1 - pending;
+        self.columns
+            .fill(|k| &data[offsets[first + k] as usize..offsets[first + k + 1] as usize]);
+        if !self.raw {
+            self.data.clear();
+            self.offsets.clear();
+            self.offsets.push(0);
+        }
+    }
+}
+
+impl crate::segment::RecordSink for DeltaSink {
+    fn admit(&mut self, lsn: i64, len: usize) -> bool {
+        lsn == self.start || self.used + len as u64 <= self.budget
+    }
+
+    fn data(&mut self) -> &mut Vec<u8> {
+        &mut self.data
+    }
+
+    fn push(&mut self, lsn: i64, term: i32) -> bool {
+        let begin = *self.offsets.last().expect("never empty") as usize;
+        let end = self.data.len();
+        if let Err(e) = self.columns.check(lsn, term, &self.data[begin..end]) {
+            self.data.truncate(begin);
+            self.failure = Some(e);
+            return false;
+        }
+        self.used += (end - begin) as u64;
+        // Within the budget, itself under 2 GiB (plus one record, under 2 GiB too).
+        self.offsets.push(end as i32);
+        if self.columns.pending() == ROUND {
+            self.fill();
+        }
+        true
+    }
+}
+
+impl crate::log::ReadSink for DeltaSink {
+    fn used(&self) -> u64 {
+        self.used
+    }
+}
+
+impl DeltaColumns {
+    pub fn len(&self) -> usize {
+        self.lsn.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lsn.is_empty()
     }
 }
 
@@ -265,39 +538,61 @@ pub fn read_segment_deltas(
     if let Some(f) = finding.filter(|f| f.fatal) {
         return Err(f.to_error());
     }
-    let mut cols = DeltaColumns {
-        raw: raw.then(Binary::default),
-        ..DeltaColumns::default()
-    };
-    let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
-    cols.reserve(scan.index.len(), scan.bytes.len());
-    // The records one after another (a sealed segment's index keeps only every few offsets).
+    // The entries of `from..=to` this segment holds: indexes `lo..hi`.
+    let count = scan.index.len();
+    let index_of = |lsn: i64| lsn.saturating_sub(first_lsn).clamp(0, count as i64) as usize;
+    let lo = from.map_or(0, index_of);
+    let hi = to.map_or(count, |t| index_of(t.saturating_add(1))).max(lo);
+    let mut columns = Columns::new(first_lsn + lo as i64, hi - lo, scan.bytes.len());
+    // Each entry's data, as a range of the scanned bytes.
+    let mut ranges = Vec::with_capacity(hi - lo);
+    // The records one after another from the first (a sealed segment's index is sparse).
     let mut at = seg_format::HEADER_LEN;
-    for i in 0..scan.index.len() {
-        let lsn = first_lsn.saturating_add(i as i64);
+    for i in 0..hi {
         // Checked by the scan just now: framing only.
-        match record::parse_with::<false>(&scan.bytes, at) {
-            Frame::Record { term, data, next } => {
-                if lsn >= from && lsn <= to {
-                    cols.push(lsn, term, data)?;
-                }
-                at = next;
-            }
-            _ => {
-                return Err(Error::corruption(
-                    path,
-                    Some(at as u64),
-                    "record changed while it was read",
-                ))
-            }
+        let Frame::Record { term, data, next } = record::parse_with::<false>(&scan.bytes, at)
+        else {
+            return Err(Error::corruption(
+                path,
+                Some(at as u64),
+                "record changed while it was read",
+            ));
+        };
+        at = next;
+        if i < lo {
+            continue;
+        }
+        columns.check(first_lsn + i as i64, term, data)?;
+        let start = data.as_ptr() as usize - scan.bytes.as_ptr() as usize;
+        ranges.push((start, start + data.len()));
+        if columns.pending() == ROUND {
+            let round = &ranges[ranges.len() - ROUND..];
+            columns.fill(|k| &scan.bytes[round[k].0..round[k].1]);
         }
     }
-    Ok(cols)
+    let round = &ranges[ranges.len() - columns.pending()..];
+    columns.fill(|k| &scan.bytes[round[k].0..round[k].1]);
+    let raw = if raw {
+        let bytes = ranges.iter().map(|r| r.1 - r.0).sum();
+        let mut column = Binary::with_capacity(ranges.len(), bytes)?;
+        column.extend(0..ranges.len(), |i| {
+            Some(&scan.bytes[ranges[i].0..ranges[i].1])
+        });
+        column.validity = Bitmap::build(ranges.len(), ranges.len(), |_| true);
+        Some(column)
+    } else {
+        None
+    };
+    columns.finish(raw)
 }
 
 /// Decodes entries `start..end` of `log` (clamped to the log) into columns, stopping after
 /// `max_bytes` of record data (at least one entry). Undecodable data is a `CorruptionError`
 /// naming the LSN.
+///
+/// Column at a time ([`Columns`]): each record is copied once out of the segment and its CRC
+/// checked ([`Log::read_into`]), decoded while in cache, and each round of entries goes into
+/// the columns one column at a time; the raw column is the copied records themselves.
 pub fn read_deltas(
     log: &mut Log,
     start: i64,
@@ -305,33 +600,34 @@ pub fn read_deltas(
     max_bytes: u64,
     raw: bool,
 ) -> Result<DeltaColumns> {
-    let mut cols = DeltaColumns {
-        raw: raw.then(Binary::default),
-        ..DeltaColumns::default()
+    // As `read_batch`: the raw column's offsets are int32.
+    let budget = max_bytes.min(i32::MAX as u64);
+    let (n, bytes) = log.estimate(start, end.min(log.last_index() + 1), budget);
+    let mut sink = DeltaSink {
+        columns: Columns::new(start, n, bytes),
+        data: Vec::with_capacity(if raw { bytes } else { 0 }),
+        offsets: Vec::with_capacity(if raw { n + 1 } else { ROUND + 1 }),
+        raw,
+        start,
+        budget,
+        used: 0,
+        failure: None,
     };
-    // No early return for an empty range: the scan checks the start first (a start past the
-    // end or compacted away is `OutOfRange`, as for `read_batch`).
-    let (n, bytes) = log.estimate(start, end.min(log.last_index() + 1), max_bytes);
-    cols.reserve(n, bytes);
-    let mut used = 0u64;
-    let mut failure = None;
-    log.scan(start, end, |lsn, term, data| {
-        if lsn != start && used + data.len() as u64 > max_bytes {
-            return false;
-        }
-        used += data.len() as u64;
-        match cols.push(lsn, term, data) {
-            Ok(()) => true,
-            Err(e) => {
-                failure = Some(e);
-                false
-            }
-        }
-    })?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(cols),
+    sink.offsets.push(0);
+    log.read_into(start, end, budget, &mut sink)?;
+    if let Some(e) = sink.failure.take() {
+        return Err(e);
     }
+    sink.fill();
+    let raw = raw.then(|| {
+        let len = sink.offsets.len() - 1;
+        Binary {
+            offsets: std::mem::take(&mut sink.offsets),
+            data: std::mem::take(&mut sink.data),
+            validity: Bitmap::build(len, len, |_| true),
+        }
+    });
+    sink.columns.finish(raw)
 }
 
 #[cfg(test)]

@@ -121,6 +121,19 @@ struct BatchSink {
     budget: u64,
 }
 
+/// Where [`Log::read_into`] puts records: a [`segment::RecordSink`] (which also applies the
+/// budget in `admit`) that says how many data bytes it took so far, so that the active segment
+/// is read in chunks of about what the budget leaves.
+pub trait ReadSink: segment::RecordSink {
+    fn used(&self) -> u64;
+}
+
+impl ReadSink for BatchSink {
+    fn used(&self) -> u64 {
+        self.batch.data.len() as u64
+    }
+}
+
 impl segment::RecordSink for BatchSink {
     fn admit(&mut self, lsn: i64, len: usize) -> bool {
         lsn == self.start || self.batch.data.len() as u64 + len as u64 <= self.budget
@@ -596,6 +609,23 @@ impl Log {
             start,
             budget,
         };
+        self.read_into(start, end, budget, &mut sink)?;
+        Ok(sink.batch)
+    }
+
+    /// Copies entries `start..end` (end exclusive, clamped to the log) into `sink`, each record
+    /// checked (framing and CRC) on its copy, until the sink stops admitting them; `budget` (the
+    /// data bytes the sink will admit) sizes the reads of the active segment. The loop of
+    /// [`Log::read_batch`], for sinks that build something else (the delta columns).
+    pub fn read_into(
+        &mut self,
+        start: i64,
+        end: i64,
+        budget: u64,
+        sink: &mut impl ReadSink,
+    ) -> Result<()> {
+        self.check_read_start(start)?;
+        let end = end.min(self.next_index());
         let mut lsn = start;
         while lsn < end {
             let k = self.segment_of(lsn);
@@ -606,15 +636,15 @@ impl Log {
             } else {
                 // One positioned read of what the budget can take (plus the record that
                 // crosses it).
-                let remaining = budget.saturating_sub(sink.batch.data.len() as u64);
+                let remaining = budget.saturating_sub(sink.used());
                 seg.chunk_end(lsn, last, slack(remaining))
             };
-            if !seg.copy_into(lsn, to, true, &mut sink)? {
+            if !seg.copy_into(lsn, to, true, sink)? {
                 break;
             }
             lsn = to + 1;
         }
-        Ok(sink.batch)
+        Ok(())
     }
 
     /// About how many entries and data bytes a read of `start..end` within `budget` returns,

@@ -19,34 +19,55 @@ fn buf(py: Python<'_>, column: Column) -> PyResult<Py<PyColumnBuffer>> {
     PyColumnBuffer::py(py, column)
 }
 
-fn validity(py: Python<'_>, bits: Bitmap) -> PyResult<Option<Py<PyColumnBuffer>>> {
-    (bits.nulls > 0)
-        .then(|| buf(py, Column::U8(bits.bytes)))
-        .transpose()
+/// One buffer of zeros per batch, shared by the columns that every entry leaves null (their
+/// values and their validity): big enough for `len` int64 values.
+struct Zeros {
+    len: usize,
+    buffer: Option<Py<PyColumnBuffer>>,
 }
 
-fn int64(py: Python<'_>, c: Nullable<i64>) -> PyResult<Spec> {
-    Ok((
-        "int64",
-        validity(py, c.validity)?,
-        buf(py, Column::I64(c.values))?,
-        None,
-    ))
+impl Zeros {
+    fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyColumnBuffer>> {
+        if self.buffer.is_none() {
+            self.buffer = Some(buf(py, Column::U8(vec![0; self.len * 8]))?);
+        }
+        Ok(self.buffer.as_ref().expect("set above").clone_ref(py))
+    }
 }
 
-fn int32(py: Python<'_>, c: Nullable<i32>) -> PyResult<Spec> {
-    Ok((
-        "int32",
-        validity(py, c.validity)?,
-        buf(py, Column::I32(c.values))?,
-        None,
-    ))
+fn validity(
+    py: Python<'_>,
+    bits: Bitmap,
+    zeros: &mut Zeros,
+) -> PyResult<Option<Py<PyColumnBuffer>>> {
+    if bits.nulls == 0 {
+        Ok(None)
+    } else if bits.bytes.is_empty() {
+        zeros.get(py).map(Some)
+    } else {
+        buf(py, Column::U8(bits.bytes)).map(Some)
+    }
 }
 
-fn var(py: Python<'_>, kind: &'static str, c: Binary) -> PyResult<Spec> {
+fn fixed<T>(
+    py: Python<'_>,
+    kind: &'static str,
+    c: Nullable<T>,
+    zeros: &mut Zeros,
+    column: fn(Vec<T>) -> Column,
+) -> PyResult<Spec> {
+    let values = if c.values.is_empty() && c.validity.len > 0 {
+        zeros.get(py)?
+    } else {
+        buf(py, column(c.values))?
+    };
+    Ok((kind, validity(py, c.validity, zeros)?, values, None))
+}
+
+fn var(py: Python<'_>, kind: &'static str, c: Binary, zeros: &mut Zeros) -> PyResult<Spec> {
     Ok((
         kind,
-        validity(py, c.validity)?,
+        validity(py, c.validity, zeros)?,
         buf(py, Column::U8(c.data))?,
         Some(buf(py, Column::I32(c.offsets))?),
     ))
@@ -82,22 +103,35 @@ impl PyDeltaBatch {
     /// Moves every column of `c` into a `tflux.ColumnBuffer` (no copy).
     pub fn new(py: Python<'_>, c: DeltaColumns) -> PyResult<Self> {
         let (len, first_lsn) = (c.len(), c.lsn.first().copied());
+        let z = &mut Zeros { len, buffer: None };
         let mut columns = vec![
             ("lsn", plain(py, "int64", Column::I64(c.lsn))?),
             ("term", plain(py, "int32", Column::I32(c.term))?),
-            ("kind", var(py, "string", c.kind)?),
-            ("queue", var(py, "string", c.queue)?),
-            ("key", int64(py, c.key)?),
-            ("record_id", int64(py, c.record_id)?),
-            ("message", var(py, "binary", c.message)?),
-            ("implementation", int32(py, c.implementation)?),
-            ("max_queue_size", int32(py, c.max_queue_size)?),
-            ("max_message_size", int32(py, c.max_message_size)?),
-            ("key_min", int64(py, c.key_min)?),
-            ("key_max", int64(py, c.key_max)?),
+            ("kind", var(py, "string", c.kind, z)?),
+            ("queue", var(py, "string", c.queue, z)?),
+            ("key", fixed(py, "int64", c.key, z, Column::I64)?),
+            (
+                "record_id",
+                fixed(py, "int64", c.record_id, z, Column::I64)?,
+            ),
+            ("message", var(py, "binary", c.message, z)?),
+            (
+                "implementation",
+                fixed(py, "int32", c.implementation, z, Column::I32)?,
+            ),
+            (
+                "max_queue_size",
+                fixed(py, "int32", c.max_queue_size, z, Column::I32)?,
+            ),
+            (
+                "max_message_size",
+                fixed(py, "int32", c.max_message_size, z, Column::I32)?,
+            ),
+            ("key_min", fixed(py, "int64", c.key_min, z, Column::I64)?),
+            ("key_max", fixed(py, "int64", c.key_max, z, Column::I64)?),
         ];
         if let Some(raw) = c.raw {
-            columns.push(("data", var(py, "binary", raw)?));
+            columns.push(("data", var(py, "binary", raw, z)?));
         }
         Ok(PyDeltaBatch {
             len,
@@ -147,15 +181,16 @@ pub struct PySnapshotBatch {
 impl PySnapshotBatch {
     fn new(py: Python<'_>, c: SnapshotColumns) -> PyResult<Self> {
         let len = c.len();
+        let z = &mut Zeros { len, buffer: None };
         let columns = vec![
-            ("queue", var(py, "string", c.queue)?),
+            ("queue", var(py, "string", c.queue, z)?),
             (
                 "implementation",
                 plain(py, "int32", Column::I32(c.implementation))?,
             ),
             ("record_id", plain(py, "int64", Column::I64(c.record_id))?),
             ("key", plain(py, "int64", Column::I64(c.key))?),
-            ("message", var(py, "binary", c.message)?),
+            ("message", var(py, "binary", c.message, z)?),
         ];
         Ok(PySnapshotBatch {
             len,

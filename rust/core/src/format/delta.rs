@@ -117,6 +117,85 @@ pub fn decode(data: &[u8]) -> Result<DeltaRef<'_>, DeltaError> {
     Ok(delta)
 }
 
+/// Field access for a delta that [`decode`] accepted, without decoding it again: the bulk
+/// column decoder (`columns.rs`) decodes each delta once, then fills each column in its own
+/// pass over millions of them. The positions are the ones `decode` reads; the property test
+/// below holds the two together. Calling one on bytes `decode` refused, or on a delta of
+/// another kind, returns garbage or panics (never undefined behaviour).
+pub mod fields {
+    use super::DeltaRef;
+
+    /// The delta's kind as a small code (the index into `columns::KIND_NAMES`): 0 CreateQueue, 1 DeleteQueue,
+    /// 2 AddRecord, 3 RemoveRecord.
+    pub fn kind_code(d: &DeltaRef<'_>) -> u8 {
+        match d {
+            DeltaRef::CreateQueue { .. } => 0,
+            DeltaRef::DeleteQueue { .. } => 1,
+            DeltaRef::AddRecord { .. } => 2,
+            DeltaRef::RemoveRecord { .. } => 3,
+        }
+    }
+
+    /// Where the fields after the queue name start.
+    #[inline]
+    fn body(data: &[u8]) -> usize {
+        2 + data[1] as usize
+    }
+
+    #[inline]
+    fn be8(data: &[u8], at: usize) -> [u8; 8] {
+        data[at..at + 8].try_into().expect("8 bytes")
+    }
+
+    #[inline]
+    fn be4(data: &[u8], at: usize) -> [u8; 4] {
+        data[at..at + 4].try_into().expect("4 bytes")
+    }
+
+    /// The queue name (every kind).
+    #[inline]
+    pub fn name(data: &[u8]) -> &[u8] {
+        &data[2..body(data)]
+    }
+
+    /// AddRecord: the key (priority).
+    #[inline]
+    pub fn add_key(data: &[u8]) -> i64 {
+        i64::from_be_bytes(be8(data, body(data)))
+    }
+
+    /// AddRecord: the message (the Buffer's length is the rest of the delta).
+    #[inline]
+    pub fn add_message(data: &[u8]) -> &[u8] {
+        &data[body(data) + 12..]
+    }
+
+    /// RemoveRecord: the record id.
+    #[inline]
+    pub fn remove_id(data: &[u8]) -> u64 {
+        u64::from_be_bytes(be8(data, body(data)))
+    }
+
+    /// CreateQueue: implementation, max queue size, max message size.
+    #[inline]
+    pub fn create_settings(data: &[u8]) -> [i32; 3] {
+        let at = body(data);
+        [0, 4, 8].map(|k| i32::from_be_bytes(be4(data, at + k)))
+    }
+
+    /// CreateQueue: the key range, if any.
+    #[inline]
+    pub fn create_range(data: &[u8]) -> Option<(i64, i64)> {
+        let at = body(data) + 12;
+        (data[at] == 1).then(|| {
+            (
+                i64::from_be_bytes(be8(data, at + 1)),
+                i64::from_be_bytes(be8(data, at + 9)),
+            )
+        })
+    }
+}
+
 impl<'a> DeltaRef<'a> {
     /// The queue the delta applies to.
     pub fn name(&self) -> &'a [u8] {
@@ -332,6 +411,69 @@ mod tests {
         );
         assert_eq!(err(b"").offset, 0);
         assert_eq!(err(b"D\x05ab").offset, 1);
+    }
+
+    fn any_delta() -> impl proptest::strategy::Strategy<Value = Delta> {
+        use proptest::prelude::*;
+        let name = proptest::collection::vec(0x21u8..=0x7E, 0..20);
+        prop_oneof![
+            (
+                name.clone(),
+                any::<i32>(),
+                any::<i32>(),
+                any::<i32>(),
+                any::<Option<(i64, i64)>>()
+            )
+                .prop_map(|(name, i, q, m, r)| Delta::CreateQueue {
+                    name,
+                    implementation: i,
+                    max_queue_size: q,
+                    max_message_size: m,
+                    key_range: r,
+                }),
+            name.clone().prop_map(|name| Delta::DeleteQueue { name }),
+            (
+                name.clone(),
+                any::<i64>(),
+                proptest::collection::vec(any::<u8>(), 0..40)
+            )
+                .prop_map(|(name, key, message)| Delta::AddRecord {
+                    name,
+                    key,
+                    message
+                }),
+            (name, any::<u64>()).prop_map(|(name, id)| Delta::RemoveRecord { name, id }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The field accessors read what `decode` decodes.
+        #[test]
+        fn fields_agree_with_decode(d in any_delta()) {
+            let bytes = d.encode();
+            let r = decode(&bytes).unwrap();
+            proptest::prop_assert_eq!(fields::name(&bytes), r.name());
+            match r {
+                DeltaRef::CreateQueue { implementation, max_queue_size, max_message_size, key_range, .. } => {
+                    proptest::prop_assert_eq!(fields::kind_code(&r), 0);
+                    proptest::prop_assert_eq!(
+                        fields::create_settings(&bytes),
+                        [implementation, max_queue_size, max_message_size]
+                    );
+                    proptest::prop_assert_eq!(fields::create_range(&bytes), key_range);
+                }
+                DeltaRef::DeleteQueue { .. } => proptest::prop_assert_eq!(fields::kind_code(&r), 1),
+                DeltaRef::AddRecord { key, message, .. } => {
+                    proptest::prop_assert_eq!(fields::kind_code(&r), 2);
+                    proptest::prop_assert_eq!(fields::add_key(&bytes), key);
+                    proptest::prop_assert_eq!(fields::add_message(&bytes), message);
+                }
+                DeltaRef::RemoveRecord { id, .. } => {
+                    proptest::prop_assert_eq!(fields::kind_code(&r), 3);
+                    proptest::prop_assert_eq!(fields::remove_id(&bytes), id);
+                }
+            }
+        }
     }
 
     #[test]
