@@ -163,9 +163,10 @@ impl RecordIndex {
         self.stride == 1
     }
 
-    /// Offset of record `i` (dense index).
+    /// Offset of record `i` (dense index). Checked in release builds too: a sparse index would
+    /// answer with some other record's offset, silently.
     pub fn offset(&self, i: usize) -> u64 {
-        debug_assert!(self.is_dense());
+        assert!(self.is_dense(), "offset of a record asked of a sparse index");
         self.offsets[i]
     }
 
@@ -186,7 +187,7 @@ impl RecordIndex {
 
     /// Number of records that start before `offset` (dense index).
     pub fn iter_until(&self, offset: u64) -> usize {
-        debug_assert!(self.is_dense());
+        assert!(self.is_dense(), "record count asked of a sparse index");
         self.offsets.partition_point(|&o| o < offset)
     }
 
@@ -1276,5 +1277,31 @@ impl Segment {
         self.writable = false;
         self.compressed = Some(header);
         self.map = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecordIndex;
+
+    #[test]
+    #[should_panic(expected = "sparse index")]
+    fn a_sparse_index_refuses_to_answer_for_one_record_even_in_release_builds() {
+        let mut index = RecordIndex::sparse(8);
+        for i in 0..20 {
+            index.push(8 + 16 * i, 1);
+        }
+        // Record 9's offset is not remembered; the answer would be another record's.
+        index.offset(9);
+    }
+
+    #[test]
+    fn a_dense_index_answers_for_every_record() {
+        let mut index = RecordIndex::default();
+        for i in 0..20 {
+            index.push(8 + 16 * i, 1);
+        }
+        assert_eq!(index.offset(9), 8 + 16 * 9);
+        assert_eq!(index.iter_until(8 + 16 * 9), 9);
     }
 }
