@@ -166,7 +166,10 @@ impl RecordIndex {
     /// Offset of record `i` (dense index). Checked in release builds too: a sparse index would
     /// answer with some other record's offset, silently.
     pub fn offset(&self, i: usize) -> u64 {
-        assert!(self.is_dense(), "offset of a record asked of a sparse index");
+        assert!(
+            self.is_dense(),
+            "offset of a record asked of a sparse index"
+        );
         self.offsets[i]
     }
 
