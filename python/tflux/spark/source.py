@@ -159,21 +159,12 @@ class LogReader(DataSourceReader):
         return plan_segments(self.sources, self.first, self.last)
 
     def read(self, partition: SegmentPartition) -> Iterator:
+        # A channel's segments hold messages, not deltas (spec 10); everything else is shared.
         if partition.channel:
-            yield from self._emit(
-                _columns.read_messages(
-                    partition.source,
-                    partition.log_dir,
-                    partition.name,
-                    partition.first,
-                    partition.last,
-                    sealed=partition.sealed,
-                    expected_end=partition.expected_end,
-                    add_counts=self.add_counts,
-                )
-            )
-            return
-        batches = _columns.read_segment(
+            decode, extra = _columns.read_messages, {}
+        else:
+            decode, extra = _columns.read_segment, {"raw": self.raw}
+        batches = decode(
             partition.source,
             partition.log_dir,
             partition.name,
@@ -181,8 +172,8 @@ class LogReader(DataSourceReader):
             partition.last,
             sealed=partition.sealed,
             expected_end=partition.expected_end,
-            raw=self.raw,
             add_counts=self.add_counts,
+            **extra,
         )
         yield from self._emit(batches)
 
