@@ -13,6 +13,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::format::framed::{self, Frame};
 use crate::format::metadata::{self, Metadata};
 use crate::format::snapshot::{self, Snapshot};
 use crate::storage::Storage;
@@ -118,19 +119,20 @@ fn read_at_most(
     Ok(Some(bytes))
 }
 
+/// Reads a 20-byte framed file (metadata or receiver cursor): `None` when it is absent. Never
+/// reads (or allocates for) more than the 20 bytes the format allows; `op` names the read in
+/// I/O errors.
+pub fn read_framed(path: &Path, frame: &Frame, op: &'static str) -> Result<Option<Vec<u8>>> {
+    read_regular(path, framed::LEN as u64).map_err(|e| match e {
+        ReadError::Io(e) => Error::io(op, path, e),
+        ReadError::TooLong { len, .. } => frame.too_long_or_short(path, len),
+        other => Error::corruption(path, None, other.to_string()),
+    })
+}
+
 /// Reads the metadata at `path`; an absent or empty file is the default (term 1, no vote).
 pub fn read_metadata(path: &Path) -> Result<Metadata> {
-    // The format is exactly 20 bytes: never read (or allocate for) more than that.
-    let bytes = read_regular(path, metadata::LEN as u64).map_err(|e| match e {
-        ReadError::Io(e) => Error::io("read metadata", path, e),
-        ReadError::TooLong { len, .. } => Error::corruption(
-            path,
-            Some(metadata::LEN as u64),
-            format!("metadata file is {len} bytes long (expected exactly 20)"),
-        ),
-        other => Error::corruption(path, None, other.to_string()),
-    })?;
-    match bytes {
+    match read_framed(path, &metadata::FRAME, "read metadata")? {
         Some(b) if !b.is_empty() => metadata::decode(&b, path),
         _ => Ok(Metadata::default()),
     }

@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::files::{read_regular, ReadError};
+use crate::files::read_framed;
 use crate::format::receiver;
 use crate::fsutil;
 use crate::storage::{Open, Storage};
@@ -23,16 +23,9 @@ pub fn cursor_path(cursors: &Path, name: &str) -> PathBuf {
 
 /// The next LSN stored in a cursor file; `None` when it does not exist.
 pub fn read(path: &Path) -> Result<Option<i64>> {
-    let bytes = read_regular(path, receiver::LEN as u64).map_err(|e| match e {
-        ReadError::Io(e) => Error::io("read cursor", path, e),
-        ReadError::TooLong { len, .. } => Error::corruption(
-            path,
-            Some(receiver::LEN as u64),
-            format!("cursor file is {len} bytes long (expected exactly 20)"),
-        ),
-        other => Error::corruption(path, None, other.to_string()),
-    })?;
-    bytes.map(|b| receiver::decode(&b, path)).transpose()
+    read_framed(path, &receiver::FRAME, "read cursor")?
+        .map(|b| receiver::decode(&b, path))
+        .transpose()
 }
 
 /// Replaces the cursor file atomically (as the metadata file: temp, fsync, rename, dir fsync).

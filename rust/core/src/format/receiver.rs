@@ -8,16 +8,17 @@
 
 use std::path::Path;
 
-use crate::codec::{be_i32, be_u32, crc32};
 use crate::error::{Error, Result};
 use crate::format::cursor::{NAME_MAX, NAME_MIN};
+use crate::format::framed::{Frame, FIELDS_AT};
+pub use crate::format::framed::{LEN, VERSION};
 
 pub const MARKER: [u8; 4] = [0xC3, 0x52, 0x5F, 0x01];
-pub const VERSION: i32 = 1;
-pub const LEN: usize = 20;
-const VERSION_AT: usize = 4;
-const NEXT_AT: usize = 8;
-const CRC_AT: usize = 16;
+/// The frame (length, marker, version, checksum) this file shares with the metadata file.
+pub const FRAME: Frame = Frame {
+    what: "cursor",
+    marker: MARKER,
+};
 /// Longest receiver name: `NAME.cursor` must fit a 255-byte file name.
 pub const MAX_NAME_LEN: usize = 248;
 /// What follows NAME in the file name.
@@ -59,51 +60,18 @@ pub fn parse_file_name(file_name: &str) -> Option<&str> {
 
 /// The file's 20 bytes.
 pub fn encode(next_lsn: i64) -> [u8; LEN] {
-    let mut out = [0u8; LEN];
-    out[..VERSION_AT].copy_from_slice(&MARKER);
-    out[VERSION_AT..NEXT_AT].copy_from_slice(&VERSION.to_be_bytes());
-    out[NEXT_AT..CRC_AT].copy_from_slice(&next_lsn.to_be_bytes());
-    let crc = crc32(&out[VERSION_AT..CRC_AT]);
-    out[CRC_AT..].copy_from_slice(&crc.to_be_bytes());
-    out
+    FRAME.encode(next_lsn.to_be_bytes())
 }
 
 /// Decodes a cursor file's bytes into its next LSN; errors name `path` and the field's offset.
 pub fn decode(bytes: &[u8], path: &Path) -> Result<i64> {
-    let bad =
-        |offset: usize, reason: String| Err(Error::corruption(path, Some(offset as u64), reason));
-    if bytes.len() != LEN {
-        return bad(
-            bytes.len().min(LEN),
-            format!(
-                "cursor file is {} bytes long (expected exactly 20)",
-                bytes.len()
-            ),
-        );
-    }
-    if bytes[..VERSION_AT] != MARKER {
-        return bad(0, "bad cursor marker (expected C3 52 5F 01)".into());
-    }
-    let version = be_i32(bytes, VERSION_AT).unwrap_or_default();
-    if version != VERSION {
-        return bad(
-            VERSION_AT,
-            format!("unknown cursor version {version} (expected 1)"),
-        );
-    }
-    let stored = be_u32(bytes, CRC_AT).unwrap_or_default();
-    let computed = crc32(&bytes[VERSION_AT..CRC_AT]);
-    if stored != computed {
-        return bad(
-            CRC_AT,
-            format!("checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"),
-        );
-    }
-    let mut next = [0u8; 8];
-    next.copy_from_slice(&bytes[NEXT_AT..CRC_AT]);
-    let next = i64::from_be_bytes(next);
+    let next = i64::from_be_bytes(FRAME.decode(bytes, path)?);
     if next < 0 {
-        return bad(NEXT_AT, format!("negative next LSN {next}"));
+        return Err(Error::corruption(
+            path,
+            Some(FIELDS_AT as u64),
+            format!("negative next LSN {next}"),
+        ));
     }
     Ok(next)
 }
