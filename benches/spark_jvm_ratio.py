@@ -5,6 +5,8 @@ same rows (AddRecords of 64 B messages), in one run, interleaved rounds, medians
 
 Prints one line per query: seconds (median) for tflux (JVM), tflux_python and Parquet, and
 the JVM reader's throughput relative to Parquet (Parquet time / tflux time). Needs a JDK.
+``TFLUX_BENCH_NO_PYTHON=1`` leaves the Python source out (it is 7-12x slower than the JVM
+reader, so at millions of records it would take most of the run).
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ def main() -> None:
             "python": lambda: spark.read.format("tflux_python").load(base),
             "parquet": lambda: spark.read.parquet(os.path.join(root, "pq", "log.parquet")),
         }
+        if os.environ.get("TFLUX_BENCH_NO_PYTHON") == "1":
+            del frames["python"]
         queries = {
             "count()": lambda df: df.count(),
             "groupBy(kind,queue).count()": lambda df: df.groupBy("kind", "queue").count().collect(),
@@ -94,11 +98,14 @@ def main() -> None:
                     q(f())
                     times[k].append(time.perf_counter() - t)
             med = {k: statistics.median(v) for k, v in times.items()}
+            python = f"python {med['python']:.3f}s " if "python" in med else "python (not run) "
+            versus = (
+                f"  jvm vs python {med['python'] / med['tflux']:.1f}x" if "python" in med else ""
+            )
             print(
-                f"{name:30s} jvm {med['tflux']:.3f}s python {med['python']:.3f}s "
+                f"{name:30s} jvm {med['tflux']:.3f}s {python}"
                 f"parquet {med['parquet']:.3f}s  jvm/parquet throughput "
-                f"{med['parquet'] / med['tflux']:.2f}x  "
-                f"jvm vs python {med['python'] / med['tflux']:.1f}x"
+                f"{med['parquet'] / med['tflux']:.2f}x{versus}"
             )
         print(f"load after={os.getloadavg()[0]:.1f}")
         spark.stop()
