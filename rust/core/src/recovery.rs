@@ -682,7 +682,7 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
                 };
                 info.count = file_scan.count as u64;
                 info.size = file_scan.end.max(crate::format::segment::HEADER_LEN as u64);
-                info.file_size = file_scan.bytes.len() as u64;
+                info.file_size = file_scan.file_len;
                 if file_scan.compressed.is_some() || file_scan.bad_compressed.is_some() {
                     info.file_size = file_scan.file.metadata().map_or(0, |m| m.len());
                     info.compression = file_scan.compressed.map(|h| h.method);

@@ -66,10 +66,21 @@ impl ScanStop {
 #[inline]
 pub fn scan_records<'a>(
     buf: &'a [u8],
+    previous_term: i32,
+    visit: impl FnMut(u64, i32, &'a [u8]),
+) -> (u64, ScanStop) {
+    scan_records_from(buf, header::HEADER_LEN, previous_term, visit)
+}
+
+/// [`scan_records`] from the record at `at` (a record boundary; `previous_term` is the term
+/// of the record before it).
+#[inline]
+pub fn scan_records_from<'a>(
+    buf: &'a [u8],
+    mut at: usize,
     mut previous_term: i32,
     mut visit: impl FnMut(u64, i32, &'a [u8]),
 ) -> (u64, ScanStop) {
-    let mut at = header::HEADER_LEN;
     loop {
         match record::parse(buf, at) {
             Frame::Record { term, data, next } => {
@@ -1048,6 +1059,8 @@ pub type FileBytes = SegmentBytes;
 /// Everything a first look at a segment file tells.
 pub struct FileScan {
     pub file: File,
+    /// The file's length when it was opened (a `.log.z`'s compressed length).
+    pub file_len: u64,
     /// The segment's bytes: mapped, read, or decompressed from a `.log.z`.
     pub bytes: SegmentBytes,
     pub header: header::Header,
@@ -1104,15 +1117,36 @@ impl FileScan {
 }
 
 /// Opens and scans one segment file. `map` chooses a memory map (sealed segments, verify) over
-/// ordinary reads (the active segment, which is about to be written). A `.log.z` is always
-/// decompressed (and its header's length and CRC checked). Terms must not go below
-/// `previous_term`.
+/// ordinary reads (the active segment, which is about to be written, and which a writer in
+/// another process may be appending to: a map must only cover bytes that never change, see
+/// `mmap.rs`). The active segment is read in chunks only as far as its records go
+/// ([`ActiveRead`]). A `.log.z` is always decompressed (and its header's length and CRC
+/// checked). Terms must not go below `previous_term`.
 pub fn scan_file(
     path: &Path,
     writable: bool,
     map: bool,
     previous_term: i32,
     build_index: bool,
+) -> Result<FileScan> {
+    scan_file_with(
+        path,
+        writable,
+        map,
+        previous_term,
+        build_index,
+        ActiveRead::CHUNK,
+    )
+}
+
+/// [`scan_file`] reading the active segment `chunk` bytes at a time (tests vary it).
+fn scan_file_with(
+    path: &Path,
+    writable: bool,
+    map: bool,
+    previous_term: i32,
+    build_index: bool,
+    chunk: u64,
 ) -> Result<FileScan> {
     let file = OpenOptions::new()
         .read(true)
@@ -1122,6 +1156,7 @@ pub fn scan_file(
     let len = file.metadata().ctx("stat segment", path)?.len();
     let mut compressed = None;
     let mut bad_compressed = None;
+    let mut reading = None;
     let bytes = if segbytes::is_compressed(path) {
         match segbytes::decompressed(path, &file)? {
             Ok((bytes, h)) => {
@@ -1136,20 +1171,28 @@ pub fn scan_file(
     } else if map {
         SegmentBytes::mapped(map_readonly(&file, len).ctx("map segment", path)?)
     } else {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut &file, &mut buf).ctx("read segment", path)?;
-        SegmentBytes::owned(buf)
+        let mut read = ActiveRead::start(&file, path, len, chunk)?;
+        if read.buf.get(..header::HEADER_LEN) != Some(&header::header()[..]) {
+            // Not a valid header: its check may look at the whole rest of the file.
+            read.rest(&file)?;
+        }
+        reading = Some(read);
+        SegmentBytes::empty()
     };
     let rest_is_zero = |b: &[u8]| {
         b.get(header::HEADER_LEN..)
             .is_none_or(|r| r.iter().all(|&x| x == 0))
     };
-    let head = header::check_header(&bytes, {
+    let head = {
+        let b = reading.as_ref().map_or(&bytes[..], |r| &r.buf[..]);
         // Only consult the (possibly long) rest when the header is not valid.
-        bytes.get(..header::HEADER_LEN) != Some(&header::header()[..]) && rest_is_zero(&bytes)
-    });
+        header::check_header(
+            b,
+            b.get(..header::HEADER_LEN) != Some(&header::header()[..]) && rest_is_zero(b),
+        )
+    };
     let mut scan = FileScan {
-        file,
+        file_len: len,
         bytes,
         header: head,
         compressed,
@@ -1160,8 +1203,12 @@ pub fn scan_file(
         last_term: None,
         end: 0,
         stop: ScanStop::Clean,
+        file,
     };
     if scan.header != header::Header::Valid {
+        if let Some(read) = reading {
+            scan.bytes = SegmentBytes::owned(read.buf);
+        }
         return Ok(scan);
     }
     // A mapped segment is a sealed one: its index is sparse from the start.
@@ -1173,19 +1220,28 @@ pub fn scan_file(
     let mut count = 0usize;
     let mut first_term = None;
     let (end, stop) = if build_index {
-        scan_records(&scan.bytes, previous_term, |offset, term, _| {
-            index.push(offset, term);
-        })
+        let visit = |offset, term, _: &[u8]| index.push(offset, term);
+        match reading.as_mut() {
+            Some(read) => read.scan(&scan.file, previous_term, visit)?,
+            None => scan_records(&scan.bytes, previous_term, visit),
+        }
     } else {
         let mut last = None;
-        let r = scan_records(&scan.bytes, previous_term, |_, term, _| {
+        let visit = |_, term, _: &[u8]| {
             count += 1;
             first_term.get_or_insert(term);
             last = Some(term);
-        });
+        };
+        let r = match reading.as_mut() {
+            Some(read) => read.scan(&scan.file, previous_term, visit)?,
+            None => scan_records(&scan.bytes, previous_term, visit),
+        };
         scan.last_term = last;
         r
     };
+    if let Some(read) = reading {
+        scan.bytes = SegmentBytes::owned(read.buf);
+    }
     if build_index {
         count = index.len();
         first_term = (!index.is_empty()).then(|| index.term(0));
@@ -1197,6 +1253,107 @@ pub fn scan_file(
     scan.end = end;
     scan.stop = stop;
     Ok(scan)
+}
+
+/// The active segment read in chunks, from the start, only as far as its scan needs: a
+/// preallocated segment is mostly zeros past its end marker, and reading (copying into fresh
+/// pages) all of it cost more than checking its records.
+struct ActiveRead<'p> {
+    path: &'p Path,
+    /// The file's length when the scan opened it: never read past (like a map of that length).
+    len: u64,
+    /// The bytes read so far, from offset 0.
+    buf: Vec<u8>,
+    /// A read returned less than asked before `len`: the file is shorter now.
+    eof: bool,
+    /// Bytes read at a time.
+    chunk: u64,
+}
+
+impl<'p> ActiveRead<'p> {
+    /// Bytes read at a time: the whole file in a few calls, at most this much past its end
+    /// marker.
+    const CHUNK: u64 = 2 << 20;
+
+    /// Reads the first chunk.
+    fn start(file: &File, path: &'p Path, len: u64, chunk: u64) -> Result<ActiveRead<'p>> {
+        // The capacity is the file's own length (real bytes on disk, not a length field);
+        // pages of it that are never read are never touched.
+        let cap = usize::try_from(len)
+            .map_err(|_| Error::corruption(path, None, "segment larger than the address space"))?;
+        let mut read = ActiveRead {
+            path,
+            len,
+            buf: Vec::with_capacity(cap),
+            eof: false,
+            chunk: chunk.max(1),
+        };
+        read.more(file)?;
+        Ok(read)
+    }
+
+    fn complete(&self) -> bool {
+        self.eof || self.buf.len() as u64 >= self.len
+    }
+
+    /// Reads the next chunk (nothing once complete).
+    fn more(&mut self, file: &File) -> Result<()> {
+        if self.complete() {
+            return Ok(());
+        }
+        let want = self.chunk.min(self.len - self.buf.len() as u64);
+        let mut chunk = std::io::Read::take(file, want);
+        let got =
+            std::io::Read::read_to_end(&mut chunk, &mut self.buf).ctx("read segment", self.path)?;
+        self.eof = (got as u64) < want;
+        Ok(())
+    }
+
+    /// Reads everything up to the file's length.
+    fn rest(&mut self, file: &File) -> Result<()> {
+        while !self.complete() {
+            self.more(file)?;
+        }
+        Ok(())
+    }
+
+    /// [`scan_records`] over the file, reading more whenever the walk's stop could depend on
+    /// bytes not read yet. The result is exactly the walk of the whole file: a walk that stops
+    /// at an end marker lying inside the bytes read looked at nothing past them (every frame
+    /// before it is complete there), and every other stop (a bad or torn record, a decreasing
+    /// term, the end of the bytes read) is taken only once the whole file is read, because
+    /// classifying it reads the rest (how far garbage reaches, whether only zeros follow). So
+    /// is a walk whose last record is empty (an empty record followed by zeros may be a torn
+    /// header, docs/format.md log decision 2).
+    fn scan(
+        &mut self,
+        file: &File,
+        mut previous_term: i32,
+        mut visit: impl FnMut(u64, i32, &[u8]),
+    ) -> Result<(u64, ScanStop)> {
+        let mut at = header::HEADER_LEN;
+        let mut last_empty = false;
+        loop {
+            let mut last_term = None;
+            let (end, stop) = scan_records_from(&self.buf, at, previous_term, |o, t, d| {
+                last_empty = d.is_empty();
+                last_term = Some(t);
+                visit(o, t, d);
+            });
+            let marker_read = end + END_MARKER.len() as u64 <= self.buf.len() as u64;
+            if self.complete() || (stop == ScanStop::Clean && marker_read && !last_empty) {
+                return Ok((end, stop));
+            }
+            // Resume at the last good record's end, after the term it left.
+            at = end as usize;
+            previous_term = last_term.unwrap_or(previous_term);
+            if stop == ScanStop::Clean && marker_read {
+                self.rest(file)?;
+            } else {
+                self.more(file)?;
+            }
+        }
+    }
 }
 
 impl Segment {
@@ -1285,7 +1442,213 @@ impl Segment {
 
 #[cfg(test)]
 mod tests {
-    use super::RecordIndex;
+    use super::{scan_file, scan_file_with, ActiveRead, FileScan, RecordIndex, ScanStop};
+    use crate::format::record::{self, BadRecord};
+    use crate::format::segment as header;
+    use crate::recovery::{scan_segment, FindingKind, Position, ScanOptions};
+    use proptest::prelude::*;
+
+    /// Everything a scan's classification reads, for comparing two scans of one file.
+    fn outcome(s: &FileScan) -> String {
+        let offsets: Vec<u64> = if s.index.is_dense() {
+            (0..s.index.len()).map(|i| s.index.offset(i)).collect()
+        } else {
+            Vec::new()
+        };
+        let ambiguous = s.index.is_dense() && s.ends_with_ambiguous_empty_record();
+        let ambiguous_reach = ambiguous.then(|| s.nonzero_end(*offsets.last().unwrap()));
+        // How far garbage reaches only matters where the scan stopped on a problem.
+        let reach = (s.stop != ScanStop::Clean).then(|| s.nonzero_end(s.end));
+        format!(
+            "{:?} len {} count {} end {} stop {:?} terms {:?}..{:?} index {offsets:?} \
+             reach {reach:?} torn header {} ambiguous {ambiguous} {ambiguous_reach:?}",
+            s.header,
+            s.file_len,
+            s.count,
+            s.end,
+            s.stop,
+            s.first_term,
+            s.last_term,
+            s.stop_is_torn_header(),
+        )
+    }
+
+    /// The active segment read `chunk` bytes at a time against the whole file read at once.
+    fn same_as_whole(bytes: &[u8], chunk: u64, build_index: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0000000000000000000.log");
+        std::fs::write(&path, bytes).unwrap();
+        let whole = scan_file_with(&path, false, false, 0, build_index, u64::MAX).unwrap();
+        let chunked = scan_file_with(&path, false, false, 0, build_index, chunk).unwrap();
+        assert_eq!(outcome(&chunked), outcome(&whole), "chunk {chunk}");
+        let end = whole.end as usize;
+        assert_eq!(chunked.bytes.get(..end), whole.bytes.get(..end));
+    }
+
+    /// Records of 64 bytes from the header on, the last one sized so they end at `end`.
+    fn records_until(end: usize) -> Vec<u8> {
+        let mut buf = header::header().to_vec();
+        let mut k = 0u8;
+        while end - buf.len() >= 64 + 80 {
+            record::encode(&mut buf, 1, &[k; 48]);
+            k = k.wrapping_add(1);
+        }
+        let last = end - buf.len() - record::HEADER_LEN;
+        record::encode(&mut buf, 1, &vec![0xA5; last]);
+        assert_eq!(buf.len(), end);
+        buf
+    }
+
+    const CHUNK: usize = ActiveRead::CHUNK as usize;
+
+    #[test]
+    fn an_end_marker_at_or_across_a_chunk_boundary_ends_the_scan_as_a_whole_read_does() {
+        // Record ends are 4-aligned, so is the chunk: the marker sits just before, right at,
+        // or just after the boundary (the property test below straddles it).
+        for end in [CHUNK - 8, CHUNK - 4, CHUNK, CHUNK + 4] {
+            let mut bytes = records_until(end);
+            bytes.resize(5 << 20, 0);
+            same_as_whole(&bytes, ActiveRead::CHUNK, true);
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("0000000000000000000.log");
+            std::fs::write(&path, &bytes).unwrap();
+            let scan = scan_file(&path, false, false, 0, true).unwrap();
+            assert_eq!((scan.end, &scan.stop), (end as u64, &ScanStop::Clean));
+        }
+    }
+
+    #[test]
+    fn a_bad_record_past_the_first_chunk_is_found_where_a_whole_read_finds_it() {
+        // A flipped data byte at about 3 MiB, then garbage at 4.5 MiB the cut must reach.
+        let mut bytes = records_until(3 << 20);
+        let bad = bytes.len();
+        record::encode(&mut bytes, 1, &[7; 48]);
+        bytes.extend(records_until(1 << 20)[header::HEADER_LEN..].iter());
+        bytes[bad + record::HEADER_LEN + 5] ^= 0x40;
+        bytes.resize(9 << 19, 0);
+        bytes.extend_from_slice(&[1, 2, 3]);
+        bytes.resize(5 << 20, 0);
+        same_as_whole(&bytes, ActiveRead::CHUNK, true);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0000000000000000000.log");
+        std::fs::write(&path, &bytes).unwrap();
+        let options = ScanOptions::default();
+        let (scan, finding) = scan_segment(&path, Position::Last, 0, &options).unwrap();
+        let f = finding.expect("a torn tail");
+        assert_eq!(f.kind, FindingKind::TornTail);
+        assert_eq!(f.offset, Some(bad as u64));
+        assert_eq!(f.reach, Some((9 << 19) + 3));
+        assert!(matches!(
+            scan.stop,
+            ScanStop::Bad {
+                reason: BadRecord::BadChecksum { .. },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn an_absurd_length_near_a_chunk_boundary_is_judged_against_the_whole_file() {
+        for at in [CHUNK - 16, CHUNK - 8, CHUNK - 4, CHUNK] {
+            let mut bytes = records_until(at);
+            record::encode(&mut bytes, 1, &[9; 40]);
+            // Length fields past the chunk, past the file, and negative.
+            for len in [(CHUNK as u32) + 100, 0x7FFF_FFF0, 0x8000_0000] {
+                let mut bytes = bytes.clone();
+                bytes[at + 12..at + 16].copy_from_slice(&len.to_be_bytes());
+                bytes.resize(3 << 20, 0);
+                same_as_whole(&bytes, ActiveRead::CHUNK, true);
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("0000000000000000000.log");
+                std::fs::write(&path, &bytes).unwrap();
+                let scan = scan_file(&path, false, false, 0, true).unwrap();
+                let ScanStop::Bad { offset, reason } = &scan.stop else {
+                    panic!("{:?}", scan.stop)
+                };
+                assert_eq!(*offset, at as u64);
+                if let BadRecord::PastEnd { available, .. } = reason {
+                    assert_eq!(*available, bytes.len() - at);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_trailing_empty_record_is_judged_on_the_whole_rest_of_the_file() {
+        // An empty record followed by zeros may be a torn header: whether only zeros follow is
+        // a question about every byte of the file, also those past the first chunk.
+        for garbage in [None, Some(CHUNK + 1000)] {
+            let mut bytes = records_until(4096);
+            record::encode(&mut bytes, 1, &[]);
+            bytes.resize(3 << 20, 0);
+            if let Some(at) = garbage {
+                bytes[at] = 0x11;
+            }
+            same_as_whole(&bytes, ActiveRead::CHUNK, true);
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("0000000000000000000.log");
+            std::fs::write(&path, &bytes).unwrap();
+            let scan = scan_file(&path, false, false, 0, true).unwrap();
+            assert_eq!(scan.ends_with_ambiguous_empty_record(), garbage.is_none());
+        }
+    }
+
+    fn segment_bytes() -> impl Strategy<Value = (Vec<u8>, u64, bool)> {
+        let len = prop_oneof![1 => Just(0usize), 4 => 0usize..120];
+        let records = prop::collection::vec((0i32..4, len), 0..30);
+        (
+            records,
+            any::<bool>(),
+            prop::option::weighted(0.4, (0u16..1000, any::<u8>())),
+            prop::option::weighted(0.2, (0usize..30, any::<u32>())),
+            prop::option::weighted(0.2, 0u16..1000),
+            0usize..600,
+            prop::option::weighted(0.3, 0u16..1000),
+            (1u64..400, any::<bool>()),
+        )
+            .prop_map(
+                |(mut records, marker, flip, length, cut, zeros, garbage, (chunk, index))| {
+                    if records.len() % 3 != 0 {
+                        records.sort_by_key(|r| r.0);
+                    }
+                    let mut buf = header::header().to_vec();
+                    let mut starts = Vec::new();
+                    for (k, &(term, len)) in records.iter().enumerate() {
+                        starts.push(buf.len());
+                        record::encode(&mut buf, term, &vec![k as u8 | 1; len]);
+                    }
+                    if marker {
+                        buf.extend_from_slice(&record::END_MARKER);
+                    }
+                    buf.resize(buf.len() + zeros, 0);
+                    if let Some((at, word)) = length.filter(|_| !starts.is_empty()) {
+                        let at = starts[at % starts.len()] + 12;
+                        buf[at..at + 4].copy_from_slice(&word.to_be_bytes());
+                    }
+                    if let Some((at, x)) = flip {
+                        let at = buf.len() * at as usize / 1000;
+                        buf[at] ^= x | 1;
+                    }
+                    if let Some(at) = garbage {
+                        let at = buf.len() * at as usize / 1000;
+                        buf[at] = 0xEE;
+                    }
+                    if let Some(c) = cut {
+                        buf.truncate(buf.len() * c as usize / 1000);
+                    }
+                    (buf, chunk, index)
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn the_active_segment_read_in_chunks_scans_like_the_whole_file(
+            (bytes, chunk, index) in segment_bytes()
+        ) {
+            same_as_whole(&bytes, chunk, index);
+        }
+    }
 
     #[test]
     #[should_panic(expected = "sparse index")]
