@@ -20,6 +20,11 @@ use crate::recovery::{self, LogScan, RecoveryMode, ScanOptions};
 use crate::segment::{self, Segment, SegmentBytes};
 use crate::storage::{self, Storage, StorageFile};
 
+/// A read asking for at most this many data bytes, or ...
+const RANDOM_READ_BYTES: u64 = 64 << 10;
+/// ... at most this many records, is taken for a random one (`Log::prepare_random_read`).
+const RANDOM_READ_RECORDS: u64 = 64;
+
 /// When appended records are fsynced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncPolicy {
@@ -534,6 +539,18 @@ impl Log {
         Ok(())
     }
 
+    /// A small read (a random one, as far as the log can tell) finds its record through the
+    /// segment's full offsets, built on the first such read of each sealed segment: one walk of
+    /// that segment and 4 B per record, so a restore and a sequential reader (large reads)
+    /// never pay for it.
+    fn prepare_random_read(&mut self, start: i64) -> Result<()> {
+        if start > self.last_index() {
+            return Ok(());
+        }
+        let k = self.segment_of(start);
+        self.segments[k].index_every_record()
+    }
+
     fn check_read_start(&self, start: i64) -> Result<()> {
         let (first, last) = (self.start_index(), self.last_index());
         if start < first {
@@ -573,6 +590,9 @@ impl Log {
     ) -> Result<()> {
         self.check_read_start(start)?;
         let end = self.next_index();
+        if max_bytes.is_some_and(|m| m <= RANDOM_READ_BYTES) {
+            self.prepare_random_read(start)?;
+        }
         self.visit(
             start,
             end,
@@ -598,6 +618,9 @@ impl Log {
         };
         if end <= start {
             return Ok(batch);
+        }
+        if (end - start) as u64 <= RANDOM_READ_RECORDS || max_bytes <= RANDOM_READ_BYTES {
+            self.prepare_random_read(start)?;
         }
         let budget = max_bytes.min(i32::MAX as u64);
         let (count, bytes) = self.estimate(start, end, budget);
@@ -1326,5 +1349,65 @@ fn stale_if_changed(err: Error, dir: &Path, before: &[FileIdentity]) -> Error {
             Error::stale_read(&path, None, format!("{op}: {source}"))
         }
         err => err,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Log, LogOptions, SyncPolicy};
+
+    fn indexed(log: &Log) -> Vec<bool> {
+        log.segments
+            .iter()
+            .map(|s| s.indexes_every_record())
+            .collect()
+    }
+
+    /// The full offsets (4 B per record) are built for the segment a small read lands in, and
+    /// only then: opening, replaying and reading in large batches leave every sealed segment
+    /// with its sparse index.
+    #[test]
+    fn only_random_reads_build_a_segments_full_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = LogOptions {
+            soft_limit: 4096,
+            hard_limit: 8192,
+            sync: SyncPolicy::Never,
+            ..LogOptions::default()
+        };
+        let mut log = Log::open(dir.path(), opts.clone()).unwrap();
+        for i in 0..1000u32 {
+            let lsn = log.append(1, &i.to_be_bytes().repeat(3)).unwrap();
+            log.commit(lsn).unwrap(); // segments roll at a commit
+        }
+        drop(log);
+        for readonly in [false, true] {
+            let mut log = Log::open(
+                dir.path(),
+                LogOptions {
+                    readonly,
+                    ..opts.clone()
+                },
+            )
+            .unwrap();
+            let segments = log.segments.len();
+            assert!(segments > 4);
+            let mut lsn = 0;
+            while lsn <= log.last_index() {
+                lsn += log.read_batch(lsn, i64::MAX, 4 << 20).unwrap().len() as i64;
+            }
+            log.scan(0, i64::MAX, |_, _, _| true).unwrap();
+            assert_eq!(log.read(0, None).unwrap().len(), 1000);
+            assert!(indexed(&log).iter().all(|&b| !b));
+
+            let one = log.read(503, Some(1)).unwrap();
+            assert_eq!(one[0].data, 503u32.to_be_bytes().repeat(3));
+            let k = log.segment_of(503);
+            let want: Vec<bool> = (0..segments).map(|i| i == k).collect();
+            assert_eq!(indexed(&log), want);
+            let batch = log.read_batch(7, 8, 4 << 20).unwrap();
+            assert_eq!(batch.data, 7u32.to_be_bytes().repeat(3));
+            assert!(log.segments[0].indexes_every_record());
+        }
     }
 }

@@ -5,7 +5,8 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use tflux_core::Log;
+use tflux_core::format::compressed::Method;
+use tflux_core::{Log, LogOptions};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -16,6 +17,11 @@ enum Op {
     Truncate(u8),
     Compact(u8),
     Reopen,
+    /// Compresses every sealed segment (a later cut into one decompresses it).
+    Compress,
+    /// Reads records at random positions alone (`read` and `read_batch` of one, so that sealed
+    /// segments build their full offsets), from this log and from a read-only open.
+    ReadAt(Vec<u16>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -28,6 +34,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(Op::Truncate),
         1 => any::<u8>().prop_map(Op::Compact),
         1 => Just(Op::Reopen),
+        1 => Just(Op::Compress),
+        2 => prop::collection::vec(any::<u16>(), 1..12).prop_map(Op::ReadAt),
     ]
 }
 
@@ -92,11 +100,21 @@ proptest! {
     }
 }
 
+/// The same options, read-only (sees what the writer has written, committed or not).
+fn readonly(o: &LogOptions) -> LogOptions {
+    let mut ro = o.clone();
+    ro.readonly = true;
+    ro.commit_index = None;
+    ro
+}
+
 fn run_model(ops: Vec<Op>, soft: u64, hard: u64, prealloc: bool) -> Result<(), TestCaseError> {
     {
-        let dir = tempfile::tempdir().unwrap();
+        // The log in a directory of its own: compression's temp directory goes beside it.
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("log");
         let o = opts(soft, hard, prealloc);
-        let mut log = Log::open(dir.path(), o.clone()).unwrap();
+        let mut log = Log::open(&dir, o.clone()).unwrap();
         let mut m = Model {
             start: 0,
             entries: vec![],
@@ -179,11 +197,35 @@ fn run_model(ops: Vec<Op>, soft: u64, hard: u64, prealloc: bool) -> Result<(), T
                         m.start = new_start;
                     }
                 }
+                Op::Compress => {
+                    log.compress(Method::Lz4).unwrap();
+                }
+                Op::ReadAt(picks) => {
+                    let mut ro = Log::open(&dir, readonly(&o)).unwrap();
+                    for p in picks {
+                        if m.entries.is_empty() {
+                            break;
+                        }
+                        let i = p as usize % m.entries.len();
+                        let lsn = m.start + i as i64;
+                        let (term, data) = &m.entries[i];
+                        for l in [&mut log, &mut ro] {
+                            let one = l.read(lsn, Some(1)).unwrap();
+                            prop_assert_eq!(
+                                (one[0].lsn, one[0].term, &one[0].data),
+                                (lsn, *term, data)
+                            );
+                            let batch = l.read_batch(lsn, lsn + 1, 4 << 20).unwrap();
+                            prop_assert_eq!(&batch.terms, &vec![*term]);
+                            prop_assert_eq!(&batch.data, data);
+                        }
+                    }
+                }
                 Op::Reopen => {
                     drop(log);
                     let mut o2 = o.clone();
                     o2.commit_index = Some(m.commit);
-                    log = Log::open(dir.path(), o2).unwrap();
+                    log = Log::open(&dir, o2).unwrap();
                 }
             }
             check(&mut log, &m);
