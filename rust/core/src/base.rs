@@ -131,14 +131,26 @@ pub fn check_continuity(
 }
 
 /// Checks the scanned log against the metadata and the snapshot (terms, continuity).
+/// `snapshot` is [`Restored::snapshot`].
 pub fn check_log(
     layout: &Layout,
     scan: &LogScan,
     meta: &Metadata,
-    restored: &Restored,
+    snapshot: Option<(i64, i64)>,
 ) -> Result<()> {
     check_terms(layout, scan.last_entry(), meta)?;
-    check_continuity(layout, scan.start_index(), restored.snapshot.map(|s| s.0))
+    check_continuity(layout, scan.start_index(), snapshot.map(|s| s.0))
+}
+
+/// Which snapshot file `layout` holds (device, inode, size, modification time; `None` without
+/// one): a restore that read the snapshot before scanning the log keeps what it read only if
+/// this is unchanged after the scan (a snapshot is replaced by a rename, never rewritten).
+pub fn snapshot_identity(
+    layout: &Layout,
+) -> Option<(u64, u64, u64, Option<std::time::SystemTime>)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(&layout.snapshot).ok()?;
+    Some((m.dev(), m.ino(), m.len(), m.modified().ok()))
 }
 
 /// Applies the log's entries after the snapshot to the state; returns how many.

@@ -317,18 +317,34 @@ impl Log {
     /// The first half of [`Log::open`]: takes the writer lock (unless read-only) and scans every
     /// segment, writing nothing. The caller may check the scan before [`PendingOpen::open`].
     pub fn prepare(dir: impl AsRef<Path>, opts: LogOptions) -> Result<PendingOpen> {
+        Log::prepare_feeding(dir, opts, &mut |_| {})
+    }
+
+    /// [`Log::prepare`] that hands `feed` each sealed segment as soon as the scan has accepted
+    /// it for good ([`recovery::scan_dir_feeding`]), in LSN order, while the other segments
+    /// are still being scanned: a restore applies one segment while the next ones are checked.
+    /// What the scan finds, and the open after it, are exactly those of [`Log::prepare`].
+    pub fn prepare_feeding(
+        dir: impl AsRef<Path>,
+        opts: LogOptions,
+        feed: &mut dyn FnMut(&mut Segment),
+    ) -> Result<PendingOpen> {
         let dir = dir.as_ref();
         if !opts.readonly {
-            return Log::prepare_scanned(dir, opts);
+            return Log::prepare_scanned(dir, opts, feed);
         }
         let before = segment_identities(dir);
         let mut pending =
-            Log::prepare_scanned(dir, opts).map_err(|e| stale_if_changed(e, dir, &before))?;
+            Log::prepare_scanned(dir, opts, feed).map_err(|e| stale_if_changed(e, dir, &before))?;
         pending.before = Some(before);
         Ok(pending)
     }
 
-    fn prepare_scanned(dir: &Path, opts: LogOptions) -> Result<PendingOpen> {
+    fn prepare_scanned(
+        dir: &Path,
+        opts: LogOptions,
+        feed: &mut dyn FnMut(&mut Segment),
+    ) -> Result<PendingOpen> {
         opts.validate()?;
         let dir = dir.to_path_buf();
         if opts.readonly {
@@ -347,7 +363,7 @@ impl Log {
         } else {
             Some(fsutil::lock_dir(&*opts.storage, &dir)?)
         };
-        let scan = recovery::scan_dir(
+        let scan = recovery::scan_dir_feeding(
             &dir,
             ScanOptions {
                 mode: opts.recovery,
@@ -355,6 +371,7 @@ impl Log {
                 ..ScanOptions::default()
             },
             &opts.storage,
+            feed,
         )?;
         Ok(PendingOpen {
             dir,
@@ -728,28 +745,40 @@ impl Log {
     ) -> Result<()> {
         self.check_read_start(start)?;
         let end = end.min(self.next_index());
-        let check_crc = Self::replay_rechecks_crc();
-        // One segment at a time, dropping each sealed one's map once read: what stays mapped
-        // is what restored records borrow.
         let mut f = f;
         let mut lsn = start;
         while lsn < end {
             let k = self.segment_of(lsn);
             let seg_end = (self.segments[k].last_lsn() + 1).min(end);
-            let mut go_on = true;
-            self.segments[k].replay_records(lsn, seg_end - 1, check_crc, |l, t, d, src| {
-                go_on = f(l, t, d, src);
-                go_on
-            })?;
-            if self.segments[k].sealed() {
-                self.segments[k].unmap();
-            }
-            if !go_on {
+            if !Self::replay_segment(&mut self.segments[k], lsn, seg_end - 1, &mut f)? {
                 break;
             }
             lsn = seg_end;
         }
         Ok(())
+    }
+
+    /// The records `from..=to` of one segment for the replay right after open, as
+    /// [`Log::scan_checked_at_open`] hands them (the one place that reads them: the replay
+    /// after the scan and the replay overlapped with it, [`Log::prepare_feeding`], both call
+    /// it). A sealed segment's map is dropped once read: what stays mapped is what restored
+    /// records borrow. Returns false when `f` stopped.
+    pub fn replay_segment(
+        seg: &mut Segment,
+        from: i64,
+        to: i64,
+        f: &mut impl FnMut(i64, i32, &[u8], Option<&SegmentBytes>) -> bool,
+    ) -> Result<bool> {
+        let check_crc = Self::replay_rechecks_crc();
+        let mut go_on = true;
+        seg.replay_records(from, to, check_crc, |l, t, d, src| {
+            go_on = f(l, t, d, src);
+            go_on
+        })?;
+        if seg.sealed() {
+            seg.unmap();
+        }
+        Ok(go_on)
     }
 
     /// A handle on the active segment and the last LSN written to it, so that a caller can

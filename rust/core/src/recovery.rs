@@ -571,6 +571,30 @@ fn keeps_previous_term(scan: &FileScan, previous_term: i32) -> bool {
 /// segments are read ahead on every core ([`ScanAhead`]); the findings do not change.
 /// `storage` is where the scanned segments will later write (nothing is written here).
 pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) -> Result<LogScan> {
+    scan_dir_feeding(dir, options, storage, &mut |_| {})
+}
+
+/// Whether a segment's records are final as soon as the walk has classified it, so that a
+/// replay may apply them while later segments are still being scanned: the one rule of what
+/// must be checked before a record is applied during the scan. A sealed segment (not the
+/// last: a torn tail is cut only after the whole scan) with no fatal finding, in a mode that
+/// stops at the first fatal finding (so every segment before it had none), is kept whole by
+/// every open that accepts the scan (a repair cuts and moves only from the first fatal finding
+/// on). Whatever later findings refuse the open, the caller drops what it applied.
+fn final_once_walked(mode: RecoveryMode, position: Position, damaged: bool) -> bool {
+    mode != RecoveryMode::ReportOnly && position == Position::Sealed && !damaged
+}
+
+/// [`scan_dir`] that calls `feed` with each segment [`final_once_walked`] accepts, in LSN
+/// order, on the calling thread while the pool scans the next segments ([`ScanAhead`]): a
+/// restore's apply then overlaps the scan. The findings and the scan are those of
+/// [`scan_dir`]; `feed` may read its segment (and drop its map), nothing else.
+pub fn scan_dir_feeding(
+    dir: &Path,
+    options: ScanOptions,
+    storage: &Arc<dyn Storage>,
+    feed: &mut dyn FnMut(&mut Segment),
+) -> Result<LogScan> {
     let (entries, ignored) = fsutil::list_segments(dir)?;
     let mut scan = LogScan {
         dir: dir.to_path_buf(),
@@ -724,6 +748,11 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
             }
         }
         let damaged = found.iter().any(|f| f.fatal);
+        if let Some(seg) = segment.as_mut() {
+            if final_once_walked(options.mode, position, damaged) {
+                feed(seg);
+            }
+        }
         expected = match &segment {
             Some(seg) if !damaged => Some(seg.last_lsn().saturating_add(1)),
             _ => None,

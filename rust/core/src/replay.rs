@@ -2,9 +2,11 @@
 //! above both the state machine and the log, so neither knows the other; the base-directory
 //! checks and the store call it.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::log::Log;
-use crate::state::QueueState;
+use crate::segbytes::SegmentBytes;
+use crate::segment::Segment;
+use crate::state::{Batch, QueueState};
 
 /// Applies every entry of `log` from `start` (default: the log's start) to its end to `state`,
 /// without copying entries, as one [`crate::state::Batch`] (the state is built once at the
@@ -13,25 +15,90 @@ use crate::state::QueueState;
 /// with its [`crate::Error::Replay`], leaving the state as the deltas before it built it.
 pub fn replay(state: &mut QueueState, log: &mut Log, start: Option<i64>) -> Result<u64> {
     let start = start.unwrap_or(log.start_index());
-    let end = log.last_index() + 1;
-    let mut applied = 0u64;
-    let mut failure = None;
-    let mut batch = state.batch();
-    log.scan_checked_at_open(start, end, |lsn, _term, data, source| {
-        match batch.apply_in_source(Some(lsn), data, source) {
+    Replayer::new(state, start).finish(log)
+}
+
+/// A replay in two parts: segments fed while the log is still being scanned
+/// ([`Log::prepare_feeding`]: each is applied on the calling thread while the pool checks the
+/// next ones), then the rest of the opened log ([`Replayer::finish`]). The deltas are applied
+/// in LSN order through the same [`Batch`] and [`Log::replay_segment`] as [`replay`], so the
+/// state, the count and the first error (at the same LSN) are those of [`replay`] over the
+/// opened log, provided the open accepts the scan (else the caller drops the state).
+pub struct Replayer<'s> {
+    batch: Batch<'s>,
+    /// The next LSN to apply.
+    next: i64,
+    applied: u64,
+    /// The first delta (or read) that failed: nothing is applied after it.
+    failure: Option<Error>,
+}
+
+impl<'s> Replayer<'s> {
+    /// A replay into `state` of the entries from `start` on.
+    pub fn new(state: &'s mut QueueState, start: i64) -> Self {
+        Replayer {
+            batch: state.batch(),
+            next: start,
+            applied: 0,
+            failure: None,
+        }
+    }
+
+    /// Applies the entries of `seg` from the next LSN on (a segment wholly before it is
+    /// skipped). Segments must come in LSN order, as the scan feeds them.
+    pub fn segment(&mut self, seg: &mut Segment) {
+        let (from, to) = (self.next.max(seg.first_lsn()), seg.last_lsn());
+        if self.failure.is_some() || from > to {
+            return;
+        }
+        let read = Log::replay_segment(seg, from, to, &mut |lsn, _term, data, source| {
+            self.step(lsn, data, source)
+        });
+        if let Err(e) = read {
+            self.failure.get_or_insert(e);
+        }
+        if self.failure.is_none() {
+            self.next = to + 1;
+        }
+    }
+
+    /// Applies the rest of `log` (from the next LSN to its end), settles the state, and
+    /// returns the number of deltas applied or the first failure.
+    pub fn finish(mut self, log: &mut Log) -> Result<u64> {
+        let end = log.last_index() + 1;
+        if self.failure.is_none() && self.next < end {
+            let start = self.next;
+            let read = log.scan_checked_at_open(start, end, |lsn, _term, data, source| {
+                self.step(lsn, data, source)
+            });
+            if let Err(e) = read {
+                self.failure.get_or_insert(e);
+            }
+        }
+        let Replayer {
+            batch,
+            applied,
+            failure,
+            ..
+        } = self;
+        batch.finish();
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(applied),
+        }
+    }
+
+    /// Applies one delta, or records its error; returns whether to go on.
+    fn step(&mut self, lsn: i64, data: &[u8], source: Option<&SegmentBytes>) -> bool {
+        match self.batch.apply_in_source(Some(lsn), data, source) {
             Ok(_) => {
-                applied += 1;
+                self.applied += 1;
                 true
             }
             Err(e) => {
-                failure = Some(e);
+                self.failure = Some(e);
                 false
             }
         }
-    })?;
-    batch.finish();
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(applied),
     }
 }

@@ -21,7 +21,8 @@ use crate::files;
 use crate::format::delta::DeltaRef;
 use crate::format::metadata::Metadata;
 use crate::log::{Log, LogOptions, SyncPolicy};
-use crate::recovery::RecoveryMode;
+use crate::recovery::{Parallelism, RecoveryMode};
+use crate::replay::Replayer;
 use crate::settings::{Settings, StoreSync};
 use crate::state::{raw_name, Applied, QueueConfig, QueueInfo, QueueState, Record};
 use crate::storage::{self, Storage};
@@ -38,6 +39,10 @@ pub struct StoreOptions {
     /// How long a writable open waits for another writer to release the directory lock
     /// (retrying with a growing pause) before it fails with `Locked`; `None` fails at once.
     pub lock_timeout: Option<Duration>,
+    /// `AllCores` applies each sealed segment of the log while the next ones are still being
+    /// scanned at open ([`crate::replay::Replayer`]); `OneCore` scans the whole log, then
+    /// replays it. Same outcome either way. Defaults to [`Parallelism::from_env`].
+    pub parallelism: Parallelism,
 }
 
 impl Default for StoreOptions {
@@ -47,6 +52,7 @@ impl Default for StoreOptions {
             storage: storage::real(),
             space: Arc::new(Statvfs),
             lock_timeout: None,
+            parallelism: Parallelism::from_env(),
         }
     }
 }
@@ -150,6 +156,7 @@ impl Store {
             readonly,
             storage,
             space,
+            parallelism,
             ..
         } = opts;
         let layout = Layout::new(base);
@@ -163,45 +170,88 @@ impl Store {
         // Validate first, create after: an existing log is locked and scanned (no writes)
         // before anything is read, and nothing is created or cut until every check passed.
         let existing = readonly || layout.log.is_dir();
-        let pending = if existing {
-            Some(Log::prepare(&layout.log, log_opts.clone())?)
-        } else {
-            None
+        // On every core, the replay of an existing log overlaps its scan: the snapshot is read
+        // first, and each sealed segment the scan accepts is applied while the next ones are
+        // checked. What was applied is kept only if the open accepts the scan and the snapshot
+        // is still the one read (else it is dropped and the replay runs after the scan, as on
+        // one core); errors keep their order (scan, metadata, snapshot, checks, replay).
+        let early_id = base::snapshot_identity(&layout);
+        let mut early = match (existing, parallelism) {
+            (true, Parallelism::AllCores) => base::load_snapshot(&layout).ok(),
+            _ => None,
+        };
+        let early_snapshot = early.as_ref().map(|r| r.snapshot);
+        let mut replayer = early.as_mut().map(|r| {
+            let start = r.snapshot_index() + 1;
+            Replayer::new(&mut r.state, start)
+        });
+        let pending = match (existing, replayer.as_mut()) {
+            (false, _) => None,
+            (true, Some(rp)) => Some(Log::prepare_feeding(
+                &layout.log,
+                log_opts.clone(),
+                &mut |seg| rp.segment(seg),
+            )?),
+            (true, None) => Some(Log::prepare(&layout.log, log_opts.clone())?),
         };
         if let Some(p) = &pending {
             p.check()?;
         }
         let metadata = files::read_metadata(&layout.metadata)?;
-        let mut restored = base::load_snapshot(&layout)?;
+        let keep = replayer.is_some() && base::snapshot_identity(&layout) == early_id;
+        let fresh = match keep {
+            true => None,
+            false => Some(base::load_snapshot(&layout)?),
+        };
+        let snapshot = match &fresh {
+            Some(r) => r.snapshot,
+            None => early_snapshot.flatten(),
+        };
         let pending = match pending {
             Some(p) => p,
             None => {
                 // No log yet: check the snapshot against an empty log, then create.
-                base::check_continuity(&layout, 0, restored.snapshot.map(|s| s.0))?;
+                base::check_continuity(&layout, 0, snapshot.map(|s| s.0))?;
                 Log::prepare(&layout.log, log_opts)?
             }
         };
         pending.check()?;
-        base::check_log(&layout, pending.scan(), &metadata, &restored)?;
+        base::check_log(&layout, pending.scan(), &metadata, snapshot)?;
         let mut log = pending.open()?;
         if !readonly {
             crate::fsutil::create_dir_durable(&*storage, &layout.temp)?;
         }
-        let snapshot_index = restored.snapshot_index();
+        let snapshot_index = snapshot.map_or(-1, |s| s.0);
         let mut report = OpenReport {
             torn_tail_cut: log.recovery().truncated(),
-            snapshot_index: restored.snapshot.map(|s| s.0),
+            snapshot_index: snapshot.map(|s| s.0),
             settings_warning,
             ..OpenReport::default()
         };
         if log.last_index() < snapshot_index && !readonly {
             // The snapshot is ahead of the whole log: the log restarts after it. Its segments
             // move to data/temp rather than being deleted (the snapshot's index is outside its
-            // checksum, so a damaged index must not cost the log).
+            // checksum, so a damaged index must not cost the log). (Nothing was fed: every
+            // entry of the log is at or below the snapshot's index.)
             report.moved_aside = log.restart_moving_aside(snapshot_index + 1)?;
         }
-        report.replayed = base::replay(&mut restored.state, &mut log, snapshot_index)?;
-        let mut state = restored.state;
+        let kept = if fresh.is_none() {
+            replayer.map(|rp| rp.finish(&mut log)).transpose()?
+        } else {
+            drop(replayer);
+            None
+        };
+        let mut state = match (kept, fresh) {
+            (Some(replayed), _) => {
+                report.replayed = replayed;
+                early.take().expect("kept").state
+            }
+            (None, fresh) => {
+                let mut restored = fresh.expect("loaded when not kept");
+                report.replayed = base::replay(&mut restored.state, &mut log, snapshot_index)?;
+                restored.state
+            }
+        };
         if !readonly && log.last_index() >= log.start_index() {
             log.commit(log.last_index())?;
         }
