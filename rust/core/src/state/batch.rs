@@ -45,7 +45,15 @@ pub(super) struct Pending {
     base: u64,
     chunks: Vec<Chunk>,
     live: usize,
+    /// Emptied full-size slot arrays kept for the next chunks: their pages are already
+    /// touched, where a freed array's pages go back to the allocator, which returns them to
+    /// the kernel, and the next chunk is zeroed afresh (a third of a 64 B restore was the
+    /// kernel zeroing pages). At most [`SPARE`] of them.
+    spare: Vec<Vec<Slot>>,
 }
+
+/// Emptied slot arrays kept for reuse (2 MiB).
+const SPARE: usize = 64;
 
 impl Pending {
     fn push(&mut self, id: u64, key: i64, data: Payload) {
@@ -54,8 +62,12 @@ impl Pending {
         }
         let k = ((id - self.base) >> CHUNK_BITS) as usize;
         if k == self.chunks.len() {
+            let slots = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(CHUNK as usize));
             self.chunks.push(Chunk {
-                slots: Vec::with_capacity(CHUNK as usize),
+                slots,
                 dense: true,
                 dead: 0,
             });
@@ -87,18 +99,31 @@ impl Pending {
         // The chunk being filled is left alone (its slots are found by position).
         if k < last {
             if chunk.dead == chunk.slots.len() {
-                *chunk = Chunk::default();
+                let old = std::mem::take(chunk);
+                self.recycle(old.slots);
             } else if chunk.dead * 2 > chunk.slots.len() && chunk.slots.len() >= 16 {
                 let mut kept = Vec::with_capacity(chunk.slots.len() - chunk.dead);
                 kept.extend(chunk.slots.drain(..).filter(|s| s.data.is_some()));
-                *chunk = Chunk {
-                    slots: kept,
-                    dense: false,
-                    dead: 0,
-                };
+                let old = std::mem::replace(
+                    chunk,
+                    Chunk {
+                        slots: kept,
+                        dense: false,
+                        dead: 0,
+                    },
+                );
+                self.recycle(old.slots);
             }
         }
         Some(data)
+    }
+
+    /// Keeps an emptied full-size slot array for a later chunk (see `spare`).
+    fn recycle(&mut self, mut slots: Vec<Slot>) {
+        if slots.capacity() == CHUNK as usize && self.spare.len() < SPARE {
+            slots.clear();
+            self.spare.push(slots);
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -108,8 +133,15 @@ impl Pending {
     /// The live records in id order, in one allocation of their own size (what the heap keeps:
     /// no growth slack to release later); each chunk is freed once copied.
     fn into_records(self) -> Vec<Record> {
-        let mut records = Vec::with_capacity(self.live);
-        for chunk in self.chunks {
+        let Pending {
+            chunks,
+            live,
+            spare,
+            ..
+        } = self;
+        drop(spare);
+        let mut records = Vec::with_capacity(live);
+        for chunk in chunks {
             records.extend(chunk.slots.into_iter().filter_map(|s| {
                 Some(Record {
                     id: s.id,
