@@ -297,7 +297,13 @@ pub struct Segment {
     /// anchor plus a walk of up to `SEALED_STRIDE - 1` headers (two cache misses). 4 B per
     /// record, paid only by segments something reads at random.
     every_offset: Option<Box<[u32]>>,
+    /// The buffer a read-only read checks each record in, kept between reads (a random read
+    /// would otherwise allocate one per call) while at most `SCRATCH_KEPT` bytes.
+    scratch: Vec<u8>,
 }
+
+/// The largest scratch buffer a segment keeps between reads.
+const SCRATCH_KEPT: usize = 64 << 10;
 
 impl Segment {
     /// Wraps an already scanned file (not sealed).
@@ -322,6 +328,7 @@ impl Segment {
             map: None,
             compressed: None,
             every_offset: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -401,13 +408,19 @@ impl Segment {
         if self.index.is_dense() {
             return Ok(self.index.offset(i));
         }
+        let records = self.index.len().max(1) as u64;
+        let avg = (self.size.saturating_sub(header::HEADER_LEN as u64) / records) as usize;
         if let Some(&offset) = self.every_offset.as_ref().and_then(|o| o.get(i)) {
+            // Touch where the record should be (at the segment's average record length) while
+            // its offset loads, so that the two cache misses overlap (exact when the records
+            // have one size). A guess: a miss costs nothing.
+            if let Some(map) = self.map.as_deref() {
+                std::hint::black_box(map.get(header::HEADER_LEN + i * avg).copied());
+            }
             return Ok(u64::from(offset));
         }
         let (anchor, offset) = self.index.anchor(i);
         let steps = i - anchor;
-        let records = self.index.len().max(1) as u64;
-        let avg = (self.size.saturating_sub(header::HEADER_LEN as u64) / records) as usize;
         let map = self.mapped()?;
         if steps > 1 {
             // Each header of the walk depends on the one before it: touch where the headers
@@ -654,11 +667,15 @@ impl Segment {
             // One record at a time through a scratch buffer that stays in cache, instead of a
             // copy of the whole chunk into fresh pages.
             let mut sink = Scratch {
-                data: Vec::new(),
+                data: std::mem::take(&mut self.scratch),
                 admit,
                 f,
             };
-            return self.copy_into(from, to, true, &mut sink).map(drop);
+            let copied = self.copy_into(from, to, true, &mut sink).map(drop);
+            if sink.data.capacity() <= SCRATCH_KEPT {
+                self.scratch = sink.data;
+            }
+            return copied;
         }
         let mut admit = admit;
         let start = self.record_offset(from)?;

@@ -6,7 +6,7 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyList};
 use tflux_core::log as core;
 
 use crate::buffer::{Column, PyColumnBuffer};
@@ -579,30 +579,49 @@ impl PyLog {
     }
 
     #[pyo3(signature = (start, max_bytes=None))]
-    fn read(&self, py: Python<'_>, start: i64, max_bytes: Option<u64>) -> PyResult<Vec<PyEntry>> {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        start: i64,
+        max_bytes: Option<u64>,
+    ) -> PyResult<Bound<'py, PyList>> {
         if max_bytes.is_some_and(|m| m <= SMALL_READ) {
             // A small read (a random single-record read) costs less than releasing and
             // retaking the GIL: keep it when the log is free right now (a holder of the log's
             // lock never waits for the GIL), and build the entries straight from the
-            // segment's bytes.
+            // segment's bytes. The first entry needs no vector (most small reads return one).
             if let Some(mut guard) = try_lock(&self.inner) {
                 let log = guard.as_mut().ok_or(Fail::Closed);
-                let mut out = Vec::new();
+                let (mut first, mut rest) = (None, Vec::new());
                 let r = log.and_then(|log| {
                     log.read_with(start, max_bytes, |lsn, term, data| {
-                        out.push(PyEntry::new(py, lsn, term, data))
+                        let entry = PyEntry::new(py, lsn, term, data);
+                        match first {
+                            None => first = Some(entry),
+                            Some(_) => rest.push(entry),
+                        }
                     })
                     .map_err(Fail::Core)
                 });
                 drop(guard);
-                return py_result(py, r).map(|()| out);
+                py_result(py, r)?;
+                return match first {
+                    None => Ok(PyList::empty(py)),
+                    Some(one) if rest.is_empty() => PyList::new(py, [one]),
+                    Some(one) => {
+                        rest.insert(0, one);
+                        PyList::new(py, rest)
+                    }
+                };
             }
         }
         let entries = self.run(py, |log| log.read(start, max_bytes))?;
-        Ok(entries
-            .iter()
-            .map(|e| PyEntry::new(py, e.lsn, e.term, &e.data))
-            .collect())
+        PyList::new(
+            py,
+            entries
+                .iter()
+                .map(|e| PyEntry::new(py, e.lsn, e.term, &e.data)),
+        )
     }
 
     #[pyo3(signature = (start=None, end=None, max_bytes=4 << 20))]
