@@ -40,6 +40,11 @@ final class Snapshot {
     long[] keys;
     int[] dataAt;
     int[] dataLen;
+    /**
+     * The records were stored in id order, so {@link #dataAt} ascends too: a task finds the
+     * records of its byte range by binary search instead of walking every record.
+     */
+    boolean fileOrder;
   }
 
   final String path;
@@ -339,8 +344,19 @@ final class Snapshot {
     return best;
   }
 
+  /**
+   * Records in ascending id order (the order the core's decode returns them in). A store writes
+   * them sorted, so this is usually a check only; the boxed sort serves other writers.
+   */
   private static void sortRecords(Queue q) {
     int n = q.ids.length;
+    q.fileOrder = true;
+    for (int i = 1; i < n && q.fileOrder; i++) {
+      q.fileOrder = Long.compareUnsigned(q.ids[i - 1], q.ids[i]) < 0;
+    }
+    if (q.fileOrder) {
+      return;
+    }
     Integer[] order = new Integer[n];
     for (int i = 0; i < n; i++) {
       order[i] = i;

@@ -301,8 +301,18 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
           r = 0;
           continue;
         }
+        if (r == 0 && queue.fileOrder) {
+          r = firstAtOrAfter(queue.dataAt, part.lo);
+          if (r >= queue.ids.length) {
+            continue;
+          }
+        }
         int dataAt = queue.dataAt[r];
         if (dataAt < part.lo || dataAt >= part.hi) {
+          if (queue.fileOrder && dataAt >= part.hi) {
+            r = queue.ids.length; // the rest of this queue lies after the range
+            continue;
+          }
           r++;
           continue;
         }
@@ -338,6 +348,21 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
       }
       batch.setNumRows(rows);
       return rows > 0;
+    }
+
+    /** The first index whose value is at least {@code lo} in the ascending {@code at}. */
+    static int firstAtOrAfter(int[] at, long lo) {
+      int a = 0;
+      int b = at.length;
+      while (a < b) {
+        int m = (a + b) >>> 1;
+        if (at[m] < lo) {
+          a = m + 1;
+        } else {
+          b = m;
+        }
+      }
+      return a;
     }
 
     @Override
