@@ -1343,14 +1343,17 @@ impl<'p> ActiveRead<'p> {
 
     /// Reads the first chunk.
     fn start(file: &File, path: &'p Path, len: u64, chunk: u64) -> Result<ActiveRead<'p>> {
-        // The capacity is the file's own length (real bytes on disk, not a length field);
-        // pages of it that are never read are never touched.
-        let cap = usize::try_from(len)
-            .map_err(|_| Error::corruption(path, None, "segment larger than the address space"))?;
+        // The capacity is the file's own length (real bytes on disk, not a length field), so
+        // that the buffer never moves; pages of it that are never read are never touched. When
+        // even that much address space is refused, the buffer grows as it is read (a read
+        // that cannot grow it fails with an I/O error, as a whole read did).
+        let cap = usize::try_from(len).unwrap_or(usize::MAX);
+        let mut buf = Vec::new();
+        let _ = buf.try_reserve_exact(cap);
         let mut read = ActiveRead {
             path,
             len,
-            buf: Vec::with_capacity(cap),
+            buf,
             eof: false,
             chunk: chunk.max(1),
         };
