@@ -7,6 +7,11 @@ Prints one line per query: seconds (median) for tflux (JVM), tflux_python and Pa
 the JVM reader's throughput relative to Parquet (Parquet time / tflux time). Needs a JDK.
 ``TFLUX_BENCH_NO_PYTHON=1`` leaves the Python source out (it is 7-12x slower than the JVM
 reader, so at millions of records it would take most of the run).
+
+Messages are 64 B and distinct (each starts with its row number), as a queue's messages are.
+``TFLUX_BENCH_MESSAGES=same`` makes every message the same 64 bytes (the data of the earlier
+runs): Parquet then stores the message column as one dictionary entry and its row references,
+so a query reading every message reads next to nothing there.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import tflux.parquet
 import tflux.spark
 
 
-def build(base: str, records: int) -> None:
+def build(base: str, records: int, distinct: bool = True) -> None:
     payload = b"x" * 64
     with tflux.Log.open(os.path.join(base, "data", "log")) as log:
         queues = ["", "jobs", "mail", "img"]
@@ -43,7 +48,7 @@ def build(base: str, records: int) -> None:
                     + name
                     + j.to_bytes(8, "big")
                     + b"\0\0\0\x40"
-                    + payload
+                    + ((b"%08d" % j) + payload[8:] if distinct else payload)
                 )
             first = log.append_many(1, deltas)
             log.commit(first + len(deltas) - 1)
@@ -59,7 +64,8 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="tflux-bench-jvm-")
     try:
         base = os.path.join(root, "base")
-        build(base, records)
+        distinct = os.environ.get("TFLUX_BENCH_MESSAGES", "distinct") != "same"
+        build(base, records, distinct)
         tflux.parquet.export(base, os.path.join(root, "pq"))
         spark = (
             SparkSession.builder.master(os.environ.get("TFLUX_BENCH_MASTER", "local[2]"))
@@ -89,7 +95,10 @@ def main() -> None:
         for q in queries.values():  # warm up every path once
             for f in frames.values():
                 q(f())
-        print(f"records={records} rounds={rounds} load={os.getloadavg()[0]:.1f}")
+        messages = "distinct" if distinct else "same"
+        print(
+            f"records={records} rounds={rounds} messages={messages} load={os.getloadavg()[0]:.1f}"
+        )
         for name, q in queries.items():
             times = {k: [] for k in frames}
             for _ in range(rounds):
