@@ -281,6 +281,17 @@ impl Batch<'_> {
         self.state.apply_delta_in(Mode::Batch(None), lsn, delta)
     }
 
+    /// [`Batch::apply_delta`] of a delta decoded from `source`'s bytes (see
+    /// [`Batch::apply_in_source`]). Same rules, same errors, same state.
+    pub fn apply_delta_in_source(
+        &mut self,
+        lsn: Option<i64>,
+        delta: &DeltaRef<'_>,
+        source: Option<&SegmentBytes>,
+    ) -> Result<Applied> {
+        self.state.apply_delta_in(Mode::Batch(source), lsn, delta)
+    }
+
     /// Settles every queue (dropping the batch does the same).
     pub fn finish(self) {}
 }
