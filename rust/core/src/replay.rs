@@ -10,7 +10,7 @@ use crate::format::delta::{self, DeltaRef};
 use crate::log::Log;
 use crate::segbytes::SegmentBytes;
 use crate::segment::Segment;
-use crate::state::{Batch, QueueState};
+use crate::state::{Batch, QueueState, SlotArrays};
 
 /// Applies every entry of `log` from `start` (default: the log's start) to its end to `state`,
 /// without copying entries, as one [`crate::state::Batch`] (the state is built once at the
@@ -121,7 +121,7 @@ impl<'s> Replayer<'s> {
             while let Ok(fed) = received.recv() {
                 match fed {
                     Fed::Deltas(mut decoded) => {
-                        let ok = self.apply_decoded(&decoded);
+                        let ok = self.apply_decoded(&mut decoded);
                         decoded.clear();
                         spare.lock().expect("not poisoned").push(decoded);
                         if !ok {
@@ -141,7 +141,8 @@ impl<'s> Replayer<'s> {
     }
 
     /// Applies a decoded batch in order; false at the first delta that fails (recorded).
-    fn apply_decoded(&mut self, decoded: &Decoded) -> bool {
+    fn apply_decoded(&mut self, decoded: &mut Decoded) -> bool {
+        self.batch.stock(&mut decoded.arrays);
         let source = decoded.source.as_ref();
         let bytes: &[u8] = source.map_or(&decoded.owned, |s| s);
         for d in &decoded.deltas {
@@ -225,15 +226,18 @@ enum Fed {
 
 /// Deltas of one segment framed and decoded ahead of their apply: positions in the segment's
 /// bytes (`source`, the map the messages borrow from) or, where the walk lends none (a
-/// decompressed `.log.z`), in a copy of the deltas (`owned`).
+/// decompressed `.log.z`), in a copy of the deltas (`owned`); and slot arrays made for the
+/// records they add ([`SlotArrays`]; those the state did not take come back for reuse).
 #[derive(Default)]
 struct Decoded {
     source: Option<SegmentBytes>,
     owned: Vec<u8>,
     deltas: Vec<DecodedDelta>,
+    arrays: SlotArrays,
 }
 
 impl Decoded {
+    /// Empties it for the next batch (its slot arrays stay).
     fn clear(&mut self) {
         self.source = None;
         self.owned.clear();
@@ -315,12 +319,19 @@ fn decode_segment(
     };
     let mut current = take();
     let mut open = true;
+    // Adds in `current`, for its slot arrays.
+    let mut adds = 0;
+    let hand_over = |full: Decoded, adds: &mut usize| {
+        let mut full = full;
+        full.arrays.top_up_for(std::mem::take(adds));
+        sender.send(Fed::Deltas(full)).is_ok()
+    };
     let read = Log::replay_segment(seg, from, to, &mut |lsn, _term, data, source| {
         // One batch, one owner of its bytes (a walk lends the same bytes throughout).
         let lent = |s: Option<&SegmentBytes>| s.map(|s| s.as_ptr());
         if !current.deltas.is_empty() && lent(source) != lent(current.source.as_ref()) {
             let full = std::mem::replace(&mut current, take());
-            open = sender.send(Fed::Deltas(full)).is_ok();
+            open = hand_over(full, &mut adds);
             if !open {
                 return false;
             }
@@ -335,6 +346,7 @@ fn decode_segment(
                 (current.owned.len() - data.len(), What::Raw)
             }
         };
+        adds += usize::from(matches!(what, What::Add { .. }));
         current.deltas.push(DecodedDelta {
             lsn,
             at,
@@ -343,12 +355,12 @@ fn decode_segment(
         });
         if current.deltas.len() >= batch.max(1) {
             let full = std::mem::replace(&mut current, take());
-            open = sender.send(Fed::Deltas(full)).is_ok();
+            open = hand_over(full, &mut adds);
         }
         open
     });
     if open && !current.deltas.is_empty() {
-        open = sender.send(Fed::Deltas(current)).is_ok();
+        open = hand_over(current, &mut adds);
     }
     if open {
         let _ = sender.send(Fed::End(read.map(drop)));
