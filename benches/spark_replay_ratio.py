@@ -5,6 +5,17 @@ readonly=True)``) of the same base, with 1 and 2 executor cores, in one run (med
 
 The store: RECORDS enqueues of 64 B over one busy queue (80%) and three others, a third of them
 acked, a snapshot at half way. The JVM reader serves the scans (its jar is built first).
+
+Each master (``local[1]``, ``local[2]``) runs in its own fresh session in its own process; after
+a warm-up, the rounds are interleaved: every round times the local restore and one
+``replay(...).count()`` in each session, in alternating order (so a load that drifts during the
+run weighs on both alike). Printed: the medians, each session's ratio to the restore, and the
+``local[1]``/``local[2]`` ratio of every round (above 1: two cores were faster).
+
+``TFLUX_BENCH_BASE=DIR`` keeps the store in DIR (built there when absent) instead of a temporary
+one. ``TFLUX_BENCH_BASELINE=PYTHONPATH`` adds two sessions importing tflux from PYTHONPATH
+(e.g. another checkout's ``python/`` with the same native module), interleaved with the others,
+for an A/B of replay itself.
 """
 
 from __future__ import annotations
@@ -20,6 +31,8 @@ import time
 
 import tflux
 import tflux.spark
+
+MASTERS = ("local[1]", "local[2]")
 
 
 def build(base: str, records: int) -> int:
@@ -41,7 +54,8 @@ def build(base: str, records: int) -> int:
         return sum(q.count for q in store.queues())
 
 
-def child(base: str, master: str, rounds: int) -> None:
+def child(base: str, master: str) -> None:
+    """A session that times one ``replay(...).count()`` per line read from stdin."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -57,46 +71,89 @@ def child(base: str, master: str, rounds: int) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     tflux.spark.register(spark)
     tflux.spark.replay(spark, base).count()  # warm up
-    times = []
-    for _ in range(rounds):
+    print("ready", flush=True)
+    for _ in sys.stdin:
         t = time.perf_counter()
         n = tflux.spark.replay(spark, base).count()
-        times.append(time.perf_counter() - t)
-    print(f"{statistics.median(times):.3f} {n}")
+        print(f"{time.perf_counter() - t:.6f} {n}", flush=True)
     spark.stop()
+
+
+def restore_once(base: str, live: int) -> float:
+    t = time.perf_counter()
+    with tflux.open(base, readonly=True) as store:
+        assert sum(q.count for q in store.queues()) == live
+    return time.perf_counter() - t
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        child(sys.argv[2], sys.argv[3])
         return
     records = int(sys.argv[1]) if len(sys.argv) > 1 else 500_000
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    root = tempfile.mkdtemp(prefix="tflux-bench-replay-")
+    kept = os.environ.get("TFLUX_BENCH_BASE")
+    root = None if kept else tempfile.mkdtemp(prefix="tflux-bench-replay-")
+    base = kept or os.path.join(root, "base")
+    sessions: dict[str, subprocess.Popen] = {}
     try:
-        base = os.path.join(root, "base")
-        live = build(base, records)
-        restore = []
-        for _ in range(rounds):
-            t = time.perf_counter()
+        if os.path.exists(base):
             with tflux.open(base, readonly=True) as store:
-                assert sum(q.count for q in store.queues()) == live
-            restore.append(time.perf_counter() - t)
-        local = statistics.median(restore)
+                live = sum(q.count for q in store.queues())
+        else:
+            live = build(base, records)
+        variants = [("", None)]
+        if os.environ.get("TFLUX_BENCH_BASELINE"):
+            variants.append(("baseline ", os.environ["TFLUX_BENCH_BASELINE"]))
+        for label, pythonpath in variants:
+            env = dict(os.environ)
+            if pythonpath:
+                paths = [pythonpath, env.get("PYTHONPATH")]
+                env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+            for master in MASTERS:
+                sessions[label + master] = subprocess.Popen(
+                    [sys.executable, "-m", "benches.spark_replay_ratio", "--child", base, master],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                )  # fmt: skip
+        for name, proc in sessions.items():  # warm-ups one at a time
+            assert proc.stdout.readline().strip() == "ready", name
         print(f"records={records} live={live} load={os.getloadavg()[0]:.1f}")
+        times: dict[str, list[float]] = {name: [] for name in ["local restore", *sessions]}
+        order = list(sessions)
+        for r in range(rounds):
+            times["local restore"].append(restore_once(base, live))
+            for name in order if r % 2 == 0 else order[::-1]:
+                sessions[name].stdin.write("go\n")
+                sessions[name].stdin.flush()
+                secs, n = sessions[name].stdout.readline().split()
+                assert int(n) == live, (name, n, live)
+                times[name].append(float(secs))
+        local = statistics.median(times["local restore"])
         print(f"local restore {local:.3f}s")
-        for master in ("local[1]", "local[2]"):
-            out = subprocess.run(
-                [sys.executable, "-m", "benches.spark_replay_ratio", "--child", base, master,
-                 str(rounds)],
-                capture_output=True, text=True, check=True,
-            ).stdout.split()  # fmt: skip
-            secs, n = float(out[-2]), int(out[-1])
-            assert n == live, (n, live)
-            print(f"replay {master}: {secs:.3f}s = {secs / local:.1f}x the local restore")
+        for name in sessions:
+            secs = statistics.median(times[name])
+            print(f"replay {name}: {secs:.3f}s = {secs / local:.1f}x the local restore")
+        for label, _ in variants:
+            one, two = times[label + MASTERS[0]], times[label + MASTERS[1]]
+            ratios = [a / b for a, b in zip(one, two, strict=True)]
+            wins = sum(x > 1 for x in ratios)
+            print(
+                f"{label}local[1]/local[2] per round: "
+                + " ".join(f"{x:.2f}" for x in ratios)
+                + f" (median {statistics.median(ratios):.2f}; 2 cores faster in {wins}/{rounds})"
+            )
         print(f"load after={os.getloadavg()[0]:.1f}")
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        for proc in sessions.values():
+            if proc.stdin:
+                proc.stdin.close()
+        for proc in sessions.values():
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if root:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -455,19 +455,28 @@ def test_replay_equals_the_single_machine_restore(spark, tmp_path, seed, deltas,
     assert {r.queue: (r.implementation, r["count"], r.last_id) for r in summary} == queues
 
 
-@pytest.mark.parametrize("fmt", READERS)
+@pytest.mark.parametrize("path", ["in-scan", "joins", "tflux_python"])
 def test_replay_through_either_reader_and_small_splits_equals_the_restore(
-    spark, tmp_path, fmt, monkeypatch
+    spark, tmp_path, path, monkeypatch
 ):
     """Record ids come from per-segment add counts: a segment split into byte ranges read by
     different tasks (JVM reader) and the Python source's per-segment tasks both give the ids
-    the restore gives. With the Python source the removes are joined by a shuffle instead of
+    the restore gives. The JVM reader computes ids and incarnations in the scan
+    (``replayPlan``), or, when replay's tables are too large to ship with every task, they are
+    broadcast joins. With the Python source the removes are joined by a shuffle instead of
     a broadcast (as when there are too many to broadcast)."""
     from tflux.spark import rebuild
     from tflux.spark.rebuild import _Frames
 
-    if fmt == "tflux_python":
+    fmt = "tflux_python" if path == "tflux_python" else "tflux"
+    if path == "tflux_python":
         monkeypatch.setattr(rebuild, "BROADCAST_REMOVES", 0)
+    if path == "joins":  # also the snapshot records' incarnations by a join, not a CASE
+        monkeypatch.setattr(rebuild, "REPLAY_PLAN_ROWS", 0)
+        monkeypatch.setattr(rebuild, "CASE_NAMES", 0)
+    plans = []
+    real_plan = rebuild.replay_plan
+    monkeypatch.setattr(rebuild, "replay_plan", lambda *a: plans.append(1) or real_plan(*a))
 
     base = tmp_path / "store"
     generate(base, 13, 12_000, snapshots=1)
@@ -481,6 +490,7 @@ def test_replay_through_either_reader_and_small_splits_equals_the_restore(
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert got == {n: rs for n, rs in records.items() if rs}
     assert {r.queue: (r.implementation, r["count"], r.last_id) for r in summary} == queues
+    assert bool(plans) == (path == "in-scan" and tflux.spark.jvm_reader(spark))
 
 
 def test_replay_after_delete_and_recreate_restarts_ids(spark, tmp_path):
@@ -497,10 +507,17 @@ def test_replay_after_delete_and_recreate_restarts_ids(spark, tmp_path):
     assert restored(base)[1] == {"": [(1, 4, b"e")], "q": [(2, 0, b"d"), (1, 3, b"c")]}
 
 
+@pytest.mark.parametrize("plan_rows", [None, 0], ids=["in-scan", "joins"])
 @pytest.mark.parametrize(
     "bad", ["missing", "twice"], ids=["remove-of-a-missing-id", "remove-twice"]
 )
-def test_validated_replay_raises_where_the_local_restore_does(spark, tmp_path, bad):
+def test_validated_replay_raises_where_the_local_restore_does(
+    spark, tmp_path, bad, plan_rows, monkeypatch
+):
+    from tflux.spark import rebuild
+
+    if plan_rows is not None:  # the broadcast joins instead of the JVM reader's replayPlan
+        monkeypatch.setattr(rebuild, "REPLAY_PLAN_ROWS", plan_rows)
     base = tmp_path / bad
     deltas = [create("q"), add("q", 1, b"a"), add("q", 2, b"b"), remove("q", 1)]
     deltas += [remove("q", 7)] if bad == "missing" else [remove("q", 1)]

@@ -53,6 +53,7 @@ from pyspark.sql.types import (
 
 import tflux
 from tflux.spark import _paths, register
+from tflux.spark._jvm import jvm_reader_loaded
 
 MAX_LSN = 2**63 - 1
 # At most this many removes are broadcast to every task (about 50 MB); more are shuffled.
@@ -142,41 +143,27 @@ class _Frames:
             last, removes = self._collect_events(union(spark, logs, {}, cols, fmt), names)
             logs = [(d, first) for d, first in logs if d in last]  # the others had no entries
             ends = {d: str(last[d]) for d, _ in logs}
-        log = union(spark, logs, ends, cols, fmt) if logs else None
+        seg_rows, inc_rows, summary_rows = self._plan(names)
+        self._inc_rows, self._summary_rows = inc_rows, summary_rows
+        self.final_incs = [row[2] for row in summary_rows]
+        # The JVM reader evaluates the id and incarnation rules in the scan when the tables
+        # are small enough to ship with every task; else (and with the Python source) they
+        # are broadcast joins.
+        in_scan = fmt == "tflux" and len(seg_rows) + len(inc_rows) <= REPLAY_PLAN_ROWS
+        in_scan = in_scan and bool(logs) and jvm_reader_loaded(spark)
+        plan = replay_plan(seg_rows, inc_rows) if in_scan else None
+        log = union(spark, logs, ends, cols, fmt, plan) if logs else None
         if log is None:
             log = _small(spark, [], logs_schema(spark))
-        seg_rows, inc_rows, summary_rows = self._plan(names)
-        seg_base = F.broadcast(_small(spark, seg_rows, SEGMENT_BASE))
-        incs = F.broadcast(_small(spark, inc_rows, INCARNATIONS))
-        self.final = _small(spark, summary_rows, SUMMARY)
-
-        def with_inc(df: DataFrame) -> DataFrame:
-            cond = (
-                (df.source == incs.source)
-                & (df.queue == incs.queue)
-                & (df.lsn >= incs.inc_start)
-                & (df.lsn < incs.inc_end)
+        add_rows = log.filter(F.col("kind") == "add_record")
+        remove_rows = log.filter(F.col("kind") == "remove_record")
+        if plan is not None:
+            self.adds = add_rows.select(
+                "source", "queue", "inc", F.col("replay_id").alias("record_id"), "key", "message"
             )
-            return df.join(incs, cond, "left").drop(incs.source).drop(incs.queue)
-
-        adds = (
-            log.filter(F.col("kind") == "add_record")
-            .select("source", "queue", "segment", "lsn", "key", "message", "queue_adds")
-            .join(seg_base, ["source", "queue", "segment"], "left")
-            .withColumn("rank", F.col("seg_base") + F.col("queue_adds"))
-        )
-        self.adds = with_inc(adds).select(
-            "source",
-            "queue",
-            "inc",
-            (F.col("base_id") + F.col("rank") - F.col("adds_before")).alias("record_id"),
-            "key",
-            "message",
-        )
-        removes_df = log.filter(F.col("kind") == "remove_record").select(
-            "source", "queue", "lsn", "record_id"
-        )
-        self.removes = with_inc(removes_df).select("source", "queue", "inc", "record_id", "lsn")
+            self.removes = remove_rows.select("source", "queue", "inc", "record_id", "lsn")
+        else:
+            self.adds, self.removes = self._joined(add_rows, remove_rows, seg_rows)
         self.broadcast_removes = removes <= BROADCAST_REMOVES and _broadcast_allowed(spark)
         records = self.adds
         if snaps:
@@ -192,9 +179,49 @@ class _Frames:
                     "message",
                 )
             )
-            snap_records = _first_incarnation(snap_records.drop("inc"), inc_rows, incs, self.many)
+            snap_records = _first_incarnation(snap_records.drop("inc"), inc_rows, self, self.many)
             records = snap_records.unionByName(records)
         self.records = records
+
+    def incs(self) -> DataFrame:
+        """The incarnations' table, broadcast (built only when a join needs it)."""
+        return F.broadcast(_small(self.spark, self._inc_rows, INCARNATIONS))
+
+    def final(self) -> DataFrame:
+        """Each live name's final incarnation (for the summary)."""
+        return _small(self.spark, self._summary_rows, SUMMARY)
+
+    def _joined(
+        self, add_rows: DataFrame, remove_rows: DataFrame, seg_rows: list[tuple]
+    ) -> tuple[DataFrame, DataFrame]:
+        """Steps 3 as broadcast joins: the adds' ids and the incarnation of adds and removes."""
+        seg_base = F.broadcast(_small(self.spark, seg_rows, SEGMENT_BASE))
+        incs = self.incs()
+
+        def with_inc(df: DataFrame) -> DataFrame:
+            cond = (
+                (df.source == incs.source)
+                & (df.queue == incs.queue)
+                & (df.lsn >= incs.inc_start)
+                & (df.lsn < incs.inc_end)
+            )
+            return df.join(incs, cond, "left").drop(incs.source).drop(incs.queue)
+
+        adds = (
+            add_rows.select("source", "queue", "segment", "lsn", "key", "message", "queue_adds")
+            .join(seg_base, ["source", "queue", "segment"], "left")
+            .withColumn("rank", F.col("seg_base") + F.col("queue_adds"))
+        )
+        adds = with_inc(adds).select(
+            "source",
+            "queue",
+            "inc",
+            (F.col("base_id") + F.col("rank") - F.col("adds_before")).alias("record_id"),
+            "key",
+            "message",
+        )
+        removes = remove_rows.select("source", "queue", "lsn", "record_id")
+        return adds, with_inc(removes).select("source", "queue", "inc", "record_id", "lsn")
 
     @staticmethod
     def _collect_events(
@@ -295,13 +322,12 @@ class _Frames:
             )
 
     def live(self) -> DataFrame:
-        final = F.broadcast(self.final.select("inc"))
         removes = self.removes.select("inc", "record_id")
         if self.broadcast_removes:
             removes = F.broadcast(removes)
-        live = self.records.join(removes, ["inc", "record_id"], "left_anti").join(
-            final, ["inc"], "left_semi"
-        )
+        # In a final incarnation: a set of longs tested in the task, no join.
+        live = self.records.filter(F.col("inc").isin(self.final_incs))
+        live = live.join(removes, ["inc", "record_id"], "left_anti")
         return live.select("source", "queue", "record_id", "key", "message")
 
     def summary(self) -> DataFrame:
@@ -310,12 +336,16 @@ class _Frames:
         name = impl.cast("string")  # an unknown code shows as itself
         for code, label in tflux.IMPLEMENTATIONS.items():
             name = F.when(impl == code, label).otherwise(name)
-        return self.final.join(counts, ["source", "queue"], "left").select(
-            "source",
-            "queue",
-            name.alias("implementation"),
-            F.coalesce(F.col("count"), F.lit(0).cast("long")).alias("count"),
-            "last_id",
+        return (
+            self.final()
+            .join(counts, ["source", "queue"], "left")
+            .select(
+                "source",
+                "queue",
+                name.alias("implementation"),
+                F.coalesce(F.col("count"), F.lit(0).cast("long")).alias("count"),
+                "last_id",
+            )
         )
 
     def output(self, df: DataFrame) -> DataFrame:
@@ -337,8 +367,6 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
     """The snapshot reader of the format's side: the JVM reader decodes and checks the file
     once, keeping it for the tasks in the same JVM (``local[N]`` reads it once per query);
     the Python source's side reads it with the core."""
-    from tflux.spark._jvm import jvm_reader_loaded
-
     if fmt == "tflux" and jvm_reader_loaded(spark):
         jvm = spark.sparkContext._jvm
 
@@ -372,14 +400,14 @@ CASE_NAMES = 32
 
 
 def _first_incarnation(
-    snap_records: DataFrame, inc_rows: list[tuple], incs: DataFrame, many: bool
+    snap_records: DataFrame, inc_rows: list[tuple], frames: _Frames, many: bool
 ) -> DataFrame:
     """Snapshot records with ``inc``: every snapshot record is in its name's first
     incarnation (the one starting at LSN -1)."""
     first = [(source, queue, inc) for source, queue, inc, start, *_ in inc_rows if start == -1]
     if len(first) > CASE_NAMES:
-        table = F.broadcast(incs.filter(F.col("inc_start") == -1).select("source", "queue", "inc"))
-        return snap_records.join(table, ["source", "queue"], "left")
+        table = frames.incs().filter(F.col("inc_start") == -1).select("source", "queue", "inc")
+        return snap_records.join(F.broadcast(table), ["source", "queue"], "left")
     inc = F.lit(None).cast("long")
     for source, queue, g in reversed(first):
         cond = F.col("queue") == F.lit(queue)
@@ -431,16 +459,48 @@ def _broadcast_allowed(spark: SparkSession) -> bool:
     return str(threshold).strip() != "-1"
 
 
+# At most this many rows of replay's small tables (per (queue, segment) and per incarnation) go
+# to the JVM reader's tasks as its replayPlan option; more are broadcast joins.
+REPLAY_PLAN_ROWS = 20_000
+
+
+def replay_plan(seg_rows: list[tuple], inc_rows: list[tuple]) -> str:
+    """The JVM reader's ``replayPlan`` option (format in ``ReplayIds.java``): per name its
+    segments' earlier adds and its incarnations in LSN order."""
+    by_name: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for source, queue, seg, prefix in seg_rows:
+        by_name[(source, queue)].append(f"s {seg} {prefix}")
+    for source, queue, inc, start, end, adds_before, base in sorted(
+        inc_rows, key=lambda r: (r[0], r[1], r[3])
+    ):
+        by_name[(source, queue)].append(f"i {inc} {start} {end} {adds_before} {base}")
+    lines = []
+    for (source, queue), rows in by_name.items():
+        lines.append(f"q {source.encode().hex()} {queue.encode().hex()}")
+        lines += rows
+    return "\n".join(lines)
+
+
 def union(
-    spark: SparkSession, logs, ends: dict[str, str], cols: list[str], fmt: str = "tflux"
+    spark: SparkSession,
+    logs,
+    ends: dict[str, str],
+    cols: list[str],
+    fmt: str = "tflux",
+    plan: str | None = None,
 ) -> DataFrame:
     """The log entries of every (log directory, first LSN), up to ``ends[dir]`` when given,
-    with a ``log_dir`` column and the ``queue_adds`` counts."""
+    with a ``log_dir`` column and the ``queue_adds`` counts (and, given a ``plan`` for the
+    JVM reader, ``inc`` and ``replay_id``)."""
     out = None
+    if plan is not None:
+        cols = [*cols, "inc", "replay_id"]
     for log_dir, first in logs:
         reader = spark.read.format(fmt).option("fromLsn", str(first)).option("addCounts", "true")
         if log_dir in ends:
             reader = reader.option("toLsn", ends[log_dir])
+        if plan is not None:
+            reader = reader.option("replayPlan", plan)
         df = reader.load(log_dir).select(F.lit(log_dir).alias("log_dir"), *cols)
         out = df if out is None else out.unionByName(df)
     return out

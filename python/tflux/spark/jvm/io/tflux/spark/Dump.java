@@ -82,7 +82,7 @@ public final class Dump {
       data[i] = (byte) Integer.parseInt(hexData.substring(2 * i, 2 * i + 2), 16);
     }
     List<StructField> fields = new ArrayList<>();
-    for (int i = 2; i < LogColumns.NAMES.length - 1; i++) {
+    for (int i = 2; i < LogColumns.QUEUE_ADDS; i++) {
       fields.add(DataTypes.createStructField(LogColumns.NAMES[i], LogColumns.TYPES[i], true));
     }
     StructType schema = DataTypes.createStructType(fields);

@@ -27,15 +27,16 @@ import org.apache.spark.unsafe.types.UTF8String;
 final class LogColumns {
   static final String[] NAMES = {"source", "segment", "lsn", "term", "kind", "queue", "key",
       "record_id", "message", "implementation", "max_queue_size", "max_message_size", "key_min",
-      "key_max", "data", "queue_adds"};
+      "key_max", "data", "queue_adds", "inc", "replay_id"};
   static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
       DataTypes.LongType, DataTypes.IntegerType, DataTypes.StringType, DataTypes.StringType,
       DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType, DataTypes.IntegerType,
       DataTypes.IntegerType, DataTypes.IntegerType, DataTypes.LongType, DataTypes.LongType,
-      DataTypes.BinaryType, DataTypes.LongType};
+      DataTypes.BinaryType, DataTypes.LongType, DataTypes.LongType, DataTypes.LongType};
   static final int SOURCE = 0, SEGMENT = 1, LSN = 2, TERM = 3, KIND = 4, QUEUE = 5, KEY = 6,
       RECORD_ID = 7, MESSAGE = 8, IMPLEMENTATION = 9, MAX_QUEUE_SIZE = 10,
-      MAX_MESSAGE_SIZE = 11, KEY_MIN = 12, KEY_MAX = 13, DATA = 14, QUEUE_ADDS = 15;
+      MAX_MESSAGE_SIZE = 11, KEY_MIN = 12, KEY_MAX = 13, DATA = 14, QUEUE_ADDS = 15, INC = 16,
+      REPLAY_ID = 17;
   static final String[] KIND_NAMES = {"create_queue", "delete_queue", "add_record",
       "remove_record"};
   static final String[] DELTA_NAMES = {"CreateQueue", "DeleteQueue", "AddRecord",
@@ -45,7 +46,9 @@ final class LogColumns {
    * The schema for the {@code rawData}, {@code columns} and {@code addCounts} options (Python's,
    * exactly). {@code addCounts} appends {@code queue_adds}: the AddRecords of the entry's queue
    * in its segment file, from the scan's first LSN up to and including the entry (what replay
-   * derives record ids from).
+   * derives record ids from). {@code replayPlan} (see {@link ReplayIds}) appends {@code inc} and
+   * {@code replay_id}: an AddRecord's or RemoveRecord's incarnation number, and the id replay
+   * gives an AddRecord (a RemoveRecord's own record id); null for other entries.
    */
   static StructType schema(Map<String, String> options) {
     boolean raw = Options.flag(options, "rawData", false);
@@ -59,6 +62,10 @@ final class LogColumns {
     }
     if (Options.flag(options, "addCounts", false)) {
       fields.add(DataTypes.createStructField(NAMES[QUEUE_ADDS], TYPES[QUEUE_ADDS], true));
+    }
+    if (Options.get(options, "replayPlan") != null) {
+      fields.add(DataTypes.createStructField(NAMES[INC], TYPES[INC], true));
+      fields.add(DataTypes.createStructField(NAMES[REPLAY_ID], TYPES[REPLAY_ID], true));
     }
     return DataTypes.createStructType(fields);
   }
@@ -110,12 +117,24 @@ final class LogColumns {
   private final Cursor c = new Cursor(null, 0, 0, 0);
   /** The records are a channel's messages (spec 10): only {@code data}, nothing decoded. */
   boolean messages;
-  /** The running AddRecord counts of {@code queue_adds}, or null when not asked for. */
+  /**
+   * The running AddRecord counts of {@code queue_adds} (also kept for {@code inc} and {@code
+   * replay_id}), or null when no column needs them.
+   */
   final QueueAdds adds;
+  /** Replay's tables for {@code inc} and {@code replay_id}, or null. */
+  private final ReplayIds replay;
+  /** The queues of the current file's source in {@link #replay}, and the file's name. */
+  private Map<String, ReplayIds.Queue> replayQueues;
+  private String segmentName;
   /** Whether any column needs the delta's fields (else only its structure is checked). */
   private final boolean fields;
 
   LogColumns(StructType readSchema, int capacity) {
+    this(readSchema, capacity, null);
+  }
+
+  LogColumns(StructType readSchema, int capacity, ReplayIds replay) {
     this.capacity = capacity;
     out = new ColumnVector[readSchema.fields().length];
     ConstantColumnVector src = null;
@@ -137,11 +156,16 @@ final class LogColumns {
       OnHeapColumnVector v = new OnHeapColumnVector(capacity, TYPES[id]);
       vec[id] = v;
       out[i] = v;
-      needFields |= id >= KIND && id != QUEUE_ADDS;
+      needFields |= id >= KIND && id < QUEUE_ADDS;
     }
     source = src;
     segment = seg;
-    adds = vec[QUEUE_ADDS] == null ? null : new QueueAdds();
+    boolean ids = vec[INC] != null || vec[REPLAY_ID] != null;
+    if (ids && replay == null) {
+      throw new IllegalArgumentException("tflux: inc and replay_id need the replayPlan option");
+    }
+    this.replay = ids ? replay : null;
+    adds = vec[QUEUE_ADDS] == null && !ids ? null : new QueueAdds();
     fields = needFields;
     if (vec[KIND] != null) {
       vec[KIND].setDictionary(new KindDictionary());
@@ -165,6 +189,10 @@ final class LogColumns {
     }
     if (segment != null) {
       segment.setUtf8String(UTF8String.fromString(segmentName));
+    }
+    this.segmentName = segmentName;
+    if (replay != null) {
+      replayQueues = replay.source(sourceName);
     }
   }
 
@@ -204,11 +232,12 @@ final class LogColumns {
     }
     if (messages) {
       nulls(row, KIND, QUEUE, KEY, RECORD_ID, MESSAGE, IMPLEMENTATION, MAX_QUEUE_SIZE);
-      nulls(row, MAX_MESSAGE_SIZE, KEY_MIN, KEY_MAX, QUEUE_ADDS);
+      nulls(row, MAX_MESSAGE_SIZE, KEY_MIN, KEY_MAX, QUEUE_ADDS, INC, REPLAY_ID);
       return;
     }
     c.reset(buf, at, at + len, 0);
     int kind = -1;
+    long removed = 0;
     try {
       int marker = c.u8("delta marker");
       int nameAt;
@@ -280,6 +309,7 @@ final class LogColumns {
             throw new IllegalArgumentException("tflux: record id " + Long.toUnsignedString(id)
                 + " at LSN " + lsn + " exceeds Int64");
           }
+          removed = id;
           if (fields) {
             nulls(row, KEY, MESSAGE);
             putLong(row, RECORD_ID, id);
@@ -292,8 +322,13 @@ final class LogColumns {
           throw c.fail(0, "unknown delta marker " + Cursor.hex2(marker));
       }
       if (adds != null) {
-        v[QUEUE_ADDS].putLong(row, kind == 2 ? adds.add(buf, nameAt, nameLen)
-            : adds.get(buf, nameAt, nameLen));
+        long count = kind == 2 ? adds.add(buf, nameAt, nameLen) : adds.get(buf, nameAt, nameLen);
+        if (v[QUEUE_ADDS] != null) {
+          v[QUEUE_ADDS].putLong(row, count);
+        }
+        if (replay != null) {
+          replayIds(row, kind, lsn, count, removed, buf, nameAt, nameLen);
+        }
       }
       if (fields) {
         if (kindIds != null) {
@@ -306,6 +341,36 @@ final class LogColumns {
     } catch (Cursor.DecodeError e) {
       throw new CorruptException(path, fileOffset + SegmentReader.RECORD_HEADER + e.offset,
           "undecodable delta at LSN " + lsn + ": " + e.display());
+    }
+  }
+
+  /** {@code inc} and {@code replay_id} of row {@code row} (see {@link ReplayIds}). */
+  private void replayIds(int row, int kind, long lsn, long count, long removed, ByteBuffer buf,
+      int nameAt, int nameLen) {
+    ReplayIds.Queue q = null;
+    int at = -1;
+    ReplayIds.Resolved r = null;
+    if (kind >= 2) {
+      int slot = adds.lastSlot();
+      r = (ReplayIds.Resolved) adds.data(slot);
+      if (r == null) {
+        r = ReplayIds.resolve(replayQueues, segmentName, buf, nameAt, nameLen);
+        adds.setData(slot, r);
+      }
+      q = r.queue;
+      at = q == null ? -1 : q.find(lsn);
+    }
+    if (at < 0) {
+      nulls(row, INC, REPLAY_ID);
+      return;
+    }
+    putLong(row, INC, q.inc[at]);
+    if (kind == 3) {
+      putLong(row, REPLAY_ID, removed);
+    } else if (r.hasSegBase) {
+      putLong(row, REPLAY_ID, q.baseId[at] + r.segBase + count - q.addsBefore[at]);
+    } else {
+      nulls(row, REPLAY_ID);
     }
   }
 

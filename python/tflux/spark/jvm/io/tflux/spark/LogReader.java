@@ -22,9 +22,10 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   private ColumnarBatch batch;
   private int rows;
 
-  LogReader(LogSource.Chunk[] chunks, StructType schema, long from, long to, int batchRows) {
+  LogReader(LogSource.Chunk[] chunks, StructType schema, long from, long to, int batchRows,
+      ReplayIds replay) {
     this.chunks = new ArrayDeque<>(Arrays.asList(chunks));
-    this.cols = new LogColumns(schema, batchRows);
+    this.cols = new LogColumns(schema, batchRows, replay);
     this.from = from;
     this.to = to;
     this.batchRows = batchRows;

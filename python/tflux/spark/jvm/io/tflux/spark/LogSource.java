@@ -331,7 +331,8 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     @Override
     public PartitionReaderFactory createReaderFactory() {
       int rows = (int) Math.min(Options.bytes(options, "batchRows", 4096), 1 << 20);
-      return new Factory(schema, from, to, rows);
+      String plan = Options.get(options, "replayPlan");
+      return new Factory(schema, from, to, rows, plan == null ? null : ReplayIds.parse(plan));
     }
   }
 
@@ -341,12 +342,14 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     final long from;
     final long to;
     final int batchRows;
+    final ReplayIds replay;
 
-    Factory(StructType schema, long from, long to, int batchRows) {
+    Factory(StructType schema, long from, long to, int batchRows, ReplayIds replay) {
       this.schema = schema;
       this.from = from;
       this.to = to;
       this.batchRows = batchRows;
+      this.replay = replay;
     }
 
     @Override
@@ -361,7 +364,8 @@ public final class LogSource implements TableProvider, DataSourceRegister {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-      return new LogReader(((LogPartition) partition).chunks, schema, from, to, batchRows);
+      return new LogReader(((LogPartition) partition).chunks, schema, from, to, batchRows,
+          replay);
     }
   }
 }

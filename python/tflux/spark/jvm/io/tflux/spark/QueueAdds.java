@@ -12,6 +12,8 @@ import java.util.Arrays;
 final class QueueAdds {
   private byte[][] keys = new byte[16][];
   private long[] counts = new long[16];
+  /** Per slot: what the scan derived once from the name (replay's {@link ReplayIds.Resolved}). */
+  private Object[] data = new Object[16];
   private int size;
   /** The slot of the previous lookup (logs often hold runs of one queue). */
   private int lastSlot = -1;
@@ -20,6 +22,7 @@ final class QueueAdds {
   void clear() {
     Arrays.fill(keys, null);
     Arrays.fill(counts, 0);
+    Arrays.fill(data, null);
     size = 0;
     lastSlot = -1;
   }
@@ -34,6 +37,19 @@ final class QueueAdds {
   long get(ByteBuffer buf, int at, int len) {
     int s = slot(buf, at, len); // first: it may grow the arrays
     return counts[s];
+  }
+
+  /** The slot of the name of the last {@link #add} or {@link #get}. */
+  int lastSlot() {
+    return lastSlot;
+  }
+
+  Object data(int slot) {
+    return data[slot];
+  }
+
+  void setData(int slot, Object value) {
+    data[slot] = value;
   }
 
   /**
@@ -84,8 +100,10 @@ final class QueueAdds {
   private void grow() {
     byte[][] oldKeys = keys;
     long[] oldCounts = counts;
+    Object[] oldData = data;
     keys = new byte[oldKeys.length * 2][];
     counts = new long[oldKeys.length * 2];
+    data = new Object[oldKeys.length * 2];
     lastSlot = -1;
     int mask = keys.length - 1;
     for (int i = 0; i < oldKeys.length; i++) {
@@ -103,6 +121,7 @@ final class QueueAdds {
       }
       keys[s] = k;
       counts[s] = oldCounts[i];
+      data[s] = oldData[i];
     }
   }
 

@@ -1,0 +1,169 @@
+package io.tflux.spark;
+
+import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * The {@code replayPlan} option of the log reader: replay's small tables (each queue name's
+ * AddRecords in earlier segments, and its incarnations' LSN intervals, numbers, adds before
+ * them and first ids), so that the scan itself emits an add's record id and the incarnation
+ * of an add or remove ({@code replay_id}, {@code inc}) instead of two broadcast joins on
+ * strings per row. The rule is replay's ({@code tflux.spark.rebuild}); this only evaluates it:
+ * {@code replay_id = base_id + seg_base + queue_adds - adds_before} in the incarnation whose
+ * interval {@code [start, end)} holds the entry's LSN. A missing table entry gives nulls, as
+ * the joins' missing matches do.
+ *
+ * <p>Text form (written by {@code rebuild.py}), one line each: {@code q SOURCE_HEX QUEUE_HEX}
+ * starts a queue name (hex of the UTF-8 bytes), then {@code s SEGMENT SEG_BASE} per segment
+ * and {@code i INC START END ADDS_BEFORE BASE_ID} per incarnation in LSN order.
+ */
+final class ReplayIds implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  /** One queue name of one source. */
+  static final class Queue implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final Map<String, Long> segBase = new HashMap<>();
+    long[] start = new long[0];
+    long[] end = new long[0];
+    long[] inc = new long[0];
+    long[] addsBefore = new long[0];
+    long[] baseId = new long[0];
+
+    /** The incarnation holding {@code lsn}, or -1. */
+    int find(long lsn) {
+      int lo = 0;
+      int hi = start.length - 1;
+      int at = -1;
+      while (lo <= hi) { // the last interval starting at or before lsn
+        int mid = (lo + hi) >>> 1;
+        if (start[mid] <= lsn) {
+          at = mid;
+          lo = mid + 1;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      return at >= 0 && lsn < end[at] ? at : -1;
+    }
+  }
+
+  /** What a scan of one segment file keeps per queue name (see {@link QueueAdds#data}). */
+  static final class Resolved {
+    static final Resolved NONE = new Resolved(null, false, 0);
+    final Queue queue;
+    final boolean hasSegBase;
+    final long segBase;
+
+    Resolved(Queue queue, boolean hasSegBase, long segBase) {
+      this.queue = queue;
+      this.hasSegBase = hasSegBase;
+      this.segBase = segBase;
+    }
+  }
+
+  /** Source -> queue name (its bytes as ISO-8859-1 chars) -> queue. */
+  final Map<String, Map<String, Queue>> sources = new HashMap<>();
+
+  static ReplayIds parse(String text) {
+    ReplayIds out = new ReplayIds();
+    Queue q = null;
+    int n = 0;
+    java.util.List<long[]> incs = new java.util.ArrayList<>();
+    for (String line : text.split("\n")) {
+      n++;
+      String t = line.trim();
+      if (t.isEmpty()) {
+        continue;
+      }
+      String[] f = t.split(" ");
+      try {
+        switch (f[0]) {
+          case "q":
+            finish(q, incs);
+            q = new Queue();
+            String source = new String(hex(f[1]), StandardCharsets.UTF_8);
+            String name = new String(hex(f.length > 2 ? f[2] : ""),
+                StandardCharsets.ISO_8859_1);
+            out.sources.computeIfAbsent(source, k -> new HashMap<>()).put(name, q);
+            break;
+          case "s":
+            q.segBase.put(f[1], Long.parseLong(f[2]));
+            break;
+          case "i":
+            incs.add(new long[] {Long.parseLong(f[1]), Long.parseLong(f[2]),
+                Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5])});
+            break;
+          default:
+            throw new IllegalArgumentException("unknown line kind");
+        }
+      } catch (RuntimeException e) {
+        throw new IllegalArgumentException("tflux: option replayPlan, line " + n + " '" + t
+            + "': " + e.getMessage(), e);
+      }
+    }
+    finish(q, incs);
+    return out;
+  }
+
+  private static void finish(Queue q, java.util.List<long[]> incs) {
+    if (q == null) {
+      return;
+    }
+    int n = incs.size();
+    q.inc = new long[n];
+    q.start = new long[n];
+    q.end = new long[n];
+    q.addsBefore = new long[n];
+    q.baseId = new long[n];
+    for (int i = 0; i < n; i++) {
+      long[] r = incs.get(i);
+      q.inc[i] = r[0];
+      q.start[i] = r[1];
+      q.end[i] = r[2];
+      q.addsBefore[i] = r[3];
+      q.baseId[i] = r[4];
+      if (i > 0 && q.start[i] < q.start[i - 1]) {
+        throw new IllegalArgumentException("incarnations out of LSN order");
+      }
+    }
+    incs.clear();
+  }
+
+  private static byte[] hex(String s) {
+    if (s.length() % 2 != 0) {
+      throw new IllegalArgumentException("odd hex length");
+    }
+    byte[] b = new byte[s.length() / 2];
+    for (int i = 0; i < b.length; i++) {
+      b[i] = (byte) Integer.parseInt(s.substring(2 * i, 2 * i + 2), 16);
+    }
+    return b;
+  }
+
+  /** The queues of {@code source} (null: none planned). */
+  Map<String, Queue> source(String source) {
+    return sources.get(source);
+  }
+
+  /** What {@code segment}'s scan needs of the queue named {@code buf[at, at + len)}. */
+  static Resolved resolve(Map<String, Queue> queues, String segment, ByteBuffer buf, int at,
+      int len) {
+    if (queues == null) {
+      return Resolved.NONE;
+    }
+    char[] name = new char[len];
+    for (int i = 0; i < len; i++) {
+      name[i] = (char) (buf.get(at + i) & 0xFF);
+    }
+    Queue q = queues.get(new String(name));
+    if (q == null) {
+      return Resolved.NONE;
+    }
+    Long base = q.segBase.get(segment);
+    return new Resolved(q, base != null, base == null ? 0 : base);
+  }
+}
