@@ -10,12 +10,16 @@
 //!
 //! - **Only bytes a scan accepted are borrowed, and only from sealed plain segments**: the
 //!   active segment (read with positioned reads) and a decompressed `.log.z` (private memory)
-//!   are copied (`Segment::replay_records`). A map covers `[0, size)`, the header and the
-//!   records up to the last good one, never the end marker or the reserved tail.
-//! - **Appends** write at or after `size`, outside every map of the file. A sealed segment is
-//!   written again only after `Segment::unseal` (a cut reaches into it, or it becomes the last
-//!   segment at open), which drops the segment's own map first; maps held by records still
-//!   cover only the records below `size`, which appends never touch.
+//!   are copied (`Segment::replay_records`). The bytes a segment (and a record borrowing
+//!   from it) reads are `[0, size)`, the header and the records up to the last good one, never
+//!   the end marker or the reserved tail. The mapping under them may reach further: the replay
+//!   right after open reads the scan's own map of the whole file (`Segment::from_file_scan`,
+//!   `SegmentBytes::map_prefix`), so that the log is not mapped and faulted in twice; nothing
+//!   reads past `size` through it, and what follows `size` is not read while it changes.
+//! - **Appends** write at or after `size`, outside the bytes every map of the file lends. A
+//!   sealed segment is written again only after `Segment::unseal` (a cut reaches into it, or
+//!   it becomes the last segment at open), which drops the segment's own map first; maps held
+//!   by records still lend only the records below `size`, which appends never touch.
 //! - **Cuts** (`Log::truncate_after`, `insert_range`, repair of a sealed segment) never write
 //!   into the cut file: `segment::rewrite_prefix` copies the kept prefix into a new file and
 //!   renames it over the old name (copy-on-truncate). A map of the old inode keeps the old

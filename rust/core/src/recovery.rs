@@ -752,6 +752,8 @@ pub fn scan_dir_feeding(
             if final_once_walked(options.mode, position, damaged) {
                 feed(seg);
             }
+            // The scan's map was kept for `feed` only (`Segment::from_file_scan`).
+            seg.unmap();
         }
         expected = match &segment {
             Some(seg) if !damaged => Some(seg.last_lsn().saturating_add(1)),

@@ -25,14 +25,29 @@ use crate::format::compressed::{self, BadCompressed, Header};
 pub struct SegmentBytes(Arc<Held>);
 
 enum Held {
-    Mapped(Mmap),
+    /// A map and how much of it the bytes are (a scan maps the whole file; a segment reads
+    /// only its records, see [`SegmentBytes::map_prefix`]).
+    Mapped(Mmap, usize),
     Owned(Vec<u8>),
     Empty,
 }
 
 impl SegmentBytes {
     pub fn mapped(map: Option<Mmap>) -> SegmentBytes {
-        SegmentBytes(Arc::new(map.map_or(Held::Empty, Held::Mapped)))
+        SegmentBytes(Arc::new(map.map_or(Held::Empty, |m| {
+            let len = m.len();
+            Held::Mapped(m, len)
+        })))
+    }
+
+    /// The first `len` bytes of a map nothing else shares yet, as bytes of their own (the
+    /// mapping itself is kept, not remade); `None` when these bytes are not a map, are shared,
+    /// or are shorter than `len`.
+    pub fn map_prefix(self, len: usize) -> Option<SegmentBytes> {
+        match Arc::try_unwrap(self.0).ok()? {
+            Held::Mapped(m, n) if len <= n => Some(SegmentBytes(Arc::new(Held::Mapped(m, len)))),
+            _ => None,
+        }
     }
 
     pub fn owned(bytes: Vec<u8>) -> SegmentBytes {
@@ -63,7 +78,7 @@ impl Deref for SegmentBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match &*self.0 {
-            Held::Mapped(m) => m,
+            Held::Mapped(m, len) => &m[..*len],
             Held::Owned(v) => v,
             Held::Empty => &[],
         }
@@ -235,4 +250,32 @@ fn too_big(path: &Path) -> Error {
         None,
         "compressed segment larger than the address space",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SegmentBytes;
+    use std::io::Write;
+
+    fn mapped(bytes: &[u8]) -> (tempfile::NamedTempFile, SegmentBytes) {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(bytes).unwrap();
+        let map = crate::mmap::map_readonly(f.as_file(), bytes.len() as u64).unwrap();
+        (f, SegmentBytes::mapped(map))
+    }
+
+    #[test]
+    fn a_map_prefix_is_exactly_the_first_bytes_of_an_unshared_map() {
+        let (_f, map) = mapped(b"0123456789");
+        let prefix = map.map_prefix(4).expect("an unshared map");
+        assert_eq!(&prefix[..], b"0123");
+        assert_eq!(&prefix.map_prefix(4).unwrap()[..], b"0123");
+        let (_f, map) = mapped(b"0123456789");
+        assert!(map.clone().map_prefix(4).is_none(), "shared");
+        assert!(map.map_prefix(11).is_none(), "longer than the map");
+        assert!(SegmentBytes::owned(b"0123".to_vec())
+            .map_prefix(2)
+            .is_none());
+        assert!(SegmentBytes::empty().map_prefix(0).is_none());
+    }
 }

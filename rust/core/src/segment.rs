@@ -921,6 +921,11 @@ impl Segment {
         self.map = None;
     }
 
+    /// Whether the segment holds its bytes (a map, or a decompressed `.log.z`) right now.
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
+    }
+
     pub fn sync(&self) -> Result<()> {
         self.file.sync_data().ctx("fsync segment", &self.path)
     }
@@ -1455,7 +1460,12 @@ impl<'p> ActiveRead<'p> {
 }
 
 impl Segment {
-    /// Builds the segment from a scan (keeping a sealed segment's map for later reads).
+    /// Builds the segment from a scan. A sealed plain segment keeps the scan's map (as far as
+    /// its records go) for the replay right after the scan, so the log is not mapped and
+    /// faulted in twice; the caller drops it ([`Segment::unmap`]) when nothing reads the
+    /// segment now, so that opening a long log does not leave all of it mapped. Any other
+    /// scan's bytes (the active segment's buffer, a decompressed `.log.z`, which stays in the
+    /// bounded cache of `segbytes`) are dropped here.
     pub fn from_file_scan(
         storage: &Arc<dyn Storage>,
         path: PathBuf,
@@ -1465,15 +1475,17 @@ impl Segment {
         sealed: bool,
     ) -> Segment {
         let size = scan.end.max(header::HEADER_LEN as u64);
-        // The scan's map (or buffer) is dropped here: a sealed segment is mapped again when it
-        // is read, so opening a long log does not leave all of it resident (a decompressed one
-        // stays in the bounded cache of `segbytes`).
         let file = storage.adopt(scan.file, &path);
         let mut seg =
             Segment::from_scan(storage, path, first_lsn, file, writable, scan.index, size);
         seg.compressed = scan.compressed;
         if sealed || seg.compressed.is_some() {
             seg.seal();
+        }
+        if seg.sealed && seg.compressed.is_none() {
+            seg.map = usize::try_from(size)
+                .ok()
+                .and_then(|size| scan.bytes.map_prefix(size));
         }
         seg
     }

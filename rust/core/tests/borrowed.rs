@@ -315,3 +315,34 @@ fn count_borrowed_in_a_given_log() {
     let (state, log) = restore(Path::new(&dir), o);
     eprintln!("{:?} of {} segments", kinds(&state), log.segments_len());
 }
+
+/// The overlapped restore replays each sealed segment from the map its scan made (no second
+/// map of the log), and no segment stays mapped once the scan has walked past it, fed or not.
+#[test]
+fn a_fed_segment_is_replayed_from_its_scans_map_and_then_unmapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (deltas, _) = adds_then_removes(60, 20);
+    write(dir.path(), &deltas);
+    let storage = tflux_core::storage::real();
+    let options = tflux_core::recovery::ScanOptions::default();
+    let mut fed = 0;
+    let scan = tflux_core::recovery::scan_dir_feeding(dir.path(), options, &storage, &mut |seg| {
+        assert!(
+            seg.is_mapped(),
+            "{} fed without the scan's map",
+            seg.path().display()
+        );
+        fed += 1;
+    })
+    .unwrap();
+    assert!(fed >= 2, "the log has sealed segments ({fed} fed)");
+    for scan in [
+        scan,
+        tflux_core::recovery::scan_dir(dir.path(), options, &storage).unwrap(),
+    ] {
+        for f in &scan.files {
+            let seg = f.segment.as_ref().unwrap();
+            assert!(!seg.is_mapped(), "{} still mapped", seg.path().display());
+        }
+    }
+}
