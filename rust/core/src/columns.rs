@@ -10,10 +10,11 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::format::delta::{self, fields, DeltaRef};
-use crate::log::Log;
+use crate::log::{Log, RecordRun};
+use crate::recovery::Parallelism;
 
 /// A nullable fixed-width column.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Nullable<T> {
     /// One value per entry (zero where null), or none at all when every entry is null: a
     /// column no entry fills takes no memory (the bindings hand Arrow one shared zero buffer).
@@ -24,7 +25,7 @@ pub struct Nullable<T> {
 /// LSB-first validity bits (1 = present). `bytes` is empty when every entry is valid (Arrow
 /// then needs no validity buffer) or every entry is null (all zeros, which the bindings share
 /// between columns), so neither costs any bitmap work.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Bitmap {
     pub bytes: Vec<u8>,
     pub len: usize,
@@ -74,7 +75,7 @@ impl Bitmap {
 }
 
 /// A variable-width column (utf8 or binary) with int32 offsets.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Binary {
     pub offsets: Vec<i32>,
     pub data: Vec<u8>,
@@ -117,6 +118,17 @@ impl Binary {
             data: Vec::with_capacity(bytes),
             validity: Bitmap::default(),
         })
+    }
+
+    /// Appends `other`'s values (the validity is built at the end, from the entries' codes).
+    fn append(&mut self, other: &Binary) -> Result<()> {
+        let base = self.data.len();
+        offset(base + other.data.len())?;
+        let shift = base as i32;
+        self.data.extend_from_slice(&other.data);
+        self.offsets
+            .extend(other.offsets[1..].iter().map(|&o| o + shift));
+        Ok(())
     }
 
     /// Appends the values of entries `range` (`None`: null), at most the `bytes` reserved.
@@ -186,6 +198,26 @@ impl<T: Copy + Default> Fixed<T> {
         self.len += n;
     }
 
+    /// Appends `other`'s entries (a column filled on another thread, for the entries after
+    /// these).
+    fn append(&mut self, other: Fixed<T>, zeros: fn(usize) -> Vec<T>) {
+        match (&mut self.values, other.values) {
+            (_, None) => {
+                if let Some(values) = &mut self.values {
+                    values.resize(self.len + other.len, T::default());
+                }
+            }
+            (Some(values), Some(o)) => values.extend_from_slice(&o),
+            (None, Some(o)) => {
+                let mut values = zeros(self.len);
+                values.reserve(self.capacity.max(self.len + o.len()) - self.len);
+                values.extend_from_slice(&o);
+                self.values = Some(values);
+            }
+        }
+        self.len += other.len;
+    }
+
     fn finish(self, validity: Bitmap) -> Nullable<T> {
         Nullable {
             values: self.values.unwrap_or_default(),
@@ -203,7 +235,7 @@ fn zeros_i64(n: usize) -> Vec<i64> {
 }
 
 /// Decoded entries in columns.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct DeltaColumns {
     pub lsn: Vec<i64>,
     pub term: Vec<i32>,
@@ -260,6 +292,7 @@ impl Columns {
     fn new(first_lsn: i64, n: usize, bytes: usize) -> Columns {
         let mut queue = Binary::default();
         queue.offsets.reserve(n);
+        queue.data.reserve(n * 8);
         let mut message = Binary::default();
         message.offsets.reserve(n);
         message.data.reserve(bytes);
@@ -349,6 +382,53 @@ impl Columns {
         self.filled = self.codes.len();
     }
 
+    /// Appends the entries of `other` (every entry of both filled), which follow these.
+    fn append(&mut self, other: Columns) -> Result<()> {
+        debug_assert!(self.pending() == 0 && other.pending() == 0);
+        self.codes.extend_from_slice(&other.codes);
+        for (count, more) in self.counts.iter_mut().zip(other.counts) {
+            *count += more;
+        }
+        self.filled = self.codes.len();
+        self.term.extend_from_slice(&other.term);
+        self.queue.append(&other.queue)?;
+        self.message.append(&other.message)?;
+        self.key.append(other.key, zeros_i64);
+        self.record_id.append(other.record_id, zeros_i64);
+        for (column, more) in self.settings.iter_mut().zip(other.settings) {
+            column.append(more, zeros_i32);
+        }
+        for (column, more) in self.range.iter_mut().zip(other.range) {
+            column.append(more, zeros_i64);
+        }
+        Ok(())
+    }
+
+    /// Checks and fills `records` (`(lsn, term, data)` in LSN order) in rounds of [`ROUND`],
+    /// appending each one's data to `raw` when given.
+    fn decode<'a>(
+        &mut self,
+        mut raw: Option<&mut Binary>,
+        records: impl Iterator<Item = Result<(i64, i32, &'a [u8])>>,
+    ) -> Result<()> {
+        let mut round: Vec<&'a [u8]> = Vec::with_capacity(ROUND);
+        for record in records {
+            let (lsn, term, data) = record?;
+            self.check(lsn, term, data)?;
+            if let Some(raw) = raw.as_deref_mut() {
+                raw.data.extend_from_slice(data);
+                raw.offsets.push(offset(raw.data.len())?);
+            }
+            round.push(data);
+            if round.len() == ROUND {
+                self.fill(|k| round[k]);
+                round.clear();
+            }
+        }
+        self.fill(|k| round[k]);
+        Ok(())
+    }
+
     /// The columns (every entry checked must have been filled).
     fn finish(self, raw: Option<Binary>) -> Result<DeltaColumns> {
         debug_assert_eq!(self.filled, self.codes.len());
@@ -410,70 +490,6 @@ impl Columns {
         kind.extend(0..n, |i| Some(name(self.codes[i])));
         kind.validity = all;
         Ok(kind)
-    }
-}
-
-/// [`read_deltas`]' sink: each record is copied (and its CRC checked by the segment) into
-/// `data`, decoded there while in cache, and every [`ROUND`] entries the columns take the
-/// round's values while it is still in L2. Without the raw column `data` holds one round and
-/// is reused (no fresh pages); with it, `data` and `offsets` are the raw column.
-struct DeltaSink {
-    columns: Columns,
-    data: Vec<u8>,
-    /// Where each pending entry's data starts in `data` (and where the next one starts).
-    offsets: Vec<i32>,
-    raw: bool,
-    start: i64,
-    budget: u64,
-    used: u64,
-    failure: Option<Error>,
-}
-
-impl DeltaSink {
-    fn fill(&mut self) {
-        let pending = self.columns.pending();
-        let (data, offsets) = (&self.data, &self.offsets);
-        let first = offsets.len() - 1 - pending;
-        self.columns
-            .fill(|k| &data[offsets[first + k] as usize..offsets[first + k + 1] as usize]);
-        if !self.raw {
-            self.data.clear();
-            self.offsets.clear();
-            self.offsets.push(0);
-        }
-    }
-}
-
-impl crate::segment::RecordSink for DeltaSink {
-    fn admit(&mut self, lsn: i64, len: usize) -> bool {
-        lsn == self.start || self.used + len as u64 <= self.budget
-    }
-
-    fn data(&mut self) -> &mut Vec<u8> {
-        &mut self.data
-    }
-
-    fn push(&mut self, lsn: i64, term: i32) -> bool {
-        let begin = *self.offsets.last().expect("never empty") as usize;
-        let end = self.data.len();
-        if let Err(e) = self.columns.check(lsn, term, &self.data[begin..end]) {
-            self.data.truncate(begin);
-            self.failure = Some(e);
-            return false;
-        }
-        self.used += (end - begin) as u64;
-        // Within the budget, itself under 2 GiB (plus one record, under 2 GiB too).
-        self.offsets.push(end as i32);
-        if self.columns.pending() == ROUND {
-            self.fill();
-        }
-        true
-    }
-}
-
-impl crate::log::ReadSink for DeltaSink {
-    fn used(&self) -> u64 {
-        self.used
     }
 }
 
@@ -544,55 +560,49 @@ pub fn read_segment_deltas(
     let lo = from.map_or(0, index_of);
     let hi = to.map_or(count, |t| index_of(t.saturating_add(1))).max(lo);
     let mut columns = Columns::new(first_lsn + lo as i64, hi - lo, scan.bytes.len());
-    // Each entry's data, as a range of the scanned bytes.
-    let mut ranges = Vec::with_capacity(hi - lo);
+    let mut raw = raw
+        .then(|| Binary::with_capacity(hi - lo, scan.bytes.len()))
+        .transpose()?;
     // The records one after another from the first (a sealed segment's index is sparse).
     let mut at = seg_format::HEADER_LEN;
-    for i in 0..hi {
+    let records = (0..hi).filter_map(|i| {
         // Checked by the scan just now: framing only.
         let Frame::Record { term, data, next } = record::parse_with::<false>(&scan.bytes, at)
         else {
-            return Err(Error::corruption(
-                path,
-                Some(at as u64),
-                "record changed while it was read",
-            ));
+            let e = Error::corruption(path, Some(at as u64), "record changed while it was read");
+            return Some(Err(e));
         };
         at = next;
-        if i < lo {
-            continue;
-        }
-        columns.check(first_lsn + i as i64, term, data)?;
-        let start = data.as_ptr() as usize - scan.bytes.as_ptr() as usize;
-        ranges.push((start, start + data.len()));
-        if columns.pending() == ROUND {
-            let round = &ranges[ranges.len() - ROUND..];
-            columns.fill(|k| &scan.bytes[round[k].0..round[k].1]);
-        }
+        (i >= lo).then_some(Ok((first_lsn + i as i64, term, data)))
+    });
+    columns.decode(raw.as_mut(), records)?;
+    if let Some(raw) = &mut raw {
+        let len = raw.offsets.len() - 1;
+        raw.validity = Bitmap::build(len, len, |_| true);
     }
-    let round = &ranges[ranges.len() - columns.pending()..];
-    columns.fill(|k| &scan.bytes[round[k].0..round[k].1]);
-    let raw = if raw {
-        let bytes = ranges.iter().map(|r| r.1 - r.0).sum();
-        let mut column = Binary::with_capacity(ranges.len(), bytes)?;
-        column.extend(0..ranges.len(), |i| {
-            Some(&scan.bytes[ranges[i].0..ranges[i].1])
-        });
-        column.validity = Bitmap::build(ranges.len(), ranges.len(), |_| true);
-        Some(column)
-    } else {
-        None
-    };
     columns.finish(raw)
 }
 
+/// How [`read_deltas_with`] reads.
+#[derive(Debug, Clone, Copy)]
+pub struct DeltaRead {
+    /// Record data to stop after (at least one entry; at most 2 GiB, for int32 offsets).
+    pub max_bytes: u64,
+    /// Whether to add the undecoded record data as a column.
+    pub raw: bool,
+    /// Whether the records are decoded on every core (the columns are the same either way).
+    pub parallelism: Parallelism,
+    /// The fewest entries a part decoded on its own thread has ([`PART_ENTRIES`]; tests use
+    /// small parts).
+    pub part_entries: usize,
+}
+
+/// Entries below which a part is not worth a thread of its own (and the copy that appends it).
+pub const PART_ENTRIES: usize = 8192;
+
 /// Decodes entries `start..end` of `log` (clamped to the log) into columns, stopping after
 /// `max_bytes` of record data (at least one entry). Undecodable data is a `CorruptionError`
-/// naming the LSN.
-///
-/// Column at a time ([`Columns`]): each record is copied once out of the segment and its CRC
-/// checked ([`Log::read_into`]), decoded while in cache, and each round of entries goes into
-/// the columns one column at a time; the raw column is the copied records themselves.
+/// naming the LSN. On every core unless `TFLUX_THREADS=1` ([`read_deltas_with`]).
 pub fn read_deltas(
     log: &mut Log,
     start: i64,
@@ -600,34 +610,137 @@ pub fn read_deltas(
     max_bytes: u64,
     raw: bool,
 ) -> Result<DeltaColumns> {
-    // As `read_batch`: the raw column's offsets are int32.
-    let budget = max_bytes.min(i32::MAX as u64);
-    let (n, bytes) = log.estimate(start, end.min(log.last_index() + 1), budget);
-    let mut sink = DeltaSink {
-        columns: Columns::new(start, n, bytes),
-        data: Vec::with_capacity(if raw { bytes } else { 0 }),
-        offsets: Vec::with_capacity(if raw { n + 1 } else { ROUND + 1 }),
+    let opts = DeltaRead {
+        max_bytes,
         raw,
-        start,
-        budget,
-        used: 0,
-        failure: None,
+        parallelism: Parallelism::from_env(),
+        part_entries: PART_ENTRIES,
     };
-    sink.offsets.push(0);
-    log.read_into(start, end, budget, &mut sink)?;
-    if let Some(e) = sink.failure.take() {
-        return Err(e);
+    read_deltas_with(log, start, end, &opts)
+}
+
+/// [`read_deltas`] with its options. The log locates the records first ([`Log::locate`]:
+/// framing, the budget, CRCs where a read must check them), then the decoding, the bulk of
+/// the work, runs on parts of about equal size on rayon's pool, each part straight from the
+/// segments' bytes (no copy first) into its own columns, column at a time ([`Columns`]); the
+/// parts are appended to the first, which was sized for all of them.
+pub fn read_deltas_with(
+    log: &mut Log,
+    start: i64,
+    end: i64,
+    opts: &DeltaRead,
+) -> Result<DeltaColumns> {
+    let budget = opts.max_bytes.min(i32::MAX as u64);
+    let runs = log.locate(start, end, budget)?;
+    let total: usize = runs.iter().map(|r| r.starts.len()).sum();
+    let data: u64 = runs.iter().map(|r| r.data_bytes).sum();
+    let parts = match opts.parallelism {
+        Parallelism::OneCore => 1,
+        Parallelism::AllCores => rayon::current_num_threads().min(total / opts.part_entries.max(1)),
     }
-    sink.fill();
-    let raw = raw.then(|| {
-        let len = sink.offsets.len() - 1;
-        Binary {
-            offsets: std::mem::take(&mut sink.offsets),
-            data: std::mem::take(&mut sink.data),
-            validity: Bitmap::build(len, len, |_| true),
+    .max(1);
+    let pieces = split(&runs, total, parts);
+    let decode = |(k, piece): (usize, &Vec<Piece<'_>>)| {
+        let (n, bytes) = if k == 0 {
+            (total, data as usize)
+        } else {
+            let n = piece.iter().map(|p| p.1.len()).sum();
+            (n, piece.iter().map(Piece::data_bytes).sum())
+        };
+        decode_part(piece, n, bytes, opts.raw)
+    };
+    let decoded: Vec<Result<(Columns, Option<Binary>)>> = if pieces.len() > 1 {
+        use rayon::prelude::*;
+        pieces.par_iter().enumerate().map(decode).collect()
+    } else {
+        pieces.iter().enumerate().map(decode).collect()
+    };
+    let mut decoded = decoded.into_iter();
+    let (mut columns, mut raw) = match decoded.next() {
+        Some(first) => first?,
+        None => (Columns::new(start, 0, 0), opts.raw.then(Binary::default)),
+    };
+    for part in decoded {
+        let (more, more_raw) = part?;
+        columns.append(more)?;
+        if let (Some(raw), Some(more)) = (&mut raw, more_raw) {
+            raw.append(&more)?;
         }
+    }
+    if let Some(raw) = &mut raw {
+        let len = raw.offsets.len() - 1;
+        raw.validity = Bitmap::build(len, len, |_| true);
+    }
+    columns.finish(raw)
+}
+
+/// Records `range` (indexes into `starts`) of one run.
+type Piece<'a> = (&'a RecordRun, Range<usize>);
+
+trait PieceBytes {
+    fn data_bytes(&self) -> usize;
+}
+
+impl PieceBytes for Piece<'_> {
+    /// About the data bytes of the piece (the run's average).
+    fn data_bytes(&self) -> usize {
+        let (run, range) = self;
+        (run.data_bytes as usize / run.starts.len().max(1)) * range.len()
+    }
+}
+
+/// The runs' records cut into `parts` parts of about `total / parts` records, in order.
+fn split(runs: &[RecordRun], total: usize, parts: usize) -> Vec<Vec<Piece<'_>>> {
+    let per = total.div_ceil(parts.max(1)).max(1);
+    let mut out: Vec<Vec<Piece<'_>>> = Vec::new();
+    let mut room = 0;
+    for run in runs {
+        let mut at = 0;
+        while at < run.starts.len() {
+            if room == 0 {
+                out.push(Vec::new());
+                room = per;
+            }
+            let take = room.min(run.starts.len() - at);
+            out.last_mut().expect("pushed").push((run, at..at + take));
+            at += take;
+            room -= take;
+        }
+    }
+    out
+}
+
+/// Decodes one part (records located and framed by [`Log::locate`]) into columns sized for
+/// `n` entries and `bytes` of data.
+fn decode_part(
+    pieces: &[Piece<'_>],
+    n: usize,
+    bytes: usize,
+    raw: bool,
+) -> Result<(Columns, Option<Binary>)> {
+    use crate::format::record::{self, Frame};
+    let first_lsn = pieces
+        .first()
+        .map_or(0, |(run, range)| run.first_lsn + range.start as i64);
+    let mut columns = Columns::new(first_lsn, n, bytes);
+    let mut raw = raw.then(|| Binary::with_capacity(n, bytes)).transpose()?;
+    let records = pieces.iter().flat_map(|(run, range)| {
+        run.starts[range.clone()]
+            .iter()
+            .zip(range.clone())
+            .map(
+                move |(&at, i)| match record::parse_with::<false>(&run.bytes, at) {
+                    Frame::Record { term, data, .. } => Ok((run.first_lsn + i as i64, term, data)),
+                    // Framed by `locate` in these very bytes.
+                    _ => Err(Error::InvalidArgument(format!(
+                        "record at LSN {} moved while it was read",
+                        run.first_lsn + i as i64
+                    ))),
+                },
+            )
     });
-    sink.columns.finish(raw)
+    columns.decode(raw.as_mut(), records)?;
+    Ok((columns, raw))
 }
 
 #[cfg(test)]

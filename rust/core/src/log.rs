@@ -155,6 +155,16 @@ impl segment::RecordSink for BatchSink {
     }
 }
 
+/// Records of one segment located by [`Log::locate`]: each starts (header first) at its
+/// position in `bytes`, the first at LSN `first_lsn`, the others after it in order.
+pub struct RecordRun {
+    pub bytes: SegmentBytes,
+    pub first_lsn: i64,
+    pub starts: Vec<usize>,
+    /// The records' data bytes, in all.
+    pub data_bytes: u64,
+}
+
 /// One log entry, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -726,10 +736,73 @@ impl Log {
     /// the file under it (`mmap.rs` has the argument for every writer). So a second pass would
     /// check the same bytes again; the one case it could catch, another program rewriting
     /// segment files in place between the scan and the replay, is outside what any reader of
-    /// a map can guard against. Reads after open (`Log::read`, `Log::scan`) still check: they
-    /// may reach records another process appended after the scan.
+    /// a map can guard against. Reads after open decide by [`Log::read_rechecks_crc`]
+    /// (`Log::read`, `Log::read_batch` and `Log::scan` still check every record).
     pub fn replay_rechecks_crc() -> bool {
         false
+    }
+
+    /// Whether a read re-checks the CRC of the record at `lsn` in `seg` (and of those before
+    /// it in that segment): not when the scan at open checked it in the file the segment still
+    /// reads ([`Segment::checked_at_open`]), by the argument of [`Log::replay_rechecks_crc`],
+    /// which holds for as long as the segment reads that file: no tflux writer changes a byte
+    /// a scan accepted. Every other record is checked: one this process appended after the
+    /// scan, one in a file a cut or a (de)compression wrote since. A read-only log never
+    /// reaches past what its scan checked (it does not follow a writer's appends; a refresh
+    /// opens a new log), so none of its records is checked twice. The one place that decides
+    /// it for reads (docs/format.md, log decision on re-checks); `read_deltas` asks it.
+    pub fn read_rechecks_crc(seg: &Segment, lsn: i64) -> bool {
+        !seg.checked_at_open(lsn)
+    }
+
+    /// Entries `start..end` (end exclusive, clamped to the log) within `budget` data bytes
+    /// (the first entry always) located for a reader that decodes them itself, maybe on
+    /// several threads: per segment, the bytes its records lie in and where each starts.
+    /// Framing is checked here, CRCs where [`Log::read_rechecks_crc`] says.
+    pub fn locate(&mut self, start: i64, end: i64, budget: u64) -> Result<Vec<RecordRun>> {
+        self.check_read_start(start)?;
+        let end = end.min(self.next_index());
+        let (count, _) = self.estimate(start, end, budget);
+        let mut runs = Vec::new();
+        let mut used = 0u64;
+        let mut lsn = start;
+        while lsn < end {
+            let k = self.segment_of(lsn);
+            let seg = &mut self.segments[k];
+            let last = (end - 1).min(seg.last_lsn());
+            let to = if seg.sealed() {
+                last
+            } else {
+                // One positioned read of what the budget can take (plus the record that
+                // crosses it), as `read_into`.
+                seg.chunk_end(lsn, last, slack(budget.saturating_sub(used)))
+            };
+            let check_crc = Self::read_rechecks_crc(seg, to);
+            let mut starts = Vec::with_capacity(count.min((to - lsn + 1) as usize) + 1);
+            let before = used;
+            let admit = |l: i64, n: usize| {
+                let total = used.saturating_add(n as u64);
+                if l != start && total > budget {
+                    return false;
+                }
+                used = total;
+                true
+            };
+            let (bytes, all) = seg.locate_records(lsn, to, check_crc, &mut starts, admit)?;
+            if !starts.is_empty() {
+                runs.push(RecordRun {
+                    bytes,
+                    first_lsn: lsn,
+                    starts,
+                    data_bytes: used - before,
+                });
+            }
+            if !all {
+                break;
+            }
+            lsn = to + 1;
+        }
+        Ok(runs)
     }
 
     /// [`Log::scan`] for the replay right after open, without re-checking checksums (see

@@ -308,6 +308,11 @@ pub struct Segment {
     /// The buffer a read-only read checks each record in, kept between reads (a random read
     /// would otherwise allocate one per call) while at most `SCRATCH_KEPT` bytes.
     scratch: Vec<u8>,
+    /// Records (from the first) whose framing and CRC the scan at open checked in the file this
+    /// segment still reads: 0 once the segment reads another file (a cut's copy, a
+    /// decompressed or compressed twin), or for a segment created after the open. Appends
+    /// never raise it. [`crate::log::Log::read_rechecks_crc`] decides with it.
+    checked_at_open: usize,
 }
 
 /// The largest scratch buffer a segment keeps between reads.
@@ -338,6 +343,7 @@ impl Segment {
             every_offset: None,
             random_reads: 0,
             scratch: Vec::new(),
+            checked_at_open: 0,
         }
     }
 
@@ -777,6 +783,54 @@ impl Segment {
         })
     }
 
+    /// Whether the scan at open checked the record at `lsn` (and every one before it) in the
+    /// file this segment still reads ([`Segment::checked_at_open`]'s field).
+    pub fn checked_at_open(&self, lsn: i64) -> bool {
+        lsn < self.first_lsn.saturating_add(self.checked_at_open as i64)
+    }
+
+    /// Locates the records `from..=to` (LSNs inside this segment) for a reader that decodes
+    /// them itself, maybe on other threads: walks their framing (and CRCs with `check_crc`)
+    /// while `admit(lsn, data_len)` accepts them, pushing where each record's header starts in
+    /// the bytes returned (the map of a sealed segment, shared; one positioned read of the
+    /// active one). The bool is false when `admit` stopped before `to`.
+    pub fn locate_records(
+        &mut self,
+        from: i64,
+        to: i64,
+        check_crc: bool,
+        starts: &mut Vec<usize>,
+        mut admit: impl FnMut(i64, usize) -> bool,
+    ) -> Result<(SegmentBytes, bool)> {
+        if from > to {
+            return Ok((SegmentBytes::empty(), true));
+        }
+        let start = self.record_offset(from)?;
+        // A decompressed segment's whole CRC was checked when it was decoded.
+        let check_crc = check_crc && self.compressed.is_none();
+        let (bytes, base, at) = if self.sealed {
+            self.mapped()?;
+            let map = self.map.clone().unwrap_or_else(SegmentBytes::empty);
+            (map, 0, start as usize)
+        } else {
+            let read = self.read_at(start, self.record_end(to))?;
+            (SegmentBytes::owned(read), start, 0)
+        };
+        let step = |lsn, _term, data: &[u8], at: usize| {
+            if !admit(lsn, data.len()) {
+                return Ok(false);
+            }
+            starts.push(at);
+            Ok(true)
+        };
+        let all = if check_crc {
+            self.walk::<true>(&bytes, base, at, from, to, step)?
+        } else {
+            self.walk::<false>(&bytes, base, at, from, to, step)?
+        };
+        Ok((bytes, all))
+    }
+
     /// Visits the records `from..=to` (LSNs inside this segment) for the replay right after
     /// open, in one walk (no chunks), while `f` returns true. Each record comes with the bytes
     /// a restored record may borrow its message from (see [`crate::payload::Payload`]):
@@ -905,6 +959,7 @@ impl Segment {
         debug_assert!(!self.sealed, "cuts happen in the active segment");
         let cut = self.record_offset(lsn)?;
         self.file = rewrite_prefix(&*self.storage, &*self.file, &self.path, cut, opts)?;
+        self.checked_at_open = 0;
         self.writable = true;
         self.index.truncate(keep);
         self.size = cut;
@@ -1479,6 +1534,8 @@ impl Segment {
         let mut seg =
             Segment::from_scan(storage, path, first_lsn, file, writable, scan.index, size);
         seg.compressed = scan.compressed;
+        // Every record the scan indexed, it checked (framing and CRC) in `file`, kept above.
+        seg.checked_at_open = seg.index.len();
         if sealed || seg.compressed.is_some() {
             seg.seal();
         }
@@ -1521,6 +1578,7 @@ impl Segment {
         crate::fsutil::sync_dir(&*self.storage, &dir)?;
         self.path = plain;
         self.file = file;
+        self.checked_at_open = 0;
         self.writable = true;
         self.compressed = None;
         Ok(())
@@ -1544,6 +1602,7 @@ impl Segment {
         debug_assert!(self.sealed);
         self.path = path;
         self.file = file;
+        self.checked_at_open = 0;
         self.writable = false;
         self.compressed = Some(header);
         self.map = None;
