@@ -16,7 +16,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::format::record;
 use crate::format::segment::Header;
 use crate::fsutil::{self, EntryKind, SegmentFile};
-use crate::segment::{self, scan_file, FileScan, ScanStop, Segment};
+use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
 use crate::storage::Storage;
 
 /// One segment file as the log holds it (or as a scan found it).
@@ -338,9 +338,21 @@ pub fn scan_segment(
     previous_term: i32,
     options: &ScanOptions,
 ) -> Result<(FileScan, Option<Finding>)> {
+    scan_segment_keeping(path, position, previous_term, options, ActiveBytes::Kept)
+}
+
+/// [`scan_segment`] choosing what the scan of the last segment keeps of its bytes: the walk of
+/// [`scan_dir`] only needs its index and findings ([`ActiveBytes::Dropped`]).
+fn scan_segment_keeping(
+    path: &Path,
+    position: Position,
+    previous_term: i32,
+    options: &ScanOptions,
+    active: ActiveBytes,
+) -> Result<(FileScan, Option<Finding>)> {
     let is_last = position == Position::Last;
     // Sealed segments are mapped; the last one is read (it is about to be written).
-    let mut scan = scan_file(path, false, !is_last, previous_term, true)?;
+    let mut scan = scan_file_keeping(path, false, !is_last, previous_term, true, active)?;
     // A compressed segment was sealed when it was compressed: nothing in it is a torn tail.
     let is_last = is_last && scan.compressed.is_none() && scan.bad_compressed.is_none();
     let finding = match scan.header {
@@ -480,6 +492,9 @@ struct ScanAhead<'a> {
 
 type SegmentScan = (FileScan, Option<Finding>);
 
+/// The walk of [`scan_dir`] keeps no bytes of the last segment: only its index and findings.
+const DROPPED: ActiveBytes = ActiveBytes::Dropped;
+
 impl<'a> ScanAhead<'a> {
     fn new(entries: &'a [SegmentFile], options: &'a ScanOptions) -> Self {
         let (sender, results) = std::sync::mpsc::channel();
@@ -517,7 +532,7 @@ impl<'a> ScanAhead<'a> {
             let sender = self.sender.clone();
             self.in_flight += 1;
             rayon::spawn(move || {
-                let scanned = scan_segment(&path, position, 0, &options);
+                let scanned = scan_segment_keeping(&path, position, 0, &options, DROPPED);
                 // The receiver lives until every scan handed out has reported (Drop).
                 let _ = sender.send((j, scanned));
             });
@@ -530,7 +545,13 @@ impl<'a> ScanAhead<'a> {
         // On one of the pool's own threads a blocking wait could hold up the scans it waits for.
         let on_pool = rayon::current_thread_index().is_some();
         if self.options.parallelism == Parallelism::OneCore || on_pool {
-            return scan_segment(path, self.position(k), previous_term, self.options);
+            return scan_segment_keeping(
+                path,
+                self.position(k),
+                previous_term,
+                self.options,
+                DROPPED,
+            );
         }
         self.submit_until(k + 1 + self.width);
         let submitted = matches!(self.entries[k].kind, EntryKind::Regular);
@@ -544,7 +565,7 @@ impl<'a> ScanAhead<'a> {
                 Ok(done)
             }
             Some(Err(e)) => Err(e),
-            _ => scan_segment(path, self.position(k), previous_term, self.options),
+            _ => scan_segment_keeping(path, self.position(k), previous_term, self.options, DROPPED),
         }
     }
 }
@@ -700,7 +721,7 @@ pub fn scan_dir_feeding(
                     Some(done) => done,
                     // The `.z` of a twin did not decode: the `.log` is read instead.
                     None if entry.twin.is_some() => {
-                        scan_segment(&path, position, previous_term, &options)?
+                        scan_segment_keeping(&path, position, previous_term, &options, DROPPED)?
                     }
                     None => ahead.scan(k, previous_term)?,
                 };

@@ -1284,6 +1284,38 @@ pub fn scan_file(
     previous_term: i32,
     build_index: bool,
 ) -> Result<FileScan> {
+    scan_file_keeping(
+        path,
+        writable,
+        map,
+        previous_term,
+        build_index,
+        ActiveBytes::Kept,
+    )
+}
+
+/// What a scan of the active segment (read, not mapped) keeps of the bytes it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveBytes {
+    /// All of them, in [`FileScan::bytes`] (a reader of the records right after the scan).
+    Kept,
+    /// None when the records end cleanly: the file is read through one window of
+    /// [`ActiveRead::CHUNK`] bytes, reused, instead of a buffer of the whole segment, whose
+    /// fresh pages the kernel had to zero (an open and verify only need the index). Any other
+    /// end (a torn or bad record, a wrong term, a trailing empty record) is scanned again as
+    /// [`ActiveBytes::Kept`] does, so the findings and what they read are the same.
+    Dropped,
+}
+
+/// [`scan_file`] choosing what a scan of the active segment keeps ([`ActiveBytes`]).
+pub fn scan_file_keeping(
+    path: &Path,
+    writable: bool,
+    map: bool,
+    previous_term: i32,
+    build_index: bool,
+    active: ActiveBytes,
+) -> Result<FileScan> {
     scan_file_with(
         path,
         writable,
@@ -1291,10 +1323,11 @@ pub fn scan_file(
         previous_term,
         build_index,
         ActiveRead::CHUNK,
+        active,
     )
 }
 
-/// [`scan_file`] reading the active segment `chunk` bytes at a time (tests vary it).
+/// [`scan_file_keeping`] reading the active segment `chunk` bytes at a time (tests vary it).
 fn scan_file_with(
     path: &Path,
     writable: bool,
@@ -1302,6 +1335,7 @@ fn scan_file_with(
     previous_term: i32,
     build_index: bool,
     chunk: u64,
+    active: ActiveBytes,
 ) -> Result<FileScan> {
     let file = OpenOptions::new()
         .read(true)
@@ -1309,6 +1343,25 @@ fn scan_file_with(
         .open(path)
         .ctx("open segment", path)?;
     let len = file.metadata().ctx("stat segment", path)?.len();
+    let plain_active = !map && !segbytes::is_compressed(path);
+    if plain_active && active == ActiveBytes::Dropped {
+        if let Some(w) = scan_windowed(&file, path, len, chunk, previous_term, build_index)? {
+            return Ok(FileScan {
+                file_len: len,
+                bytes: SegmentBytes::empty(),
+                header: header::Header::Valid,
+                compressed: None,
+                bad_compressed: None,
+                index: w.index,
+                count: w.count,
+                first_term: w.first_term,
+                last_term: w.last_term,
+                end: w.end,
+                stop: ScanStop::Clean,
+                file,
+            });
+        }
+    }
     let mut compressed = None;
     let mut bad_compressed = None;
     let mut reading = None;
@@ -1408,6 +1461,116 @@ fn scan_file_with(
     scan.end = end;
     scan.stop = stop;
     Ok(scan)
+}
+
+/// What [`scan_windowed`] found in an active segment whose records end cleanly.
+struct Windowed {
+    index: RecordIndex,
+    count: usize,
+    first_term: Option<i32>,
+    last_term: Option<i32>,
+    end: u64,
+}
+
+/// Scans the active segment through one window of `chunk` bytes (reused; grown only for a
+/// record longer than half of it), never reading past `len`: `Some` when the records end at an
+/// end marker after a non-empty record, exactly as [`ActiveRead::scan`] would have found
+/// (every frame before that marker lies whole in the window it was read in); `None` for any
+/// other end, which the caller scans again with the whole file at hand (its classification
+/// may read all of it: how far garbage reaches, whether only zeros follow). Reads with
+/// positioned reads, so the file's cursor stays at the start for that scan.
+fn scan_windowed(
+    file: &File,
+    path: &Path,
+    len: u64,
+    chunk: u64,
+    previous_term: i32,
+    build_index: bool,
+) -> Result<Option<Windowed>> {
+    // The window's size comes from the file's own length (real bytes), never a length field.
+    let first = usize::try_from(chunk.clamp(1, len.max(1))).unwrap_or(usize::MAX);
+    let mut buf = vec![0u8; first];
+    let mut filled = read_full_at(file, path, &mut buf, 0)?;
+    let mut eof = filled < buf.len();
+    if buf[..filled].get(..header::HEADER_LEN) != Some(&header::header()[..]) {
+        return Ok(None);
+    }
+    let mut index = RecordIndex::default();
+    let (mut count, mut first_term, mut last_term) = (0usize, None, None);
+    let (mut base, mut at, mut previous) = (0u64, header::HEADER_LEN, previous_term);
+    let clean_end = loop {
+        let mut last_empty = false;
+        let (end, stop) = scan_records_from(&buf[..filled], at, previous, |o, t, d| {
+            last_empty = d.is_empty();
+            if build_index {
+                index.push(base + o, t);
+            } else {
+                count += 1;
+                first_term.get_or_insert(t);
+            }
+            last_term = Some(t);
+        });
+        let end = end as usize;
+        let marker_read = end + END_MARKER.len() <= filled;
+        let complete = eof || base + filled as u64 >= len;
+        match stop {
+            ScanStop::Clean if marker_read && !last_empty => break base + end as u64,
+            _ if complete => return Ok(None),
+            // The window ends before the marker or inside the next record: read on.
+            ScanStop::Clean if !marker_read => {}
+            ScanStop::Bad {
+                reason: BadRecord::ShortHeader { .. } | BadRecord::PastEnd { .. },
+                ..
+            } => {}
+            _ => return Ok(None),
+        }
+        // Keep the bytes from the last good record's end, read the next ones after them.
+        buf.copy_within(end..filled, 0);
+        filled -= end;
+        base += end as u64;
+        at = 0;
+        previous = last_term.unwrap_or(previous_term);
+        if filled * 2 > buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        let want = (buf.len() - filled)
+            .min(usize::try_from(len - (base + filled as u64)).unwrap_or(usize::MAX));
+        let got = read_full_at(
+            file,
+            path,
+            &mut buf[filled..filled + want],
+            base + filled as u64,
+        )?;
+        eof = got < want;
+        filled += got;
+    };
+    if build_index {
+        count = index.len();
+        first_term = (!index.is_empty()).then(|| index.term(0));
+        last_term = index.last_term();
+    }
+    Ok(Some(Windowed {
+        index,
+        count,
+        first_term,
+        last_term,
+        end: clean_end,
+    }))
+}
+
+/// Reads `buf.len()` bytes at `offset` (fewer at the end of the file): how many were read.
+fn read_full_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("read segment", path, e)),
+        }
+    }
+    Ok(done)
 }
 
 /// The active segment read in chunks, from the start, only as far as its scan needs: a
@@ -1611,7 +1774,9 @@ impl Segment {
 
 #[cfg(test)]
 mod tests {
-    use super::{scan_file, scan_file_with, ActiveRead, FileScan, RecordIndex, ScanStop};
+    use super::{
+        scan_file, scan_file_with, ActiveBytes, ActiveRead, FileScan, RecordIndex, ScanStop,
+    };
     use crate::format::record::{self, BadRecord};
     use crate::format::segment as header;
     use crate::recovery::{scan_segment, FindingKind, Position, ScanOptions};
@@ -1647,11 +1812,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0000000000000000000.log");
         std::fs::write(&path, bytes).unwrap();
-        let whole = scan_file_with(&path, false, false, 0, build_index, u64::MAX).unwrap();
-        let chunked = scan_file_with(&path, false, false, 0, build_index, chunk).unwrap();
+        let scan = |chunk, active| {
+            scan_file_with(&path, false, false, 0, build_index, chunk, active).unwrap()
+        };
+        let whole = scan(u64::MAX, ActiveBytes::Kept);
+        let chunked = scan(chunk, ActiveBytes::Kept);
         assert_eq!(outcome(&chunked), outcome(&whole), "chunk {chunk}");
         let end = whole.end as usize;
         assert_eq!(chunked.bytes.get(..end), whole.bytes.get(..end));
+        // Through a window: the same findings; the bytes only when the records do not end
+        // cleanly (then they are scanned again whole).
+        for chunk in [chunk, u64::MAX] {
+            let windowed = scan(chunk, ActiveBytes::Dropped);
+            assert_eq!(outcome(&windowed), outcome(&whole), "window {chunk}");
+            if windowed.bytes.is_empty() {
+                assert_eq!(windowed.stop, ScanStop::Clean, "window {chunk}");
+            } else {
+                assert_eq!(windowed.bytes.get(..end), whole.bytes.get(..end));
+            }
+        }
     }
 
     /// Records of 64 bytes from the header on, the last one sized so they end at `end`.
