@@ -10,7 +10,8 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::format::delta::{self, fields, DeltaRef};
-use crate::log::{Log, RecordRun};
+use crate::log::{Log, RecordRun, Split};
+use crate::pool;
 use crate::recovery::Parallelism;
 
 /// A nullable fixed-width column.
@@ -111,11 +112,11 @@ impl Binary {
     /// offsets (checked here, once, so that [`Binary::extend`] need not).
     fn with_capacity(len: usize, bytes: usize) -> Result<Binary> {
         offset(bytes)?;
-        let mut offsets = Vec::with_capacity(len + 1);
+        let mut offsets = pool::take(len + 1);
         offsets.push(0);
         Ok(Binary {
             offsets,
-            data: Vec::with_capacity(bytes),
+            data: pool::take(bytes),
             validity: Bitmap::default(),
         })
     }
@@ -160,7 +161,7 @@ struct Fixed<T> {
     capacity: usize,
 }
 
-impl<T: Copy + Default> Fixed<T> {
+impl<T: Copy + Default + pool::Pooled> Fixed<T> {
     fn new(capacity: usize) -> Fixed<T> {
         Fixed {
             values: None,
@@ -177,7 +178,6 @@ impl<T: Copy + Default> Fixed<T> {
         valid: usize,
         present: impl Fn(usize) -> bool,
         value: impl Fn(usize) -> T,
-        zeros: fn(usize) -> Vec<T>,
     ) {
         let n = range.len();
         if self.values.is_none() {
@@ -185,9 +185,7 @@ impl<T: Copy + Default> Fixed<T> {
                 self.len += n;
                 return;
             }
-            let mut values = zeros(self.len);
-            values.reserve(self.capacity.max(self.len + n) - self.len);
-            self.values = Some(values);
+            self.values = Some(zeroed(self.len, self.capacity.max(self.len + n)));
         }
         let values = self.values.as_mut().expect("set above");
         if valid == n {
@@ -200,18 +198,21 @@ impl<T: Copy + Default> Fixed<T> {
 
     /// Appends `other`'s entries (a column filled on another thread, for the entries after
     /// these).
-    fn append(&mut self, other: Fixed<T>, zeros: fn(usize) -> Vec<T>) {
+    fn append(&mut self, other: Fixed<T>) {
         match (&mut self.values, other.values) {
             (_, None) => {
                 if let Some(values) = &mut self.values {
                     values.resize(self.len + other.len, T::default());
                 }
             }
-            (Some(values), Some(o)) => values.extend_from_slice(&o),
-            (None, Some(o)) => {
-                let mut values = zeros(self.len);
-                values.reserve(self.capacity.max(self.len + o.len()) - self.len);
+            (Some(values), Some(o)) => {
                 values.extend_from_slice(&o);
+                pool::give(o);
+            }
+            (None, Some(o)) => {
+                let mut values = zeroed(self.len, self.capacity.max(self.len + o.len()));
+                values.extend_from_slice(&o);
+                pool::give(o);
                 self.values = Some(values);
             }
         }
@@ -226,12 +227,11 @@ impl<T: Copy + Default> Fixed<T> {
     }
 }
 
-fn zeros_i32(n: usize) -> Vec<i32> {
-    vec![0; n]
-}
-
-fn zeros_i64(n: usize) -> Vec<i64> {
-    vec![0; n]
+/// `len` zeros with room for `capacity` values, in a kept vector when there is one.
+fn zeroed<T: pool::Pooled + Default>(len: usize, capacity: usize) -> Vec<T> {
+    let mut values = pool::take(capacity.max(len));
+    values.resize(len, T::default());
+    values
 }
 
 /// Decoded entries in columns.
@@ -290,18 +290,23 @@ struct Columns {
 impl Columns {
     /// Room for about `n` entries carrying `bytes` of data.
     fn new(first_lsn: i64, n: usize, bytes: usize) -> Columns {
-        let mut queue = Binary::default();
-        queue.offsets.reserve(n);
-        queue.data.reserve(n * 8);
-        let mut message = Binary::default();
-        message.offsets.reserve(n);
-        message.data.reserve(bytes);
+        // Checked against int32 offsets as they fill (`finish`).
+        let binary = |bytes| {
+            let mut offsets = pool::take(n + 1);
+            offsets.push(0);
+            Binary {
+                offsets,
+                data: pool::take(bytes),
+                validity: Bitmap::default(),
+            }
+        };
+        let (queue, message) = (binary(n * 8), binary(bytes));
         Columns {
             first_lsn,
             codes: Vec::with_capacity(n),
             counts: [0; 5],
             filled: 0,
-            term: Vec::with_capacity(n),
+            term: pool::take(n),
             queue,
             message,
             key: Fixed::new(n),
@@ -364,20 +369,19 @@ impl Columns {
         let r = || range.clone();
         self.queue.extend(r(), |i| Some(fields::name(rec(i))));
         let key = |i| fields::add_key(rec(i));
-        self.key.extend(r(), adds, is_add, key, zeros_i64);
+        self.key.extend(r(), adds, is_add, key);
         let message = |i| is_add(i).then(|| fields::add_message(rec(i)));
         self.message.extend(r(), message);
         // Checked to fit Int64 by `check`.
         let id = |i| fields::remove_id(rec(i)) as i64;
-        self.record_id
-            .extend(r(), removes, is_remove, id, zeros_i64);
+        self.record_id.extend(r(), removes, is_remove, id);
         for (k, column) in self.settings.iter_mut().enumerate() {
             let value = |i| fields::create_settings(rec(i))[k];
-            column.extend(r(), creates, is_create, value, zeros_i32);
+            column.extend(r(), creates, is_create, value);
         }
         for (k, column) in self.range.iter_mut().enumerate() {
             let value = |i| fields::create_range(rec(i)).map_or(0, |(lo, hi)| [lo, hi][k]);
-            column.extend(r(), ranged, is_ranged, value, zeros_i64);
+            column.extend(r(), ranged, is_ranged, value);
         }
         self.filled = self.codes.len();
     }
@@ -391,15 +395,22 @@ impl Columns {
         }
         self.filled = self.codes.len();
         self.term.extend_from_slice(&other.term);
-        self.queue.append(&other.queue)?;
-        self.message.append(&other.message)?;
-        self.key.append(other.key, zeros_i64);
-        self.record_id.append(other.record_id, zeros_i64);
+        pool::give(other.term);
+        for (column, more) in [
+            (&mut self.queue, other.queue),
+            (&mut self.message, other.message),
+        ] {
+            column.append(&more)?;
+            pool::give(more.offsets);
+            pool::give(more.data);
+        }
+        self.key.append(other.key);
+        self.record_id.append(other.record_id);
         for (column, more) in self.settings.iter_mut().zip(other.settings) {
-            column.append(more, zeros_i32);
+            column.append(more);
         }
         for (column, more) in self.range.iter_mut().zip(other.range) {
-            column.append(more, zeros_i64);
+            column.append(more);
         }
         Ok(())
     }
@@ -451,7 +462,11 @@ impl Columns {
         let mut message = self.message;
         message.validity = bits(adds, ADD, 0xFF);
         Ok(DeltaColumns {
-            lsn: (self.first_lsn..self.first_lsn + n as i64).collect(),
+            lsn: {
+                let mut lsn = pool::take(n);
+                lsn.extend(self.first_lsn..self.first_lsn + n as i64);
+                lsn
+            },
             term: self.term,
             kind,
             queue,
@@ -479,11 +494,18 @@ impl Columns {
         if let Some(kind) = (0..4).find(|&k| counts[k] == n && n > 0) {
             let name = KIND_NAMES[kind].as_bytes();
             offset(name.len() * n)?;
-            return Ok(Binary {
-                offsets: (0..=n).map(|i| (i * name.len()) as i32).collect(),
-                data: name.repeat(n),
-                validity: all,
-            });
+            let mut kind = Binary::with_capacity(n, name.len() * n)?;
+            kind.offsets
+                .extend((1..=n).map(|i| (i * name.len()) as i32));
+            kind.data.extend_from_slice(name);
+            // Doubling copies.
+            while kind.data.len() < name.len() * n {
+                let more = kind.data.len().min(name.len() * n - kind.data.len());
+                kind.data.extend_from_within(..more);
+            }
+            kind.data.truncate(name.len() * n);
+            kind.validity = all;
+            return Ok(kind);
         }
         let bytes = (0..4).map(|k| counts[k] * KIND_NAMES[k].len()).sum();
         let mut kind = Binary::with_capacity(n, bytes)?;
@@ -631,15 +653,15 @@ pub fn read_deltas_with(
     opts: &DeltaRead,
 ) -> Result<DeltaColumns> {
     let budget = opts.max_bytes.min(i32::MAX as u64);
-    let runs = log.locate(start, end, budget)?;
+    let split = Split {
+        parallelism: opts.parallelism,
+        part_entries: opts.part_entries,
+    };
+    let runs = log.locate(start, end, budget, &split)?;
     let total: usize = runs.iter().map(|r| r.starts.len()).sum();
     let data: u64 = runs.iter().map(|r| r.data_bytes).sum();
-    let parts = match opts.parallelism {
-        Parallelism::OneCore => 1,
-        Parallelism::AllCores => rayon::current_num_threads().min(total / opts.part_entries.max(1)),
-    }
-    .max(1);
-    let pieces = split(&runs, total, parts);
+    let parts = split.parts(total);
+    let pieces = cut(&runs, total, parts);
     let decode = |(k, piece): (usize, &Vec<Piece<'_>>)| {
         let (n, bytes) = if k == 0 {
             (total, data as usize)
@@ -655,6 +677,10 @@ pub fn read_deltas_with(
     } else {
         pieces.iter().enumerate().map(decode).collect()
     };
+    drop(pieces);
+    for run in runs {
+        pool::give(run.starts);
+    }
     let mut decoded = decoded.into_iter();
     let (mut columns, mut raw) = match decoded.next() {
         Some(first) => first?,
@@ -690,7 +716,7 @@ impl PieceBytes for Piece<'_> {
 }
 
 /// The runs' records cut into `parts` parts of about `total / parts` records, in order.
-fn split(runs: &[RecordRun], total: usize, parts: usize) -> Vec<Vec<Piece<'_>>> {
+fn cut(runs: &[RecordRun], total: usize, parts: usize) -> Vec<Vec<Piece<'_>>> {
     let per = total.div_ceil(parts.max(1)).max(1);
     let mut out: Vec<Vec<Piece<'_>>> = Vec::new();
     let mut room = 0;

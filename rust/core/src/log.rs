@@ -16,7 +16,7 @@ use crate::format::compressed::Method;
 use crate::format::record;
 use crate::format::segment as seg_format;
 use crate::fsutil::{self, sync_dir};
-use crate::recovery::{self, LogScan, RecoveryMode, ScanOptions};
+use crate::recovery::{self, LogScan, Parallelism, RecoveryMode, ScanOptions};
 use crate::segment::{self, Segment, SegmentBytes};
 use crate::storage::{self, Storage, StorageFile};
 
@@ -152,6 +152,74 @@ impl segment::RecordSink for BatchSink {
         self.batch.terms.push(term);
         self.batch.offsets.push(self.batch.data.len() as i32);
         true
+    }
+}
+
+/// How [`Log::locate`] (and the decoding after it) splits the work.
+#[derive(Debug, Clone, Copy)]
+pub struct Split {
+    pub parallelism: Parallelism,
+    /// The fewest records a part on its own thread has (tests use small parts).
+    pub part_entries: usize,
+}
+
+impl Split {
+    /// Parts for `n` records: one per thread of rayon's pool, each of at least `part_entries`.
+    pub fn parts(&self, n: usize) -> usize {
+        match self.parallelism {
+            Parallelism::OneCore => 1,
+            Parallelism::AllCores => rayon::current_num_threads().min(n / self.part_entries.max(1)),
+        }
+        .max(1)
+    }
+}
+
+/// Records `from..=to` of one segment (index `segment`, first LSN `seg_first`) laid out in
+/// `bytes` from index `at` (`bytes[0]` at file offset `base`), for [`Log::locate`] to walk.
+struct Span {
+    bytes: SegmentBytes,
+    base: u64,
+    at: usize,
+    seg_first: i64,
+    from: i64,
+    to: i64,
+    check_crc: bool,
+    segment: usize,
+}
+
+/// What walking a [`Span`] found: where each record starts and its data length, then the
+/// failure that stopped the walk, if any (index in the bytes, reason).
+struct Walked {
+    starts: Vec<usize>,
+    lens: Vec<u32>,
+    failure: Option<(usize, String)>,
+}
+
+impl Span {
+    /// Walks the span's framing (and CRCs when asked), stopping after the record that takes
+    /// its own data past `budget` (no later record of the read can be admitted then).
+    fn walk(&self, budget: u64) -> Walked {
+        let n = (self.to - self.from + 1) as usize;
+        let (mut starts, mut lens) = (crate::pool::take(n), crate::pool::take(n));
+        let mut own = 0u64;
+        let step = |_lsn, _term, data: &[u8], at: usize| {
+            starts.push(at);
+            // Data lengths are Int32.
+            lens.push(data.len() as u32);
+            own += data.len() as u64;
+            Ok(own <= budget)
+        };
+        let (bytes, at) = (&self.bytes[..], self.at);
+        let walked = if self.check_crc {
+            segment::walk_frames::<true>(bytes, at, self.seg_first, self.from, self.to, step)
+        } else {
+            segment::walk_frames::<false>(bytes, at, self.seg_first, self.from, self.to, step)
+        };
+        Walked {
+            starts,
+            lens,
+            failure: walked.err(),
+        }
     }
 }
 
@@ -758,51 +826,110 @@ impl Log {
     /// Entries `start..end` (end exclusive, clamped to the log) within `budget` data bytes
     /// (the first entry always) located for a reader that decodes them itself, maybe on
     /// several threads: per segment, the bytes its records lie in and where each starts.
-    /// Framing is checked here, CRCs where [`Log::read_rechecks_crc`] says.
-    pub fn locate(&mut self, start: i64, end: i64, budget: u64) -> Result<Vec<RecordRun>> {
+    /// Framing is checked here, CRCs where [`Log::read_rechecks_crc`] says. The walk runs on
+    /// parts of about equal size as `split` says: the records about `budget` reaches (from the
+    /// average record, [`Log::estimate`]) are walked at once, then the budget is applied in
+    /// LSN order, as a walk of one part at a time would (so a part may walk a few records
+    /// past the end the budget sets; nothing they hold is reported); records the estimate did
+    /// not reach are walked in a next round.
+    pub fn locate(
+        &mut self,
+        start: i64,
+        end: i64,
+        budget: u64,
+        split: &Split,
+    ) -> Result<Vec<RecordRun>> {
         self.check_read_start(start)?;
         let end = end.min(self.next_index());
-        let (count, _) = self.estimate(start, end, budget);
         let mut runs = Vec::new();
         let mut used = 0u64;
         let mut lsn = start;
         while lsn < end {
-            let k = self.segment_of(lsn);
-            let seg = &mut self.segments[k];
-            let last = (end - 1).min(seg.last_lsn());
-            let to = if seg.sealed() {
-                last
+            let left = budget.saturating_sub(used);
+            let (count, _) = self.estimate(lsn, end, left);
+            let horizon = (lsn + count.max(1) as i64 - 1).min(end - 1);
+            let (spans, covered) = self.spans(lsn, horizon, split, left)?;
+            let walk = |span: &Span| span.walk(left);
+            let walked: Vec<Walked> = if spans.len() > 1 {
+                use rayon::prelude::*;
+                spans.par_iter().map(walk).collect()
             } else {
-                // One positioned read of what the budget can take (plus the record that
-                // crosses it), as `read_into`.
-                seg.chunk_end(lsn, last, slack(budget.saturating_sub(used)))
+                spans.iter().map(walk).collect()
             };
-            let check_crc = Self::read_rechecks_crc(seg, to);
-            let mut starts = Vec::with_capacity(count.min((to - lsn + 1) as usize) + 1);
-            let before = used;
-            let admit = |l: i64, n: usize| {
-                let total = used.saturating_add(n as u64);
-                if l != start && total > budget {
-                    return false;
+            for (span, walked) in spans.into_iter().zip(walked) {
+                let before = used;
+                let mut take = 0;
+                for &len in &walked.lens {
+                    let total = used.saturating_add(u64::from(len));
+                    if span.from + take as i64 != start && total > budget {
+                        break;
+                    }
+                    used = total;
+                    take += 1;
                 }
-                used = total;
-                true
-            };
-            let (bytes, all) = seg.locate_records(lsn, to, check_crc, &mut starts, admit)?;
-            if !starts.is_empty() {
-                runs.push(RecordRun {
-                    bytes,
-                    first_lsn: lsn,
-                    starts,
-                    data_bytes: used - before,
-                });
+                let mut starts = walked.starts;
+                starts.truncate(take);
+                let walked_all = take == walked.lens.len();
+                crate::pool::give(walked.lens);
+                let complete = take == (span.to - span.from + 1) as usize;
+                if take > 0 {
+                    runs.push(RecordRun {
+                        bytes: span.bytes,
+                        first_lsn: span.from,
+                        starts,
+                        data_bytes: used - before,
+                    });
+                }
+                if !walked_all || (!complete && walked.failure.is_none()) {
+                    // The budget ends here (a walk stops early only past its budget).
+                    return Ok(runs);
+                }
+                if let Some((at, reason)) = walked.failure {
+                    let offset = span.base + at as u64;
+                    return Err(self.segments[span.segment].unreadable_at(offset, reason));
+                }
             }
-            if !all {
-                break;
-            }
-            lsn = to + 1;
+            lsn = covered + 1;
         }
         Ok(runs)
+    }
+
+    /// The records `from..=to` cut into spans for [`Log::locate`] to walk, as many parts as
+    /// `split` says, none across segments; the active segment is read only as far as `left`
+    /// budget bytes reach. Returns the last LSN the spans cover.
+    fn spans(&mut self, from: i64, to: i64, split: &Split, left: u64) -> Result<(Vec<Span>, i64)> {
+        let n = (to - from + 1) as usize;
+        let per = n.div_ceil(split.parts(n)).max(1) as i64;
+        let mut spans = Vec::new();
+        let mut lsn = from;
+        let mut covered = to;
+        while lsn <= covered {
+            let k = self.segment_of(lsn);
+            let seg = &mut self.segments[k];
+            let mut last = covered.min(seg.last_lsn());
+            if !seg.sealed() {
+                // One positioned read of what the budget can take (plus the record that
+                // crosses it), as `read_into`.
+                last = seg.chunk_end(lsn, last, slack(left));
+                covered = last;
+            }
+            // Part boundaries at `from + i * per`.
+            let part_end = from + ((lsn - from) / per + 1) * per - 1;
+            let span_to = last.min(part_end);
+            let (bytes, base, at) = seg.span(lsn, span_to)?;
+            spans.push(Span {
+                bytes,
+                base,
+                at,
+                seg_first: seg.first_lsn(),
+                from: lsn,
+                to: span_to,
+                check_crc: Self::read_rechecks_crc(seg, span_to) && !seg.is_compressed(),
+                segment: k,
+            });
+            lsn = span_to + 1;
+        }
+        Ok((spans, covered))
     }
 
     /// [`Log::scan`] for the replay right after open, without re-checking checksums (see

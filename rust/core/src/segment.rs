@@ -246,6 +246,38 @@ fn walk(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
     Some(at)
 }
 
+/// The walk over the records `from..=to` (of a segment whose first LSN is `first_lsn`) laid
+/// out in `bytes` from index `at`: frames each record (and checks its CRC when `CRC`) and hands
+/// it to `step` with its index in `bytes`. `Err((index, reason))` names a missing or damaged
+/// record, or the reason `step` refused one; `Ok(false)` when `step` stopped the walk.
+/// [`Segment::walk`] turns the failure into an error naming the file; a bulk read walking parts
+/// of segments on other threads does so afterwards ([`Segment::unreadable_at`]).
+pub fn walk_frames<const CRC: bool>(
+    bytes: &[u8],
+    mut at: usize,
+    first_lsn: i64,
+    from: i64,
+    to: i64,
+    mut step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
+) -> std::result::Result<bool, (usize, String)> {
+    for lsn in from..=to {
+        let reason = match record::parse_with::<CRC>(bytes, at) {
+            Frame::Record { term, data, next } => match step(lsn, term, data, at) {
+                Ok(true) => {
+                    at = next;
+                    continue;
+                }
+                Ok(false) => return Ok(false),
+                Err(reason) => reason,
+            },
+            Frame::End => format!("record {lsn} vanished (segment starts at {first_lsn})"),
+            Frame::Bad(reason) => reason.to_string(),
+        };
+        return Err((at, reason));
+    }
+    Ok(true)
+}
+
 /// Where [`Segment::copy_into`] puts records: each record's data is appended to `data()` and
 /// checked there, then `push` takes its LSN and term.
 pub trait RecordSink {
@@ -789,46 +821,27 @@ impl Segment {
         lsn < self.first_lsn.saturating_add(self.checked_at_open as i64)
     }
 
-    /// Locates the records `from..=to` (LSNs inside this segment) for a reader that decodes
-    /// them itself, maybe on other threads: walks their framing (and CRCs with `check_crc`)
-    /// while `admit(lsn, data_len)` accepts them, pushing where each record's header starts in
-    /// the bytes returned (the map of a sealed segment, shared; one positioned read of the
-    /// active one). The bool is false when `admit` stopped before `to`.
-    pub fn locate_records(
-        &mut self,
-        from: i64,
-        to: i64,
-        check_crc: bool,
-        starts: &mut Vec<usize>,
-        mut admit: impl FnMut(i64, usize) -> bool,
-    ) -> Result<(SegmentBytes, bool)> {
-        if from > to {
-            return Ok((SegmentBytes::empty(), true));
-        }
+    /// The bytes the records `from..=to` (LSNs inside this segment) lie in, for a reader that
+    /// walks and decodes them itself, maybe on another thread: the map of a sealed segment
+    /// (shared), or one positioned read of the active one; with the file offset of their first
+    /// byte and the index of record `from` in them. Whether the CRCs need checking is
+    /// [`crate::log::Log::read_rechecks_crc`]'s to say, and never for a decompressed segment
+    /// (its whole CRC was checked when it was decoded): see [`Segment::is_compressed`].
+    pub fn span(&mut self, from: i64, to: i64) -> Result<(SegmentBytes, u64, usize)> {
         let start = self.record_offset(from)?;
-        // A decompressed segment's whole CRC was checked when it was decoded.
-        let check_crc = check_crc && self.compressed.is_none();
-        let (bytes, base, at) = if self.sealed {
+        if self.sealed {
             self.mapped()?;
             let map = self.map.clone().unwrap_or_else(SegmentBytes::empty);
-            (map, 0, start as usize)
+            Ok((map, 0, start as usize))
         } else {
             let read = self.read_at(start, self.record_end(to))?;
-            (SegmentBytes::owned(read), start, 0)
-        };
-        let step = |lsn, _term, data: &[u8], at: usize| {
-            if !admit(lsn, data.len()) {
-                return Ok(false);
-            }
-            starts.push(at);
-            Ok(true)
-        };
-        let all = if check_crc {
-            self.walk::<true>(&bytes, base, at, from, to, step)?
-        } else {
-            self.walk::<false>(&bytes, base, at, from, to, step)?
-        };
-        Ok((bytes, all))
+            Ok((SegmentBytes::owned(read), start, 0))
+        }
+    }
+
+    /// Whether the segment is read from a `.log.z` (decompressed, checked whole).
+    pub fn is_compressed(&self) -> bool {
+        self.compressed.is_some()
     }
 
     /// Visits the records `from..=to` (LSNs inside this segment) for the replay right after
@@ -875,45 +888,25 @@ impl Segment {
     }
 
     /// The one walk over the records `from..=to` laid out in `bytes` from index `at` (`bytes[0]`
-    /// is at file offset `base`): frames each record (and checks its CRC when `CRC`), hands it to
-    /// `step`, and turns a missing or damaged record, or the reason `step` refuses one, into the
-    /// error naming the file and offset. `step` gets the record's index in `bytes` and returns
-    /// whether to go on; the walk returns false when it stopped early.
+    /// is at file offset `base`): [`walk_frames`], its failure turned into the error naming the
+    /// file and offset. The walk returns false when `step` stopped it early.
     fn walk<const CRC: bool>(
         &self,
         bytes: &[u8],
         base: u64,
-        mut at: usize,
+        at: usize,
         from: i64,
         to: i64,
-        mut step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
+        step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
     ) -> Result<bool> {
-        for lsn in from..=to {
-            let reason = match record::parse_with::<CRC>(bytes, at) {
-                Frame::Record { term, data, next } => match step(lsn, term, data, at) {
-                    Ok(true) => {
-                        at = next;
-                        continue;
-                    }
-                    Ok(false) => return Ok(false),
-                    Err(reason) => reason,
-                },
-                Frame::End => format!(
-                    "record {lsn} vanished (segment starts at {})",
-                    self.first_lsn
-                ),
-                Frame::Bad(reason) => reason.to_string(),
-            };
-            let offset = base + at as u64;
-            return Err(unreadable(
-                &self.path,
-                self.file.file(),
-                self.size,
-                offset,
-                reason,
-            ));
-        }
-        Ok(true)
+        walk_frames::<CRC>(bytes, at, self.first_lsn, from, to, step)
+            .map_err(|(at, reason)| self.unreadable_at(base + at as u64, reason))
+    }
+
+    /// The error for a record at file `offset` that no longer reads (`reason`): corruption, or
+    /// a stale read when the file was replaced or shortened since the open.
+    pub fn unreadable_at(&self, offset: u64, reason: String) -> Error {
+        unreadable(&self.path, self.file.file(), self.size, offset, reason)
     }
 
     /// Writes already framed records (`encoded`, followed here by the end marker) at the end

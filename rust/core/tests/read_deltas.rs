@@ -61,6 +61,12 @@ fn read(log: &mut Log, start: i64, end: i64, max_bytes: u64, raw: bool, p: Paral
         .unwrap();
     match pool.install(|| read_deltas_with(log, start, end, &opts)) {
         Ok(c) => {
+            // The same entries as `read_batch` within the same budget (the bound it keeps).
+            let batch = log.read_batch(start, end, max_bytes).unwrap();
+            assert_eq!(
+                (c.len(), c.lsn.first()),
+                (batch.len(), (!batch.is_empty()).then_some(&start))
+            );
             check_against_written(&c, log);
             format!("{c:?}")
         }
@@ -112,7 +118,7 @@ proptest! {
         soft in 128u64..1024,
         compress in any::<bool>(),
         readonly in any::<bool>(),
-        reads in prop::collection::vec((0u16..200, 0u16..200, 1u64..3000, any::<bool>()), 1..8),
+        reads in prop::collection::vec((0u16..200, 0u16..200, 1u64..3000, any::<bool>()), 1..12),
     ) {
         let base = tempfile::tempdir().unwrap();
         let dir = base.path().join("log");
