@@ -20,6 +20,7 @@ pub mod fsutil;
 pub mod log;
 pub(crate) mod mmap;
 pub mod payload;
+pub mod pool;
 pub mod recovery;
 pub mod replay;
 pub mod segbytes;

@@ -29,7 +29,9 @@ struct Zeros {
 impl Zeros {
     fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyColumnBuffer>> {
         if self.buffer.is_none() {
-            self.buffer = Some(buf(py, Column::U8(vec![0; self.len * 8]))?);
+            let mut zeros = tflux_core::pool::take(self.len * 8);
+            zeros.resize(self.len * 8, 0);
+            self.buffer = Some(buf(py, Column::U8(zeros))?);
         }
         Ok(self.buffer.as_ref().expect("set above").clone_ref(py))
     }

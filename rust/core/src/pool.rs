@@ -1,0 +1,106 @@
+//! Column vectors kept for the next bulk read once Python dropped the buffers that held them
+//! (`tflux.ColumnBuffer`) or a read was done with them, so that a loop of `read_deltas` (and its walk's own vectors) writes its columns into pages that
+//! are already resident instead of pages the kernel zeroes again: mimalloc hands freed pages
+//! back to the system 10 ms after they empty, so a reader slower than that between two batches
+//! got fresh pages for every column of every batch. At most [`KEPT`] bytes are kept.
+
+use std::sync::Mutex;
+
+/// Bytes of vectors kept in all.
+pub const KEPT: usize = 64 << 20;
+/// Vectors smaller than this are not worth keeping.
+const SMALLEST: usize = 64 << 10;
+
+pub struct Shelf<T> {
+    vecs: Vec<Vec<T>>,
+    bytes: usize,
+}
+
+/// The element types of columns.
+pub trait Pooled: Sized + Copy + 'static {
+    fn shelf() -> &'static Mutex<Shelf<Self>>;
+}
+
+macro_rules! pooled {
+    ($t:ty) => {
+        impl Pooled for $t {
+            fn shelf() -> &'static Mutex<Shelf<$t>> {
+                static SHELF: Mutex<Shelf<$t>> = Mutex::new(Shelf {
+                    vecs: Vec::new(),
+                    bytes: 0,
+                });
+                &SHELF
+            }
+        }
+    };
+}
+pooled!(u8);
+pooled!(i32);
+pooled!(i64);
+pooled!(u32);
+pooled!(usize);
+// A shelf of its own for the unit test (other tests read, and use the other shelves).
+#[cfg(test)]
+pooled!(u16);
+
+fn bytes<T>(v: &Vec<T>) -> usize {
+    v.capacity() * std::mem::size_of::<T>()
+}
+
+/// An empty vector with room for `capacity` items: a kept one when one is big enough
+/// (the smallest such), else a new one.
+pub fn take<T: Pooled>(capacity: usize) -> Vec<T> {
+    if capacity * std::mem::size_of::<T>() >= SMALLEST {
+        let mut shelf = T::shelf().lock().unwrap_or_else(|e| e.into_inner());
+        let best = (0..shelf.vecs.len())
+            .filter(|&i| shelf.vecs[i].capacity() >= capacity)
+            .min_by_key(|&i| shelf.vecs[i].capacity());
+        if let Some(i) = best {
+            let v = shelf.vecs.swap_remove(i);
+            shelf.bytes -= bytes(&v);
+            return v;
+        }
+    }
+    Vec::with_capacity(capacity)
+}
+
+/// Keeps `v` (emptied) for a later [`take`], unless it is small or the pool is full.
+pub fn give<T: Pooled>(mut v: Vec<T>) {
+    let size = bytes(&v);
+    if size < SMALLEST {
+        return;
+    }
+    v.clear();
+    let mut shelf = T::shelf().lock().unwrap_or_else(|e| e.into_inner());
+    if shelf.bytes + size <= KEPT {
+        shelf.bytes += size;
+        shelf.vecs.push(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_vector_comes_back_empty_and_small_ones_are_not_kept() {
+        let mut v: Vec<u16> = Vec::with_capacity(1 << 20);
+        v.extend([7, 8, 9]);
+        let at = v.as_ptr();
+        give(v);
+        let again: Vec<u16> = take(1000 << 10);
+        assert_eq!((again.len(), again.as_ptr()), (0, at));
+        assert!(again.capacity() >= 1 << 20);
+        // Nothing kept fits a bigger request: a new vector.
+        let bigger: Vec<u16> = take(2 << 20);
+        assert_ne!(bigger.as_ptr(), at);
+        give(Vec::<u16>::with_capacity(16));
+        let small: Vec<u16> = take(16);
+        assert!(small.capacity() < 1 << 20);
+        // The pool never keeps more than KEPT bytes.
+        for _ in 0..(KEPT / (2 << 20) + 2) {
+            give(Vec::<u16>::with_capacity(1 << 20));
+        }
+        assert!(u16::shelf().lock().unwrap().bytes <= KEPT);
+    }
+}
