@@ -350,6 +350,10 @@ pub struct Segment {
 /// The largest scratch buffer a segment keeps between reads.
 const SCRATCH_KEPT: usize = 64 << 10;
 
+/// Bytes of the active segment the replay after open reads at a time (whole records; a record
+/// longer than this is read alone).
+const REPLAY_WINDOW: u64 = 2 << 20;
+
 impl Segment {
     /// Wraps an already scanned file (not sealed).
     fn from_scan(
@@ -645,8 +649,15 @@ impl Segment {
     /// Bytes `[start, end)` of the file by one positioned read (the active segment).
     fn read_at(&self, start: u64, end: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; (end - start) as usize];
-        match self.file.read_exact_at(&mut buf, start) {
-            Ok(()) => Ok(buf),
+        self.read_exact_into(&mut buf, start)?;
+        Ok(buf)
+    }
+
+    /// Fills `buf` from file offset `start` by positioned reads (the active segment).
+    fn read_exact_into(&self, buf: &mut [u8], start: u64) -> Result<()> {
+        let end = start + buf.len() as u64;
+        match self.file.read_exact_at(buf, start) {
+            Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 // The records were there at open: the file was shortened since.
                 let reason = format!("the file ends before offset {end}");
@@ -866,25 +877,57 @@ impl Segment {
         if from > to {
             return Ok(());
         }
+        if !self.sealed {
+            return self.replay_active(from, to, check_crc, f);
+        }
         let start = self.record_offset(from)?;
-        let (bytes, at, lend) = if self.sealed {
-            self.mapped()?;
-            let map = self.map.clone().unwrap_or_else(SegmentBytes::empty);
-            (map, start as usize, self.compressed.is_none())
-        } else {
-            let read = self.read_at(start, self.record_end(to))?;
-            (SegmentBytes::owned(read), 0, false)
-        };
-        let source = lend.then_some(&bytes);
+        self.mapped()?;
+        let bytes = self.map.clone().unwrap_or_else(SegmentBytes::empty);
+        let source = self.compressed.is_none().then_some(&bytes);
         let check_crc = check_crc && self.compressed.is_none();
-        let base = if self.sealed { 0 } else { start };
         let step = |lsn, term, data: &[u8], _at| Ok(f(lsn, term, data, source));
         let walked = if check_crc {
-            self.walk::<true>(&bytes, base, at, from, to, step)
+            self.walk::<true>(&bytes, 0, start as usize, from, to, step)
         } else {
-            self.walk::<false>(&bytes, base, at, from, to, step)
+            self.walk::<false>(&bytes, 0, start as usize, from, to, step)
         };
         walked.map(drop)
+    }
+
+    /// [`Segment::replay_records`] of the active segment (dense index): whole records read
+    /// about [`REPLAY_WINDOW`] bytes at a time into one buffer, reused. The records are copied
+    /// out by the caller, so nothing needs the segment's bytes at once; reading all of them
+    /// into a fresh buffer had the kernel zero its pages at the end of every restore.
+    fn replay_active(
+        &mut self,
+        from: i64,
+        to: i64,
+        check_crc: bool,
+        mut f: impl FnMut(i64, i32, &[u8], Option<&SegmentBytes>) -> bool,
+    ) -> Result<()> {
+        let mut buf = Vec::new();
+        let mut lsn = from;
+        while lsn <= to {
+            let last = self.chunk_end(lsn, to, REPLAY_WINDOW);
+            let start = self.record_offset(lsn)?;
+            let end = self.record_end(last);
+            let n = (end - start) as usize;
+            if buf.len() < n {
+                buf.resize(n, 0);
+            }
+            self.read_exact_into(&mut buf[..n], start)?;
+            let step = |lsn, term, data: &[u8], _at| Ok(f(lsn, term, data, None));
+            let go_on = if check_crc {
+                self.walk::<true>(&buf[..n], start, 0, lsn, last, step)?
+            } else {
+                self.walk::<false>(&buf[..n], start, 0, lsn, last, step)?
+            };
+            if !go_on {
+                break;
+            }
+            lsn = last + 1;
+        }
+        Ok(())
     }
 
     /// The one walk over the records `from..=to` laid out in `bytes` from index `at` (`bytes[0]`
