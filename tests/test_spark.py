@@ -455,15 +455,17 @@ def test_replay_equals_the_single_machine_restore(spark, tmp_path, seed, deltas,
     assert {r.queue: (r.implementation, r["count"], r.last_id) for r in summary} == queues
 
 
-@pytest.mark.parametrize("path", ["in-scan", "joins", "tflux_python"])
+@pytest.mark.parametrize("path", ["in-scan", "in-scan-unkeyed", "joins", "tflux_python"])
 def test_replay_through_either_reader_and_small_splits_equals_the_restore(
     spark, tmp_path, path, monkeypatch
 ):
     """Record ids come from per-segment add counts: a segment split into byte ranges read by
     different tasks (JVM reader) and the Python source's per-segment tasks both give the ids
     the restore gives. The JVM reader computes ids and incarnations in the scan
-    (``replayPlan``), or, when replay's tables are too large to ship with every task, they are
-    broadcast joins. With the Python source the removes are joined by a shuffle instead of
+    (``replayPlan``) and the removes are joined by one long key (``replay_key``), or by
+    (incarnation, id) when the snapshot records' incarnations need a join, or, when replay's
+    tables are too large to ship with every task, ids and incarnations are broadcast joins.
+    With the Python source the removes are joined by a shuffle instead of
     a broadcast (as when there are too many to broadcast)."""
     from tflux.spark import rebuild
     from tflux.spark.rebuild import _Frames
@@ -473,6 +475,8 @@ def test_replay_through_either_reader_and_small_splits_equals_the_restore(
         monkeypatch.setattr(rebuild, "BROADCAST_REMOVES", 0)
     if path == "joins":  # also the snapshot records' incarnations by a join, not a CASE
         monkeypatch.setattr(rebuild, "REPLAY_PLAN_ROWS", 0)
+        monkeypatch.setattr(rebuild, "CASE_NAMES", 0)
+    if path == "in-scan-unkeyed":
         monkeypatch.setattr(rebuild, "CASE_NAMES", 0)
     plans = []
     real_plan = rebuild.replay_plan
@@ -490,7 +494,26 @@ def test_replay_through_either_reader_and_small_splits_equals_the_restore(
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert got == {n: rs for n, rs in records.items() if rs}
     assert {r.queue: (r.implementation, r["count"], r.last_id) for r in summary} == queues
-    assert bool(plans) == (path == "in-scan" and tflux.spark.jvm_reader(spark))
+    jvm = tflux.spark.jvm_reader(spark)
+    assert bool(plans) == (path.startswith("in-scan") and jvm)
+    assert frames.keyed == (path == "in-scan" and jvm)
+
+
+def test_replay_keys_are_one_range_per_incarnation_or_none_past_62_bits():
+    """``replay_key`` = first key of the incarnation's range + id: the ranges of all
+    incarnations are disjoint and hold every id each can have; keys that would not fit in
+    62 bits turn the one-long join off."""
+    from tflux.spark.rebuild import _Frames, _Name
+
+    a = _Name(start_impl=1, start_last_id=5, segments={"s1": 3, "s2": 4})
+    a.events = [(20, "delete_queue", None, "s1", 2), (30, "create_queue", 1, "s2", 1)]
+    b = _Name(start_impl=1, start_last_id=0, segments={"s1": 2})
+    *_, keys = _Frames._plan({("base", "a"): a, ("base", "b"): b})
+    # a: incarnation 0 holds ids 1..5 + 4 (the snapshot's, then the 3 adds of s1 and the
+    # first of s2, before the recreate), incarnation 1 the other 3 adds of s2; b: 2 ids.
+    assert keys == {0: (0, 9), 1: (9, 3), 2: (12, 2)}
+    huge = _Name(start_impl=1, start_last_id=2**62, segments={})
+    assert _Frames._plan({("base", "huge"): huge})[-1] is None
 
 
 def test_replay_after_delete_and_recreate_restarts_ids(spark, tmp_path):

@@ -143,7 +143,7 @@ class _Frames:
             last, removes = self._collect_events(union(spark, logs, {}, cols, fmt), names)
             logs = [(d, first) for d, first in logs if d in last]  # the others had no entries
             ends = {d: str(last[d]) for d, _ in logs}
-        seg_rows, inc_rows, summary_rows = self._plan(names)
+        seg_rows, inc_rows, summary_rows, keys = self._plan(names)
         self._inc_rows, self._summary_rows = inc_rows, summary_rows
         self.final_incs = [row[2] for row in summary_rows]
         # The JVM reader evaluates the id and incarnation rules in the scan when the tables
@@ -151,17 +151,28 @@ class _Frames:
         # are broadcast joins.
         in_scan = fmt == "tflux" and len(seg_rows) + len(inc_rows) <= REPLAY_PLAN_ROWS
         in_scan = in_scan and bool(logs) and jvm_reader_loaded(spark)
-        plan = replay_plan(seg_rows, inc_rows) if in_scan else None
+        # (incarnation, id) as one long (replay_key) for the removes' join, when every key fits
+        # and the snapshot records' keys are a CASE too.
+        first_names = sum(1 for row in inc_rows if row[3] == -1)
+        self.keyed = in_scan and keys is not None and (not snaps or first_names <= CASE_NAMES)
+        plan = replay_plan(seg_rows, inc_rows, keys) if in_scan else None
         log = union(spark, logs, ends, cols, fmt, plan) if logs else None
         if log is None:
             log = _small(spark, [], logs_schema(spark))
         add_rows = log.filter(F.col("kind") == "add_record")
         remove_rows = log.filter(F.col("kind") == "remove_record")
         if plan is not None:
+            rkey = [F.col("replay_key").alias("rkey")] if self.keyed else []
             self.adds = add_rows.select(
-                "source", "queue", "inc", F.col("replay_id").alias("record_id"), "key", "message"
+                "source",
+                "queue",
+                "inc",
+                F.col("replay_id").alias("record_id"),
+                "key",
+                "message",
+                *rkey,
             )
-            self.removes = remove_rows.select("source", "queue", "inc", "record_id", "lsn")
+            self.removes = remove_rows.select("source", "queue", "inc", "record_id", "lsn", *rkey)
         else:
             self.adds, self.removes = self._joined(add_rows, remove_rows, seg_rows)
         self.broadcast_removes = removes <= BROADCAST_REMOVES and _broadcast_allowed(spark)
@@ -179,7 +190,9 @@ class _Frames:
                     "message",
                 )
             )
-            snap_records = _first_incarnation(snap_records.drop("inc"), inc_rows, self, self.many)
+            snap_records = _first_incarnation(
+                snap_records.drop("inc"), inc_rows, self, keys if self.keyed else None
+            )
             records = snap_records.unionByName(records)
         self.records = records
 
@@ -264,8 +277,12 @@ class _Frames:
 
     @staticmethod
     def _plan(names: dict[tuple[str, str], _Name]):
-        """Step 2: the broadcast tables, and per name its final incarnation (for the summary)."""
+        """Step 2: the broadcast tables, per name its final incarnation (for the summary), and
+        per incarnation the range of its ``replay_key`` (first key - 1, ids it can hold), or
+        None when the keys would not fit in 62 bits."""
         seg_rows, inc_rows, summary_rows = [], [], []
+        keys: dict[int, tuple[int, int]] | None = {}
+        key_base = 0
         gid = 0  # incarnations numbered across every name of every source
         for (source, queue), n in names.items():
             prefix, before = 0, {}
@@ -285,13 +302,16 @@ class _Frames:
             for inc, (lsn, adds_before, base) in enumerate(start):
                 end = start[inc + 1][0] if inc + 1 < len(start) else MAX_LSN
                 inc_rows.append((source, queue, gid + inc, lsn, end, adds_before, base))
+                adds = (start[inc + 1][1] if inc + 1 < len(start) else total) - adds_before
+                keys[gid + inc] = (key_base, base + adds)  # its ids are 1..base + adds
+                key_base += base + adds
             alive = last_cd == "create_queue" or (last_cd is None and n.start_impl is not None)
             if alive:
                 final = len(start) - 1
                 _, adds_before, base = start[final]
                 summary_rows.append((source, queue, gid + final, impl, base + total - adds_before))
             gid += len(start)
-        return seg_rows, inc_rows, summary_rows
+        return seg_rows, inc_rows, summary_rows, keys if key_base < 2**62 else None
 
     def check(self) -> None:
         """Raise :class:`tflux.ReplayError` (with the LSN) where the local restore would: a
@@ -322,12 +342,13 @@ class _Frames:
             )
 
     def live(self) -> DataFrame:
-        removes = self.removes.select("inc", "record_id")
+        on = ["rkey"] if self.keyed else ["inc", "record_id"]
+        removes = self.removes.select(*on)
         if self.broadcast_removes:
             removes = F.broadcast(removes)
         # In a final incarnation: a set of longs tested in the task, no join.
         live = self.records.filter(F.col("inc").isin(self.final_incs))
-        live = live.join(removes, ["inc", "record_id"], "left_anti")
+        live = live.join(removes, on, "left_anti")
         return live.select("source", "queue", "record_id", "key", "message")
 
     def summary(self) -> DataFrame:
@@ -400,21 +421,32 @@ CASE_NAMES = 32
 
 
 def _first_incarnation(
-    snap_records: DataFrame, inc_rows: list[tuple], frames: _Frames, many: bool
+    snap_records: DataFrame,
+    inc_rows: list[tuple],
+    frames: _Frames,
+    keys: dict[int, tuple[int, int]] | None = None,
 ) -> DataFrame:
     """Snapshot records with ``inc``: every snapshot record is in its name's first
-    incarnation (the one starting at LSN -1)."""
+    incarnation (the one starting at LSN -1). Given ``keys``, also their ``rkey`` (as the
+    reader's ``replay_key``)."""
     first = [(source, queue, inc) for source, queue, inc, start, *_ in inc_rows if start == -1]
     if len(first) > CASE_NAMES:
         table = frames.incs().filter(F.col("inc_start") == -1).select("source", "queue", "inc")
         return snap_records.join(F.broadcast(table), ["source", "queue"], "left")
     inc = F.lit(None).cast("long")
+    rkey = F.lit(None).cast("long")
+    rid = F.col("record_id")
     for source, queue, g in reversed(first):
         cond = F.col("queue") == F.lit(queue)
-        if many:
+        if frames.many:
             cond = cond & (F.col("source") == F.lit(source))
         inc = F.when(cond, F.lit(g).cast("long")).otherwise(inc)
-    return snap_records.withColumn("inc", inc)
+        if keys is not None:
+            key_base, span = keys[g]
+            key = F.when(rid.between(1, span), rid + F.lit(key_base).cast("long"))
+            rkey = F.when(cond, key).otherwise(rkey)
+    out = snap_records.withColumn("inc", inc)
+    return out.withColumn("rkey", rkey) if keys is not None else out
 
 
 # Up to this many rows, the driver's small tables are inline SQL tables (LocalRelation): Spark
@@ -464,16 +496,22 @@ def _broadcast_allowed(spark: SparkSession) -> bool:
 REPLAY_PLAN_ROWS = 20_000
 
 
-def replay_plan(seg_rows: list[tuple], inc_rows: list[tuple]) -> str:
+def replay_plan(
+    seg_rows: list[tuple], inc_rows: list[tuple], keys: dict[int, tuple[int, int]] | None
+) -> str:
     """The JVM reader's ``replayPlan`` option (format in ``ReplayIds.java``): per name its
-    segments' earlier adds and its incarnations in LSN order."""
+    segments' earlier adds and its incarnations in LSN order with their key ranges (none
+    without ``keys``: the reader's ``replay_key`` is then null)."""
     by_name: dict[tuple[str, str], list[str]] = defaultdict(list)
     for source, queue, seg, prefix in seg_rows:
         by_name[(source, queue)].append(f"s {seg} {prefix}")
     for source, queue, inc, start, end, adds_before, base in sorted(
         inc_rows, key=lambda r: (r[0], r[1], r[3])
     ):
-        by_name[(source, queue)].append(f"i {inc} {start} {end} {adds_before} {base}")
+        key_base, span = keys[inc] if keys is not None else (0, 0)
+        by_name[(source, queue)].append(
+            f"i {inc} {start} {end} {adds_before} {base} {key_base} {span}"
+        )
     lines = []
     for (source, queue), rows in by_name.items():
         lines.append(f"q {source.encode().hex()} {queue.encode().hex()}")
@@ -494,7 +532,7 @@ def union(
     JVM reader, ``inc`` and ``replay_id``)."""
     out = None
     if plan is not None:
-        cols = [*cols, "inc", "replay_id"]
+        cols = [*cols, "inc", "replay_id", "replay_key"]
     for log_dir, first in logs:
         reader = spark.read.format(fmt).option("fromLsn", str(first)).option("addCounts", "true")
         if log_dir in ends:

@@ -27,16 +27,18 @@ import org.apache.spark.unsafe.types.UTF8String;
 final class LogColumns {
   static final String[] NAMES = {"source", "segment", "lsn", "term", "kind", "queue", "key",
       "record_id", "message", "implementation", "max_queue_size", "max_message_size", "key_min",
-      "key_max", "data", "queue_adds", "inc", "replay_id"};
+      "key_max", "data", "queue_adds", "inc", "replay_id",
+      "replay_key"};
   static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
       DataTypes.LongType, DataTypes.IntegerType, DataTypes.StringType, DataTypes.StringType,
       DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType, DataTypes.IntegerType,
       DataTypes.IntegerType, DataTypes.IntegerType, DataTypes.LongType, DataTypes.LongType,
-      DataTypes.BinaryType, DataTypes.LongType, DataTypes.LongType, DataTypes.LongType};
+      DataTypes.BinaryType, DataTypes.LongType, DataTypes.LongType, DataTypes.LongType,
+      DataTypes.LongType};
   static final int SOURCE = 0, SEGMENT = 1, LSN = 2, TERM = 3, KIND = 4, QUEUE = 5, KEY = 6,
       RECORD_ID = 7, MESSAGE = 8, IMPLEMENTATION = 9, MAX_QUEUE_SIZE = 10,
       MAX_MESSAGE_SIZE = 11, KEY_MIN = 12, KEY_MAX = 13, DATA = 14, QUEUE_ADDS = 15, INC = 16,
-      REPLAY_ID = 17;
+      REPLAY_ID = 17, REPLAY_KEY = 18;
   static final String[] KIND_NAMES = {"create_queue", "delete_queue", "add_record",
       "remove_record"};
   static final String[] DELTA_NAMES = {"CreateQueue", "DeleteQueue", "AddRecord",
@@ -47,8 +49,9 @@ final class LogColumns {
    * exactly). {@code addCounts} appends {@code queue_adds}: the AddRecords of the entry's queue
    * in its segment file, from the scan's first LSN up to and including the entry (what replay
    * derives record ids from). {@code replayPlan} (see {@link ReplayIds}) appends {@code inc} and
-   * {@code replay_id}: an AddRecord's or RemoveRecord's incarnation number, and the id replay
-   * gives an AddRecord (a RemoveRecord's own record id); null for other entries.
+   * {@code replay_id} and {@code replay_key}: an AddRecord's or RemoveRecord's incarnation
+   * number, the id replay gives an AddRecord (a RemoveRecord's own record id), and (incarnation,
+   * id) as one long; null for other entries.
    */
   static StructType schema(Map<String, String> options) {
     boolean raw = Options.flag(options, "rawData", false);
@@ -66,6 +69,7 @@ final class LogColumns {
     if (Options.get(options, "replayPlan") != null) {
       fields.add(DataTypes.createStructField(NAMES[INC], TYPES[INC], true));
       fields.add(DataTypes.createStructField(NAMES[REPLAY_ID], TYPES[REPLAY_ID], true));
+      fields.add(DataTypes.createStructField(NAMES[REPLAY_KEY], TYPES[REPLAY_KEY], true));
     }
     return DataTypes.createStructType(fields);
   }
@@ -160,9 +164,10 @@ final class LogColumns {
     }
     source = src;
     segment = seg;
-    boolean ids = vec[INC] != null || vec[REPLAY_ID] != null;
+    boolean ids = vec[INC] != null || vec[REPLAY_ID] != null || vec[REPLAY_KEY] != null;
     if (ids && replay == null) {
-      throw new IllegalArgumentException("tflux: inc and replay_id need the replayPlan option");
+      throw new IllegalArgumentException(
+          "tflux: inc, replay_id and replay_key need the replayPlan option");
     }
     this.replay = ids ? replay : null;
     adds = vec[QUEUE_ADDS] == null && !ids ? null : new QueueAdds();
@@ -232,7 +237,7 @@ final class LogColumns {
     }
     if (messages) {
       nulls(row, KIND, QUEUE, KEY, RECORD_ID, MESSAGE, IMPLEMENTATION, MAX_QUEUE_SIZE);
-      nulls(row, MAX_MESSAGE_SIZE, KEY_MIN, KEY_MAX, QUEUE_ADDS, INC, REPLAY_ID);
+      nulls(row, MAX_MESSAGE_SIZE, KEY_MIN, KEY_MAX, QUEUE_ADDS, INC, REPLAY_ID, REPLAY_KEY);
       return;
     }
     c.reset(buf, at, at + len, 0);
@@ -344,7 +349,7 @@ final class LogColumns {
     }
   }
 
-  /** {@code inc} and {@code replay_id} of row {@code row} (see {@link ReplayIds}). */
+  /** {@code inc}, {@code replay_id} and {@code replay_key} of row {@code row} (see {@link ReplayIds}). */
   private void replayIds(int row, int kind, long lsn, long count, long removed, ByteBuffer buf,
       int nameAt, int nameLen) {
     ReplayIds.Queue q = null;
@@ -360,17 +365,23 @@ final class LogColumns {
       q = r.queue;
       at = q == null ? -1 : q.find(lsn);
     }
-    if (at < 0) {
-      nulls(row, INC, REPLAY_ID);
+    if (at < 0 || (kind == 2 && !r.hasSegBase)) {
+      if (at < 0) {
+        nulls(row, INC);
+      } else {
+        putLong(row, INC, q.inc[at]);
+      }
+      nulls(row, REPLAY_ID, REPLAY_KEY);
       return;
     }
     putLong(row, INC, q.inc[at]);
-    if (kind == 3) {
-      putLong(row, REPLAY_ID, removed);
-    } else if (r.hasSegBase) {
-      putLong(row, REPLAY_ID, q.baseId[at] + r.segBase + count - q.addsBefore[at]);
+    long id = kind == 3 ? removed : q.baseId[at] + r.segBase + count - q.addsBefore[at];
+    putLong(row, REPLAY_ID, id);
+    long key = q.key(at, id);
+    if (key < 0) {
+      nulls(row, REPLAY_KEY);
     } else {
-      nulls(row, REPLAY_ID);
+      putLong(row, REPLAY_KEY, key);
     }
   }
 

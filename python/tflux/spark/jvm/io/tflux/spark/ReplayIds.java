@@ -14,11 +14,13 @@ import java.util.Map;
  * strings per row. The rule is replay's ({@code tflux.spark.rebuild}); this only evaluates it:
  * {@code replay_id = base_id + seg_base + queue_adds - adds_before} in the incarnation whose
  * interval {@code [start, end)} holds the entry's LSN. A missing table entry gives nulls, as
- * the joins' missing matches do.
+ * the joins' missing matches do. {@code replay_key} names (incarnation, id) by one long, so that
+ * the removes' join hashes one long: {@code key_base + id} for ids in {@code [1, span]} (every id
+ * the incarnation can hold; each incarnation has its own range), else null.
  *
  * <p>Text form (written by {@code rebuild.py}), one line each: {@code q SOURCE_HEX QUEUE_HEX}
  * starts a queue name (hex of the UTF-8 bytes), then {@code s SEGMENT SEG_BASE} per segment
- * and {@code i INC START END ADDS_BEFORE BASE_ID} per incarnation in LSN order.
+ * and {@code i INC START END ADDS_BEFORE BASE_ID KEY_BASE SPAN} per incarnation in LSN order.
  */
 final class ReplayIds implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -32,6 +34,13 @@ final class ReplayIds implements Serializable {
     long[] inc = new long[0];
     long[] addsBefore = new long[0];
     long[] baseId = new long[0];
+    long[] keyBase = new long[0];
+    long[] span = new long[0];
+
+    /** {@code replay_key} of record {@code id} in incarnation {@code at}, or -1 (null). */
+    long key(int at, long id) {
+      return id >= 1 && id <= span[at] ? keyBase[at] + id : -1;
+    }
 
     /** The incarnation holding {@code lsn}, or -1. */
     int find(long lsn) {
@@ -94,8 +103,11 @@ final class ReplayIds implements Serializable {
             q.segBase.put(f[1], Long.parseLong(f[2]));
             break;
           case "i":
-            incs.add(new long[] {Long.parseLong(f[1]), Long.parseLong(f[2]),
-                Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5])});
+            long[] r = new long[7];
+            for (int i = 0; i < r.length; i++) {
+              r[i] = Long.parseLong(f[i + 1]);
+            }
+            incs.add(r);
             break;
           default:
             throw new IllegalArgumentException("unknown line kind");
@@ -119,6 +131,8 @@ final class ReplayIds implements Serializable {
     q.end = new long[n];
     q.addsBefore = new long[n];
     q.baseId = new long[n];
+    q.keyBase = new long[n];
+    q.span = new long[n];
     for (int i = 0; i < n; i++) {
       long[] r = incs.get(i);
       q.inc[i] = r[0];
@@ -126,6 +140,8 @@ final class ReplayIds implements Serializable {
       q.end[i] = r[2];
       q.addsBefore[i] = r[3];
       q.baseId[i] = r[4];
+      q.keyBase[i] = r[5];
+      q.span[i] = r[6];
       if (i > 0 && q.start[i] < q.start[i - 1]) {
         throw new IllegalArgumentException("incarnations out of LSN order");
       }
