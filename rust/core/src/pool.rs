@@ -1,19 +1,28 @@
 //! Column vectors kept for the next bulk read once Python dropped the buffers that held them
-//! (`tflux.ColumnBuffer`) or a read was done with them, so that a loop of `read_deltas` (and its walk's own vectors) writes its columns into pages that
-//! are already resident instead of pages the kernel zeroes again: mimalloc hands freed pages
-//! back to the system 10 ms after they empty, so a reader slower than that between two batches
-//! got fresh pages for every column of every batch. At most [`KEPT`] bytes are kept.
+//! (`tflux.ColumnBuffer`), or once a read was done with its own (the walk of `Log::locate`).
+//! A loop of `read_deltas` then writes its columns into pages that are already resident: mimalloc
+//! hands freed pages back to the system 10 ms after they empty, so a reader slower than that
+//! between two batches got pages the kernel zeroed again for every column of every batch. At
+//! most [`KEPT`] bytes are kept, all element types together.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Bytes of vectors kept in all.
+/// Bytes of vectors kept at most, all shelves together.
 pub const KEPT: usize = 64 << 20;
+
+/// Bytes of vectors kept now, all shelves together.
+static KEPT_NOW: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of vectors kept now.
+pub fn kept() -> usize {
+    KEPT_NOW.load(Ordering::Relaxed)
+}
 /// Vectors smaller than this are not worth keeping.
 const SMALLEST: usize = 64 << 10;
 
 pub struct Shelf<T> {
     vecs: Vec<Vec<T>>,
-    bytes: usize,
 }
 
 /// The element types of columns.
@@ -25,10 +34,7 @@ macro_rules! pooled {
     ($t:ty) => {
         impl Pooled for $t {
             fn shelf() -> &'static Mutex<Shelf<$t>> {
-                static SHELF: Mutex<Shelf<$t>> = Mutex::new(Shelf {
-                    vecs: Vec::new(),
-                    bytes: 0,
-                });
+                static SHELF: Mutex<Shelf<$t>> = Mutex::new(Shelf { vecs: Vec::new() });
                 &SHELF
             }
         }
@@ -57,7 +63,7 @@ pub fn take<T: Pooled>(capacity: usize) -> Vec<T> {
             .min_by_key(|&i| shelf.vecs[i].capacity());
         if let Some(i) = best {
             let v = shelf.vecs.swap_remove(i);
-            shelf.bytes -= bytes(&v);
+            KEPT_NOW.fetch_sub(bytes(&v), Ordering::Relaxed);
             return v;
         }
     }
@@ -70,12 +76,13 @@ pub fn give<T: Pooled>(mut v: Vec<T>) {
     if size < SMALLEST {
         return;
     }
+    if KEPT_NOW.fetch_add(size, Ordering::Relaxed) + size > KEPT {
+        KEPT_NOW.fetch_sub(size, Ordering::Relaxed);
+        return;
+    }
     v.clear();
     let mut shelf = T::shelf().lock().unwrap_or_else(|e| e.into_inner());
-    if shelf.bytes + size <= KEPT {
-        shelf.bytes += size;
-        shelf.vecs.push(v);
-    }
+    shelf.vecs.push(v);
 }
 
 #[cfg(test)]
@@ -101,6 +108,6 @@ mod tests {
         for _ in 0..(KEPT / (2 << 20) + 2) {
             give(Vec::<u16>::with_capacity(1 << 20));
         }
-        assert!(u16::shelf().lock().unwrap().bytes <= KEPT);
+        assert!(kept() <= KEPT);
     }
 }
