@@ -750,22 +750,25 @@ fn decode_part(
         .map_or(0, |(run, range)| run.first_lsn + range.start as i64);
     let mut columns = Columns::new(first_lsn, n, bytes);
     let mut raw = raw.then(|| Binary::with_capacity(n, bytes)).transpose()?;
-    let records = pieces.iter().flat_map(|(run, range)| {
-        run.starts[range.clone()]
+    // One piece at a time (a flattened iterator over all of them cost about 100 instructions
+    // per record).
+    for (run, range) in pieces {
+        let bytes = &run.bytes[..];
+        let records = run.starts[range.clone()]
             .iter()
             .zip(range.clone())
-            .map(
-                move |(&at, i)| match record::parse_with::<false>(&run.bytes, at) {
+            .map(|(&at, i)| {
+                match record::parse_with::<false>(bytes, at) {
                     Frame::Record { term, data, .. } => Ok((run.first_lsn + i as i64, term, data)),
                     // Framed by `locate` in these very bytes.
                     _ => Err(Error::InvalidArgument(format!(
                         "record at LSN {} moved while it was read",
                         run.first_lsn + i as i64
                     ))),
-                },
-            )
-    });
-    columns.decode(raw.as_mut(), records)?;
+                }
+            });
+        columns.decode(raw.as_mut(), records)?;
+    }
     Ok((columns, raw))
 }
 
