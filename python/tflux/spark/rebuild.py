@@ -28,8 +28,10 @@ How it scales (no window, no stage that runs one task per queue, no shuffle of e
    adds before it.
 3. The scan with messages: an add's rank is its segment's prefix count plus its
    ``queue_adds``, so a busy queue spreads over every split of every segment; its incarnation
-   (and so its id) comes from the interval table, a remove's incarnation too. Both are
-   broadcast joins.
+   (and so its id) comes from the interval table, a remove's incarnation too. The JVM reader
+   evaluates both in the scan from the tables passed as its ``replayPlan`` option (``inc``,
+   ``replay_id``, and ``replay_key``: incarnation and id as one long, for the removes' join);
+   larger tables, and the Python source, use broadcast joins.
 4. Live records: adds (and snapshot records) without a matching remove, in the final
    incarnation. The removes are broadcast when there are at most :data:`BROADCAST_REMOVES`
    (step 1 counted them), so the live records need no shuffle at all; more removes are joined
