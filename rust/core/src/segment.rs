@@ -1534,8 +1534,10 @@ fn scan_windowed(
     let mut index = RecordIndex::default();
     let (mut count, mut first_term, mut last_term) = (0usize, None, None);
     let (mut base, mut at, mut previous) = (0u64, header::HEADER_LEN, previous_term);
+    // Whether the last record visited, in this window or an earlier one, was empty: a window
+    // may end just after it, and the next one then visits no record before the end marker.
+    let mut last_empty = false;
     let clean_end = loop {
-        let mut last_empty = false;
         let (end, stop) = scan_records_from(&buf[..filled], at, previous, |o, t, d| {
             last_empty = d.is_empty();
             if build_index {
@@ -1884,6 +1886,22 @@ mod tests {
     }
 
     const CHUNK: usize = ActiveRead::CHUNK as usize;
+
+    #[test]
+    fn a_trailing_empty_record_is_seen_whatever_window_its_end_marker_falls_in() {
+        // A window that ends right after the empty record leaves the end marker to the next
+        // window, which visits no record: the scan must still know the last one was empty.
+        let mut bytes = header::header().to_vec();
+        for k in 0..3u8 {
+            record::encode(&mut bytes, 1, &[k + 1; 20]);
+        }
+        record::encode(&mut bytes, 1, &[]);
+        bytes.resize(bytes.len() + 64, 0);
+        for chunk in 1..=bytes.len() as u64 {
+            same_as_whole(&bytes, chunk, true);
+            same_as_whole(&bytes, chunk, false);
+        }
+    }
 
     #[test]
     fn an_end_marker_at_or_across_a_chunk_boundary_ends_the_scan_as_a_whole_read_does() {
