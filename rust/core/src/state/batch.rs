@@ -91,41 +91,8 @@ pub(super) struct Pending {
 /// Emptied slot arrays kept for reuse (1.5 MiB).
 const SPARE: usize = 64;
 
-/// Slot arrays for new pending chunks made ahead of the apply, their pages already touched:
-/// a thread with time to spare (a restore's decoding thread, `replay.rs`) makes them, and the
-/// applying thread starts a chunk in memory the kernel has already zeroed. Fresh pages were
-/// the largest cost left on a restore's applying thread (`docs/benchmarks.md`).
-#[derive(Debug, Default)]
-pub struct SlotArrays(Vec<Vec<Slot>>);
-
-/// Slot arrays a state keeps in stock during a batch (192 KiB).
-const STOCK: usize = 8;
-
-impl SlotArrays {
-    /// Makes arrays until there are enough for `adds` added records (one per chunk).
-    pub fn top_up_for(&mut self, adds: usize) {
-        while self.0.len() < adds.div_ceil(CHUNK as usize) {
-            let mut slots: Vec<Slot> = Vec::with_capacity(CHUNK as usize);
-            // Touching every byte faults the pages in here, not on the applying thread.
-            slots
-                .spare_capacity_mut()
-                .iter_mut()
-                .for_each(|s| *s = std::mem::MaybeUninit::zeroed());
-            self.0.push(slots);
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
 impl Pending {
-    fn push(&mut self, id: u64, key: i64, data: Payload, stock: &mut SlotArrays) {
+    fn push(&mut self, id: u64, key: i64, data: Payload) {
         if self.chunks.is_empty() {
             self.base = id;
         }
@@ -134,7 +101,6 @@ impl Pending {
             let slots = self
                 .spare
                 .pop()
-                .or_else(|| stock.0.pop())
                 .unwrap_or_else(|| Vec::with_capacity(CHUNK as usize));
             self.chunks.push(Chunk {
                 slots,
@@ -231,15 +197,10 @@ impl Pending {
 
 impl Queue {
     /// [`Queue::add`] for a batch: appends to the pending column.
-    pub(super) fn add_pending(
-        &mut self,
-        key: i64,
-        data: Payload,
-        stock: &mut SlotArrays,
-    ) -> Option<u64> {
+    pub(super) fn add_pending(&mut self, key: i64, data: Payload) -> Option<u64> {
         self.last_id = self.last_id.checked_add(1)?;
         let id = self.last_id;
-        self.pending.push(id, key, data, stock);
+        self.pending.push(id, key, data);
         Some(id)
     }
 
@@ -320,36 +281,12 @@ impl Batch<'_> {
         self.state.apply_delta_in(Mode::Batch(None), lsn, delta)
     }
 
-    /// [`Batch::apply_delta`] of a delta decoded from `source`'s bytes (see
-    /// [`Batch::apply_in_source`]). Same rules, same errors, same state.
-    pub fn apply_delta_in_source(
-        &mut self,
-        lsn: Option<i64>,
-        delta: &DeltaRef<'_>,
-        source: Option<&SegmentBytes>,
-    ) -> Result<Applied> {
-        self.state.apply_delta_in(Mode::Batch(source), lsn, delta)
-    }
-
-    /// Keeps slot arrays made ahead ([`SlotArrays`]) for the next pending chunks, as many as
-    /// the stock takes; the rest stay in `arrays`.
-    pub fn stock(&mut self, arrays: &mut SlotArrays) {
-        let stock = &mut self.state.stock.0;
-        while stock.len() < STOCK {
-            match arrays.0.pop() {
-                Some(a) => stock.push(a),
-                None => break,
-            }
-        }
-    }
-
     /// Settles every queue (dropping the batch does the same).
     pub fn finish(self) {}
 }
 
 impl Drop for Batch<'_> {
     fn drop(&mut self) {
-        self.state.stock = SlotArrays::default();
         for q in self.state.queues.values_mut() {
             q.settle();
         }
@@ -363,39 +300,5 @@ mod tests {
     #[test]
     fn a_pending_slot_is_24_bytes() {
         assert_eq!(std::mem::size_of::<Slot>(), 24);
-    }
-
-    /// Slot arrays made ahead start the new chunks (the state keeps at most `STOCK`, gives
-    /// the rest back), and a batch leaves none behind.
-    #[test]
-    fn new_chunks_start_in_slot_arrays_made_ahead() {
-        let mut made = SlotArrays::default();
-        made.top_up_for(3 * CHUNK as usize);
-        assert_eq!(made.len(), 3);
-        let mut too_many = SlotArrays::default();
-        too_many.top_up_for((STOCK + 2) * CHUNK as usize);
-        let mut state = QueueState::new();
-        let mut batch = state.batch();
-        batch.stock(&mut made);
-        assert!(made.is_empty());
-        batch.stock(&mut too_many);
-        assert_eq!(
-            too_many.len(),
-            (STOCK + 2) - (STOCK - 3),
-            "the stock is full"
-        );
-        let add = crate::format::delta::Delta::AddRecord {
-            name: Vec::new(),
-            key: 1,
-            message: b"m".to_vec(),
-        }
-        .encode();
-        for lsn in 0..=CHUNK as i64 {
-            batch.apply(Some(lsn), &add).unwrap();
-        }
-        assert_eq!(batch.state.stock.len(), STOCK - 2, "two chunks begun");
-        drop(batch);
-        assert!(state.stock.is_empty());
-        assert_eq!(state.total_records(), CHUNK + 1);
     }
 }

@@ -24,8 +24,8 @@ use crate::format::snapshot::{QueueData, Snapshot};
 pub use crate::payload::Payload;
 use crate::segbytes::SegmentBytes;
 
+pub use batch::Batch;
 use batch::Pending;
-pub use batch::{Batch, SlotArrays};
 pub use heap4::Heap4;
 pub use keyed::KeyedFifos;
 use queues::Queues;
@@ -311,18 +311,13 @@ pub enum Applied {
 #[derive(Debug)]
 pub struct QueueState {
     queues: Queues,
-    /// Slot arrays made ahead for a [`Batch`]'s pending chunks (empty outside a batch).
-    stock: SlotArrays,
 }
 
 impl Default for QueueState {
     fn default() -> Self {
         let mut queues = Queues::default();
         queues.insert(Queue::new(b"", QueueConfig::default()));
-        QueueState {
-            queues,
-            stock: SlotArrays::default(),
-        }
+        QueueState { queues }
     }
 }
 
@@ -364,10 +359,7 @@ impl QueueState {
             queue.extend_ready(records);
             queues.insert(queue);
         }
-        Ok(QueueState {
-            queues,
-            stock: SlotArrays::default(),
-        })
+        Ok(QueueState { queues })
     }
 
     /// The state as snapshot data (in-flight records included, sorted by name and id).
@@ -600,8 +592,7 @@ impl QueueState {
                 let added = match mode {
                     Mode::Online => q.add(key, message),
                     Mode::Batch(source) => {
-                        let data = Payload::borrowed_or_copied(source, message);
-                        q.add_pending(key, data, &mut self.stock)
+                        q.add_pending(key, Payload::borrowed_or_copied(source, message))
                     }
                 };
                 added.map(Applied::Added).ok_or_else(|| {
