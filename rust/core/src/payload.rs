@@ -45,6 +45,13 @@ impl Payload {
     /// A payload borrowing `data` from `source`, when `data` lies inside `source`'s bytes (at an
     /// offset below 4 GiB); `None` otherwise (the caller copies).
     pub fn borrowed(source: &SegmentBytes, data: &[u8]) -> Option<Payload> {
+        let (off, len) = Payload::place_in(source, data)?;
+        let ptr = source.clone().into_raw();
+        Some(Payload { ptr, len, off })
+    }
+
+    /// Where `data` lies in `source` (offset below 2^31, length), if it lies inside it.
+    fn place_in(source: &SegmentBytes, data: &[u8]) -> Option<(u32, u32)> {
         let base = source.as_ptr() as usize;
         let at = (data.as_ptr() as usize).checked_sub(base)?;
         let end = at.checked_add(data.len())?;
@@ -53,8 +60,7 @@ impl Payload {
         }
         let off = u32::try_from(at).ok().filter(|&o| o < OWNED)?;
         let len = u32::try_from(data.len()).ok()?;
-        let ptr = source.clone().into_raw();
-        Some(Payload { ptr, len, off })
+        Some((off, len))
     }
 
     /// [`Payload::borrowed`] from `source` when given and possible, else a copy.
@@ -90,6 +96,73 @@ impl Payload {
         let source = ManuallyDrop::new(unsafe { SegmentBytes::from_raw(self.ptr) });
         let bytes = &source[self.off as usize..self.off as usize + len];
         unsafe { std::slice::from_raw_parts(bytes.as_ptr(), len) }
+    }
+}
+
+/// A [`Payload`] whose borrowed bytes are kept alive by its holder instead of a count of its
+/// own: a pending record of a restore's [`crate::state::Batch`], which holds one count of each
+/// segment it was fed for the whole batch. A count per record was an atomic add on every Add
+/// and an atomic subtract on every Remove, a third of applying a delta (docs/benchmarks.md);
+/// now only the records that survive the batch take theirs, when it settles them
+/// ([`Lent::into_payload`]). Same 16 bytes. An owned one owns its allocation as a `Payload`
+/// does. It gives no access to its bytes: nothing can read through a `Lent` whose source is
+/// gone, and dropping one never touches the source.
+pub(crate) struct Lent(ManuallyDrop<Payload>);
+
+impl Lent {
+    /// A `Lent` borrowing `data` from `source` when it lies inside it (see
+    /// [`Payload::borrowed`]), without taking a count; else a copy.
+    pub(crate) fn borrowed_or_copied(source: Option<&SegmentBytes>, data: &[u8]) -> Lent {
+        let borrowed = source.and_then(|s| {
+            let (off, len) = Payload::place_in(s, data)?;
+            // The `Arc` pointer without a count (the `Lent` never gives one back).
+            Some(Payload {
+                ptr: s.as_raw(),
+                len,
+                off,
+            })
+        });
+        Lent(ManuallyDrop::new(
+            borrowed.unwrap_or_else(|| Payload::copy_of(data)),
+        ))
+    }
+
+    /// The payload, taking its own count of the source when it borrows.
+    ///
+    /// # Safety
+    /// When it borrows, the [`SegmentBytes`] it borrows from must still be alive (someone holds
+    /// a count of it until this returns).
+    pub(crate) unsafe fn into_payload(self) -> Payload {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the payload is moved out exactly once.
+        let payload = unsafe { std::ptr::read(&*this.0) };
+        if payload.is_borrowed() {
+            // SAFETY: `ptr` is the `Arc` pointer of a live `SegmentBytes` (the caller's
+            // promise); the count taken here is the one the returned payload owns and gives
+            // back when dropped.
+            unsafe { SegmentBytes::increment_count(payload.ptr) };
+        }
+        payload
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if !self.0.is_borrowed() {
+            // SAFETY: an owned payload owns its allocation; it is dropped once, here.
+            unsafe { ManuallyDrop::drop(&mut self.0) };
+        }
+    }
+}
+
+impl std::fmt::Debug for Lent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, len) = if self.0.is_borrowed() {
+            ("lent", self.0.len as usize)
+        } else {
+            ("owned", self.0.owned_len())
+        };
+        write!(f, "Lent({kind}, {len} bytes)")
     }
 }
 

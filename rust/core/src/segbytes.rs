@@ -64,6 +64,30 @@ impl SegmentBytes {
         std::ptr::NonNull::new(raw).expect("Arc pointers are non-null")
     }
 
+    /// The shared pointer [`SegmentBytes::into_raw`] would give, without taking a count.
+    pub(crate) fn as_raw(&self) -> std::ptr::NonNull<u8> {
+        let raw = Arc::as_ptr(&self.0) as *mut u8;
+        std::ptr::NonNull::new(raw).expect("Arc pointers are non-null")
+    }
+
+    /// Takes one more count of the bytes behind `raw`, for a later [`SegmentBytes::from_raw`].
+    ///
+    /// # Safety
+    /// `raw` must come from `into_raw` or `as_raw` of a `SegmentBytes` that is still alive.
+    pub(crate) unsafe fn increment_count(raw: std::ptr::NonNull<u8>) {
+        unsafe { Arc::increment_strong_count(raw.as_ptr() as *const Held) }
+    }
+
+    /// Whether both are the same shared bytes (not merely equal ones).
+    pub fn same_as(&self, other: &SegmentBytes) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// How many holders share these bytes (tests: counts are neither leaked nor lost).
+    pub fn holders(&self) -> usize {
+        Arc::strong_count(&self.0)
+    }
+
     /// Takes back a pointer from [`SegmentBytes::into_raw`].
     ///
     /// # Safety

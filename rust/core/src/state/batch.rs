@@ -7,18 +7,22 @@
 //! The rules (what is refused, with which message) stay in `QueueState::apply_delta_in`, shared
 //! with the online apply; this module only stores records differently.
 
-use super::{Applied, Mode, Payload, Queue, QueueState, Record};
+use std::mem::ManuallyDrop;
+
+use super::{Applied, Mode, Queue, QueueState, Record};
 use crate::error::Result;
 use crate::format::delta::DeltaRef;
+use crate::payload::Lent;
 use crate::segbytes::SegmentBytes;
 
-/// One record added during a batch; `data` is `None` once removed (its payload freed at once).
+/// One record added during a batch; `data` is `None` once removed (an owned payload freed at
+/// once; a borrowed one holds no count, see [`Lent`]).
 /// Its id is implied by its place (see [`Chunk`]): 24 bytes, where a slot with its id was 32
 /// (a quarter fewer fresh pages for the column).
 #[derive(Debug)]
 struct Slot {
     key: i64,
-    data: Option<Payload>,
+    data: Option<Lent>,
 }
 
 /// Ids per chunk of the pending column (a power of two; 24 KiB of slots).
@@ -92,7 +96,7 @@ pub(super) struct Pending {
 const SPARE: usize = 64;
 
 impl Pending {
-    fn push(&mut self, id: u64, key: i64, data: Payload) {
+    fn push(&mut self, id: u64, key: i64, data: Lent) {
         if self.chunks.is_empty() {
             self.base = id;
         }
@@ -128,7 +132,7 @@ impl Pending {
 
     /// Takes the payload of pending record `id` (at or above `base`); `None` when it is not
     /// present (never added, or removed).
-    fn take(&mut self, id: u64) -> Option<Payload> {
+    fn take(&mut self, id: u64) -> Option<Lent> {
         let k = usize::try_from((id - self.base) >> CHUNK_BITS).ok()?;
         let last = self.chunks.len().checked_sub(1)?;
         let first = self.first_of(k);
@@ -168,8 +172,12 @@ impl Pending {
     }
 
     /// The live records in id order, in one allocation of their own size (what the heap keeps:
-    /// no growth slack to release later); each chunk is freed once copied.
-    fn into_records(self) -> Vec<Record> {
+    /// no growth slack to release later); each chunk is freed once copied. Each borrowed
+    /// payload takes its own count of its source here.
+    ///
+    /// # Safety
+    /// Every [`SegmentBytes`] a pending record borrows from must be alive (see [`Batch`]).
+    unsafe fn into_records(self) -> Vec<Record> {
         let Pending {
             base,
             chunks,
@@ -187,7 +195,8 @@ impl Pending {
                 Some(Record {
                     id: if dense { first + i as u64 } else { ids[i] },
                     key: s.key,
-                    data: s.data?,
+                    // SAFETY: the caller's promise: the source is alive.
+                    data: unsafe { s.data?.into_payload() },
                 })
             }));
         }
@@ -197,7 +206,7 @@ impl Pending {
 
 impl Queue {
     /// [`Queue::add`] for a batch: appends to the pending column.
-    pub(super) fn add_pending(&mut self, key: i64, data: Payload) -> Option<u64> {
+    pub(super) fn add_pending(&mut self, key: i64, data: Lent) -> Option<u64> {
         self.last_id = self.last_id.checked_add(1)?;
         let id = self.last_id;
         self.pending.push(id, key, data);
@@ -217,11 +226,15 @@ impl Queue {
     }
 
     /// Moves the pending column into `ready` and `alive`.
-    fn settle(&mut self) {
+    ///
+    /// # Safety
+    /// As [`Pending::into_records`]: every source a pending record borrows from is alive.
+    unsafe fn settle(&mut self) {
         if self.pending.is_empty() {
             return;
         }
-        let records = std::mem::take(&mut self.pending).into_records();
+        // SAFETY: the caller's promise.
+        let records = unsafe { std::mem::take(&mut self.pending).into_records() };
         self.extend_ready(records);
     }
 
@@ -246,15 +259,27 @@ impl Queue {
 
 /// Applies deltas to a state as one batch; the state is settled (ready to dequeue, exactly
 /// what [`QueueState::apply`] would have built) when the batch is dropped, error or not.
+///
+/// Borrowed payloads of pending records hold no count of their own ([`Lent`]): the batch holds
+/// one count of every source it was given (`sources`, taken before the delta that borrows from
+/// it is applied) and gives them back only after every queue is settled, by which time each
+/// surviving record has taken its own count and every other pending record is gone. So a
+/// pending record never outlives its bytes: a queue deleted in the batch drops its records
+/// without touching their sources; a batch that is forgotten, or whose settle panics, never
+/// gives its counts back (the sources leak, and a later batch may still settle what is left).
 #[derive(Debug)]
 pub struct Batch<'s> {
     state: &'s mut QueueState,
+    sources: ManuallyDrop<Vec<SegmentBytes>>,
 }
 
 impl QueueState {
     /// Starts a batch (restore); see [`Batch`].
     pub fn batch(&mut self) -> Batch<'_> {
-        Batch { state: self }
+        Batch {
+            state: self,
+            sources: ManuallyDrop::new(Vec::new()),
+        }
     }
 }
 
@@ -273,6 +298,12 @@ impl Batch<'_> {
         data: &[u8],
         source: Option<&SegmentBytes>,
     ) -> Result<Applied> {
+        if let Some(s) = source {
+            // Deltas come segment by segment: one count per run of the same source.
+            if !self.sources.last().is_some_and(|held| held.same_as(s)) {
+                self.sources.push(s.clone());
+            }
+        }
         self.state.apply_in(Mode::Batch(source), lsn, data)
     }
 
@@ -288,8 +319,12 @@ impl Batch<'_> {
 impl Drop for Batch<'_> {
     fn drop(&mut self) {
         for q in self.state.queues.values_mut() {
-            q.settle();
+            // SAFETY: every pending record was made by this batch, which holds a count of its
+            // source (`apply_in_source`), or by one that leaked its counts (see [`Batch`]).
+            unsafe { q.settle() };
         }
+        // Every pending record is settled: the sources' counts can go.
+        drop(std::mem::take(&mut *self.sources));
     }
 }
 
@@ -300,5 +335,135 @@ mod tests {
     #[test]
     fn a_pending_slot_is_24_bytes() {
         assert_eq!(std::mem::size_of::<Slot>(), 24);
+    }
+
+    use crate::format::delta::Delta;
+
+    fn create(name: &[u8]) -> Vec<u8> {
+        Delta::CreateQueue {
+            name: name.to_vec(),
+            implementation: super::super::IMPL_HEAP,
+            max_queue_size: -1,
+            max_message_size: -1,
+            key_range: None,
+        }
+        .encode()
+    }
+
+    fn add(name: &[u8], message: &[u8]) -> Vec<u8> {
+        Delta::AddRecord {
+            name: name.to_vec(),
+            key: 0,
+            message: message.to_vec(),
+        }
+        .encode()
+    }
+
+    fn remove(name: &[u8], id: u64) -> Vec<u8> {
+        Delta::RemoveRecord {
+            name: name.to_vec(),
+            id,
+        }
+        .encode()
+    }
+
+    /// `deltas` laid end to end in one segment's bytes, and where each lies.
+    fn source_of(deltas: &[Vec<u8>]) -> (SegmentBytes, Vec<std::ops::Range<usize>>) {
+        let (mut bytes, mut at) = (Vec::new(), Vec::new());
+        for d in deltas {
+            at.push(bytes.len()..bytes.len() + d.len());
+            bytes.extend_from_slice(d);
+        }
+        (SegmentBytes::owned(bytes), at)
+    }
+
+    /// Pending records hold no count of the segment they borrow from, the batch holds one while
+    /// it runs, and each survivor takes its own when the batch settles: after it, the count is
+    /// exactly one per surviving record (none leaked by removed records nor by a deleted
+    /// queue's), and the survivors read their bytes after every other holder let go.
+    #[test]
+    fn survivors_of_a_batch_hold_their_segment_and_nothing_else_does() {
+        let mut deltas = vec![create(b"a"), create(b"b")];
+        for i in 0..3000u32 {
+            deltas.push(add(b"a", &i.to_le_bytes()));
+            deltas.push(add(b"b", &i.to_le_bytes()));
+            if i % 3 == 2 {
+                deltas.push(remove(b"a", u64::from(i)));
+            }
+        }
+        deltas.push(
+            Delta::DeleteQueue {
+                name: b"b".to_vec(),
+            }
+            .encode(),
+        );
+        let (first, at_first) = source_of(&deltas[..deltas.len() / 2]);
+        let (second, at_second) = source_of(&deltas[deltas.len() / 2..]);
+        let mut state = QueueState::new();
+        let mut batch = state.batch();
+        for (source, at) in [(&first, &at_first), (&second, &at_second)] {
+            for r in at {
+                batch
+                    .apply_in_source(None, &source[r.clone()], Some(source))
+                    .unwrap();
+                assert_eq!(source.holders(), 2, "the caller's and the batch's");
+            }
+        }
+        drop(batch);
+        let q = state.queue(b"a").unwrap();
+        let borrowed_from = |s: &SegmentBytes| {
+            q.records()
+                .filter(|r| {
+                    let p = r.data.as_ptr() as usize;
+                    (s.as_ptr() as usize..s.as_ptr() as usize + s.len()).contains(&p)
+                })
+                .count()
+        };
+        let (in_first, in_second) = (borrowed_from(&first), borrowed_from(&second));
+        assert_eq!(in_first + in_second, 2000);
+        assert!(in_first > 0 && in_second > 0);
+        assert_eq!(first.holders(), 1 + in_first);
+        assert_eq!(second.holders(), 1 + in_second);
+        drop((first, second));
+        let q = state.queue_mut(b"a").unwrap();
+        let mut seen = Vec::new();
+        while let Some(r) = q.dequeue() {
+            seen.push(u32::from_le_bytes(r.data[..].try_into().unwrap()));
+        }
+        // Remove of id i (i % 3 == 2) took message i - 1 (ids count from 1).
+        let kept: Vec<u32> = (0..3000).filter(|i| i % 3 != 1).collect();
+        assert!(seen == kept, "{} dequeued", seen.len());
+    }
+
+    /// A batch whose deltas are not all in one source, and one stopped by an error, settles what
+    /// it applied with the same counts: one per surviving borrowed record.
+    #[test]
+    fn a_failed_batch_settles_with_one_count_per_survivor() {
+        let deltas = vec![
+            create(b"q"),
+            add(b"q", b"one"),
+            add(b"q", b"two"),
+            remove(b"q", 1),
+            remove(b"q", 1),
+            add(b"q", b"three"),
+        ];
+        let (source, at) = source_of(&deltas);
+        let mut state = QueueState::new();
+        let mut batch = state.batch();
+        let mut failed = None;
+        for (lsn, r) in at.iter().enumerate() {
+            if let Err(e) =
+                batch.apply_in_source(Some(lsn as i64), &source[r.clone()], Some(&source))
+            {
+                failed = Some((lsn, e));
+                break;
+            }
+        }
+        assert_eq!(failed.map(|(lsn, _)| lsn), Some(4));
+        batch.finish();
+        assert_eq!(source.holders(), 2, "the caller's and record 2's");
+        drop(source);
+        let r = state.queue_mut(b"q").unwrap().dequeue().unwrap();
+        assert_eq!((r.id, &r.data[..]), (2, &b"two"[..]));
     }
 }

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::format::delta::{self, display_name, DeltaRef};
 pub use crate::format::queue::{QueueConfig, IMPL_ARRAY, IMPL_HEAP};
 use crate::format::snapshot::{QueueData, Snapshot};
+use crate::payload::Lent;
 pub use crate::payload::Payload;
 use crate::segbytes::SegmentBytes;
 
@@ -592,7 +593,7 @@ impl QueueState {
                 let added = match mode {
                     Mode::Online => q.add(key, message),
                     Mode::Batch(source) => {
-                        q.add_pending(key, Payload::borrowed_or_copied(source, message))
+                        q.add_pending(key, Lent::borrowed_or_copied(source, message))
                     }
                 };
                 added.map(Applied::Added).ok_or_else(|| {
@@ -628,7 +629,9 @@ enum Mode<'s> {
     /// Every delta leaves a state ready to dequeue; payloads are copied.
     Online,
     /// Records collect in `Queue::pending` until the [`Batch`] settles them; a message that
-    /// lies inside the given bytes borrows them ([`Payload::borrowed`]), any other is copied.
+    /// lies inside the given bytes borrows them without a count ([`Lent`]), any other is
+    /// copied. Only a [`Batch`] holding a count of those bytes passes them
+    /// (`Batch::apply_in_source`).
     Batch(Option<&'s SegmentBytes>),
 }
 
