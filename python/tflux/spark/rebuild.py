@@ -183,17 +183,10 @@ class _Frames:
             snap_records = (
                 spark.read.format(fmt.replace("tflux", "tflux_snapshot", 1))
                 .load(",".join(snaps))
-                .select(
-                    "source",
-                    "queue",
-                    F.lit(0).cast("long").alias("inc"),
-                    "record_id",
-                    "key",
-                    "message",
-                )
+                .select("source", "queue", "record_id", "key", "message")
             )
             snap_records = _first_incarnation(
-                snap_records.drop("inc"), inc_rows, self, keys if self.keyed else None
+                snap_records, inc_rows, self, keys if self.keyed else None
             )
             records = snap_records.unionByName(records)
         self.records = records
@@ -245,8 +238,10 @@ class _Frames:
         """Step 1: adds per (queue, segment) and the create/delete events, from a pruned scan
         aggregated without a window; returns the last LSN read per log directory and the
         number of removes."""
+        # One hash aggregate of plain columns (no collect_list): every CreateQueue/DeleteQueue
+        # is a group of its own (its LSN, kind and implementation are keys, null for the other
+        # entries), so the events reach the driver as rows beside the per-(queue, segment) ones.
         life = F.col("kind").isin("create_queue", "delete_queue")
-        event = F.struct("lsn", "kind", "implementation", F.col("queue_adds").alias("before"))
         small = (
             log.select(
                 "log_dir",
@@ -254,16 +249,17 @@ class _Frames:
                 "queue",
                 "segment",
                 "lsn",
-                "kind",
-                "implementation",
                 "queue_adds",
+                (F.col("kind") == "remove_record").cast("long").alias("remove"),
+                F.when(life, F.col("lsn")).alias("ev_lsn"),
+                F.when(life, F.col("kind")).alias("ev_kind"),
+                F.when(life, F.col("implementation")).alias("ev_impl"),
             )
-            .groupBy("log_dir", "source", "queue", "segment")
+            .groupBy("log_dir", "source", "queue", "segment", "ev_lsn", "ev_kind", "ev_impl")
             .agg(
                 F.max("lsn").alias("last"),
                 F.coalesce(F.max("queue_adds"), F.lit(0)).alias("adds"),
-                F.sum((F.col("kind") == "remove_record").cast("long")).alias("removes"),
-                F.collect_list(F.when(life, event)).alias("events"),
+                F.sum("remove").alias("removes"),
             )
         )
         last: dict[str, int] = {}
@@ -272,9 +268,11 @@ class _Frames:
             last[r.log_dir] = max(last.get(r.log_dir, -1), r.last)
             removes += r.removes
             n = names[(r.source, r.queue)]
-            n.segments[r.segment] = r.adds
-            for e in r.events:
-                n.events.append((e.lsn, e.kind, e.implementation, r.segment, e.before))
+            # A queue's adds in a segment: the largest running count of its rows (an event's
+            # row counts the adds before it).
+            n.segments[r.segment] = max(n.segments.get(r.segment, 0), r.adds)
+            if r.ev_lsn is not None:
+                n.events.append((r.ev_lsn, r.ev_kind, r.ev_impl, r.segment, r.adds))
         return last, removes
 
     @staticmethod
@@ -435,20 +433,27 @@ def _first_incarnation(
     if len(first) > CASE_NAMES:
         table = frames.incs().filter(F.col("inc_start") == -1).select("source", "queue", "inc")
         return snap_records.join(F.broadcast(table), ["source", "queue"], "left")
-    inc = F.lit(None).cast("long")
-    rkey = F.lit(None).cast("long")
-    rid = F.col("record_id")
-    for source, queue, g in reversed(first):
-        cond = F.col("queue") == F.lit(queue)
+    # One SQL expression per column (one analysis on the driver), not a column per name.
+    rows = []
+    for source, queue, g in first:
+        cond = f"queue = {_sql_value(queue, StringType())}"
         if frames.many:
-            cond = cond & (F.col("source") == F.lit(source))
-        inc = F.when(cond, F.lit(g).cast("long")).otherwise(inc)
-        if keys is not None:
+            cond += f" AND source = {_sql_value(source, StringType())}"
+        rows.append((cond, g))
+    inc = " ".join(f"WHEN {cond} THEN CAST({g} AS BIGINT)" for cond, g in rows)
+    cols: list = ["source", "queue", "record_id", "key", "message"]
+    cols.append(F.expr(f"CASE {inc} END" if rows else "CAST(NULL AS BIGINT)").alias("inc"))
+    if keys is not None:
+        rkey = []
+        for cond, g in rows:
             key_base, span = keys[g]
-            key = F.when(rid.between(1, span), rid + F.lit(key_base).cast("long"))
-            rkey = F.when(cond, key).otherwise(rkey)
-    out = snap_records.withColumn("inc", inc)
-    return out.withColumn("rkey", rkey) if keys is not None else out
+            rkey.append(
+                f"WHEN {cond} THEN CASE WHEN record_id BETWEEN 1 AND {int(span)} "
+                f"THEN record_id + CAST({int(key_base)} AS BIGINT) END"
+            )
+        text = f"CASE {' '.join(rkey)} END" if rkey else "CAST(NULL AS BIGINT)"
+        cols.append(F.expr(text).alias("rkey"))
+    return snap_records.select(*cols)
 
 
 # Up to this many rows, the driver's small tables are inline SQL tables (LocalRelation): Spark
