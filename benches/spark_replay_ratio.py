@@ -10,12 +10,15 @@ Each master (``local[1]``, ``local[2]``) runs in its own fresh session in its ow
 a warm-up, the rounds are interleaved: every round times the local restore and one
 ``replay(...).count()`` in each session, in alternating order (so a load that drifts during the
 run weighs on both alike). Printed: the medians, each session's ratio to the restore, and the
-``local[1]``/``local[2]`` ratio of every round (above 1: two cores were faster).
+``local[1]``/``local[2]`` ratio of every round (above 1: two cores were faster) and the median
+CPU time (user + system, every thread) the session's JVM spent per replay.
 
 ``TFLUX_BENCH_BASE=DIR`` keeps the store in DIR (built there when absent) instead of a temporary
 one. ``TFLUX_BENCH_BASELINE=PYTHONPATH`` adds two sessions importing tflux from PYTHONPATH
 (e.g. another checkout's ``python/`` with the same native module), interleaved with the others,
-for an A/B of replay itself.
+for an A/B of replay itself. ``TFLUX_BENCH_WARMUP=N`` runs N warm-up replays per session (default
+1): a fresh JVM spends about as much CPU compiling Spark's planner (JIT) as the tasks use during
+its first ten replays, on the core a ``local[1]`` session leaves free.
 """
 
 from __future__ import annotations
@@ -70,13 +73,22 @@ def child(base: str, master: str) -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     tflux.spark.register(spark)
-    tflux.spark.replay(spark, base).count()  # warm up
+    for _ in range(int(os.environ.get("TFLUX_BENCH_WARMUP", "1"))):  # warm up
+        tflux.spark.replay(spark, base).count()
+    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     print("ready", flush=True)
     for _ in sys.stdin:
-        t = time.perf_counter()
+        c, t = _cpu(jvm), time.perf_counter()
         n = tflux.spark.replay(spark, base).count()
-        print(f"{time.perf_counter() - t:.6f} {n}", flush=True)
+        secs, cpu = time.perf_counter() - t, _cpu(jvm) - c
+        print(f"{secs:.6f} {n} {cpu:.3f}", flush=True)
     spark.stop()
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system, all threads) of process ``pid`` so far (Linux)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def restore_once(base: str, live: int) -> float:
@@ -119,20 +131,26 @@ def main() -> None:
             assert proc.stdout.readline().strip() == "ready", name
         print(f"records={records} live={live} load={os.getloadavg()[0]:.1f}")
         times: dict[str, list[float]] = {name: [] for name in ["local restore", *sessions]}
+        cpus: dict[str, list[float]] = {name: [] for name in sessions}
         order = list(sessions)
         for r in range(rounds):
             times["local restore"].append(restore_once(base, live))
             for name in order if r % 2 == 0 else order[::-1]:
                 sessions[name].stdin.write("go\n")
                 sessions[name].stdin.flush()
-                secs, n = sessions[name].stdout.readline().split()
+                secs, n, cpu = sessions[name].stdout.readline().split()
                 assert int(n) == live, (name, n, live)
                 times[name].append(float(secs))
+                cpus[name].append(float(cpu))
         local = statistics.median(times["local restore"])
         print(f"local restore {local:.3f}s")
         for name in sessions:
             secs = statistics.median(times[name])
-            print(f"replay {name}: {secs:.3f}s = {secs / local:.1f}x the local restore")
+            cpu = statistics.median(cpus[name])
+            print(
+                f"replay {name}: {secs:.3f}s = {secs / local:.1f}x the local restore"
+                f" (the JVM's CPU: {cpu:.2f}s)"
+            )
         for label, _ in variants:
             one, two = times[label + MASTERS[0]], times[label + MASTERS[1]]
             ratios = [a / b for a, b in zip(one, two, strict=True)]
