@@ -70,6 +70,9 @@ def check_batch(log, expected, start, end, max_bytes):
     assert columns_of(batch) == want
     # The per-record read returns the same entries.
     assert [(e.lsn, e.term, e.data) for e in (log.read(lsn, 0)[0] for lsn, _, _ in want)] == want
+    # A read within the same budget (no end) takes the same entries and those after them.
+    rest = budgeted(expected, start, len(expected), max_bytes)
+    assert [(e.lsn, e.term, e.data) for e in log.read(start, max_bytes)] == rest
     assert [(e.lsn, e.term, e.data) for e in batch] == want
     assert batch.data == b"".join(d for _, _, d in want)
     assert batch.nbytes == len(batch.data)
@@ -340,6 +343,30 @@ def test_a_record_changed_under_a_read_only_reader_is_never_returned(tmp_path):
                 read()
         # Later records of the same segment still read.
         assert columns_of(log.read_batch(1, 3)) == expected[1:3]
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+@pytest.mark.parametrize("where", ["sealed", "active"])
+def test_a_small_read_stops_at_the_record_it_returns(tmp_path, readonly, where):
+    """A read whose first entry fills its budget returns that entry even when the framing of
+    the record after it is damaged: it never reads on (before, the walk framed the next record
+    and raised). Reading the damaged record itself raises, naming its file."""
+    expected = write(tmp_path / "log", [(0, b"x" * 40) for _ in range(30)])
+    with tflux.Log.open(tmp_path / "log", readonly=readonly, **SMALL) as log:
+        seg = log.segments[0] if where == "sealed" else log.segments[-1]
+        assert seg.sealed == (where == "sealed") and seg.count >= 2
+        lsn = seg.start_lsn
+        with open(seg.path, "r+b") as f:
+            f.seek(8 + 16 + 40)  # the marker of the segment's second record
+            f.write(b"ZZZZ")
+        for max_bytes in (1, 39):
+            got = [(e.lsn, e.term, e.data) for e in log.read(lsn, max_bytes)]
+            assert got == expected[lsn : lsn + 1]
+        assert columns_of(log.read_batch(lsn, lsn + 1)) == expected[lsn : lsn + 1]
+        with pytest.raises(tflux.CorruptionError, match=seg.name):
+            log.read(lsn + 1, 1)
+        with pytest.raises(tflux.CorruptionError, match=seg.name):
+            log.read(lsn, 41)
 
 
 def test_reads_of_a_closed_log_raise_closed_error(twenty):

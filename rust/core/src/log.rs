@@ -581,11 +581,15 @@ impl Log {
     /// Calls `f` for entries `start..end` in order while it returns true. `budget` limits the
     /// data bytes: the first entry is always visited, a further one only if the running total
     /// stays within the budget.
+    ///
+    /// `taken`: data bytes a caller already took from the entries before `start` (then the
+    /// first entry is not free: it counts against the budget like the others).
     fn visit(
         &mut self,
         start: i64,
         end: i64,
         budget: u64,
+        taken: Option<u64>,
         check_crc: bool,
         mut f: impl FnMut(i64, i32, &[u8]) -> bool,
     ) -> Result<()> {
@@ -593,9 +597,12 @@ impl Log {
         let readonly = self.opts.readonly;
         let check_crc = check_crc || readonly;
         let mut lsn = start;
-        let used = std::cell::Cell::new(0u64);
+        let used = std::cell::Cell::new(taken.unwrap_or(0));
+        let free = if taken.is_some() { None } else { Some(start) };
         let stopped = std::cell::Cell::new(false);
-        while lsn < end && !stopped.get() {
+        // Past the budget nothing more is admitted (not even an empty entry): stop instead of
+        // reading the next record only to refuse it.
+        while lsn < end && !stopped.get() && used.get() <= budget {
             let k = self.segment_of(lsn);
             let seg = &mut self.segments[k];
             let last = (end - 1).min(seg.last_lsn());
@@ -610,7 +617,7 @@ impl Log {
             };
             let admit = |l: i64, n: usize| {
                 let total = used.get().saturating_add(n as u64);
-                if l != start && total > budget {
+                if Some(l) != free && total > budget {
                     stopped.set(true);
                     return false;
                 }
@@ -683,6 +690,19 @@ impl Log {
         max_bytes: Option<u64>,
         mut f: impl FnMut(i64, i32, &[u8]),
     ) -> Result<()> {
+        self.read_after(start, None, max_bytes, &mut f)
+    }
+
+    /// [`Log::read_with`] of the entries after ones the caller already took (`taken` data
+    /// bytes of them, e.g. through [`Log::read_one`]): `None` is `read_with` (the first entry
+    /// always comes); with `Some`, every entry counts against `max_bytes`.
+    pub fn read_after(
+        &mut self,
+        start: i64,
+        taken: Option<u64>,
+        max_bytes: Option<u64>,
+        mut f: impl FnMut(i64, i32, &[u8]),
+    ) -> Result<()> {
         self.check_read_start(start)?;
         let end = self.next_index();
         if max_bytes.is_some_and(|m| m <= RANDOM_READ_BYTES) {
@@ -692,12 +712,33 @@ impl Log {
             start,
             end,
             max_bytes.unwrap_or(u64::MAX),
+            taken,
             true,
             |lsn, term, data| {
                 f(lsn, term, data);
                 true
             },
         )
+    }
+
+    /// The entry at `lsn` alone (`None` at `last_index + 1`), its data copied by `copy` and
+    /// checked on that copy ([`Segment::read_record`]): the first entry of a small [`Log::read`]
+    /// (a random single-record read) without the walk's machinery. A caller that wants more
+    /// entries goes on with [`Log::read_after`].
+    pub fn read_one<T>(
+        &mut self,
+        lsn: i64,
+        copy: impl FnOnce(&[u8]) -> T,
+        copied: impl Fn(&T) -> &[u8],
+    ) -> Result<Option<(i32, T)>> {
+        self.check_read_start(lsn)?;
+        if lsn > self.last_index() {
+            return Ok(None);
+        }
+        let k = self.segment_of(lsn);
+        let seg = &mut self.segments[k];
+        seg.note_random_read()?;
+        seg.read_record(lsn, copy, copied).map(Some)
     }
 
     /// Entries `start..end` (end exclusive, clamped to the log) as columns, within `max_bytes`
@@ -792,7 +833,7 @@ impl Log {
     ) -> Result<()> {
         self.check_read_start(start)?;
         let end = end.min(self.next_index());
-        self.visit(start, end, u64::MAX, true, f)
+        self.visit(start, end, u64::MAX, None, true, f)
     }
 
     /// Whether the replay right after open checks the records' CRCs a second time: no, for a

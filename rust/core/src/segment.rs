@@ -826,6 +826,45 @@ impl Segment {
         })
     }
 
+    /// The one record at `lsn` (inside this segment) for a random single-record read: framed
+    /// as [`Segment::copy_into`] frames it, its data handed to `copy` straight from the map
+    /// (sealed) or from one positioned read of that record (active), and its CRC checked on
+    /// what `copy` made (`copied(&made)`), so that the caller returns what was checked even if
+    /// another process changes the file meanwhile, with no scratch copy in between. Not
+    /// checked again in a decompressed segment (its whole CRC was checked when it was decoded).
+    pub fn read_record<T>(
+        &mut self,
+        lsn: i64,
+        copy: impl FnOnce(&[u8]) -> T,
+        copied: impl Fn(&T) -> &[u8],
+    ) -> Result<(i32, T)> {
+        let start = self.record_offset(lsn)?;
+        let check_crc = self.compressed.is_none();
+        let owned;
+        let bytes: &[u8] = if self.sealed {
+            self.mapped()?;
+            let map = self.map.as_deref().unwrap_or(&[]);
+            map.get(start as usize..self.size as usize).unwrap_or(&[])
+        } else {
+            owned = self.read_at(start, self.record_end(lsn))?;
+            &owned
+        };
+        let (mut copy, mut made) = (Some(copy), None);
+        self.walk::<false>(bytes, start, 0, lsn, lsn, |_, term, data, at| {
+            let stored = record::stored_crc(&bytes[at..]);
+            let Some(copy) = copy.take() else {
+                return Ok(false);
+            };
+            let out = copy(data);
+            if check_crc {
+                record::check_crc(stored, copied(&out)).map_err(|bad| bad.to_string())?;
+            }
+            made = Some((term, out));
+            Ok(true)
+        })?;
+        made.ok_or_else(|| self.unreadable_at(start, format!("record {lsn} was not read")))
+    }
+
     /// Whether the scan at open checked the record at `lsn` (and every one before it) in the
     /// file this segment still reads ([`Segment::checked_at_open`]'s field).
     pub fn checked_at_open(&self, lsn: i64) -> bool {

@@ -585,34 +585,42 @@ impl PyLog {
         start: i64,
         max_bytes: Option<u64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        if max_bytes.is_some_and(|m| m <= SMALL_READ) {
+        if let Some(budget) = max_bytes.filter(|m| *m <= SMALL_READ) {
             // A small read (a random single-record read) costs less than releasing and
             // retaking the GIL: keep it when the log is free right now (a holder of the log's
-            // lock never waits for the GIL), and build the entries straight from the
-            // segment's bytes. The first entry needs no vector (most small reads return one).
+            // lock never waits for the GIL). The first entry's data is copied straight from
+            // the segment into its `bytes` and checked there (`Log::read_one`); the rest, if
+            // the budget takes more, as `Log::read` would. Entries and the list are made after
+            // the lock is released (they are Python objects a collection could reach).
             if let Some(mut guard) = try_lock(&self.inner) {
-                let log = guard.as_mut().ok_or(Fail::Closed);
-                let (mut first, mut rest) = (None, Vec::new());
-                let r = log.and_then(|log| {
-                    log.read_with(start, max_bytes, |lsn, term, data| {
-                        let entry = PyEntry::new(py, lsn, term, data);
-                        match first {
-                            None => first = Some(entry),
-                            Some(_) => rest.push(entry),
-                        }
-                    })
-                    .map_err(Fail::Core)
-                });
-                drop(guard);
-                py_result(py, r)?;
-                return match first {
-                    None => Ok(PyList::empty(py)),
-                    Some(one) if rest.is_empty() => PyList::new(py, [one]),
-                    Some(one) => {
-                        rest.insert(0, one);
-                        PyList::new(py, rest)
+                let Some(log) = guard.as_mut() else {
+                    drop(guard);
+                    return py_result(py, Err(Fail::Closed));
+                };
+                let first = match log.read_one(start, |d| PyBytes::new(py, d), |b| b.as_bytes()) {
+                    Ok(Some((term, data))) => PyEntry {
+                        lsn: start,
+                        term,
+                        data: data.unbind(),
+                    },
+                    Ok(None) => return Ok(PyList::empty(py)),
+                    Err(e) => {
+                        drop(guard);
+                        return py_result(py, Err(Fail::Core(e)));
                     }
                 };
+                let taken = first.data.as_bytes(py).len() as u64;
+                if taken > budget || start >= log.last_index() {
+                    drop(guard);
+                    return PyList::new(py, [first]);
+                }
+                let mut entries = vec![first];
+                let r = log.read_after(start + 1, Some(taken), Some(budget), |lsn, term, d| {
+                    entries.push(PyEntry::new(py, lsn, term, d))
+                });
+                drop(guard);
+                py_result(py, r.map_err(Fail::Core))?;
+                return PyList::new(py, entries);
             }
         }
         let entries = self.run(py, |log| log.read(start, max_bytes))?;
