@@ -79,6 +79,7 @@ impl SegmentBytes {
     }
 
     /// Whether both are the same shared bytes (not merely equal ones).
+    #[inline]
     pub fn same_as(&self, other: &SegmentBytes) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }

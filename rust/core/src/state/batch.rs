@@ -291,7 +291,8 @@ impl Batch<'_> {
 
     /// [`Batch::apply`] of a delta that lies inside `source` (a sealed segment's bytes): the
     /// messages it adds borrow their bytes from there instead of being copied
-    /// ([`Payload::borrowed`]). Same rules, same errors, same state.
+    /// ([`crate::payload::Payload::borrowed`]). Same rules, same errors, same state.
+    #[inline]
     pub fn apply_in_source(
         &mut self,
         lsn: Option<i64>,
@@ -301,10 +302,17 @@ impl Batch<'_> {
         if let Some(s) = source {
             // Deltas come segment by segment: one count per run of the same source.
             if !self.sources.last().is_some_and(|held| held.same_as(s)) {
-                self.sources.push(s.clone());
+                self.hold(s);
             }
         }
         self.state.apply_in(Mode::Batch(source), lsn, data)
+    }
+
+    /// Takes a count of `source` for the pending records that will borrow from it.
+    #[cold]
+    #[inline(never)]
+    fn hold(&mut self, source: &SegmentBytes) {
+        self.sources.push(source.clone());
     }
 
     /// [`QueueState::apply_delta`] in the batch: same rules, same errors.
