@@ -260,7 +260,7 @@ impl Queue {
 /// Applies deltas to a state as one batch; the state is settled (ready to dequeue, exactly
 /// what [`QueueState::apply`] would have built) when the batch is dropped, error or not.
 ///
-/// Borrowed payloads of pending records hold no count of their own ([`Lent`]): the batch holds
+/// Borrowed payloads of pending records hold no count of their own (`payload::Lent`): the batch holds
 /// one count of every source it was given (`sources`, taken before the delta that borrows from
 /// it is applied) and gives them back only after every queue is settled, by which time each
 /// surviving record has taken its own count and every other pending record is gone. So a
