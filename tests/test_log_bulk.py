@@ -80,6 +80,14 @@ def check_batch(log, expected, start, end, max_bytes):
     assert table.num_rows == len(want)
     rows = zip(*(table.column(c).to_pylist() for c in ("lsn", "term", "data")), strict=True)
     assert list(rows) == want
+    # The entries, the bytes and the size read the same before any buffer is asked for (the
+    # columns move into their buffers then) as after.
+    again = log.read_batch(start, end, max_bytes)
+    assert [(e.lsn, e.term, e.data) for e in again] == want
+    assert again.nbytes == len(again.data) == sum(len(d) for _, _, d in want)
+    assert columns_of(again) == want
+    assert [(e.lsn, e.term, e.data) for e in again] == want
+    assert [again[i].data for i in range(len(again))] == [d for _, _, d in want]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

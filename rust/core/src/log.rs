@@ -755,6 +755,17 @@ impl Log {
         if end <= start {
             return Ok(batch);
         }
+        if end - start == 1 {
+            // One record (a random read): copied and checked as `read_one` does, without the
+            // estimate, the reserves and the walk.
+            let one = self.read_one(start, <[u8]>::to_vec, Vec::as_slice)?;
+            if let Some((term, data)) = one {
+                batch.terms.push(term);
+                batch.offsets.push(data.len() as i32);
+                batch.data = data;
+            }
+            return Ok(batch);
+        }
         if (end - start) as u64 <= RANDOM_READ_RECORDS || max_bytes <= RANDOM_READ_BYTES {
             self.prepare_random_read(start)?;
         }

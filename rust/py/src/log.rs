@@ -237,52 +237,98 @@ impl PyRecoveryReport {
 }
 
 /// Entries in columnar buffers: the bulk path hands Python a few buffers, not one object per
-/// record. Each column is built once in Rust and moved (not copied) into a `tflux.ColumnBuffer`.
+/// record. Each column is built once in Rust and moved (not copied) into a `tflux.ColumnBuffer`
+/// when a caller first asks for a buffer (`lsn`, `term`, `offsets`, `data_view`, `to_arrow()`):
+/// a random read of one entry that only takes `batch[0]`, `data` or `nbytes` makes none.
 #[pyclass(module = "tflux", name = "EntryBatch", frozen)]
 pub struct PyEntryBatch {
     len: usize,
     first_lsn: i64,
-    lsn: Py<PyColumnBuffer>,
-    term: Py<PyColumnBuffer>,
-    offsets: Py<PyColumnBuffer>,
-    data: Py<PyColumnBuffer>,
+    /// The columns until they move into `buffers` (under this lock, so a reader finds them in
+    /// one place or the other).
+    columns: Mutex<Option<core::EntryBatch>>,
+    /// lsn, term, offsets, data.
+    buffers: PyOnceLock<[Py<PyColumnBuffer>; 4]>,
     /// `data` as `bytes`, made on first use (the one copy a `bytes` caller asks for).
     data_bytes: PyOnceLock<Py<PyBytes>>,
 }
 
 impl PyEntryBatch {
-    fn new(py: Python<'_>, batch: core::EntryBatch) -> PyResult<PyEntryBatch> {
-        let first = batch.first_lsn;
-        let lsns: Vec<i64> = (0..batch.len() as i64).map(|i| first + i).collect();
+    fn new(_py: Python<'_>, batch: core::EntryBatch) -> PyResult<PyEntryBatch> {
         Ok(PyEntryBatch {
             len: batch.len(),
-            first_lsn: first,
-            lsn: PyColumnBuffer::py(py, Column::I64(lsns))?,
-            term: PyColumnBuffer::py(py, Column::I32(batch.terms))?,
-            offsets: PyColumnBuffer::py(py, Column::I32(batch.offsets))?,
-            data: PyColumnBuffer::py(py, Column::U8(batch.data))?,
+            first_lsn: batch.first_lsn,
+            columns: Mutex::new(Some(batch)),
+            buffers: PyOnceLock::new(),
             data_bytes: PyOnceLock::new(),
         })
     }
 
-    fn term_values(&self) -> &[i32] {
-        match self.term.get().column() {
-            Column::I32(v) => v,
-            _ => &[],
-        }
+    fn columns(&self) -> MutexGuard<'_, Option<core::EntryBatch>> {
+        self.columns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn offset_values(&self) -> &[i32] {
-        match self.offsets.get().column() {
-            Column::I32(v) => v,
-            _ => &[],
+    /// `f(terms, offsets, data)` over the columns wherever they are now.
+    fn with_columns<R>(&self, py: Python<'_>, f: impl FnOnce(&[i32], &[i32], &[u8]) -> R) -> R {
+        let columns = self.columns();
+        if let Some(c) = columns.as_ref() {
+            return f(&c.terms, &c.offsets, &c.data);
         }
+        let [_, term, offsets, data] = self.buffers.get(py).expect("moved columns have buffers");
+        fn ints(b: &Py<PyColumnBuffer>) -> &[i32] {
+            match b.get().column() {
+                Column::I32(v) => v,
+                _ => &[],
+            }
+        }
+        f(ints(term), ints(offsets), data.get().bytes())
+    }
+
+    /// The four buffers, the columns moved into them on first use.
+    fn buffers(&self, py: Python<'_>) -> PyResult<&[Py<PyColumnBuffer>; 4]> {
+        let mut columns = self.columns();
+        if let Some(b) = self.buffers.get(py) {
+            return Ok(b);
+        }
+        let Some(c) = columns.take() else {
+            unreachable!("columns move only into buffers");
+        };
+        let first = c.first_lsn;
+        let lsns: Vec<i64> = (0..c.len() as i64).map(|i| first + i).collect();
+        let made = [
+            PyColumnBuffer::py(py, Column::I64(lsns))?,
+            PyColumnBuffer::py(py, Column::I32(c.terms))?,
+            PyColumnBuffer::py(py, Column::I32(c.offsets))?,
+            PyColumnBuffer::py(py, Column::U8(c.data))?,
+        ];
+        let _ = self.buffers.set(py, made);
+        drop(columns);
+        Ok(self.buffers.get(py).expect("just set"))
+    }
+
+    fn view<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyAny>> {
+        PyColumnBuffer::view(&self.buffers(py)?[k], py)
     }
 
     fn entry(&self, py: Python<'_>, i: usize) -> PyEntry {
-        let (offsets, data) = (self.offset_values(), self.data.get().bytes());
-        let data = &data[offsets[i] as usize..offsets[i + 1] as usize];
-        PyEntry::new(py, self.first_lsn + i as i64, self.term_values()[i], data)
+        self.with_columns(py, |terms, offsets, data| {
+            let data = &data[offsets[i] as usize..offsets[i + 1] as usize];
+            PyEntry::new(py, self.first_lsn + i as i64, terms[i], data)
+        })
+    }
+}
+
+impl Drop for PyEntryBatch {
+    /// Columns never handed over go to the pool of the next bulk read, as a dropped
+    /// `ColumnBuffer`'s do.
+    fn drop(&mut self) {
+        use tflux_core::pool;
+        let columns = self.columns.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = columns.take() {
+            pool::give(c.terms);
+            pool::give(c.offsets);
+            pool::give(c.data);
+        }
     }
 }
 
@@ -312,19 +358,19 @@ impl PyEntryBatch {
     /// Native-endian int64 LSNs (a view of tflux's buffer, no copy).
     #[getter]
     fn lsn<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        PyColumnBuffer::view(&self.lsn, py)
+        self.view(py, 0)
     }
 
     /// Native-endian int32 terms.
     #[getter]
     fn term<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        PyColumnBuffer::view(&self.term, py)
+        self.view(py, 1)
     }
 
     /// `len + 1` native-endian int32 positions into `data`.
     #[getter]
     fn offsets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        PyColumnBuffer::view(&self.offsets, py)
+        self.view(py, 2)
     }
 
     /// Every entry's data back to back, as `bytes` (a copy, made once per batch; `data_view`
@@ -332,29 +378,26 @@ impl PyEntryBatch {
     #[getter]
     fn data(&self, py: Python<'_>) -> Py<PyBytes> {
         self.data_bytes
-            .get_or_init(py, || PyBytes::new(py, self.data.get().bytes()).unbind())
+            .get_or_init(py, || {
+                self.with_columns(py, |_, _, data| PyBytes::new(py, data).unbind())
+            })
             .clone_ref(py)
     }
 
     /// `data` as a read-only memoryview of tflux's buffer (no copy).
     #[getter]
     fn data_view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        PyColumnBuffer::view(&self.data, py)
+        self.view(py, 3)
     }
 
     #[getter]
-    fn nbytes(&self) -> usize {
-        self.data.get().bytes().len()
+    fn nbytes(&self, py: Python<'_>) -> usize {
+        self.with_columns(py, |_, _, data| data.len())
     }
 
     /// The columns' `tflux.ColumnBuffer`s: lsn, term, offsets, data (for Arrow, without copying).
-    fn _buffers(&self, py: Python<'_>) -> [Py<PyColumnBuffer>; 4] {
-        [
-            self.lsn.clone_ref(py),
-            self.term.clone_ref(py),
-            self.offsets.clone_ref(py),
-            self.data.clone_ref(py),
-        ]
+    fn _buffers(&self, py: Python<'_>) -> PyResult<[Py<PyColumnBuffer>; 4]> {
+        Ok(self.buffers(py)?.each_ref().map(|b| b.clone_ref(py)))
     }
 
     /// A `pyarrow.RecordBatch` (lsn int64, term int32, data binary) over these buffers.
