@@ -68,6 +68,11 @@ def child(base: str, master: str) -> None:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.driver.memory", "2g")
+        # The whole heap from the start: with G1's default small initial heap the decoded
+        # snapshot (kept for the next query) keeps the old generation near the marking
+        # threshold, and local[2] spent 0.5-0.8 s of CPU per replay in concurrent marking
+        # that local[1] did not (docs/benchmarks.md, session 8).
+        .config("spark.driver.extraJavaOptions", "-Xms2g")
         .config("spark.jars", tflux.spark.build_jar())
         .getOrCreate()
     )
