@@ -644,7 +644,7 @@ pub fn read_deltas(
 /// [`read_deltas`] with its options. The log locates the records first ([`Log::locate`]:
 /// framing, the budget, CRCs where a read must check them), then the decoding, the bulk of
 /// the work, runs on parts of about equal size on rayon's pool, each part straight from the
-/// segments' bytes (no copy first) into its own columns, column at a time ([`Columns`]); the
+/// segments' bytes (no copy first) into its own columns, column at a time (`Columns`); the
 /// parts are appended to the first, which was sized for all of them.
 pub fn read_deltas_with(
     log: &mut Log,

@@ -1,9 +1,9 @@
 //! tflux-core: the storage engine of TaskFlux.
 //!
-//! Layers, bottom up: [`codec`] (big-endian primitives and the CRC), [`format`] (byte layouts of
+//! Layers, bottom up: [`codec`] (big-endian primitives and the CRC), [`format`](mod@format) (byte layouts of
 //! records and segment headers), [`segment`] (one segment file: scan, append, cut), [`log`] (the
 //! segmented Raft log), [`recovery`] (the one scanner that classifies a log directory),
-//! [`verify`] (read-only checking of a log directory).
+//! [`verify`](mod@verify) (read-only checking of a log directory).
 //! Nothing here knows about Python; the `tflux-py` crate wraps these types.
 
 pub mod base;

@@ -589,7 +589,7 @@ fn keeps_previous_term(scan: &FileScan, previous_term: i32) -> bool {
 
 /// Walks every segment of `dir` in LSN order and classifies what it finds. Reads only: opens
 /// regular files read-only, never opens anything else. With [`Parallelism::AllCores`] the
-/// segments are read ahead on every core ([`ScanAhead`]); the findings do not change.
+/// segments are read ahead on every core (`ScanAhead`); the findings do not change.
 /// `storage` is where the scanned segments will later write (nothing is written here).
 pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) -> Result<LogScan> {
     scan_dir_feeding(dir, options, storage, &mut |_| {})
@@ -606,8 +606,8 @@ fn final_once_walked(mode: RecoveryMode, position: Position, damaged: bool) -> b
     mode != RecoveryMode::ReportOnly && position == Position::Sealed && !damaged
 }
 
-/// [`scan_dir`] that calls `feed` with each segment [`final_once_walked`] accepts, in LSN
-/// order, on the calling thread while the pool scans the next segments ([`ScanAhead`]): a
+/// [`scan_dir`] that calls `feed` with each segment `final_once_walked` accepts, in LSN
+/// order, on the calling thread while the pool scans the next segments (`ScanAhead`): a
 /// restore's apply then overlaps the scan. The findings and the scan are those of
 /// [`scan_dir`]; `feed` may read its segment (and drop its map), nothing else.
 pub fn scan_dir_feeding(

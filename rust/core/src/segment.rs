@@ -250,7 +250,7 @@ fn walk(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
 /// out in `bytes` from index `at`: frames each record (and checks its CRC when `CRC`) and hands
 /// it to `step` with its index in `bytes`. `Err((index, reason))` names a missing or damaged
 /// record, or the reason `step` refused one; `Ok(false)` when `step` stopped the walk.
-/// [`Segment::walk`] turns the failure into an error naming the file; a bulk read walking parts
+/// `Segment::walk` turns the failure into an error naming the file; a bulk read walking parts
 /// of segments on other threads does so afterwards ([`Segment::unreadable_at`]).
 pub fn walk_frames<const CRC: bool>(
     bytes: &[u8],
@@ -1350,7 +1350,7 @@ impl FileScan {
 /// ordinary reads (the active segment, which is about to be written, and which a writer in
 /// another process may be appending to: a map must only cover bytes that never change, see
 /// `mmap.rs`). The active segment is read in chunks only as far as its records go
-/// ([`ActiveRead`]). A `.log.z` is always decompressed (and its header's length and CRC
+/// (`ActiveRead`). A `.log.z` is always decompressed (and its header's length and CRC
 /// checked). Terms must not go below `previous_term`.
 pub fn scan_file(
     path: &Path,
@@ -1375,7 +1375,7 @@ pub enum ActiveBytes {
     /// All of them, in [`FileScan::bytes`] (a reader of the records right after the scan).
     Kept,
     /// None when the records end cleanly: the file is read through one window of
-    /// [`ActiveRead::CHUNK`] bytes, reused, instead of a buffer of the whole segment, whose
+    /// `ActiveRead::CHUNK` bytes, reused, instead of a buffer of the whole segment, whose
     /// fresh pages the kernel had to zero (an open and verify only need the index). Any other
     /// end (a torn or bad record, a wrong term, a trailing empty record) is scanned again as
     /// [`ActiveBytes::Kept`] does, so the findings and what they read are the same.
