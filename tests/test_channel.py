@@ -46,6 +46,10 @@ def run_py(code: str, *args: str, **kw) -> subprocess.Popen:
     )
 
 
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def drain(rx: tflux.Receiver) -> list[tflux.Message]:
     out = []
     while True:
@@ -166,9 +170,15 @@ def test_recv_waits_and_close_raises_closed(tmp_path):
     assert len(errors) == 1
 
 
-def test_ctrl_c_interrupts_recv(tmp_path):
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_ctrl_c_interrupts_recv(tmp_path, inherited):
+    # A child started with SIGINT ignored (a background job of a shell without job control, or
+    # a CI runner) inherits the ignore and Python then installs no KeyboardInterrupt handler:
+    # the child sets Python's own handler first, as an interactive interpreter has it, so the
+    # test checks recv and not how its parent was started.
     code = (
-        "import sys, tflux\n"
+        "import signal, sys, tflux\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "rx = tflux.Channel.open(sys.argv[1]).receiver('a')\n"
         "print('ready', flush=True)\n"
         "try:\n"
@@ -176,7 +186,8 @@ def test_ctrl_c_interrupts_recv(tmp_path):
         "except KeyboardInterrupt:\n"
         "    print('interrupted', flush=True)\n"
     )
-    p = run_py(code, str(tmp_path))
+    ignore = inherited == "ignored"
+    p = run_py(code, str(tmp_path), preexec_fn=ignore_sigint if ignore else None)
     assert p.stdout.readline().strip() == "ready"
     time.sleep(0.1)
     p.send_signal(signal.SIGINT)
