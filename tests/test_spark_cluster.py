@@ -1,7 +1,8 @@
 """The README's Spark example on a real standalone cluster: a master and a worker started from the
 pyspark package on 127.0.0.1 (the worker in its own working directory), the driver in another
 process, the JVM reader's jar shipped through ``spark.jars``. Both daemons are stopped by PID.
-Skipped where Java is missing; a slow test (``-m slow``).
+Skipped where Java is missing. It takes about a minute (two daemons, a driver and executors) and
+runs in the default suite, so CI starts a real cluster on every run.
 """
 
 from __future__ import annotations
@@ -61,7 +62,6 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=30)
 
 
-@pytest.mark.slow  # two daemons, a driver and executors: over a minute on a loaded 2-core machine
 def test_the_readme_spark_example_runs_on_a_standalone_cluster(tmp_path, spark_jar):
     env = dict(
         os.environ,
