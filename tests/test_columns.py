@@ -66,6 +66,23 @@ def test_every_delta_kind_fills_its_columns_and_leaves_the_others_null(log):
         assert row == expected
 
 
+def test_null_columns_stay_null_in_batches_of_any_size_kept_alive_together(tmp_path):
+    """Columns no entry fills share zeros between batches: a bigger batch after a smaller one,
+    and a smaller one after it, each reads as its own rows, whichever batches are still alive."""
+    with tflux.Log.open(tmp_path / "log", sync="never") as log:
+        log.append_many(1, [add(b"q", k, bytes([k % 251]) * 3) for k in range(3000)])
+        batches = [log.read_deltas(start, end) for start, end in [(5, 7), (0, 3000), (9, 10)]]
+        tables = [b.to_arrow() for b in batches]
+        del batches
+        for table, (start, end) in zip(tables, [(5, 7), (0, 3000), (9, 10)], strict=True):
+            assert table.column("lsn").to_pylist() == list(range(start, end))
+            assert table.column("key").to_pylist() == list(range(start, end))
+            for column in COLUMNS[5:]:
+                if column != "message":
+                    assert table.column(column).null_count == end - start, column
+            table.validate(full=True)
+
+
 def test_raw_adds_the_undecoded_bytes(log):
     table = log.read_deltas(raw=True).to_arrow()
     assert table.column("data").to_pylist() == [data for data, _ in ROWS]

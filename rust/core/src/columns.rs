@@ -196,6 +196,15 @@ impl<T: Copy + Default + pool::Pooled> Fixed<T> {
         self.len += n;
     }
 
+    /// The values, for `n` more entries that are all present (the caller pushes them).
+    fn dense(&mut self, n: usize) -> &mut Vec<T> {
+        let values = self
+            .values
+            .get_or_insert_with(|| zeroed(self.len, self.capacity.max(self.len + n)));
+        self.len += n;
+        values
+    }
+
     /// Appends `other`'s entries (a column filled on another thread, for the entries after
     /// these).
     fn append(&mut self, other: Fixed<T>) {
@@ -285,6 +294,10 @@ struct Columns {
     record_id: Fixed<i64>,
     settings: [Fixed<i32>; 3],
     range: [Fixed<i64>; 2],
+    /// The queue of the last delta decoded in full ([`delta::decode`] accepted the name), to
+    /// check the deltas of the same queue after it by their lengths alone
+    /// ([`fields::code_in_queue`]). At first the default queue: the empty name, always valid.
+    queue_seen: Vec<u8>,
 }
 
 impl Columns {
@@ -313,12 +326,33 @@ impl Columns {
             record_id: Fixed::new(n),
             settings: [(); 3].map(|_| Fixed::new(n)),
             range: [(); 2].map(|_| Fixed::new(n)),
+            queue_seen: Vec::new(),
         }
     }
 
     /// Decodes the next entry (at `lsn`): undecodable data is a `CorruptionError` naming the
     /// LSN, a record id past Int64 an `InvalidArgument`.
     fn check(&mut self, lsn: i64, term: i32, data: &[u8]) -> Result<()> {
+        let code = match fields::code_in_queue(data, &self.queue_seen) {
+            Some(code) => code,
+            None => self.check_in_full(lsn, data)?,
+        };
+        if code == REMOVE && i64::try_from(fields::remove_id(data)).is_err() {
+            let id = fields::remove_id(data);
+            return Err(Error::InvalidArgument(format!(
+                "record id {id} at LSN {lsn} exceeds Int64"
+            )));
+        }
+        self.codes.push(code);
+        self.term.push(term);
+        self.counts[code as usize] += 1;
+        Ok(())
+    }
+
+    /// [`Columns::check`] of a delta not of the queue seen last, or not of a common kind: the
+    /// whole decode. Returns the entry's code.
+    #[cold]
+    fn check_in_full(&mut self, lsn: i64, data: &[u8]) -> Result<u8> {
         let d = delta::decode(data).map_err(|e| {
             Error::corruption(
                 std::path::Path::new(&format!("<delta at LSN {lsn}>")),
@@ -326,22 +360,15 @@ impl Columns {
                 format!("undecodable delta at LSN {lsn}: {}", e.reason),
             )
         })?;
-        let mut code = fields::kind_code(&d);
-        match d {
+        self.queue_seen.clear();
+        self.queue_seen.extend_from_slice(d.name());
+        let code = match d {
             DeltaRef::CreateQueue {
                 key_range: Some(_), ..
-            } => code = CREATE_RANGED,
-            DeltaRef::RemoveRecord { id, .. } if i64::try_from(id).is_err() => {
-                return Err(Error::InvalidArgument(format!(
-                    "record id {id} at LSN {lsn} exceeds Int64"
-                )));
-            }
-            _ => {}
-        }
-        self.codes.push(code);
-        self.term.push(term);
-        self.counts[code as usize] += 1;
-        Ok(())
+            } => CREATE_RANGED,
+            _ => fields::kind_code(&d),
+        };
+        Ok(code)
     }
 
     /// Entries checked and not yet filled.
@@ -362,6 +389,11 @@ impl Columns {
             n[c as usize] += 1;
         }
         let (creates, ranged, adds, removes) = (n[0] + n[4], n[4], n[2], n[3]);
+        if adds == range.len() {
+            self.fill_adds(range.len(), |k| rec(base + k));
+            self.filled = self.codes.len();
+            return;
+        }
         let is_create = |i: usize| codes[i] & 3 == CREATE;
         let is_ranged = |i: usize| codes[i] == CREATE_RANGED;
         let is_add = |i: usize| codes[i] == ADD;
@@ -384,6 +416,29 @@ impl Columns {
             column.extend(r(), ranged, is_ranged, value);
         }
         self.filled = self.codes.len();
+    }
+
+    /// [`Columns::fill`] of `n` entries that are all AddRecords (a round of most logs): the
+    /// three columns they fill in one pass over the records, the others null.
+    fn fill_adds<'a>(&mut self, n: usize, rec: impl Fn(usize) -> &'a [u8]) {
+        let keys = self.key.dense(n);
+        let (queue, message) = (&mut self.queue, &mut self.message);
+        for k in 0..n {
+            let data = rec(k);
+            queue.data.extend_from_slice(fields::name(data));
+            queue.offsets.push(queue.data.len() as i32);
+            keys.push(fields::add_key(data));
+            message.data.extend_from_slice(fields::add_message(data));
+            message.offsets.push(message.data.len() as i32);
+        }
+        let never = |_| false;
+        self.record_id.extend(0..n, 0, never, |_| 0);
+        for column in &mut self.settings {
+            column.extend(0..n, 0, never, |_| 0);
+        }
+        for column in &mut self.range {
+            column.extend(0..n, 0, never, |_| 0);
+        }
     }
 
     /// Appends the entries of `other` (every entry of both filled), which follow these.
@@ -871,6 +926,67 @@ mod tests {
         let some = read_segment_deltas(&seg.path, position, Some(from), Some(to), false).unwrap();
         assert_eq!(some.lsn, (from..=to).collect::<Vec<_>>());
         assert_eq!(some.key.values, (from..=to).collect::<Vec<_>>());
+    }
+
+    proptest::proptest! {
+        /// `Columns::check` (which skips the full decode for deltas of the queue seen last)
+        /// keeps the codes, and stops at the error, that decoding every delta in full gives.
+        #[test]
+        fn check_agrees_with_a_full_decode_of_every_delta(
+            deltas in proptest::collection::vec(
+                (0usize..3, 0u8..4, proptest::prelude::any::<u64>(), 0usize..40, 0u8..5),
+                1..60,
+            ),
+        ) {
+            let names: [&[u8]; 3] = [b"", b"q", b"jobs"];
+            let records: Vec<Vec<u8>> = deltas
+                .iter()
+                .map(|&(q, kind, x, at, change)| {
+                    let name = names[q].to_vec();
+                    let mut bytes = match kind {
+                        0 => Delta::AddRecord { name, key: x as i64, message: vec![1; at % 9] },
+                        1 => Delta::RemoveRecord { name, id: x >> (at % 2) },
+                        2 => Delta::DeleteQueue { name },
+                        _ => Delta::CreateQueue {
+                            name,
+                            implementation: 1,
+                            max_queue_size: -1,
+                            max_message_size: -1,
+                            key_range: None,
+                        },
+                    }
+                    .encode();
+                    let at = at % bytes.len();
+                    match change {
+                        0 => bytes[at] ^= x as u8 | 1,
+                        1 => bytes.truncate(at),
+                        2 => bytes.insert(at, x as u8),
+                        _ => {}
+                    }
+                    bytes
+                })
+                .collect();
+            let mut columns = Columns::new(0, records.len(), 0);
+            let mut got = Ok(());
+            for (lsn, data) in records.iter().enumerate() {
+                got = columns.check(lsn as i64, 1, data);
+                if got.is_err() {
+                    break;
+                }
+            }
+            let mut model = Columns::new(0, records.len(), 0);
+            let mut want = Ok(());
+            for (lsn, data) in records.iter().enumerate() {
+                // Longer than any name: every delta decoded in full.
+                model.queue_seen = vec![b'q'; 256];
+                want = model.check(lsn as i64, 1, data);
+                if want.is_err() {
+                    break;
+                }
+            }
+            proptest::prop_assert_eq!(&columns.codes, &model.codes);
+            proptest::prop_assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        }
     }
 
     #[test]

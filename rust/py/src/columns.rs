@@ -19,22 +19,43 @@ fn buf(py: Python<'_>, column: Column) -> PyResult<Py<PyColumnBuffer>> {
     PyColumnBuffer::py(py, column)
 }
 
-/// One buffer of zeros per batch, shared by the columns that every entry leaves null (their
-/// values and their validity): big enough for `len` int64 values.
+/// A buffer of zeros for a batch's columns that every entry leaves null (their values and
+/// their validity): at least `len` int64 values long.
 struct Zeros {
     len: usize,
     buffer: Option<Py<PyColumnBuffer>>,
 }
 
+/// Zeros kept for the next batches (nothing ever writes a `ColumnBuffer`), so that a loop of
+/// reads does not zero a fresh buffer for every batch.
+static SHARED_ZEROS: std::sync::Mutex<Option<Py<PyColumnBuffer>>> = std::sync::Mutex::new(None);
+
+/// Bytes of zeros kept at most in [`SHARED_ZEROS`] (a bigger batch makes its own).
+const SHARED_ZEROS_MAX: usize = 16 << 20;
+
 impl Zeros {
     fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyColumnBuffer>> {
         if self.buffer.is_none() {
-            let mut zeros = tflux_core::pool::take(self.len * 8);
-            zeros.resize(self.len * 8, 0);
-            self.buffer = Some(buf(py, Column::U8(zeros))?);
+            self.buffer = Some(shared_zeros(py, self.len * 8)?);
         }
         Ok(self.buffer.as_ref().expect("set above").clone_ref(py))
     }
+}
+
+/// A buffer of at least `bytes` zeros: the kept one when it is big enough.
+fn shared_zeros(py: Python<'_>, bytes: usize) -> PyResult<Py<PyColumnBuffer>> {
+    let lock = || SHARED_ZEROS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = lock().as_ref().filter(|b| b.get().bytes().len() >= bytes) {
+        return Ok(b.clone_ref(py));
+    }
+    // Fresh memory from the allocator is zero already (no pass over it).
+    let made = buf(py, Column::U8(vec![0u8; bytes]))?;
+    if bytes <= SHARED_ZEROS_MAX {
+        let old = lock().replace(made.clone_ref(py));
+        // Released outside the lock.
+        drop(old);
+    }
+    Ok(made)
 }
 
 fn validity(
