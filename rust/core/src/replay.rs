@@ -2,7 +2,11 @@
 //! above both the state machine and the log, so neither knows the other; the base-directory
 //! checks and the store call it.
 
+use std::path::Path;
+
 use crate::error::{Error, Result};
+use crate::format::delta::Delta;
+use crate::format::record;
 use crate::log::Log;
 use crate::segbytes::SegmentBytes;
 use crate::segment::Segment;
@@ -15,7 +19,33 @@ use crate::state::{Batch, QueueState};
 /// with its [`crate::Error::Replay`], leaving the state as the deltas before it built it.
 pub fn replay(state: &mut QueueState, log: &mut Log, start: Option<i64>) -> Result<u64> {
     let start = start.unwrap_or(log.start_index());
-    Replayer::new(state, start).finish(log)
+    let mut replayer = Replayer::new(state, start);
+    // Every delta from `start` on is at most one added record.
+    replayer.expect_adds(usize::try_from(log.last_index() + 1 - start).unwrap_or(0));
+    replayer.finish(log)
+}
+
+/// A bound on the records the log in `dir` can add (its segment files' bytes over the
+/// smallest framed AddRecord), for [`Replayer::expect_adds`] before the log is scanned; 0 when
+/// the directory cannot be listed. Compressed segments hold more than their size says: the
+/// bound is then low, which costs only speed.
+pub fn adds_bound_of_dir(dir: &Path) -> usize {
+    let Ok((segments, _)) = crate::fsutil::list_segments(dir) else {
+        return 0;
+    };
+    let bytes: u64 = segments
+        .iter()
+        .filter_map(|s| std::fs::metadata(&s.path).ok())
+        .map(|m| m.len())
+        .sum();
+    let smallest = Delta::AddRecord {
+        name: Vec::new(),
+        key: 0,
+        message: Vec::new(),
+    }
+    .encode()
+    .len();
+    usize::try_from(bytes / record::record_len(smallest) as u64).unwrap_or(usize::MAX)
 }
 
 /// A replay in two parts: segments fed while the log is still being scanned
@@ -42,6 +72,11 @@ impl<'s> Replayer<'s> {
             applied: 0,
             failure: None,
         }
+    }
+
+    /// See [`Batch::expect_adds`].
+    pub fn expect_adds(&mut self, adds: usize) {
+        self.batch.expect_adds(adds);
     }
 
     /// Applies the entries of `seg` from the next LSN on (a segment wholly before it is

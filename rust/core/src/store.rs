@@ -183,7 +183,9 @@ impl Store {
         let early_snapshot = early.as_ref().map(|r| r.snapshot);
         let mut replayer = early.as_mut().map(|r| {
             let start = r.snapshot_index() + 1;
-            Replayer::new(&mut r.state, start)
+            let mut replayer = Replayer::new(&mut r.state, start);
+            replayer.expect_adds(crate::replay::adds_bound_of_dir(&layout.log));
+            replayer
         });
         let pending = match (existing, replayer.as_mut()) {
             (false, _) => None,

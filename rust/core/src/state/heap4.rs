@@ -4,6 +4,26 @@
 
 use super::Record;
 
+/// Slack (bytes) from which [`Heap4::shrink_to_fit`] releases pages instead of copying.
+const RELEASE_IN_PLACE: usize = 1 << 21;
+
+/// Gives the whole pages of `v`'s unused capacity back to the kernel: they take no memory
+/// until written again (and then read as zeros). Nothing is lost: that capacity holds no values.
+fn release_spare_pages<T>(v: &mut Vec<T>) {
+    let spare = v.spare_capacity_mut();
+    let start = spare.as_mut_ptr() as usize;
+    let end = start + std::mem::size_of_val(spare);
+    // SAFETY: `sysconf` takes no pointers.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let (from, to) = (start.next_multiple_of(page), end / page * page);
+    if to > from {
+        // SAFETY: `[from, to)` lies inside the spare capacity of an allocation `v` owns, which
+        // holds no values (uninitialised memory); `MADV_DONTNEED` only drops the pages' current
+        // contents. A failure (e.g. locked pages) leaves them resident, which is harmless.
+        unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_DONTNEED) };
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Heap4 {
     items: Vec<Record>,
@@ -31,13 +51,22 @@ impl Heap4 {
         self.items.iter()
     }
 
-    /// Releases growth slack by moving the records into an allocation of their own size. Not
-    /// `Vec::shrink_to_fit`: an allocator may shrink in place (mimalloc keeps a block that stays
-    /// at least half used), and then every page the larger array ever touched stays resident.
-    /// (A restore hands over an array of exactly its records; pushes grow it by doubling.)
+    /// Releases growth slack. A large slack (a restore's record array is the column its
+    /// pending records were appended to, with the address space reserved for the whole log)
+    /// gives its pages back to the kernel where it lies, without copying the records into
+    /// fresh pages. A small one moves the records into an allocation of their own size: not
+    /// `Vec::shrink_to_fit`, since an allocator may shrink in place (mimalloc keeps a block that
+    /// stays at least half used), and then every page the larger array ever touched stays
+    /// resident.
     pub fn shrink_to_fit(&mut self) {
         let len = self.items.len();
-        if self.items.capacity() - len > len / 8 {
+        let slack = self.items.capacity() - len;
+        if slack <= len / 8 {
+            return;
+        }
+        if slack * std::mem::size_of::<Record>() >= RELEASE_IN_PLACE {
+            release_spare_pages(&mut self.items);
+        } else {
             let mut exact = Vec::with_capacity(len);
             exact.append(&mut self.items);
             self.items = exact;

@@ -592,8 +592,8 @@ impl QueueState {
                 })?;
                 let added = match mode {
                     Mode::Online => q.add(key, message),
-                    Mode::Batch(source) => {
-                        q.add_pending(key, Lent::borrowed_or_copied(source, message))
+                    Mode::Batch(source, room) => {
+                        q.add_pending(key, Lent::borrowed_or_copied(source, message), room)
                     }
                 };
                 added.map(Applied::Added).ok_or_else(|| {
@@ -614,7 +614,7 @@ impl QueueState {
                 })?;
                 match mode {
                     Mode::Online => q.remove(id),
-                    Mode::Batch(_) => q.remove_pending(id),
+                    Mode::Batch(..) => q.remove_pending(id),
                 }
                 .map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
                 Ok(Applied::Removed)
@@ -631,8 +631,9 @@ enum Mode<'s> {
     /// Records collect in `Queue::pending` until the [`Batch`] settles them; a message that
     /// lies inside the given bytes borrows them without a count ([`Lent`]), any other is
     /// copied. Only a [`Batch`] holding a count of those bytes passes them
-    /// (`Batch::apply_in_source`).
-    Batch(Option<&'s SegmentBytes>),
+    /// (`Batch::apply_in_source`). The number bounds the records the batch adds (0: unknown;
+    /// [`Batch::expect_adds`]).
+    Batch(Option<&'s SegmentBytes>, usize),
 }
 
 fn no_such_queue(name: &[u8]) -> Error {
