@@ -10,9 +10,10 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::format::delta::{self, fields, DeltaRef};
-use crate::log::{Log, RecordRun, Split};
+use crate::log::{Log, SpanReader, SpanStart, Split};
 use crate::pool;
 use crate::recovery::Parallelism;
+use crate::segbytes::SegmentBytes;
 
 /// A nullable fixed-width column.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -132,6 +133,14 @@ impl Binary {
         Ok(())
     }
 
+    /// Keeps the first `n` values (the validity is built at the end).
+    fn truncate(&mut self, n: usize) {
+        if n + 1 < self.offsets.len() {
+            self.offsets.truncate(n + 1);
+            self.data.truncate(self.offsets[n] as usize);
+        }
+    }
+
     /// Appends the values of entries `range` (`None`: null), at most the `bytes` reserved.
     fn extend<'a>(&mut self, range: Range<usize>, value: impl Fn(usize) -> Option<&'a [u8]>) {
         for i in range {
@@ -194,6 +203,19 @@ impl<T: Copy + Default + pool::Pooled> Fixed<T> {
             values.extend(range.map(|i| if present(i) { value(i) } else { T::default() }));
         }
         self.len += n;
+    }
+
+    /// Keeps the first `n` entries, `valid` of them present: a column none of them fills
+    /// has no values, as if it had never had any.
+    fn truncate(&mut self, n: usize, valid: usize) {
+        self.len = self.len.min(n);
+        if valid == 0 {
+            if let Some(values) = self.values.take() {
+                pool::give(values);
+            }
+        } else if let Some(values) = &mut self.values {
+            values.truncate(n);
+        }
     }
 
     /// The values, for `n` more entries that are all present (the caller pushes them).
@@ -438,6 +460,32 @@ impl Columns {
         }
         for column in &mut self.range {
             column.extend(0..n, 0, never, |_| 0);
+        }
+    }
+
+    /// Keeps the first `n` entries (every entry filled), as if no other had been checked.
+    fn truncate(&mut self, n: usize) {
+        debug_assert_eq!(self.pending(), 0);
+        if n >= self.codes.len() {
+            return;
+        }
+        self.codes.truncate(n);
+        self.counts = [0; 5];
+        for &code in &self.codes {
+            self.counts[code as usize] += 1;
+        }
+        self.filled = n;
+        self.term.truncate(n);
+        self.queue.truncate(n);
+        self.message.truncate(n);
+        let c = self.counts;
+        self.key.truncate(n, c[ADD as usize]);
+        self.record_id.truncate(n, c[REMOVE as usize]);
+        for column in &mut self.settings {
+            column.truncate(n, c[CREATE as usize] + c[CREATE_RANGED as usize]);
+        }
+        for column in &mut self.range {
+            column.truncate(n, c[CREATE_RANGED as usize]);
         }
     }
 
@@ -696,11 +744,11 @@ pub fn read_deltas(
     read_deltas_with(log, start, end, &opts)
 }
 
-/// [`read_deltas`] with its options. The log locates the records first ([`Log::locate`]:
-/// framing, the budget, CRCs where a read must check them), then the decoding, the bulk of
-/// the work, runs on parts of about equal size on rayon's pool, each part straight from the
-/// segments' bytes (no copy first) into its own columns, column at a time (`Columns`); the
-/// parts are appended to the first, which was sized for all of them.
+/// [`read_deltas`] with its options. The log walks the records' framing ([`Log::locate`]:
+/// the budget, CRCs where a read must check them) in spans of about equal size on rayon's
+/// pool, and each span's records are decoded as they are walked, straight from the segment's
+/// bytes (no copy first, no second pass over them) into the span's own columns, column at a
+/// time ([`Columns`]); the spans are appended to the first, which was sized for all of them.
 pub fn read_deltas_with(
     log: &mut Log,
     start: i64,
@@ -712,37 +760,32 @@ pub fn read_deltas_with(
         parallelism: opts.parallelism,
         part_entries: opts.part_entries,
     };
-    let runs = log.locate(start, end, budget, &split)?;
-    let total: usize = runs.iter().map(|r| r.starts.len()).sum();
-    let data: u64 = runs.iter().map(|r| r.data_bytes).sum();
-    let parts = split.parts(total);
-    let pieces = cut(&runs, total, parts);
-    let decode = |(k, piece): (usize, &Vec<Piece<'_>>)| {
-        let (n, bytes) = if k == 0 {
-            (total, data as usize)
-        } else {
-            let n = piece.iter().map(|p| p.1.len()).sum();
-            (n, piece.iter().map(Piece::data_bytes).sum())
-        };
-        decode_part(piece, n, bytes, opts.raw)
+    let make = |span: SpanStart<'_>| {
+        let (n, bytes) = span.read.unwrap_or_else(|| {
+            // About the span's share of its segment's bytes.
+            let per = span.bytes.len() / span.records.max(1);
+            (span.records, span.records.saturating_mul(per))
+        });
+        SpanDecoder {
+            bytes: span.bytes.clone(),
+            first_lsn: span.first_lsn,
+            columns: Columns::new(span.first_lsn, n, bytes),
+            raw: opts
+                .raw
+                .then(|| Binary::with_capacity(n, bytes.min(budget as usize))),
+            round: Vec::with_capacity(ROUND.min(n)),
+            seen: 0,
+            failed: None,
+        }
     };
-    let decoded: Vec<Result<(Columns, Option<Binary>)>> = if pieces.len() > 1 {
-        use rayon::prelude::*;
-        pieces.par_iter().enumerate().map(decode).collect()
-    } else {
-        pieces.iter().enumerate().map(decode).collect()
+    let mut spans = log.locate(start, end, budget, &split, make)?.into_iter();
+    let Some(first) = spans.next() else {
+        let raw = opts.raw.then(Binary::default);
+        return Columns::new(start, 0, 0).finish(raw);
     };
-    drop(pieces);
-    for run in runs {
-        pool::give(run.starts);
-    }
-    let mut decoded = decoded.into_iter();
-    let (mut columns, mut raw) = match decoded.next() {
-        Some(first) => first?,
-        None => (Columns::new(start, 0, 0), opts.raw.then(Binary::default)),
-    };
-    for part in decoded {
-        let (more, more_raw) = part?;
+    let (mut columns, mut raw) = first.finish()?;
+    for span in spans {
+        let (more, more_raw) = span.finish()?;
         columns.append(more)?;
         if let (Some(raw), Some(more)) = (&mut raw, more_raw) {
             raw.append(&more)?;
@@ -755,76 +798,79 @@ pub fn read_deltas_with(
     columns.finish(raw)
 }
 
-/// Records `range` (indexes into `starts`) of one run.
-type Piece<'a> = (&'a RecordRun, Range<usize>);
-
-trait PieceBytes {
-    fn data_bytes(&self) -> usize;
+/// Decodes the records of one span while [`Log::locate`] walks them ([`Columns::check`]
+/// each as it comes, [`Columns::fill`] a round at a time while the round is in cache).
+struct SpanDecoder {
+    bytes: SegmentBytes,
+    first_lsn: i64,
+    columns: Columns,
+    /// The records' undecoded data, when asked for (or an error making it: data past 2 GiB).
+    raw: Option<Result<Binary>>,
+    /// Where the data of the records checked and not yet filled lies in `bytes`.
+    round: Vec<Range<usize>>,
+    /// Records handed over so far.
+    seen: usize,
+    /// The first record that could not be decoded (its index in the span, the error); the
+    /// records after it are walked (the framing comes first) but not decoded.
+    failed: Option<(usize, Error)>,
 }
 
-impl PieceBytes for Piece<'_> {
-    /// About the data bytes of the piece (the run's average).
-    fn data_bytes(&self) -> usize {
-        let (run, range) = self;
-        (run.data_bytes as usize / run.starts.len().max(1)) * range.len()
+impl SpanDecoder {
+    fn fill(&mut self) {
+        let (bytes, round) = (&self.bytes[..], &self.round);
+        self.columns.fill(|k| &bytes[round[k].clone()]);
+        self.round.clear();
+    }
+
+    /// The span's columns and raw data, or its first record's error.
+    fn finish(mut self) -> Result<(Columns, Option<Binary>)> {
+        if let Some((_, e)) = self.failed {
+            return Err(e);
+        }
+        self.fill();
+        Ok((self.columns, self.raw.transpose()?))
     }
 }
 
-/// The runs' records cut into `parts` parts of about `total / parts` records, in order.
-fn cut(runs: &[RecordRun], total: usize, parts: usize) -> Vec<Vec<Piece<'_>>> {
-    let per = total.div_ceil(parts.max(1)).max(1);
-    let mut out: Vec<Vec<Piece<'_>>> = Vec::new();
-    let mut room = 0;
-    for run in runs {
-        let mut at = 0;
-        while at < run.starts.len() {
-            if room == 0 {
-                out.push(Vec::new());
-                room = per;
+impl SpanReader for SpanDecoder {
+    fn record(&mut self, term: i32, data: Range<usize>) {
+        let i = self.seen;
+        self.seen += 1;
+        if self.failed.is_some() {
+            return;
+        }
+        let lsn = self.first_lsn + i as i64;
+        let record = &self.bytes[data.clone()];
+        if let Err(e) = self.columns.check(lsn, term, record) {
+            self.failed = Some((i, e));
+            return;
+        }
+        if let Some(Ok(raw)) = &mut self.raw {
+            raw.data.extend_from_slice(record);
+            match offset(raw.data.len()) {
+                Ok(end) => raw.offsets.push(end),
+                Err(e) => self.raw = Some(Err(e)),
             }
-            let take = room.min(run.starts.len() - at);
-            out.last_mut().expect("pushed").push((run, at..at + take));
-            at += take;
-            room -= take;
+        }
+        self.round.push(data);
+        if self.round.len() == ROUND {
+            self.fill();
         }
     }
-    out
-}
 
-/// Decodes one part (records located and framed by [`Log::locate`]) into columns sized for
-/// `n` entries and `bytes` of data.
-fn decode_part(
-    pieces: &[Piece<'_>],
-    n: usize,
-    bytes: usize,
-    raw: bool,
-) -> Result<(Columns, Option<Binary>)> {
-    use crate::format::record::{self, Frame};
-    let first_lsn = pieces
-        .first()
-        .map_or(0, |(run, range)| run.first_lsn + range.start as i64);
-    let mut columns = Columns::new(first_lsn, n, bytes);
-    let mut raw = raw.then(|| Binary::with_capacity(n, bytes)).transpose()?;
-    // One piece at a time (a flattened iterator over all of them cost about 100 instructions
-    // per record).
-    for (run, range) in pieces {
-        let bytes = &run.bytes[..];
-        let records = run.starts[range.clone()]
-            .iter()
-            .zip(range.clone())
-            .map(|(&at, i)| {
-                match record::parse_with::<false>(bytes, at) {
-                    Frame::Record { term, data, .. } => Ok((run.first_lsn + i as i64, term, data)),
-                    // Framed by `locate` in these very bytes.
-                    _ => Err(Error::InvalidArgument(format!(
-                        "record at LSN {} moved while it was read",
-                        run.first_lsn + i as i64
-                    ))),
-                }
-            });
-        columns.decode(raw.as_mut(), records)?;
+    fn truncate(&mut self, n: usize) {
+        if matches!(self.failed, Some((i, _)) if i >= n) {
+            self.failed = None;
+        }
+        if self.failed.is_some() {
+            return;
+        }
+        self.fill();
+        self.columns.truncate(n);
+        if let Some(Ok(raw)) = &mut self.raw {
+            raw.truncate(n);
+        }
     }
-    Ok((columns, raw))
 }
 
 #[cfg(test)]

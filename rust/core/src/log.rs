@@ -7,6 +7,7 @@
 //! gap.
 
 use std::fs::{self, File};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -187,25 +188,26 @@ struct Span {
     segment: usize,
 }
 
-/// What walking a [`Span`] found: where each record starts and its data length, then the
-/// failure that stopped the walk, if any (index in the bytes, reason).
+/// What walking a [`Span`] found: each record's data length, then the failure that stopped
+/// the walk, if any (index in the bytes, reason).
 struct Walked {
-    starts: Vec<usize>,
     lens: Vec<u32>,
     failure: Option<(usize, String)>,
 }
 
 impl Span {
-    /// Walks the span's framing (and CRCs when asked), stopping after the record that takes
-    /// its own data past `budget` (no later record of the read can be admitted then).
-    fn walk(&self, budget: u64) -> Walked {
+    /// Walks the span's framing (and CRCs when asked), handing each record to `reader`, and
+    /// stops after the record that takes its own data past `budget` (no later record of the
+    /// read can be admitted then).
+    fn walk(&self, budget: u64, reader: &mut impl SpanReader) -> Walked {
         let n = (self.to - self.from + 1) as usize;
-        let (mut starts, mut lens) = (crate::pool::take(n), crate::pool::take(n));
+        let mut lens = crate::pool::take(n);
         let mut own = 0u64;
-        let step = |_lsn, _term, data: &[u8], at: usize| {
-            starts.push(at);
+        let step = |_lsn, term, data: &[u8], at: usize| {
             // Data lengths are Int32.
             lens.push(data.len() as u32);
+            let start = at + crate::format::record::HEADER_LEN;
+            reader.record(term, start..start + data.len());
             own += data.len() as u64;
             Ok(own <= budget)
         };
@@ -216,21 +218,33 @@ impl Span {
             segment::walk_frames::<false>(bytes, at, self.seg_first, self.from, self.to, step)
         };
         Walked {
-            starts,
             lens,
             failure: walked.err(),
         }
     }
 }
 
-/// Records of one segment located by [`Log::locate`]: each starts (header first) at its
-/// position in `bytes`, the first at LSN `first_lsn`, the others after it in order.
-pub struct RecordRun {
-    pub bytes: SegmentBytes,
+/// What [`Log::locate`] hands the records of one span (of one segment) to, on the thread that
+/// walks it: a reader that decodes them while they are in cache.
+pub trait SpanReader: Send {
+    /// The span's next record (from its first, in LSN order): its term, and where its data
+    /// lies in the bytes the reader was made with ([`SpanStart::bytes`]).
+    fn record(&mut self, term: i32, data: Range<usize>);
+    /// Only the first `n` records handed over belong to the read (its budget ended there).
+    fn truncate(&mut self, n: usize);
+}
+
+/// What a [`SpanReader`] is made with, by [`Log::locate`].
+pub struct SpanStart<'a> {
+    /// The bytes the span's records lie in.
+    pub bytes: &'a SegmentBytes,
+    /// The LSN of the span's first record.
     pub first_lsn: i64,
-    pub starts: Vec<usize>,
-    /// The records' data bytes, in all.
-    pub data_bytes: u64,
+    /// The records the span holds (some past the budget may be handed over, then cut).
+    pub records: usize,
+    /// For the read's first span: about how many records and data bytes the whole read
+    /// has (room for the later spans' records to be appended to its reader's).
+    pub read: Option<(usize, usize)>,
 }
 
 /// One log entry, owned.
@@ -876,40 +890,49 @@ impl Log {
     }
 
     /// Entries `start..end` (end exclusive, clamped to the log) within `budget` data bytes
-    /// (the first entry always) located for a reader that decodes them itself, maybe on
-    /// several threads: per segment, the bytes its records lie in and where each starts.
-    /// Framing is checked here, CRCs where [`Log::read_rechecks_crc`] says. The walk runs on
-    /// parts of about equal size as `split` says: the records about `budget` reaches (from the
-    /// average record, [`Log::estimate`]) are walked at once, then the budget is applied in
-    /// LSN order, as a walk of one part at a time would (so a part may walk a few records
-    /// past the end the budget sets; nothing they hold is reported); records the estimate did
+    /// (the first entry always) handed, per span of one segment, to a reader made by `make`
+    /// that decodes them itself, maybe on several threads: the readers of the spans the read
+    /// takes, in LSN order. Framing is checked here, CRCs where [`Log::read_rechecks_crc`]
+    /// says. The walk runs on parts of about equal size as `split` says: the records about
+    /// `budget` reaches (from the average record, [`Log::estimate`]) are walked at once, each
+    /// span's reader taking its records as they are walked, then the budget is applied in LSN
+    /// order, as a walk of one part at a time would (so a part may walk a few records past
+    /// the end the budget sets: its reader is told to drop them); records the estimate did
     /// not reach are walked in a next round.
-    pub fn locate(
+    pub fn locate<R: SpanReader>(
         &mut self,
         start: i64,
         end: i64,
         budget: u64,
         split: &Split,
-    ) -> Result<Vec<RecordRun>> {
+        make: impl Fn(SpanStart<'_>) -> R + Sync,
+    ) -> Result<Vec<R>> {
         self.check_read_start(start)?;
         let end = end.min(self.next_index());
-        let mut runs = Vec::new();
+        let mut readers = Vec::new();
         let mut used = 0u64;
         let mut lsn = start;
         while lsn < end {
             let left = budget.saturating_sub(used);
-            let (count, _) = self.estimate(lsn, end, left);
+            let (count, bytes) = self.estimate(lsn, end, left);
             let horizon = (lsn + count.max(1) as i64 - 1).min(end - 1);
             let (spans, covered) = self.spans(lsn, horizon, split, left)?;
-            let walk = |span: &Span| span.walk(left);
-            let walked: Vec<Walked> = if spans.len() > 1 {
-                use rayon::prelude::*;
-                spans.par_iter().map(walk).collect()
-            } else {
-                spans.iter().map(walk).collect()
+            let walk = |(k, span): (usize, &Span)| {
+                let mut reader = make(SpanStart {
+                    bytes: &span.bytes,
+                    first_lsn: span.from,
+                    records: (span.to - span.from + 1) as usize,
+                    read: (k == 0 && lsn == start).then_some((count.max(1), bytes)),
+                });
+                (span.walk(left, &mut reader), reader)
             };
-            for (span, walked) in spans.into_iter().zip(walked) {
-                let before = used;
+            let walked: Vec<(Walked, R)> = if spans.len() > 1 {
+                use rayon::prelude::*;
+                spans.par_iter().enumerate().map(walk).collect()
+            } else {
+                spans.iter().enumerate().map(walk).collect()
+            };
+            for (span, (walked, mut reader)) in spans.into_iter().zip(walked) {
                 let mut take = 0;
                 for &len in &walked.lens {
                     let total = used.saturating_add(u64::from(len));
@@ -919,22 +942,18 @@ impl Log {
                     used = total;
                     take += 1;
                 }
-                let mut starts = walked.starts;
-                starts.truncate(take);
                 let walked_all = take == walked.lens.len();
                 crate::pool::give(walked.lens);
                 let complete = take == (span.to - span.from + 1) as usize;
                 if take > 0 {
-                    runs.push(RecordRun {
-                        bytes: span.bytes,
-                        first_lsn: span.from,
-                        starts,
-                        data_bytes: used - before,
-                    });
+                    if !walked_all {
+                        reader.truncate(take);
+                    }
+                    readers.push(reader);
                 }
                 if !walked_all || (!complete && walked.failure.is_none()) {
                     // The budget ends here (a walk stops early only past its budget).
-                    return Ok(runs);
+                    return Ok(readers);
                 }
                 if let Some((at, reason)) = walked.failure {
                     let offset = span.base + at as u64;
@@ -943,7 +962,7 @@ impl Log {
             }
             lsn = covered + 1;
         }
-        Ok(runs)
+        Ok(readers)
     }
 
     /// The records `from..=to` cut into spans for [`Log::locate`] to walk, as many parts as
