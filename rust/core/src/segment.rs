@@ -82,6 +82,7 @@ pub fn scan_records_from<'a>(
     mut visit: impl FnMut(u64, i32, &'a [u8]),
 ) -> (u64, ScanStop) {
     loop {
+        prefetch_ahead(buf, at);
         match record::parse(buf, at) {
             Frame::Record { term, data, next } => {
                 if term < previous_term || term < 0 {
@@ -108,6 +109,28 @@ pub fn scan_records_from<'a>(
             }
         }
     }
+}
+
+/// How far ahead of the record being checked the walk asks for bytes: the next record's offset
+/// comes from this record's length field, so without a hint each record's first bytes are
+/// waited for in turn (and the hardware's prefetcher stops at every page boundary). About a
+/// dozen 64-byte records, or one 1 KiB record, ahead.
+const PREFETCH_DISTANCE: usize = 1024;
+
+/// Asks the CPU to start loading the bytes `PREFETCH_DISTANCE` past `at`: a hint, with no effect
+/// on what the walk reads or finds. `perf` of verify on 64 B records had 31% of the framing's
+/// samples on the wait for a record's last word.
+#[inline(always)]
+fn prefetch_ahead(buf: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(ahead) = buf.get(at.wrapping_add(PREFETCH_DISTANCE)..) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch reads nothing and never faults; the pointer is inside `buf` (or
+        // just past its end).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.as_ptr().cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (buf, at);
 }
 
 /// Records between two remembered offsets in a sealed segment's index. Finding a record walks
