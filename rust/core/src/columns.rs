@@ -133,6 +133,25 @@ impl Binary {
         Ok(())
     }
 
+    /// `value` `n` times (by doubling copies; the validity is the caller's).
+    fn repeated(value: &[u8], n: usize) -> Result<Binary> {
+        let len = value
+            .len()
+            .checked_mul(n)
+            .ok_or_else(|| Error::InvalidArgument("column batch exceeds 2 GiB".into()))?;
+        let mut column = Binary::with_capacity(n, len)?;
+        column
+            .offsets
+            .extend((1..=n).map(|i| (i * value.len()) as i32));
+        column.data.extend_from_slice(value);
+        while column.data.len() < len {
+            let more = column.data.len().min(len - column.data.len());
+            column.data.extend_from_within(..more);
+        }
+        column.data.truncate(len);
+        Ok(column)
+    }
+
     /// Keeps the first `n` values (the validity is built at the end).
     fn truncate(&mut self, n: usize) {
         if n + 1 < self.offsets.len() {
@@ -320,6 +339,12 @@ struct Columns {
     /// check the deltas of the same queue after it by their lengths alone
     /// ([`fields::code_in_queue`]). At first the default queue: the empty name, always valid.
     queue_seen: Vec<u8>,
+    /// Whether every entry checked so far is of one queue, `queue_first`: then `queue` is left
+    /// empty and made at the end by repeating the name ([`Binary::repeated`]), and only
+    /// filled entry by entry once another queue appears ([`Columns::queue_catch_up`]).
+    one_queue: bool,
+    /// The queue of the first entry.
+    queue_first: Vec<u8>,
 }
 
 impl Columns {
@@ -349,6 +374,8 @@ impl Columns {
             settings: [(); 3].map(|_| Fixed::new(n)),
             range: [(); 2].map(|_| Fixed::new(n)),
             queue_seen: Vec::new(),
+            one_queue: true,
+            queue_first: Vec::new(),
         }
     }
 
@@ -364,6 +391,9 @@ impl Columns {
             return Err(Error::InvalidArgument(format!(
                 "record id {id} at LSN {lsn} exceeds Int64"
             )));
+        }
+        if self.codes.is_empty() {
+            self.queue_first.clone_from(&self.queue_seen);
         }
         self.codes.push(code);
         self.term.push(term);
@@ -384,6 +414,10 @@ impl Columns {
         })?;
         self.queue_seen.clear();
         self.queue_seen.extend_from_slice(d.name());
+        // (The first entry sets `queue_first` after this.)
+        if !self.codes.is_empty() && self.queue_seen != self.queue_first {
+            self.one_queue = false;
+        }
         let code = match d {
             DeltaRef::CreateQueue {
                 key_range: Some(_), ..
@@ -404,8 +438,13 @@ impl Columns {
     fn fill<'a>(&mut self, rec: impl Fn(usize) -> &'a [u8]) {
         let range = self.filled..self.codes.len();
         let base = self.filled;
-        let codes = &self.codes[..];
         let rec = |i: usize| rec(i - base);
+        if !self.one_queue {
+            self.queue_catch_up(base);
+            self.queue
+                .extend(range.clone(), |i| Some(fields::name(rec(i))));
+        }
+        let codes = &self.codes[..];
         let mut n = [0usize; 5];
         for &c in &codes[range.clone()] {
             n[c as usize] += 1;
@@ -421,7 +460,6 @@ impl Columns {
         let is_add = |i: usize| codes[i] == ADD;
         let is_remove = |i: usize| codes[i] == REMOVE;
         let r = || range.clone();
-        self.queue.extend(r(), |i| Some(fields::name(rec(i))));
         let key = |i| fields::add_key(rec(i));
         self.key.extend(r(), adds, is_add, key);
         let message = |i| is_add(i).then(|| fields::add_message(rec(i)));
@@ -440,15 +478,24 @@ impl Columns {
         self.filled = self.codes.len();
     }
 
+    /// Writes the queue of the entries before `upto` that were left to the end while they
+    /// were all of one queue (`one_queue`).
+    fn queue_catch_up(&mut self, upto: usize) {
+        let queue = &mut self.queue;
+        for _ in queue.offsets.len() - 1..upto {
+            queue.data.extend_from_slice(&self.queue_first);
+            queue.offsets.push(queue.data.len() as i32);
+        }
+    }
+
     /// [`Columns::fill`] of `n` entries that are all AddRecords (a round of most logs): the
-    /// three columns they fill in one pass over the records, the others null.
+    /// key and message columns in one pass over the records, the others null (the queue is
+    /// the caller's).
     fn fill_adds<'a>(&mut self, n: usize, rec: impl Fn(usize) -> &'a [u8]) {
         let keys = self.key.dense(n);
-        let (queue, message) = (&mut self.queue, &mut self.message);
+        let message = &mut self.message;
         for k in 0..n {
             let data = rec(k);
-            queue.data.extend_from_slice(fields::name(data));
-            queue.offsets.push(queue.data.len() as i32);
             keys.push(fields::add_key(data));
             message.data.extend_from_slice(fields::add_message(data));
             message.offsets.push(message.data.len() as i32);
@@ -476,6 +523,7 @@ impl Columns {
         }
         self.filled = n;
         self.term.truncate(n);
+        // Nothing written while of one queue.
         self.queue.truncate(n);
         self.message.truncate(n);
         let c = self.counts;
@@ -490,8 +538,13 @@ impl Columns {
     }
 
     /// Appends the entries of `other` (every entry of both filled), which follow these.
-    fn append(&mut self, other: Columns) -> Result<()> {
+    fn append(&mut self, mut other: Columns) -> Result<()> {
         debug_assert!(self.pending() == 0 && other.pending() == 0);
+        if !(self.one_queue && other.one_queue && self.queue_first == other.queue_first) {
+            self.queue_catch_up(self.codes.len());
+            other.queue_catch_up(other.codes.len());
+            self.one_queue = false;
+        }
         self.codes.extend_from_slice(&other.codes);
         for (count, more) in self.counts.iter_mut().zip(other.counts) {
             *count += more;
@@ -560,7 +613,13 @@ impl Columns {
         let [key_min, key_max] = self
             .range
             .map(|c| c.finish(bits(ranged, CREATE_RANGED, 0xFF)));
-        let mut queue = self.queue;
+        let mut queue = if self.one_queue && n > 0 {
+            pool::give(self.queue.offsets);
+            pool::give(self.queue.data);
+            Binary::repeated(&self.queue_first, n)?
+        } else {
+            self.queue
+        };
         queue.validity = Bitmap::build(n, n, |_| true);
         let mut message = self.message;
         message.validity = bits(adds, ADD, 0xFF);
@@ -595,18 +654,7 @@ impl Columns {
         }
         let all = Bitmap::build(n, n, |_| true);
         if let Some(kind) = (0..4).find(|&k| counts[k] == n && n > 0) {
-            let name = KIND_NAMES[kind].as_bytes();
-            offset(name.len() * n)?;
-            let mut kind = Binary::with_capacity(n, name.len() * n)?;
-            kind.offsets
-                .extend((1..=n).map(|i| (i * name.len()) as i32));
-            kind.data.extend_from_slice(name);
-            // Doubling copies.
-            while kind.data.len() < name.len() * n {
-                let more = kind.data.len().min(name.len() * n - kind.data.len());
-                kind.data.extend_from_within(..more);
-            }
-            kind.data.truncate(name.len() * n);
+            let mut kind = Binary::repeated(KIND_NAMES[kind].as_bytes(), n)?;
             kind.validity = all;
             return Ok(kind);
         }
@@ -761,11 +809,16 @@ pub fn read_deltas_with(
         part_entries: opts.part_entries,
     };
     let make = |span: SpanStart<'_>| {
-        let (n, bytes) = span.read.unwrap_or_else(|| {
-            // About the span's share of its segment's bytes.
-            let per = span.bytes.len() / span.records.max(1);
-            (span.records, span.records.saturating_mul(per))
-        });
+        let (n, bytes) = if span.first {
+            span.read
+        } else {
+            // The span's share of the estimate.
+            let (count, bytes) = span.read;
+            (
+                span.records,
+                span.records.saturating_mul(bytes / count.max(1) + 1),
+            )
+        };
         SpanDecoder {
             bytes: span.bytes.clone(),
             first_lsn: span.first_lsn,
@@ -833,14 +886,13 @@ impl SpanDecoder {
 }
 
 impl SpanReader for SpanDecoder {
-    fn record(&mut self, term: i32, data: Range<usize>) {
+    fn record(&mut self, term: i32, record: &[u8], at: usize) {
         let i = self.seen;
         self.seen += 1;
         if self.failed.is_some() {
             return;
         }
         let lsn = self.first_lsn + i as i64;
-        let record = &self.bytes[data.clone()];
         if let Err(e) = self.columns.check(lsn, term, record) {
             self.failed = Some((i, e));
             return;
@@ -852,7 +904,7 @@ impl SpanReader for SpanDecoder {
                 Err(e) => self.raw = Some(Err(e)),
             }
         }
-        self.round.push(data);
+        self.round.push(at..at + record.len());
         if self.round.len() == ROUND {
             self.fill();
         }

@@ -7,7 +7,6 @@
 //! gap.
 
 use std::fs::{self, File};
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -206,8 +205,7 @@ impl Span {
         let step = |_lsn, term, data: &[u8], at: usize| {
             // Data lengths are Int32.
             lens.push(data.len() as u32);
-            let start = at + crate::format::record::HEADER_LEN;
-            reader.record(term, start..start + data.len());
+            reader.record(term, data, at + crate::format::record::HEADER_LEN);
             own += data.len() as u64;
             Ok(own <= budget)
         };
@@ -227,9 +225,9 @@ impl Span {
 /// What [`Log::locate`] hands the records of one span (of one segment) to, on the thread that
 /// walks it: a reader that decodes them while they are in cache.
 pub trait SpanReader: Send {
-    /// The span's next record (from its first, in LSN order): its term, and where its data
-    /// lies in the bytes the reader was made with ([`SpanStart::bytes`]).
-    fn record(&mut self, term: i32, data: Range<usize>);
+    /// The span's next record (from its first, in LSN order): its term and data, which
+    /// starts at `at` in the bytes the reader was made with ([`SpanStart::bytes`]).
+    fn record(&mut self, term: i32, data: &[u8], at: usize);
     /// Only the first `n` records handed over belong to the read (its budget ended there).
     fn truncate(&mut self, n: usize);
 }
@@ -242,9 +240,11 @@ pub struct SpanStart<'a> {
     pub first_lsn: i64,
     /// The records the span holds (some past the budget may be handed over, then cut).
     pub records: usize,
-    /// For the read's first span: about how many records and data bytes the whole read
-    /// has (room for the later spans' records to be appended to its reader's).
-    pub read: Option<(usize, usize)>,
+    /// About how many records and data bytes this round of the read has ([`Log::estimate`]).
+    pub read: (usize, usize),
+    /// Whether this is the read's first span (whose reader the later spans' records may be
+    /// appended to: room for all of them).
+    pub first: bool,
 }
 
 /// One log entry, owned.
@@ -922,7 +922,8 @@ impl Log {
                     bytes: &span.bytes,
                     first_lsn: span.from,
                     records: (span.to - span.from + 1) as usize,
-                    read: (k == 0 && lsn == start).then_some((count.max(1), bytes)),
+                    read: (count.max(1), bytes),
+                    first: k == 0 && lsn == start,
                 });
                 (span.walk(left, &mut reader), reader)
             };

@@ -161,7 +161,15 @@ pub mod fields {
     #[inline]
     pub fn code_in_queue(data: &[u8], name: &[u8]) -> Option<u8> {
         let body = 2 + name.len();
-        if data.len() < body || data[1] as usize != name.len() || &data[2..body] != name {
+        if data.len() < body || data[1] as usize != name.len() {
+            return None;
+        }
+        // Every byte compared, no early exit: for names of a few bytes, cheaper than `memcmp`.
+        let differ = data[2..body]
+            .iter()
+            .zip(name)
+            .fold(0, |d, (a, b)| d | (a ^ b));
+        if differ != 0 {
             return None;
         }
         let rest = data.len() - body;
