@@ -19,6 +19,10 @@ enum Op {
     /// Remove an arbitrary (usually absent) id.
     RemoveId(usize, u64),
     Garbage(Vec<u8>),
+    /// An Add (`true`) or a Remove of the queue's first present record, bent: cut short by
+    /// `-change` bytes, lengthened by `change` bytes of `byte`, or (0) with byte `at` set to
+    /// `byte` (a name, key, length or id field off by a little).
+    Bent(usize, bool, usize, u8, i8),
     /// Online only (the prefix): dequeue from / nack the n-th in-flight record of a queue.
     Dequeue(usize),
     Nack(usize, usize),
@@ -36,6 +40,8 @@ fn body_op() -> impl Strategy<Value = Op> {
         1 => (0..3usize, prop_oneof![Just(0u64), 0..60u64, Just(u64::MAX)])
             .prop_map(|(q, id)| Op::RemoveId(q, id)),
         1 => prop::collection::vec(any::<u8>(), 0..6).prop_map(Op::Garbage),
+        2 => (0..3usize, any::<bool>(), 0..24usize, any::<u8>(), -2i8..3)
+            .prop_map(|(q, add, at, byte, change)| Op::Bent(q, add, at, byte, change)),
     ]
 }
 
@@ -83,6 +89,23 @@ fn delta_bytes(op: &Op, model: &QueueState) -> Option<Vec<u8>> {
             id: *id,
         },
         Op::Garbage(bytes) => return Some(bytes.clone()),
+        Op::Bent(q, add, at, byte, change) => {
+            let straight = if *add {
+                Op::Add(*q, 3, *byte)
+            } else {
+                Op::Remove(*q, 0)
+            };
+            let mut bytes = delta_bytes(&straight, model)?;
+            match *change {
+                0 => {
+                    let at = at % bytes.len();
+                    bytes[at] = *byte;
+                }
+                c if c < 0 => bytes.truncate(bytes.len().saturating_sub(c.unsigned_abs() as usize)),
+                c => bytes.extend(std::iter::repeat_n(*byte, c as usize)),
+            }
+            return Some(bytes);
+        }
         Op::Dequeue(_) | Op::Nack(..) => return None,
     };
     Some(delta.encode())
@@ -271,5 +294,31 @@ proptest! {
         ),
     ) {
         run(Vec::new(), body, false)?;
+    }
+}
+
+/// Runs of deltas of one array queue, as most of a real log is (each delta names the queue the
+/// one before named, so the batch takes its short way, `QueueState::apply_in_last_queue`): keys
+/// in and out of the queue's range, removals of present and absent ids, bent deltas.
+fn one_queue_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        20 => (-3i64..12, any::<u8>()).prop_map(|(k, m)| Op::Add(1, k, m)),
+        10 => (0..40usize).prop_map(|n| Op::Remove(1, n)),
+        1 => prop_oneof![Just(0u64), 0..60u64, Just(u64::MAX)].prop_map(|id| Op::RemoveId(1, id)),
+        2 => (any::<bool>(), 0..24usize, any::<u8>(), -2i8..3)
+            .prop_map(|(add, at, byte, change)| Op::Bent(1, add, at, byte, change)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    #[test]
+    fn batch_replay_matches_online_apply_in_runs_of_one_queue(
+        array in any::<bool>(),
+        body in prop::collection::vec(one_queue_op(), 0..60),
+        snapshot in any::<bool>(),
+    ) {
+        run(vec![Op::Create(1, array), Op::Add(1, 1, 1)], body, snapshot)?;
     }
 }

@@ -35,6 +35,13 @@ impl Queues {
         Some(&mut self.list[at])
     }
 
+    /// The queue the last `get_mut` found, if there still is one at its position (its name is
+    /// for the caller to check).
+    #[inline]
+    pub(super) fn last_mut(&mut self) -> Option<&mut Queue> {
+        self.list.get_mut(self.last)
+    }
+
     pub(super) fn contains_key(&self, name: &[u8]) -> bool {
         self.index.contains_key(name)
     }
