@@ -1689,9 +1689,12 @@ struct ActiveRead<'p> {
 }
 
 impl<'p> ActiveRead<'p> {
-    /// Bytes read at a time: the whole file in a few calls, at most this much past its end
-    /// marker.
-    const CHUNK: u64 = 2 << 20;
+    /// Bytes read at a time: at most this much past its end marker. Small enough for the
+    /// window of [`scan_windowed`] to stay in the core's own cache between the copy out of the
+    /// page cache and the walk over it: the active segment of the 1M-delta 64 B log (9.3 MB of
+    /// records) scanned in 2.44 ms through 256 KiB against 2.97 ms through 2 MiB (best of 80
+    /// interleaved rounds; 1 MiB 2.55, 128 KiB 2.43).
+    const CHUNK: u64 = 256 << 10;
 
     /// Reads the first chunk.
     fn start(file: &File, path: &'p Path, len: u64, chunk: u64) -> Result<ActiveRead<'p>> {
