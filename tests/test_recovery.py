@@ -691,3 +691,50 @@ def test_random_damage_to_the_last_segment_yields_an_error_or_a_prefix(
         log.append(2**31 - 1, b"end")
     with Log.open(log_dir, **REOPEN) as log:
         assert entry_tuples(log.entries())[-1] == (len(got), 2**31 - 1, b"end")
+
+
+# --- damage deep in the active segment, read through the scan's window, on one core and all -----
+
+# About 2.2 MB of records in the last segment: the scan reads it through a window of 256 KiB
+# (`ActiveRead::CHUNK`), so the damage lies several windows in. A sealed segment before it gives
+# the pool a second file, and the last segment is preallocated (zeros after its end marker).
+DEEP_SEALED = [(1, bytes([k % 251]) * (20 + k % 50)) for k in range(3000)]
+DEEP_LAST = [(2, bytes([(k * 7) % 251]) * (40 + k % 57)) for k in range(24_000)]
+DEEP_AT = record_offsets(DEEP_LAST)
+DEEP_K = len(DEEP_LAST) * 3 // 4
+DEEP_DAMAGE = {
+    "data byte": (DATA_AT + 3, 0x10),
+    "crc byte": (CRC_AT + 1, 0x01),
+    "record marker": (MARKER_AT, 0xFF),
+    "length high byte": (LENGTH_AT + 1, 0x01),
+}
+
+
+@pytest.mark.parametrize("damage", DEEP_DAMAGE)
+def test_damage_deep_in_the_active_segment_is_found_at_its_record_on_one_core_and_all(
+    log_dir, monkeypatch, damage
+):
+    write_segment(log_dir, 0, DEEP_SEALED)
+    size = DEEP_AT[-1]
+    last = write_segment(log_dir, len(DEEP_SEALED), DEEP_LAST, file_size=size + (1 << 20))
+    assert DEEP_AT[DEEP_K] > 5 * (256 << 10)
+    at, mask = DEEP_DAMAGE[damage]
+    flip(last, DEEP_AT[DEEP_K] + at, mask)
+    before = snapshot(log_dir)
+    found = {}
+    for threads in ("1", None):
+        if threads is None:
+            monkeypatch.delenv("TFLUX_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("TFLUX_THREADS", threads)
+        report = tflux.verify(log_dir)
+        problems = [(p.kind, Path(p.path).name, p.offset) for p in report.problems]
+        with Log.open(log_dir, readonly=True) as log:
+            cut = (log.recovery.cut_offset, log.recovery.records_kept, log.last_index)
+        found[threads] = (problems, report.records, cut)
+    assert found["1"] == found[None]
+    problems, records, cut = found[None]
+    assert problems == [("torn_tail", last.name, DEEP_AT[DEEP_K])]
+    assert records == len(DEEP_SEALED) + DEEP_K
+    assert cut == (DEEP_AT[DEEP_K], DEEP_K, len(DEEP_SEALED) + DEEP_K - 1)
+    assert snapshot(log_dir) == before
