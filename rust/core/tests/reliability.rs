@@ -52,3 +52,46 @@ fn add_record_after_the_largest_id_is_a_replay_error_not_a_wrapped_id() {
         Err(_) => panic!("AddRecord after id 2^64-1 panicked (overflow)"),
     }
 }
+
+/// A restore (a batch) from a snapshot whose last id is 2^64 - 2: the next AddRecord gets id
+/// 2^64 - 1 and a RemoveRecord of that id removes it, exactly as the online apply (the
+/// model) does. The pending column once kept "one past the last id" in a u64, which
+/// overflowed for id 2^64 - 1: a panic in debug builds, and in release builds a column that
+/// found none of its records, so the removal failed as a ReplayError the online apply never
+/// raises.
+#[test]
+fn a_batch_adds_and_removes_the_largest_id_as_the_online_apply_does() {
+    let remove = DeltaRef::RemoveRecord {
+        name: b"",
+        id: u64::MAX,
+    };
+    let mut online = state_with_last_id(u64::MAX - 1);
+    assert_eq!(
+        online.apply_delta(Some(1), &ADD).unwrap(),
+        Applied::Added(u64::MAX)
+    );
+    assert_eq!(
+        online.apply_delta(Some(2), &remove).unwrap(),
+        Applied::Removed
+    );
+    let mut state = state_with_last_id(u64::MAX - 1);
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let mut batch = state.batch();
+        let added = batch.apply_delta(Some(1), &ADD);
+        let removed = batch.apply_delta(Some(2), &remove);
+        (
+            added.map_err(|e| e.to_string()),
+            removed.map_err(|e| e.to_string()),
+        )
+    }));
+    let (added, removed) = outcome.expect("the batch panicked (overflow)");
+    assert_eq!(added, Ok(Applied::Added(u64::MAX)));
+    assert_eq!(removed, Ok(Applied::Removed));
+    let ids = |s: &QueueState| {
+        let mut ids: Vec<u64> = s.queue(b"").unwrap().records().map(|r| r.id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    assert_eq!(ids(&state), ids(&online));
+    assert_eq!(ids(&state), vec![u64::MAX - 1]);
+}

@@ -54,8 +54,9 @@ const RESERVE_AT: usize = if cfg!(test) { 64 } else { 1 << 16 };
 #[derive(Debug, Default)]
 pub(super) struct Pending {
     base: u64,
-    /// One past the last id pushed.
-    end: u64,
+    /// Ids pushed (`base..base + ids`); not "one past the last id", which overflows when the
+    /// last id is 2^64 - 1 (a snapshot may carry any last id).
+    ids: u64,
     col: Vec<Slot>,
     starts: Vec<usize>,
     dead: usize,
@@ -70,7 +71,7 @@ impl Pending {
             self.base = id;
         }
         debug_assert!(
-            self.starts.is_empty() || id == self.end,
+            self.starts.is_empty() || id - self.base == self.ids,
             "ids are consecutive"
         );
         if (id - self.base) >> CHUNK_BITS == self.starts.len() as u64 {
@@ -84,7 +85,8 @@ impl Pending {
             key,
             data: Some(data),
         });
-        self.end = id + 1;
+        // Ids start at 1, so `base >= 1` and this cannot overflow.
+        self.ids = id - self.base + 1;
     }
 
     /// Makes room for one more slot. A column past [`RESERVE_AT`] slots reserves `room` at
@@ -105,15 +107,15 @@ impl Pending {
     /// present (never added, or removed).
     #[inline]
     fn take(&mut self, id: u64) -> Option<Lent> {
-        if id >= self.end {
+        let offset = id.checked_sub(self.base)?;
+        if offset >= self.ids {
             return None;
         }
-        let offset = id - self.base;
         let k = (offset >> CHUNK_BITS) as usize;
         let start = *self.starts.get(k)?;
         let stop = self.starts.get(k + 1).copied().unwrap_or(self.col.len());
         let first = (k as u64) << CHUNK_BITS;
-        let ids = (self.end - self.base - first).min(1 << CHUNK_BITS);
+        let ids = (self.ids - first).min(1 << CHUNK_BITS);
         let at = if (stop - start) as u64 == ids {
             start + (offset - first) as usize
         } else {
