@@ -45,9 +45,11 @@ const RESERVE_AT: usize = if cfg!(test) { 64 } else { 1 << 16 };
 /// order), which becomes the queue's record array in place when the batch settles, so the
 /// settle writes no fresh pages (it used to copy every survivor into a fresh array, and the
 /// kernel zeroing that array's pages was a fifth of a 64 B restore's applying thread). A
-/// removal marks its slot; once the removed slots outnumber the live ones (and
+/// removal marks its slot; once the removed slots pass half the live ones (and
 /// [`COMPACT_MIN`]) the column is compacted where it lies (ids stay in order), so it holds at
-/// most twice the live records, and compacting costs O(1) per removal. The ids
+/// most 1.5 slots (48 B) per live record, the bound of a restore's memory per queued record
+/// beyond its payload (compacting does not give written pages back, so the bound is on the
+/// slots ever written), and compacting costs O(1) per removal. The ids
 /// `[base + k 2^CHUNK_BITS, base + (k + 1) 2^CHUNK_BITS)` form chunk `k`; `starts[k]` is the
 /// position of its first slot: a chunk nothing was compacted out of holds every id of its
 /// range (found by subtraction), any other is searched (at most 2^CHUNK_BITS slots).
@@ -126,7 +128,8 @@ impl Pending {
         };
         let data = self.col.get_mut(at)?.data.take()?;
         self.dead += 1;
-        if self.dead >= COMPACT_MIN && self.dead > self.col.len() - self.dead {
+        // Removed slots at most half the live ones: 1.5 slots (48 B) per queued record.
+        if self.dead >= COMPACT_MIN && self.dead * 2 > self.col.len() - self.dead {
             self.compact();
         }
         Some(data)
@@ -374,6 +377,45 @@ mod tests {
                 prop_assert_eq!(&r.data[..], &r.id.to_le_bytes()[..]);
             }
         });
+    }
+
+    /// The pending column's written slots (its resident pages: compacting does not give them
+    /// back) stay within the 48 B per queued record that a restore may spend beyond the
+    /// payload (issue 11), for the benchmark's add, add, remove-the-front pattern (removed ids
+    /// the oldest) and for removals scattered over the column. The column used to be
+    /// compacted only once removed slots outnumbered live ones: two slots, 64 B, per record.
+    #[test]
+    fn the_pending_column_stays_within_48_bytes_per_queued_record() {
+        for scattered in [false, true] {
+            let mut pending = Pending::default();
+            // Live ids; the front is the oldest, a scattered removal takes one at a
+            // pseudo-random place.
+            let (mut next, mut live) = (1u64, std::collections::VecDeque::new());
+            let mut written = 0usize;
+            for step in 0..30_000u64 {
+                for _ in 0..2 {
+                    pending.push(next, 0, Lent::borrowed_or_copied(None, b"m"), 0);
+                    live.push_back(next);
+                    next += 1;
+                }
+                let id = if scattered {
+                    let at = step.wrapping_mul(2_654_435_761) % live.len() as u64;
+                    live.swap_remove_back(at as usize)
+                } else {
+                    live.pop_front()
+                }
+                .unwrap();
+                assert!(pending.take(id).is_some());
+                written = written.max(pending.col.len());
+                let bytes = written * std::mem::size_of::<Slot>();
+                assert!(
+                    bytes <= 48 * live.len() + COMPACT_MIN * std::mem::size_of::<Slot>(),
+                    "{} B for {} queued records (scattered: {scattered})",
+                    bytes,
+                    live.len()
+                );
+            }
+        }
     }
 
     /// The settled records are the pending column itself: no second array (whose fresh pages
