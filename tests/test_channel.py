@@ -382,6 +382,26 @@ def test_an_acker_line_cut_short_by_the_kill_is_dropped_only_at_the_end():
         acker_lines("start 3\nacked\nacked 10\n")
 
 
+def rest_of_output(p: subprocess.Popen) -> str:
+    """What an ended child printed after the lines already read with ``p.stdout.readline()``.
+
+    Not ``communicate()``: it reads the pipe's descriptor directly and so misses the lines
+    that ``readline`` had already pulled into the file object's buffer. A fast acker could
+    print several ``acked`` lines before the first ``readline``, and losing them made the
+    kill trials see a later cursor than any line they had read (1386 against 1211 + 7)."""
+    out = p.stdout.read()
+    p.stderr.read()
+    p.wait()
+    return out
+
+
+def test_rest_of_output_keeps_the_lines_readline_buffered():
+    p = run_py("print('one'); print('two'); print('three')")
+    p.wait()  # all three lines are in the pipe before the first readline
+    assert p.stdout.readline() == "one\n"
+    assert rest_of_output(p) == "two\nthree\n"
+
+
 def kill_trials(tmp_path: Path, trials: int) -> None:
     rng = random.Random(1234)
     sent = 0  # number of messages acknowledged by some send_many call (they are 0..sent-1)
@@ -393,7 +413,7 @@ def kill_trials(tmp_path: Path, trials: int) -> None:
         first = sender.stdout.readline()
         time.sleep(rng.uniform(0.0, 0.2))
         os.kill(sender.pid, signal.SIGKILL)
-        out, _ = sender.communicate()
+        out = rest_of_output(sender)
         assert first, "the sender never sent"
         for line in (first + out).splitlines():
             parts = line.split()
@@ -406,7 +426,7 @@ def kill_trials(tmp_path: Path, trials: int) -> None:
         started = acker.stdout.readline()
         time.sleep(rng.uniform(0.0, 0.15))
         os.kill(acker.pid, signal.SIGKILL)
-        out, _ = acker.communicate()
+        out = rest_of_output(acker)
         lines = acker_lines(started + out)
         if lines and lines[0][0] == "start":
             start = lines[0][1]
