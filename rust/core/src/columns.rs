@@ -796,7 +796,7 @@ pub fn read_deltas(
 /// the budget, CRCs where a read must check them) in spans of about equal size on rayon's
 /// pool, and each span's records are decoded as they are walked, straight from the segment's
 /// bytes (no copy first, no second pass over them) into the span's own columns, column at a
-/// time ([`Columns`]); the spans are appended to the first, which was sized for all of them.
+/// time (`Columns`); the spans are appended to the first, which was sized for all of them.
 pub fn read_deltas_with(
     log: &mut Log,
     start: i64,
