@@ -322,3 +322,105 @@ proptest! {
         run(vec![Op::Create(1, array), Op::Add(1, 1, 1)], body, snapshot)?;
     }
 }
+
+/// A small deterministic generator (xorshift64*), so that the long test below is the same run
+/// every time without a proptest case that would take seconds to shrink.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The unit tests of `state::batch` run its thresholds at small `cfg(test)` values; this one
+/// runs the library as built for users (compaction after 4,096 removed slots, a column that
+/// reserves the batch's bound once past 65,536 slots): 200,000 deltas of one queue, removals
+/// both of the oldest record and of random ones, with a bound that is exact, too small and
+/// unknown, in heap and array queues. Every delta's outcome and the final state must be the online apply's.
+#[test]
+fn batch_replay_matches_online_apply_at_the_production_thresholds() {
+    const DELTAS: usize = 200_000;
+    for (array, room) in [(false, DELTAS), (true, 70_000), (false, 0)] {
+        {
+            let create = Delta::CreateQueue {
+                name: b"q".to_vec(),
+                implementation: if array { IMPL_ARRAY } else { IMPL_HEAP },
+                max_queue_size: -1,
+                max_message_size: -1,
+                key_range: array.then_some((0, 1023)),
+            }
+            .encode();
+            let mut online = QueueState::new();
+            let mut batched = QueueState::new();
+            online.apply(Some(0), &create).unwrap();
+            batched.apply(Some(0), &create).unwrap();
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ room as u64 ^ u64::from(array));
+            // Present ids, oldest first from `front` on; random removals swap within the tail.
+            let mut present: Vec<u64> = Vec::new();
+            let mut front = 0usize;
+            let mut removals = 0usize;
+            {
+                let mut batch = batched.batch();
+                batch.expect_adds(room);
+                for lsn in 1..=DELTAS as i64 {
+                    let roll = rng.below(10);
+                    let bytes = if roll < 7 || front == present.len() {
+                        Delta::AddRecord {
+                            name: b"q".to_vec(),
+                            key: rng.below(1024) as i64,
+                            message: vec![lsn as u8; rng.below(4)],
+                        }
+                        .encode()
+                    } else {
+                        let at = if roll < 9 {
+                            front
+                        } else {
+                            front + rng.below(present.len() - front)
+                        };
+                        present.swap(front, at);
+                        let id = present[front];
+                        front += 1;
+                        removals += 1;
+                        Delta::RemoveRecord {
+                            name: b"q".to_vec(),
+                            id,
+                        }
+                        .encode()
+                    };
+                    let a = online.apply(Some(lsn), &bytes).unwrap();
+                    let b = batch.apply(Some(lsn), &bytes).unwrap();
+                    assert_eq!(a, b, "delta {lsn} (array {array}, room {room})");
+                    if let Applied::Added(id) = a {
+                        present.push(id);
+                    }
+                }
+                // Did the run reach both thresholds? Past 65,536 live records (so the column
+                // passed 65,536 slots) and many times 4,096 removals.
+                assert!(present.len() - front > 1 << 16 && removals > 4 * 4096);
+                // An id that is gone must be refused the same way after all the compactions.
+                let gone = Delta::RemoveRecord {
+                    name: b"q".to_vec(),
+                    id: present[front / 2],
+                }
+                .encode();
+                let lsn = Some(DELTAS as i64 + 1);
+                let (a, b) = (online.apply(lsn, &gone), batch.apply(lsn, &gone));
+                assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                assert!(a.is_err());
+            }
+            assert_eq!(
+                observe(&mut online),
+                observe(&mut batched),
+                "array {array}, room {room}"
+            );
+        }
+    }
+}
