@@ -299,7 +299,7 @@ fn a_borrowed_record_outlives_compression_of_its_segment() {
 fn a_store_keeps_borrowed_records_through_snapshot_and_compaction() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path();
-    let settings = r#"{"LogFileSoftLimit": 4096, "LogPreallocateSegments": false, "SnapshotCreationSegmentsThreshold": 1000}"#;
+    let settings = r#"{"LogFileSoftLimit": 4096, "LogPreallocateSegments": false, "SnapshotCreationSegmentsThreshold": 1000, "DiskFullRatio": 1.0}"#;
     let messages: Vec<Vec<u8>> = (0..300).map(|i| message(i, 64)).collect();
     {
         let store = Store::open(base, Some(settings), false).unwrap();

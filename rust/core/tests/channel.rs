@@ -9,11 +9,18 @@ use tflux_core::channel::{Channel, ChannelOptions, Retention, SpaceProbe, Start,
 use tflux_core::storage::testing::{Fault, OpKind};
 use tflux_core::Error;
 
+/// Tiny segments, and no disk watermarks: the host's own disk usage (a CI machine at 86% or 96%)
+/// must not start collections or refuse sends; the tests of the watermarks inject a probe.
 fn small() -> ChannelOptions {
     ChannelOptions {
         soft_limit: 256,
         hard_limit: 512,
         preallocate: false,
+        watermarks: Watermarks {
+            high: None,
+            low: None,
+            clean: None,
+        },
         ..ChannelOptions::default()
     }
 }

@@ -22,9 +22,11 @@ use tflux_core::storage::testing::{Fault, FaultStorage, OpKind, EIO, ENOSPC};
 use tflux_core::store::{Store, StoreOptions};
 use tflux_core::{Log, LogOptions, SyncPolicy};
 
-/// Tiny segments: a roll-over every few records, automatic snapshots every two sealed ones.
+/// Tiny segments: a roll-over every few records, automatic snapshots every two sealed ones; the
+/// disk-full watermark at 1.0 so that the host's own disk usage never refuses a write here.
 const SETTINGS: &str = r#"{"LogFileSoftLimit": 200, "LogFileHardLimit": 200,
-    "LogPreallocateSegments": true, "SnapshotCreationSegmentsThreshold": 2}"#;
+    "LogPreallocateSegments": true, "SnapshotCreationSegmentsThreshold": 2,
+    "DiskFullRatio": 1.0}"#;
 
 /// Queue name -> the `(key, message)` records it holds.
 type Model = BTreeMap<String, BTreeSet<(i64, Vec<u8>)>>;

@@ -20,7 +20,7 @@ use tflux_core::store::{Store, StoreOptions};
 
 const NAMES: [&[u8]; 3] = [b"", b"a", b"b"];
 const HEADER: usize = tflux_core::format::segment::HEADER_LEN;
-const SETTINGS: &str = r#"{"SnapshotCreationSegmentsThreshold": 0}"#;
+const SETTINGS: &str = r#"{"SnapshotCreationSegmentsThreshold": 0, "DiskFullRatio": 1.0}"#;
 
 #[derive(Debug, Clone)]
 enum Op {

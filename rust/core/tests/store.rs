@@ -13,8 +13,10 @@ use tflux_core::state::QueueConfig;
 use tflux_core::storage::testing::{Fault, FaultStorage, OpKind, EIO, ENOSPC};
 use tflux_core::store::{Store, StoreOptions};
 
+/// Tiny segments; the disk-full watermark at 1.0 (the host's disk usage must not refuse writes).
 const SMALL: &str = r#"{"LogFileSoftLimit": 200, "LogFileHardLimit": 200,
-    "LogPreallocateSegments": true, "SnapshotCreationSegmentsThreshold": 0}"#;
+    "LogPreallocateSegments": true, "SnapshotCreationSegmentsThreshold": 0,
+    "DiskFullRatio": 1.0}"#;
 
 fn open(base: &Path, settings: &str) -> (Store, Arc<FaultStorage>) {
     let storage = FaultStorage::new(base).unwrap();
@@ -191,7 +193,7 @@ fn close_does_not_repeat_a_failure_the_caller_was_told_of() {
 
 #[test]
 fn close_reports_a_background_fsync_failure_nobody_was_told_of() {
-    let settings = r#"{"LogSyncPolicy": "interval", "LogSyncIntervalMs": 5}"#;
+    let settings = r#"{"LogSyncPolicy": "interval", "LogSyncIntervalMs": 5, "DiskFullRatio": 1.0}"#;
     let dir = tempfile::tempdir().unwrap();
     let (store, storage) = open(dir.path(), settings);
     let store = Arc::new(store);
@@ -212,8 +214,9 @@ fn close_reports_a_background_fsync_failure_nobody_was_told_of() {
 fn close_does_not_wait_out_a_long_sync_interval() {
     // The interval syncer sleeps between fsyncs; close must wake it, not join after the sleep.
     for interval in ["60000", "18446744073709551615"] {
-        let settings =
-            format!(r#"{{"LogSyncPolicy": "interval", "LogSyncIntervalMs": {interval}}}"#);
+        let settings = format!(
+            r#"{{"LogSyncPolicy": "interval", "LogSyncIntervalMs": {interval}, "DiskFullRatio": 1.0}}"#
+        );
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path(), Some(&settings), false).unwrap());
         store.start_background_sync();
@@ -234,7 +237,8 @@ fn close_does_not_wait_out_a_long_sync_interval() {
 #[test]
 fn dropping_the_last_handle_closes_a_store_with_a_sync_interval() {
     // The syncer must not keep the store alive: dropping the last handle releases the lock.
-    let settings = r#"{"LogSyncPolicy": "interval", "LogSyncIntervalMs": 60000}"#;
+    let settings =
+        r#"{"LogSyncPolicy": "interval", "LogSyncIntervalMs": 60000, "DiskFullRatio": 1.0}"#;
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(dir.path(), Some(settings), false).unwrap());
     store.start_background_sync();
