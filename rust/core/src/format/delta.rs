@@ -152,6 +152,31 @@ pub mod fields {
         data[at..at + 4].try_into().expect("4 bytes")
     }
 
+    /// Whether `a` and `b` (of equal lengths) hold the same bytes: words of 8 (or 4) bytes
+    /// compared, the last one overlapping the one before, no early exit. For the names of a
+    /// few bytes that queues have, cheaper than `memcmp` (a call) and than a byte loop (a
+    /// fifth of the instructions a restore spent per delta on the queue's 5-byte name).
+    #[inline]
+    pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+        debug_assert_eq!(a.len(), b.len());
+        let n = a.len().min(b.len());
+        let w8 = |s: &[u8], at: usize| u64::from_le_bytes(be8(s, at));
+        let w4 = |s: &[u8], at: usize| u32::from_le_bytes(be4(s, at));
+        if n >= 8 {
+            let mut differ = w8(a, n - 8) ^ w8(b, n - 8);
+            let mut at = 0;
+            while at + 8 < n {
+                differ |= w8(a, at) ^ w8(b, at);
+                at += 8;
+            }
+            differ == 0
+        } else if n >= 4 {
+            (w4(a, 0) ^ w4(b, 0)) | (w4(a, n - 4) ^ w4(b, n - 4)) == 0
+        } else {
+            a[..n].iter().zip(&b[..n]).fold(0, |d, (x, y)| d | (x ^ y)) == 0
+        }
+    }
+
     /// The kind code of `data` when it is a DeleteQueue, AddRecord or RemoveRecord of queue
     /// `name` that [`decode`](super::decode) accepts, `name` being a name it accepted before
     /// (so its bytes need no check again); `None` when that is not known here (`decode`
@@ -164,12 +189,7 @@ pub mod fields {
         if data.len() < body || data[1] as usize != name.len() {
             return None;
         }
-        // Every byte compared, no early exit: for names of a few bytes, cheaper than `memcmp`.
-        let differ = data[2..body]
-            .iter()
-            .zip(name)
-            .fold(0, |d, (a, b)| d | (a ^ b));
-        if differ != 0 {
+        if !same_bytes(&data[2..body], name) {
             return None;
         }
         let rest = data.len() - body;
@@ -399,6 +419,23 @@ pub fn display_name(name: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `fields::same_bytes` against `==`: every length up to 40 (the word, half-word and byte
+    /// paths, overlapping tails), equal slices and slices differing in any one bit.
+    #[test]
+    fn same_bytes_agrees_with_slice_equality() {
+        for n in 0..40usize {
+            let a: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
+            assert!(fields::same_bytes(&a, &a.clone()), "{n}");
+            for at in 0..n {
+                for bit in 0..8 {
+                    let mut b = a.clone();
+                    b[at] ^= 1 << bit;
+                    assert!(!fields::same_bytes(&a, &b), "{n} {at} {bit}");
+                }
+            }
+        }
+    }
 
     fn err(data: &[u8]) -> DeltaError {
         decode(data).unwrap_err()

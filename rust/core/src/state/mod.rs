@@ -21,9 +21,8 @@ use crate::error::{Error, Result};
 use crate::format::delta::{self, display_name, fields, DeltaRef};
 pub use crate::format::queue::{QueueConfig, IMPL_ARRAY, IMPL_HEAP};
 use crate::format::snapshot::{QueueData, Snapshot};
-use crate::payload::Lent;
 pub use crate::payload::Payload;
-use crate::segbytes::SegmentBytes;
+use crate::payload::{Lender, Lent};
 
 pub use batch::Batch;
 use batch::Pending;
@@ -509,12 +508,9 @@ impl QueueState {
         self.apply_delta_in(Mode::Online, lsn, delta)
     }
 
+    /// Decodes and applies one delta, the general way ([`Batch`] first tries
+    /// [`QueueState::apply_in_last_queue`]).
     fn apply_in(&mut self, mode: Mode<'_>, lsn: Option<i64>, data: &[u8]) -> Result<Applied> {
-        if let Mode::Batch(source, room) = mode {
-            if let Some(applied) = self.apply_in_last_queue(source, room, data) {
-                return Ok(applied);
-            }
-        }
         let delta = delta::decode(data).map_err(|e| {
             let cause = Error::Corruption {
                 path: format!(
@@ -534,11 +530,12 @@ impl QueueState {
     /// accepts it (`fields::code_in_queue`: a compare and a length check instead of the whole
     /// decode and a name look-up) and the rules of [`QueueState::apply_delta_in`] accept it
     /// too; `None`, with nothing changed, for any other delta, which then goes the general way
-    /// (same state, same error). Most deltas of a replay are these.
+    /// (same state, same error). Most deltas of a replay are these: inlined into the batch's
+    /// apply, so they skip the general function's frame.
     #[inline(always)]
     fn apply_in_last_queue(
         &mut self,
-        source: Option<&SegmentBytes>,
+        source: Option<&Lender>,
         room: usize,
         data: &[u8],
     ) -> Option<Applied> {
@@ -547,7 +544,7 @@ impl QueueState {
             2 => {
                 let key = fields::add_key(data);
                 q.config.check_stored_key(key).ok()?;
-                let message = Lent::borrowed_or_copied(source, fields::add_message(data));
+                let message = Lent::lent_or_copied(source, fields::add_message(data));
                 q.add_pending(key, message, room).map(Applied::Added)
             }
             3 => q
@@ -628,7 +625,7 @@ impl QueueState {
                 let added = match mode {
                     Mode::Online => q.add(key, message),
                     Mode::Batch(source, room) => {
-                        q.add_pending(key, Lent::borrowed_or_copied(source, message), room)
+                        q.add_pending(key, Lent::lent_or_copied(source, message), room)
                     }
                 };
                 added.map(Applied::Added).ok_or_else(|| {
@@ -668,7 +665,7 @@ enum Mode<'s> {
     /// copied. Only a [`Batch`] holding a count of those bytes passes them
     /// (`Batch::apply_in_source`). The number bounds the records the batch adds (0: unknown;
     /// [`Batch::expect_adds`]).
-    Batch(Option<&'s SegmentBytes>, usize),
+    Batch(Option<&'s Lender>, usize),
 }
 
 fn no_such_queue(name: &[u8]) -> Error {
