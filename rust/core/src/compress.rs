@@ -3,10 +3,12 @@
 //! bytes, rename it beside the original, fsync the directory, delete the original.
 //!
 //! A crash after any step leaves either the `.log` alone (plus at most a
-//! `temp/NNN.log.z.compressing` file, removed by the next writable open), or both files (the
+//! `temp/<log dir name>-NNN.log.z.compressing` file, removed by the next writable open of that
+//! log), or both files (the
 //! next writable open keeps the `.z`, which decodes, and deletes the `.log`), or the `.z`
 //! alone. No step loses an entry.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -59,6 +61,35 @@ pub fn parse_method(name: &str) -> Result<Method> {
 /// Suffix of the file a compression writes in `temp/` before renaming it into the log.
 pub const TEMP_SUFFIX: &str = ".compressing";
 
+/// Whose copies in `temp/` are log `dir`'s: `<log dir name>-`. Sibling logs share one `temp/`
+/// (bare logs in `/x/a` and `/x/b` both use `/x/temp`), and their first segments have the same
+/// name, so a copy's name says which log it belongs to: one log's compression or open never
+/// removes, overwrites or renames another's copy (which could put the other log's records in
+/// place of this one's segment).
+fn temp_owner(dir: &Path) -> OsString {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_os_string())
+        .or_else(|| {
+            std::fs::canonicalize(dir)
+                .ok()?
+                .file_name()
+                .map(|n| n.to_os_string())
+        })
+        .unwrap_or_else(|| OsString::from("log"));
+    let mut owner = name;
+    owner.push("-");
+    owner
+}
+
+/// `<log dir name>-NNN.log.z.compressing`: log `dir`'s copy of compressed file `name`.
+fn temp_name(dir: &Path, name: &str) -> OsString {
+    let mut out = temp_owner(dir);
+    out.push(name);
+    out.push(TEMP_SUFFIX);
+    out
+}
+
 /// How [`compress_segment`] runs.
 #[derive(Debug, Clone, Copy)]
 pub struct CompressOptions {
@@ -90,7 +121,7 @@ pub fn compress_segment(
     let file = compressed::encode(opts.method, seg.first_lsn(), seg.last_lsn(), &original);
     let name = compressed::file_name(seg.first_lsn());
     let temp_dir = fsutil::temp_dir_beside(fs, dir)?;
-    let temp = temp_dir.join(format!("{name}{TEMP_SUFFIX}"));
+    let temp = temp_dir.join(temp_name(dir, &name));
     match fs.remove_file(&temp) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             return Err(Error::io("remove leftover compressed copy", &temp, e))
@@ -155,8 +186,9 @@ fn write_and_check(
     Ok(out)
 }
 
-/// Removes the `temp/NNN.log.z.compressing` files a stopped compression left beside the log
-/// directory `dir` (the segment itself is intact). Returns how many.
+/// Removes the `temp/<log dir name>-NNN.log.z.compressing` files a stopped compression of the
+/// log `dir` left beside it (the segment itself is intact), and no other log's. Returns how
+/// many.
 pub fn remove_leftovers(fs: &dyn Storage, dir: &Path) -> Result<usize> {
     let temp = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.join(fsutil::TEMP_DIR),
@@ -165,12 +197,15 @@ pub fn remove_leftovers(fs: &dyn Storage, dir: &Path) -> Result<usize> {
     let Ok(entries) = std::fs::read_dir(&temp) else {
         return Ok(0);
     };
+    let owner = temp_owner(dir);
     let mut removed = 0;
     for entry in entries {
         let entry = entry.ctx("list temp directory", &temp)?;
         let name = entry.file_name();
         let leftover = name
-            .to_str()
+            .as_encoded_bytes()
+            .strip_prefix(owner.as_encoded_bytes())
+            .and_then(|rest| std::str::from_utf8(rest).ok())
             .and_then(|n| n.strip_suffix(TEMP_SUFFIX))
             .and_then(compressed::parse_file_name)
             .is_some();

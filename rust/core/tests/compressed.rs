@@ -435,3 +435,50 @@ fn a_compression_stopped_after_any_step_loses_nothing_and_leaves_no_orphan_after
         assert_eq!(all_entries(&mut log), entries, "{step:?}");
     }
 }
+
+/// Sibling logs share the parent's `temp/` and have segments of the same names: a log's open
+/// and its compressions must leave the other's copy in progress alone (an unprefixed copy name
+/// let a sibling's open remove it and a sibling's compression replace it, so that the first
+/// log could rename the other's records in place of its own segment).
+#[test]
+fn sibling_logs_never_touch_each_others_compressed_copies() {
+    use tflux_core::compress::CompressStep;
+    let base = tempfile::tempdir().unwrap();
+    let mut entries = Vec::new();
+    for name in ["a", "b"] {
+        let mut log = Log::open(base.path().join(name), opts(2048, 4096, true)).unwrap();
+        for i in 0..120 {
+            let data = format!("log {name}, entry {i}: {}", "xyz".repeat(20));
+            log.append(1, data.as_bytes()).unwrap();
+        }
+        entries.push(all_entries(&mut log));
+    }
+    let temp = base.path().join("temp");
+    // Log a stops with its copy of its second segment written in temp/ (what a kill leaves).
+    let mut a = Log::open(base.path().join("a"), opts(2048, 4096, true)).unwrap();
+    a.stop_compress_after(Some(CompressStep::Written));
+    let first = a.compressible()[1];
+    assert!(a.compress_one(first, Method::Zstd).is_err());
+    let left = names(&temp);
+    assert_eq!(left.len(), 1, "{left:?}");
+    let copy = std::fs::read(temp.join(&left[0])).unwrap();
+    drop(a);
+    // Log b opens (removing its own leftovers) and compresses the segment of the same name.
+    let mut b = Log::open(base.path().join("b"), opts(2048, 4096, true)).unwrap();
+    assert_eq!(b.compressible()[1], first);
+    b.compress(Method::Zstd).unwrap();
+    assert_eq!(all_entries(&mut b), entries[1]);
+    assert_eq!(names(&temp), left, "log b removed or replaced log a's copy");
+    assert_eq!(std::fs::read(temp.join(&left[0])).unwrap(), copy);
+    drop(b);
+    // Log a's own writable open removes its leftover; compressing again keeps its entries.
+    let mut a = Log::open(base.path().join("a"), opts(2048, 4096, true)).unwrap();
+    assert_eq!(names(&temp), Vec::<String>::new());
+    a.compress(Method::Zstd).unwrap();
+    assert_eq!(all_entries(&mut a), entries[0]);
+    drop(a);
+    for (name, expected) in ["a", "b"].iter().zip(&entries) {
+        let mut log = Log::open(base.path().join(name), opts(2048, 4096, true)).unwrap();
+        assert_eq!(&all_entries(&mut log), expected, "log {name}");
+    }
+}
