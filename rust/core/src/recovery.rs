@@ -77,6 +77,8 @@ pub struct ScanOptions {
     /// Whether segments are read (mapped, framed, checksummed) on every core; the findings
     /// are the same either way. Defaults to [`Parallelism::from_env`].
     pub parallelism: Parallelism,
+    /// What the scanned segments must serve after the walk.
+    pub keep: Keep,
 }
 
 impl Default for ScanOptions {
@@ -85,8 +87,22 @@ impl Default for ScanOptions {
             mode: RecoveryMode::TolerateTornTail,
             empty_entries: true,
             parallelism: Parallelism::from_env(),
+            keep: Keep::Reads,
         }
     }
+}
+
+/// What the segments of a [`LogScan`] must serve after the walk; the findings, counts and
+/// terms are the same either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Reads of their records (an open, repair, a replay): each sealed segment's index
+    /// remembers where every `SEALED_STRIDE`-th record starts.
+    Reads,
+    /// A report only (`verify`): a sealed segment's index counts its records without their
+    /// offsets ([`crate::segment::RecordIndex::counting`]), so reading one walks it from its
+    /// start. The last segment keeps its offsets: how it ends is classified from them.
+    Report,
 }
 
 /// How many cores a scan uses.
@@ -352,7 +368,8 @@ fn scan_segment_keeping(
 ) -> Result<(FileScan, Option<Finding>)> {
     let is_last = position == Position::Last;
     // Sealed segments are mapped; the last one is read (it is about to be written).
-    let mut scan = scan_file_keeping(path, false, !is_last, previous_term, true, active)?;
+    let offsets = is_last || options.keep == Keep::Reads;
+    let mut scan = scan_file_keeping(path, false, !is_last, previous_term, offsets, active)?;
     // A compressed segment was sealed when it was compressed: nothing in it is a torn tail.
     let is_last = is_last && scan.compressed.is_none() && scan.bad_compressed.is_none();
     let finding = match scan.header {

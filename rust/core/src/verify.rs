@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::recovery::SegmentInfo;
-use crate::recovery::{scan_dir, Finding, FindingKind, RecoveryMode, ScanOptions};
+use crate::recovery::{scan_dir, Finding, FindingKind, Keep, RecoveryMode, ScanOptions};
 
 /// A problem found by `verify`: one finding of the recovery scanner.
 pub type Problem = Finding;
@@ -46,6 +46,7 @@ pub fn verify(path: impl AsRef<Path>) -> Result<VerifyReport> {
         ScanOptions {
             mode: RecoveryMode::ReportOnly,
             empty_entries: true,
+            keep: Keep::Report,
             ..ScanOptions::default()
         },
     )
