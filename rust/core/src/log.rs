@@ -861,8 +861,9 @@ impl Log {
         self.visit(start, end, u64::MAX, None, true, f)
     }
 
-    /// Whether the replay right after open checks the records' CRCs a second time: no, for a
-    /// writable and a read-only log alike. Every record a log holds up to the replay was
+    /// Whether the replay right after open checks the records' CRCs (and padding) a second
+    /// time: no, for a writable and a read-only log alike; it checks only the framing it walks
+    /// by (`record::parse_framing`). Every record a log holds up to the replay was
     /// checked by the scan at open (`recovery::scan_dir`) on the file handle the segment then
     /// keeps (`Segment::from_file_scan` adopts the scan's file; later maps and positioned reads
     /// read that same inode), or was written by this process; and no tflux writer, in this

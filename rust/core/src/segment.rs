@@ -287,6 +287,40 @@ fn walk(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
 /// of segments on other threads does so afterwards ([`Segment::unreadable_at`]).
 pub fn walk_frames<const CRC: bool>(
     bytes: &[u8],
+    at: usize,
+    first_lsn: i64,
+    from: i64,
+    to: i64,
+    step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
+) -> std::result::Result<bool, (usize, String)> {
+    walk_frames_by(
+        record::parse_with::<CRC>,
+        bytes,
+        at,
+        first_lsn,
+        from,
+        to,
+        step,
+    )
+}
+
+/// [`walk_frames`] checking only the framing ([`record::parse_framing`]): for the replay right
+/// after open, over bytes the scan at open accepted whole.
+pub fn walk_framing(
+    bytes: &[u8],
+    at: usize,
+    first_lsn: i64,
+    from: i64,
+    to: i64,
+    step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
+) -> std::result::Result<bool, (usize, String)> {
+    walk_frames_by(record::parse_framing, bytes, at, first_lsn, from, to, step)
+}
+
+#[inline(always)]
+fn walk_frames_by<'b>(
+    parse: impl Fn(&'b [u8], usize) -> Frame<'b>,
+    bytes: &'b [u8],
     mut at: usize,
     first_lsn: i64,
     from: i64,
@@ -294,7 +328,7 @@ pub fn walk_frames<const CRC: bool>(
     mut step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
 ) -> std::result::Result<bool, (usize, String)> {
     for lsn in from..=to {
-        let reason = match record::parse_with::<CRC>(bytes, at) {
+        let reason = match parse(bytes, at) {
             Frame::Record { term, data, next } => match step(lsn, term, data, at) {
                 Ok(true) => {
                     at = next;
@@ -938,7 +972,7 @@ impl Segment {
     ///   decompressed segment, framing and removed records included, in anonymous memory,
     ///   outside the bound of the decompression cache).
     ///
-    /// Framing is checked; CRCs only with `check_crc` (the scan at open checked them all).
+    /// Framing is checked; CRCs and padding only with `check_crc` (the scan at open checked them all).
     pub fn replay_records(
         &mut self,
         from: i64,
@@ -961,7 +995,7 @@ impl Segment {
         let walked = if check_crc {
             self.walk::<true>(&bytes, 0, start as usize, from, to, step)
         } else {
-            self.walk::<false>(&bytes, 0, start as usize, from, to, step)
+            self.walk_framing(&bytes, 0, start as usize, from, to, step)
         };
         walked.map(drop)
     }
@@ -992,7 +1026,7 @@ impl Segment {
             let go_on = if check_crc {
                 self.walk::<true>(&buf[..n], start, 0, lsn, last, step)?
             } else {
-                self.walk::<false>(&buf[..n], start, 0, lsn, last, step)?
+                self.walk_framing(&buf[..n], start, 0, lsn, last, step)?
             };
             if !go_on {
                 break;
@@ -1015,6 +1049,21 @@ impl Segment {
         step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
     ) -> Result<bool> {
         walk_frames::<CRC>(bytes, at, self.first_lsn, from, to, step)
+            .map_err(|(at, reason)| self.unreadable_at(base + at as u64, reason))
+    }
+
+    /// [`Segment::walk`] checking only the framing ([`walk_framing`]): the replay right after
+    /// open, when it does not re-check what the scan checked (`Log::replay_rechecks_crc`).
+    fn walk_framing(
+        &self,
+        bytes: &[u8],
+        base: u64,
+        at: usize,
+        from: i64,
+        to: i64,
+        step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
+    ) -> Result<bool> {
+        walk_framing(bytes, at, self.first_lsn, from, to, step)
             .map_err(|(at, reason)| self.unreadable_at(base + at as u64, reason))
     }
 

@@ -183,7 +183,7 @@ pub mod fields {
     /// decides). The bulk decoder's path for the runs of deltas of one queue that make up most
     /// logs: a length compare and the lengths instead of the whole decode. The property test
     /// below holds the two together.
-    #[inline]
+    #[inline(always)]
     pub fn code_in_queue(data: &[u8], name: &[u8]) -> Option<u8> {
         let body = 2 + name.len();
         if data.len() < body || data[1] as usize != name.len() {

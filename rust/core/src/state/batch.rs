@@ -69,16 +69,15 @@ pub(super) struct Pending {
 impl Pending {
     /// Appends record `id` (the next id); `room` bounds the records the whole batch adds (0:
     /// unknown), see [`Pending::grow`].
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, id: u64, key: i64, data: Lent, room: usize) {
-        if self.starts.is_empty() {
+        // `id` is the column's `ids`-th (ids are consecutive); the first sets `base`.
+        let offset = self.ids;
+        if offset == 0 {
             self.base = id;
         }
-        debug_assert!(
-            self.starts.is_empty() || id - self.base == self.ids,
-            "ids are consecutive"
-        );
-        if (id - self.base) >> CHUNK_BITS == self.starts.len() as u64 {
+        debug_assert_eq!(id - self.base, offset, "ids are consecutive");
+        if offset & ((1 << CHUNK_BITS) - 1) == 0 {
             self.starts.push(self.col.len());
         }
         if self.col.len() == self.col.capacity() {
@@ -89,8 +88,8 @@ impl Pending {
             key,
             data: Some(data),
         });
-        // Ids start at 1, so `base >= 1` and this cannot overflow.
-        self.ids = id - self.base + 1;
+        // At most one id per value of u64, so this cannot overflow.
+        self.ids = offset + 1;
     }
 
     /// Makes room for one more slot. A column past [`RESERVE_AT`] slots reserves `room` at
@@ -199,7 +198,7 @@ impl Pending {
 impl Queue {
     /// [`Queue::add`] for a batch: appends to the pending column.
     /// `room` bounds the records the whole batch adds (0: unknown).
-    #[inline]
+    #[inline(always)]
     pub(super) fn add_pending(&mut self, key: i64, data: Lent, room: usize) -> Option<u64> {
         self.last_id = self.last_id.checked_add(1)?;
         let id = self.last_id;
