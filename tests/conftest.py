@@ -196,6 +196,37 @@ def copy_vector(log_dir: Path):
     return copy
 
 
+# The default disk watermarks (DiskFullRatio 0.95; a channel's clean 0.85, high 0.95) apply to the
+# tests' own stores and channels under the temp directory: on a host disk that full, writes are
+# refused or collections start by themselves, and many tests fail for a reason that is not theirs
+# (a run with the defaults lowered below the host's usage: 193 failures).
+WATERMARK_CLEAN = 0.85
+
+
+def host_disk_used_ratio(path: str) -> float:
+    """The used ratio tflux measures (``df``'s Use%: used / (used + available))."""
+    import os
+
+    st = os.statvfs(path)
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    usable = used + st.f_bavail * st.f_frsize
+    return used / usable if usable > 0 else 0.0
+
+
+def pytest_report_header(config):
+    import tempfile
+
+    where = tempfile.gettempdir()
+    ratio = host_disk_used_ratio(where)
+    if ratio >= WATERMARK_CLEAN:
+        return (
+            f"WARNING: the disk holding {where} is {ratio:.0%} full, at or above tflux's default "
+            f"disk watermarks ({WATERMARK_CLEAN:.0%} clean, 95% refuse): tests that write stores "
+            "or channels will fail or behave differently; free space first"
+        )
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip ``@pytest.mark.slow`` tests unless the run selects them (``-m slow``, as
     ``make reliability`` does) or ``TFLUX_SLOW=1`` is set: the default run stays short."""
