@@ -418,8 +418,9 @@ pub struct Segment {
 const SCRATCH_KEPT: usize = 64 << 10;
 
 /// Bytes of the active segment the replay after open reads at a time (whole records; a record
-/// longer than this is read alone).
-const REPLAY_WINDOW: u64 = 2 << 20;
+/// longer than this is read alone): the scan's window size, so that what one read copies is
+/// still in cache when the replay walks it (2 MiB before).
+const REPLAY_WINDOW: u64 = 256 << 10;
 
 impl Segment {
     /// Wraps an already scanned file (not sealed).

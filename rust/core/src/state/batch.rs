@@ -171,6 +171,16 @@ impl Pending {
     /// # Safety
     /// Every [`SegmentBytes`] a pending record borrows from must be alive (see [`Batch`]).
     unsafe fn into_records(self) -> Vec<Record> {
+        // SAFETY: the caller's promise.
+        unsafe { self.into_records_noting(&mut |_| {}) }
+    }
+
+    /// [`Pending::into_records`], handing each kept id (ascending) to `kept_id` on the way, so
+    /// that the settle builds the id bitmap in the same pass over the records.
+    ///
+    /// # Safety
+    /// As [`Pending::into_records`].
+    unsafe fn into_records_noting(self, kept_id: &mut impl FnMut(u64)) -> Vec<Record> {
         let mut col = std::mem::ManuallyDrop::new(self.col);
         let (ptr, len, cap) = (col.as_mut_ptr(), col.len(), col.capacity());
         let mut kept = 0;
@@ -181,6 +191,7 @@ impl Pending {
             unsafe {
                 let Slot { id, key, data } = std::ptr::read(ptr.add(at));
                 if let Some(data) = data {
+                    kept_id(id);
                     // SAFETY: the caller's promise: the source is alive.
                     let data = data.into_payload();
                     std::ptr::write(ptr.add(kept).cast::<Record>(), Record { id, key, data });
@@ -227,9 +238,20 @@ impl Queue {
         if self.pending.is_empty() {
             return;
         }
-        // SAFETY: the caller's promise.
-        let records = unsafe { std::mem::take(&mut self.pending).into_records() };
-        self.extend_ready(records);
+        let pending = std::mem::take(&mut self.pending);
+        // Pending ids are above every present id, so the bitmap is appended to in the pass
+        // that settles the records (no second pass over them).
+        if self.alive.max().is_none_or(|m| m < pending.base) {
+            let mut ids = AscendingIds::default();
+            // SAFETY: the caller's promise.
+            let records = unsafe { pending.into_records_noting(&mut |id| ids.push(id)) };
+            ids.append_to(&mut self.alive);
+            self.ready.extend(records);
+        } else {
+            // SAFETY: the caller's promise.
+            let records = unsafe { pending.into_records() };
+            self.extend_ready(records);
+        }
     }
 
     /// Adds records (ascending ids, all above every present id) to `ready` in one build.
@@ -257,42 +279,60 @@ const APPEND_RUN: u64 = if cfg!(test) { 1 << 17 } else { 1 << 23 };
 /// (`from_lsb0_bytes`): `RoaringTreemap::append` pushed id by id, about 100 instructions per
 /// restored record.
 fn append_ascending(set: &mut RoaringTreemap, ids: impl Iterator<Item = u64>) {
-    // The run's bits, from `start` (a multiple of 2^16, so whole roaring containers) on.
-    let (mut bits, mut start) = (Vec::<u8>::new(), 0u64);
-    let mut built: Vec<(u32, RoaringBitmap)> = Vec::new();
-    let flush = |bits: &mut Vec<u8>, start: u64, built: &mut Vec<(u32, RoaringBitmap)>| {
-        if bits.is_empty() {
+    let mut built = AscendingIds::default();
+    ids.for_each(|id| built.push(id));
+    built.append_to(set);
+}
+
+/// Strictly ascending ids collected for [`append_ascending`].
+#[derive(Default)]
+struct AscendingIds {
+    /// The current run's bits, from `start` (a multiple of 2^16: whole roaring containers).
+    bits: Vec<u8>,
+    start: u64,
+    built: Vec<(u32, RoaringBitmap)>,
+}
+
+impl AscendingIds {
+    #[inline]
+    fn push(&mut self, id: u64) {
+        // A run stays inside one 2^32 range (roaring's `high`) and spans at most APPEND_RUN.
+        if self.bits.is_empty() || (id ^ self.start) >> 32 != 0 || id - self.start >= APPEND_RUN {
+            self.flush();
+            self.start = id & !0xffff;
+        }
+        let at = (id - self.start) as usize;
+        if at >> 3 >= self.bits.len() {
+            self.bits.resize((at >> 3) + 1, 0);
+        }
+        self.bits[at >> 3] |= 1 << (at & 7);
+    }
+
+    fn flush(&mut self) {
+        if self.bits.is_empty() {
             return;
         }
-        let part = RoaringBitmap::from_lsb0_bytes(start as u32, bits);
-        bits.clear();
-        let high = (start >> 32) as u32;
-        match built.last_mut() {
+        let part = RoaringBitmap::from_lsb0_bytes(self.start as u32, &self.bits);
+        self.bits.clear();
+        let high = (self.start >> 32) as u32;
+        match self.built.last_mut() {
             Some((h, b)) if *h == high => *b |= part,
-            _ => built.push((high, part)),
+            _ => self.built.push((high, part)),
         }
-    };
-    for id in ids {
-        // A run stays inside one 2^32 range (roaring's `high`) and spans at most APPEND_RUN.
-        if bits.is_empty() || (id ^ start) >> 32 != 0 || id - start >= APPEND_RUN {
-            flush(&mut bits, start, &mut built);
-            start = id & !0xffff;
-        }
-        let at = (id - start) as usize;
-        if at >> 3 >= bits.len() {
-            bits.resize((at >> 3) + 1, 0);
-        }
-        bits[at >> 3] |= 1 << (at & 7);
     }
-    flush(&mut bits, start, &mut built);
-    if built.is_empty() {
-        return;
-    }
-    let add = RoaringTreemap::from_bitmaps(built);
-    if set.is_empty() {
-        *set = add;
-    } else {
-        *set |= add;
+
+    /// Adds the ids to `set` (every id in it below them).
+    fn append_to(mut self, set: &mut RoaringTreemap) {
+        self.flush();
+        if self.built.is_empty() {
+            return;
+        }
+        let add = RoaringTreemap::from_bitmaps(self.built);
+        if set.is_empty() {
+            *set = add;
+        } else {
+            *set |= add;
+        }
     }
 }
 
