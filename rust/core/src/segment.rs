@@ -305,7 +305,9 @@ pub fn walk_frames<const CRC: bool>(
 }
 
 /// [`walk_frames`] checking only the framing ([`record::parse_framing`]): for the replay right
-/// after open, over bytes the scan at open accepted whole.
+/// after open, over bytes the scan at open accepted whole. It asks for the bytes ahead as the
+/// scan does (`prefetch_ahead`): the scan read them long before, and at 1 KiB the wait for
+/// each record's header was most of the replay's walk.
 pub fn walk_framing(
     bytes: &[u8],
     at: usize,
@@ -314,7 +316,11 @@ pub fn walk_framing(
     to: i64,
     step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
 ) -> std::result::Result<bool, (usize, String)> {
-    walk_frames_by(record::parse_framing, bytes, at, first_lsn, from, to, step)
+    let parse = |b, at| {
+        prefetch_ahead(b, at);
+        record::parse_framing(b, at)
+    };
+    walk_frames_by(parse, bytes, at, first_lsn, from, to, step)
 }
 
 #[inline(always)]
