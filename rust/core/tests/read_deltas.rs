@@ -74,39 +74,107 @@ fn read(log: &mut Log, start: i64, end: i64, max_bytes: u64, raw: bool, p: Paral
     }
 }
 
-/// Every decoded row holds the delta stored at its LSN.
+/// Entry `i` of a nullable column: its value, or `None` where it is null (whose value, when
+/// the column has values, is zero).
+fn at<T: Copy + Default + PartialEq + std::fmt::Debug>(
+    c: &tflux_core::columns::Nullable<T>,
+    i: usize,
+) -> Option<T> {
+    assert!(c.values.is_empty() || c.values.len() == c.validity.len);
+    let value = c.values.get(i).copied();
+    if c.validity.is_valid(i) {
+        Some(value.expect("a present entry has a value"))
+    } else {
+        assert!(
+            value.is_none_or(|v| v == T::default()),
+            "null entry {i} is not zero"
+        );
+        None
+    }
+}
+
+/// Every decoded row holds the delta stored at its LSN, every column's validity says which
+/// fields its kind carries, and the bitmaps count their nulls right.
 fn check_against_written(c: &DeltaColumns, log: &mut Log) {
+    let n = c.len();
+    for bits in [&c.kind.validity, &c.queue.validity, &c.message.validity] {
+        assert_eq!(bits.len, n);
+    }
     for (i, &lsn) in c.lsn.iter().enumerate() {
-        let data = log.read(lsn, Some(0)).unwrap().remove(0).data;
+        assert_eq!(lsn, c.lsn[0] + i as i64);
+        let entry = log.read(lsn, Some(0)).unwrap().remove(0);
+        assert_eq!(c.term[i], entry.term);
+        let data = entry.data;
         let written = Delta::decode(&data).unwrap();
         let kind = &c.kind.data[c.kind.offsets[i] as usize..c.kind.offsets[i + 1] as usize];
         let message =
             &c.message.data[c.message.offsets[i] as usize..c.message.offsets[i + 1] as usize];
         let queue = &c.queue.data[c.queue.offsets[i] as usize..c.queue.offsets[i + 1] as usize];
+        assert!(c.kind.validity.is_valid(i) && c.queue.validity.is_valid(i));
         assert_eq!(queue, written.as_ref().name(), "queue at LSN {lsn}");
+        let (mut key, mut id, mut settings, mut range) = (None, None, None, None);
         match written {
             Delta::AddRecord {
-                key, message: m, ..
+                key: k, message: m, ..
             } => {
                 assert_eq!(kind, b"add_record");
-                assert_eq!((c.key.values[i], message), (key, &m[..]));
+                assert!(c.message.validity.is_valid(i));
+                assert_eq!(message, &m[..]);
+                key = Some(k);
             }
-            Delta::RemoveRecord { id, .. } => {
+            Delta::RemoveRecord { id: r, .. } => {
                 assert_eq!(kind, b"remove_record");
-                assert_eq!(c.record_id.values[i], id as i64);
+                id = Some(r as i64);
             }
-            Delta::CreateQueue { implementation, .. } => {
+            Delta::CreateQueue {
+                implementation,
+                max_queue_size,
+                max_message_size,
+                key_range,
+                ..
+            } => {
                 assert_eq!(kind, b"create_queue");
-                assert_eq!(c.implementation.values[i], implementation);
+                settings = Some((implementation, max_queue_size, max_message_size));
+                range = key_range;
             }
             Delta::DeleteQueue { .. } => assert_eq!(kind, b"delete_queue"),
         }
+        if key.is_none() {
+            assert!(!c.message.validity.is_valid(i) && message.is_empty());
+        }
+        assert_eq!(at(&c.key, i), key, "key at LSN {lsn}");
+        assert_eq!(at(&c.record_id, i), id, "record id at LSN {lsn}");
+        let got = at(&c.implementation, i).map(|v| {
+            let queue_size = at(&c.max_queue_size, i).unwrap();
+            (v, queue_size, at(&c.max_message_size, i).unwrap())
+        });
+        assert_eq!(got, settings, "settings at LSN {lsn}");
+        assert_eq!(
+            at(&c.key_min, i).zip(at(&c.key_max, i)),
+            range,
+            "key range at LSN {lsn}"
+        );
         if let Some(raw) = &c.raw {
+            assert!(raw.validity.is_valid(i));
             assert_eq!(
                 &raw.data[raw.offsets[i] as usize..raw.offsets[i + 1] as usize],
                 &data[..]
             );
         }
+    }
+    let columns = [
+        &c.key.validity,
+        &c.record_id.validity,
+        &c.implementation.validity,
+        &c.max_queue_size.validity,
+        &c.max_message_size.validity,
+        &c.key_min.validity,
+        &c.key_max.validity,
+        &c.message.validity,
+    ];
+    for bits in columns {
+        let nulls = (0..n).filter(|&i| !bits.is_valid(i)).count();
+        assert_eq!(bits.nulls, nulls);
     }
 }
 
