@@ -53,21 +53,8 @@ fn bytes<T>(v: &Vec<T>) -> usize {
     v.capacity() * std::mem::size_of::<T>()
 }
 
-/// `capacity` rounded up to a quarter step between powers of two (at most 25% more): the
-/// reads of a loop ask for sizes that differ a little from batch to batch (a span's share of
-/// an estimate), and a kept vector a few bytes short of the next request would never be
-/// taken again while each request made a new one, in fresh pages the kernel zeroes.
-fn rounded(capacity: usize) -> usize {
-    let high = usize::BITS - 1 - capacity.leading_zeros();
-    if high < 2 {
-        return capacity;
-    }
-    let step = 1usize << (high - 2);
-    capacity.div_ceil(step).saturating_mul(step)
-}
-
 /// An empty vector with room for `capacity` items: a kept one when one is big enough
-/// (the smallest such), else a new one (with room rounded up, `rounded`).
+/// (the smallest such), else a new one.
 pub fn take<T: Pooled>(capacity: usize) -> Vec<T> {
     if capacity * std::mem::size_of::<T>() >= SMALLEST {
         let mut shelf = T::shelf().lock().unwrap_or_else(|e| e.into_inner());
@@ -79,7 +66,6 @@ pub fn take<T: Pooled>(capacity: usize) -> Vec<T> {
             KEPT_NOW.fetch_sub(bytes(&v), Ordering::Relaxed);
             return v;
         }
-        return Vec::with_capacity(rounded(capacity));
     }
     Vec::with_capacity(capacity)
 }
@@ -102,17 +88,6 @@ pub fn give<T: Pooled>(mut v: Vec<T>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn requests_round_up_by_at_most_a_quarter() {
-        for c in (1..5000).chain([65_536, 65_537, 100_000, 3 << 20, (3 << 20) + 1]) {
-            let r = rounded(c);
-            assert!(r >= c && r <= c + c / 4, "{c} -> {r}");
-            // Nearby requests share a size.
-            assert_eq!(rounded(r), r);
-        }
-        assert_eq!(rounded(100_000), 100_000_usize.next_power_of_two() / 8 * 7);
-    }
 
     #[test]
     fn a_kept_vector_comes_back_empty_and_small_ones_are_not_kept() {
