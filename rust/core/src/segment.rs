@@ -999,12 +999,8 @@ impl Segment {
         let source = self.compressed.is_none().then_some(&bytes);
         let check_crc = check_crc && self.compressed.is_none();
         let step = |lsn, term, data: &[u8], _at| Ok(f(lsn, term, data, source));
-        let walked = if check_crc {
-            self.walk::<true>(&bytes, 0, start as usize, from, to, step)
-        } else {
-            self.walk_framing(&bytes, 0, start as usize, from, to, step)
-        };
-        walked.map(drop)
+        self.replay_walk(check_crc, &bytes, 0, start as usize, from, to, step)
+            .map(drop)
     }
 
     /// [`Segment::replay_records`] of the active segment (dense index): whole records read
@@ -1030,12 +1026,7 @@ impl Segment {
             }
             self.read_exact_into(&mut buf[..n], start)?;
             let step = |lsn, term, data: &[u8], _at| Ok(f(lsn, term, data, None));
-            let go_on = if check_crc {
-                self.walk::<true>(&buf[..n], start, 0, lsn, last, step)?
-            } else {
-                self.walk_framing(&buf[..n], start, 0, lsn, last, step)?
-            };
-            if !go_on {
+            if !self.replay_walk(check_crc, &buf[..n], start, 0, lsn, last, step)? {
                 break;
             }
             lsn = last + 1;
@@ -1059,10 +1050,13 @@ impl Segment {
             .map_err(|(at, reason)| self.unreadable_at(base + at as u64, reason))
     }
 
-    /// [`Segment::walk`] checking only the framing ([`walk_framing`]): the replay right after
-    /// open, when it does not re-check what the scan checked (`Log::replay_rechecks_crc`).
-    fn walk_framing(
+    /// The replay's walk: [`Segment::walk`] checking CRCs when `check_crc`, else only the
+    /// framing ([`walk_framing`]), the replay right after open, when it does not re-check what
+    /// the scan checked (`Log::replay_rechecks_crc`).
+    #[allow(clippy::too_many_arguments)]
+    fn replay_walk(
         &self,
+        check_crc: bool,
         bytes: &[u8],
         base: u64,
         at: usize,
@@ -1070,6 +1064,9 @@ impl Segment {
         to: i64,
         step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
     ) -> Result<bool> {
+        if check_crc {
+            return self.walk::<true>(bytes, base, at, from, to, step);
+        }
         walk_framing(bytes, at, self.first_lsn, from, to, step)
             .map_err(|(at, reason)| self.unreadable_at(base + at as u64, reason))
     }
