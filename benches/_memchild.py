@@ -8,17 +8,27 @@ BASE with ``log_sync_policy="never"`` and enqueues N records of PAYLOAD bytes in
 queue, 10,000 per call, from a pool made before the first reading. Prints one JSON object: the
 ``/proc/self/status`` fields (kB) before and after, the seconds the fill took and what the store
 holds. A fresh process per measurement, so the peak (``VmHWM``) is this fill's own.
+
+``VmHWM`` counts file-backed pages too, and a restore maps the whole log (borrowed payloads), so
+it cannot say what the restore's anonymous memory peaked at; the kernel keeps no high-water mark
+of ``RssAnon``. ``restore`` therefore also samples anonymous residence (``/proc/self/statm``:
+resident minus shared pages) every ``SAMPLE_SECONDS`` from a second thread while the open runs
+with the GIL released, and reports the largest sample (``anon_peak_kb``) and how many samples
+were taken: a lower bound of the true peak, missing only a rise and fall shorter than a period.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
+import threading
 import time
 from pathlib import Path
 
 FIELDS = ("VmHWM", "VmRSS", "RssAnon", "RssFile")
+SAMPLE_SECONDS = 0.0005
 
 
 def status() -> dict[str, int]:
@@ -30,6 +40,39 @@ def status() -> dict[str, int]:
     return out
 
 
+class AnonPeak:
+    """Samples anonymous resident memory (kB) on a thread until stopped; keeps the largest."""
+
+    def __init__(self) -> None:
+        self.page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+        self.fd = os.open("/proc/self/statm", os.O_RDONLY)
+        self.start_kb = self.read_kb()
+        self.peak_kb = self.start_kb
+        self.samples = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def read_kb(self) -> int:
+        # statm: size resident shared text lib data dt, in pages; shared = file-backed + shmem.
+        fields = os.pread(self.fd, 256, 0).split()
+        return (int(fields[1]) - int(fields[2])) * self.page_kb
+
+    def run(self) -> None:
+        while not self.done.wait(SAMPLE_SECONDS):
+            self.peak_kb = max(self.peak_kb, self.read_kb())
+            self.samples += 1
+
+    def __enter__(self) -> AnonPeak:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join()
+        self.peak_kb = max(self.peak_kb, self.read_kb())
+        os.close(self.fd)
+
+
 def main(argv: list[str]) -> int:
     import tflux  # before the first reading: the module is not part of the growth
 
@@ -39,9 +82,17 @@ def main(argv: list[str]) -> int:
         rng = random.Random(n)
         batch = [(rng.randrange(1024), rng.randbytes(payload)) for _ in range(min(n, 10_000))]
     before = status()
+    sampled: dict[str, int] = {}
     started = time.perf_counter()
     if mode == "restore":
-        store = tflux.open(base)
+        with AnonPeak() as peak:
+            store = tflux.open(base)
+        sampled = {
+            "anon_start_kb": peak.start_kb,
+            "anon_peak_kb": peak.peak_kb,
+            "anon_samples": peak.samples,
+            "anon_sample_seconds": SAMPLE_SECONDS,
+        }
     elif mode == "enqueue_many":
         store = tflux.open(base, log_sync_policy="never", snapshot_creation_segments_threshold=0)
         left = n
@@ -63,6 +114,7 @@ def main(argv: list[str]) -> int:
             "seconds": seconds,
             "replayed": replayed,
             "queues": infos,
+            **sampled,
         },
         sys.stdout,
     )

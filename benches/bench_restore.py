@@ -10,7 +10,8 @@ as ``bench_queue.py``: CreateQueue, then Add, Add, Remove(front), ...), side by 
 
 Group ``restore-scaling-64B`` restores 1M/4M/16M-delta logs (``TFLUX_BENCH_SCALING``) in a
 fresh child process per round (``_memchild.py``) and keeps time and ``/proc/self/status``
-memory (peak, anonymous, file-backed) in ``extra_info``.
+memory (peak, anonymous, file-backed) in ``extra_info``, with the anonymous peak sampled during
+the open (``_memchild.AnonPeak``).
 
 ``python benches/restore_report.py .benchmarks/restore.json`` renders these groups into
 docs/benchmarks.md.
@@ -187,6 +188,11 @@ def test_restore_scaling(benchmark, scaling_log: QueueLog) -> None:
         hwm_growth_bytes=(best["after"]["VmHWM"] - best["before"]["VmRSS"]) * kib,
         anon_growth_bytes=(best["after"]["RssAnon"] - best["before"]["RssAnon"]) * kib,
         file_after_bytes=best["after"]["RssFile"] * kib,
+        # Sampled while the open ran (``_memchild.AnonPeak``): a lower bound of the peak.
+        anon_peak_growth_bytes=(best["anon_peak_kb"] - best["anon_start_kb"]) * kib,
+        anon_samples=best["anon_samples"],
+        anon_sample_seconds=best["anon_sample_seconds"],
     )
+    assert best["anon_samples"] > 0, "the sampler never ran: does the open hold the GIL?"
     counts = best["queues"][scaling_log.queue]
     assert counts == [scaling_log.live, scaling_log.adds]

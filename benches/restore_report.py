@@ -92,6 +92,7 @@ def scaling_section(rows: list[Row]) -> list[str]:
         "vs smallest (ns/delta)",
         "Peak RSS growth per queued record",
         "Anonymous per queued record (after; borrowed payloads are file-backed)",
+        "Anonymous peak per queued record (sampled)",
         "File-backed resident after",
     ]
     body = []
@@ -108,10 +109,18 @@ def scaling_section(rows: list[Row]) -> list[str]:
                 f"{ns / ns0:.2f}x",
                 f"{r.info['hwm_growth_bytes'] / live:.1f} B",
                 f"{r.info['anon_growth_bytes'] / live:.1f} B",
+                anon_peak(r),
                 f"{r.info['file_after_bytes'] / 2**20:.0f} MiB",
             ]
         )
     return [f"### {SCALING}", "", *table(header, body), ""]
+
+
+def anon_peak(r: Row) -> str:
+    """The sampled anonymous peak per queued record; runs before the sampler show a dash."""
+    if "anon_peak_growth_bytes" not in r.info:
+        return "-"
+    return f"{r.info['anon_peak_growth_bytes'] / r.info['live']:.1f} B"
 
 
 def verdict(ok: bool | None) -> str:
@@ -185,16 +194,19 @@ def targets(rows: list[Row]) -> list[str]:
                 verdict(after <= 48),
             ]
         )
-        peak = big.info["hwm_growth_bytes"] / big.info["live"] - big.info["payload"]
-        out.append(
-            [
-                f"peak RSS (anonymous + file-backed) per queued record beyond the payload, "
-                f"{big.records:,} deltas",
-                "(anonymous peak <= 48 B)",
-                f"{peak:.1f} B",
-                "not separable",
-            ]
-        )
+        if "anon_peak_growth_bytes" in big.info:
+            # Payloads are borrowed (file-backed), so the anonymous peak is all beyond them.
+            peak = big.info["anon_peak_growth_bytes"] / big.info["live"]
+            out.append(
+                [
+                    f"peak anonymous memory per queued record beyond the payload, sampled every "
+                    f"{big.info['anon_sample_seconds'] * 1e3:g} ms during a restore of "
+                    f"{big.records:,} deltas",
+                    "<= 48 B",
+                    f"{peak:.1f} B",
+                    verdict(peak <= 48),
+                ]
+            )
     return [*table(["Target", "Goal", "Measured (medians)", ""], out), ""]
 
 
