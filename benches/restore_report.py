@@ -224,8 +224,8 @@ def render(data: dict, rows: list[Row], json_path: Path, more: list[Path]) -> st
         "the leading deltas, normalised per delta). `one core` rows ran with `TFLUX_THREADS=1`.",
         "Logs: CreateQueue, then Add, Add, Remove(front), ... (1,024 priorities); the scaling rows",
         "restore in a fresh child process (`benches/_memchild.py`) and read `/proc/self/status`;",
-        "the anonymous peak is sampled every 0.5 ms during the open from a second thread of the",
-        "child (`_memchild.AnonPeak`: a lower bound; it costs the restore about 2% of one core).",
+        "the anonymous peak is sampled every 1 ms during the open from a second thread of the",
+        "child (`_memchild.AnonPeak`: a lower bound; it takes 3-4% of one core from the restore).",
         "",
         "```sh",
         "python -m pytest benches/bench_restore.py --benchmark-enable "
