@@ -27,6 +27,7 @@ pub mod segbytes;
 pub mod segment;
 pub mod settings;
 pub mod state;
+pub mod steps;
 pub mod storage;
 pub mod store;
 pub mod verify;

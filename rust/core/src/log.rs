@@ -409,25 +409,36 @@ impl Log {
     /// The first half of [`Log::open`]: takes the writer lock (unless read-only) and scans every
     /// segment, writing nothing. The caller may check the scan before [`PendingOpen::open`].
     pub fn prepare(dir: impl AsRef<Path>, opts: LogOptions) -> Result<PendingOpen> {
-        Log::prepare_feeding(dir, opts, &mut |_| {})
+        Log::prepare_with(dir.as_ref(), opts, &mut |_| {}, false)
     }
 
     /// [`Log::prepare`] that hands `feed` each sealed segment as soon as the scan has accepted
     /// it for good ([`recovery::scan_dir_feeding`]), in LSN order, while the other segments
     /// are still being scanned: a restore applies one segment while the next ones are checked.
     /// What the scan finds, and the open after it, are exactly those of [`Log::prepare`].
+    ///
+    /// The pool's scan of each sealed segment also writes its replay steps
+    /// ([`crate::steps`], [`Segment::replay_steps`]) for `feed`.
     pub fn prepare_feeding(
         dir: impl AsRef<Path>,
         opts: LogOptions,
         feed: &mut dyn FnMut(&mut Segment),
     ) -> Result<PendingOpen> {
-        let dir = dir.as_ref();
+        Log::prepare_with(dir.as_ref(), opts, feed, true)
+    }
+
+    fn prepare_with(
+        dir: &Path,
+        opts: LogOptions,
+        feed: &mut dyn FnMut(&mut Segment),
+        steps: bool,
+    ) -> Result<PendingOpen> {
         if !opts.readonly {
-            return Log::prepare_scanned(dir, opts, feed);
+            return Log::prepare_scanned(dir, opts, feed, steps);
         }
         let before = segment_identities(dir);
-        let mut pending =
-            Log::prepare_scanned(dir, opts, feed).map_err(|e| stale_if_changed(e, dir, &before))?;
+        let mut pending = Log::prepare_scanned(dir, opts, feed, steps)
+            .map_err(|e| stale_if_changed(e, dir, &before))?;
         pending.before = Some(before);
         Ok(pending)
     }
@@ -436,6 +447,7 @@ impl Log {
         dir: &Path,
         opts: LogOptions,
         feed: &mut dyn FnMut(&mut Segment),
+        steps: bool,
     ) -> Result<PendingOpen> {
         opts.validate()?;
         let dir = dir.to_path_buf();
@@ -460,6 +472,7 @@ impl Log {
             ScanOptions {
                 mode: opts.recovery,
                 empty_entries: opts.empty_entries,
+                steps,
                 ..ScanOptions::default()
             },
             &opts.storage,

@@ -10,13 +10,14 @@
 //! [`crate::segment::scan_file`] stays the one place that reads a file's records.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
 use crate::format::record;
 use crate::format::segment::Header;
 use crate::fsutil::{self, EntryKind, SegmentFile};
 use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
+use crate::steps::{Step, Steps};
 use crate::storage::Storage;
 
 /// One segment file as the log holds it (or as a scan found it).
@@ -79,6 +80,10 @@ pub struct ScanOptions {
     pub parallelism: Parallelism,
     /// What the scanned segments must serve after the walk.
     pub keep: Keep,
+    /// Whether the pool's scan of each sealed segment also writes its replay steps
+    /// ([`crate::steps`]) for the restore it is fed to ([`scan_dir_feeding`]); only with
+    /// [`Parallelism::AllCores`]. The findings are the same either way.
+    pub steps: bool,
 }
 
 impl Default for ScanOptions {
@@ -88,6 +93,7 @@ impl Default for ScanOptions {
             empty_entries: true,
             parallelism: Parallelism::from_env(),
             keep: Keep::Reads,
+            steps: false,
         }
     }
 }
@@ -354,7 +360,14 @@ pub fn scan_segment(
     previous_term: i32,
     options: &ScanOptions,
 ) -> Result<(FileScan, Option<Finding>)> {
-    scan_segment_keeping(path, position, previous_term, options, ActiveBytes::Kept)
+    scan_segment_keeping(
+        path,
+        position,
+        previous_term,
+        options,
+        ActiveBytes::Kept,
+        None,
+    )
 }
 
 /// [`scan_segment`] choosing what the scan of the last segment keeps of its bytes: the walk of
@@ -365,11 +378,17 @@ fn scan_segment_keeping(
     previous_term: i32,
     options: &ScanOptions,
     active: ActiveBytes,
+    steps: Option<Vec<Step>>,
 ) -> Result<(FileScan, Option<Finding>)> {
     let is_last = position == Position::Last;
     // Sealed segments are mapped; the last one is read (it is about to be written).
     let offsets = is_last || options.keep == Keep::Reads;
-    let mut scan = scan_file_keeping(path, false, !is_last, previous_term, offsets, active)?;
+    let mut scan = match steps {
+        Some(buffer) if !is_last => {
+            crate::segment::scan_file_stepping(path, previous_term, offsets, buffer)?
+        }
+        _ => scan_file_keeping(path, false, !is_last, previous_term, offsets, active)?,
+    };
     // A compressed segment was sealed when it was compressed: nothing in it is a torn tail.
     let is_last = is_last && scan.compressed.is_none() && scan.bad_compressed.is_none();
     let finding = match scan.header {
@@ -505,6 +524,10 @@ struct ScanAhead<'a> {
     done: Vec<Option<Result<SegmentScan>>>,
     sender: std::sync::mpsc::Sender<(usize, Result<SegmentScan>)>,
     results: std::sync::mpsc::Receiver<(usize, Result<SegmentScan>)>,
+    /// Step buffers given back once their segment was applied, for the next scans
+    /// ([`ScanOptions::steps`]): a handful go round, so their pages are written again instead
+    /// of fresh ones being zeroed for every segment.
+    buffers: Arc<Mutex<Vec<Vec<Step>>>>,
 }
 
 type SegmentScan = (FileScan, Option<Finding>);
@@ -524,6 +547,15 @@ impl<'a> ScanAhead<'a> {
             done: entries.iter().map(|_| None).collect(),
             sender,
             results,
+            buffers: Arc::default(),
+        }
+    }
+
+    /// Gives a segment's step buffer back for the next scans.
+    fn give_back(&self, steps: Steps) {
+        let buffer = steps.into_buffer();
+        if let Ok(mut free) = self.buffers.lock() {
+            free.push(buffer);
         }
     }
 
@@ -547,9 +579,13 @@ impl<'a> ScanAhead<'a> {
             }
             let (path, position, options) = (entry.path.clone(), self.position(j), *self.options);
             let sender = self.sender.clone();
+            let buffers =
+                (options.steps && position == Position::Sealed).then(|| Arc::clone(&self.buffers));
             self.in_flight += 1;
             rayon::spawn(move || {
-                let scanned = scan_segment_keeping(&path, position, 0, &options, DROPPED);
+                let steps =
+                    buffers.map(|b| b.lock().ok().and_then(|mut f| f.pop()).unwrap_or_default());
+                let scanned = scan_segment_keeping(&path, position, 0, &options, DROPPED, steps);
                 // The receiver lives until every scan handed out has reported (Drop).
                 let _ = sender.send((j, scanned));
             });
@@ -568,6 +604,7 @@ impl<'a> ScanAhead<'a> {
                 previous_term,
                 self.options,
                 DROPPED,
+                None,
             );
         }
         self.submit_until(k + 1 + self.width);
@@ -582,7 +619,14 @@ impl<'a> ScanAhead<'a> {
                 Ok(done)
             }
             Some(Err(e)) => Err(e),
-            _ => scan_segment_keeping(path, self.position(k), previous_term, self.options, DROPPED),
+            _ => scan_segment_keeping(
+                path,
+                self.position(k),
+                previous_term,
+                self.options,
+                DROPPED,
+                None,
+            ),
         }
     }
 }
@@ -737,9 +781,14 @@ pub fn scan_dir_feeding(
                 let (file_scan, end) = match prescanned {
                     Some(done) => done,
                     // The `.z` of a twin did not decode: the `.log` is read instead.
-                    None if entry.twin.is_some() => {
-                        scan_segment_keeping(&path, position, previous_term, &options, DROPPED)?
-                    }
+                    None if entry.twin.is_some() => scan_segment_keeping(
+                        &path,
+                        position,
+                        previous_term,
+                        &options,
+                        DROPPED,
+                        None,
+                    )?,
                     None => ahead.scan(k, previous_term)?,
                 };
                 info.count = file_scan.count as u64;
@@ -790,8 +839,11 @@ pub fn scan_dir_feeding(
             if final_once_walked(options.mode, position, damaged) {
                 feed(seg);
             }
-            // The scan's map was kept for `feed` only (`Segment::from_file_scan`).
+            // The scan's map (and steps) were kept for `feed` only (`Segment::from_file_scan`).
             seg.unmap();
+            if let Some(steps) = seg.take_steps() {
+                ahead.give_back(steps);
+            }
         }
         expected = match &segment {
             Some(seg) if !damaged => Some(seg.last_lsn().saturating_add(1)),

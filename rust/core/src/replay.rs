@@ -11,6 +11,7 @@ use crate::log::Log;
 use crate::segbytes::SegmentBytes;
 use crate::segment::Segment;
 use crate::state::{Batch, QueueState};
+use crate::steps::Step;
 
 /// Applies every entry of `log` from `start` (default: the log's start) to its end to `state`,
 /// without copying entries, as one [`crate::state::Batch`] (the state is built once at the
@@ -86,6 +87,17 @@ impl<'s> Replayer<'s> {
         if self.failure.is_some() || from > to {
             return;
         }
+        if !Log::replay_rechecks_crc() {
+            if let Some((steps, bytes)) = seg.replay_steps(from, to) {
+                let bytes = bytes.clone();
+                self.steps(seg, from, steps, &bytes);
+                if self.failure.is_none() {
+                    self.next = to + 1;
+                }
+                seg.unmap();
+                return;
+            }
+        }
         let read = Log::replay_segment(seg, from, to, &mut |lsn, _term, data, source| {
             self.step(lsn, data, source)
         });
@@ -120,6 +132,33 @@ impl<'s> Replayer<'s> {
         match failure {
             Some(e) => Err(e),
             None => Ok(applied),
+        }
+    }
+
+    /// Applies the records `from..` of `seg` whose replay steps its scan made
+    /// ([`crate::steps`]), in `source` (the segment's map), in LSN order: a step of the queue
+    /// the record before named goes the short way ([`Batch::apply_step`]) once the record
+    /// before it was applied here; every other record, and one the short way does not take,
+    /// is applied from its bytes as [`Replayer::segment`]'s walk would apply it.
+    fn steps(&mut self, seg: &Segment, from: i64, steps: &[Step], source: &SegmentBytes) {
+        self.batch.lend_from(source);
+        // The record before the first was not applied here: the first goes the general way.
+        let mut after_applied = false;
+        for (lsn, step) in (from..).zip(steps) {
+            if after_applied && self.batch.apply_step(step, source).is_some() {
+                self.applied += 1;
+                continue;
+            }
+            let range = step.range();
+            let Some(data) = source.get(range.clone()) else {
+                let why = "a replay step points outside the segment".to_string();
+                self.failure = Some(seg.unreadable_at(range.start as u64, why));
+                return;
+            };
+            if !self.step(lsn, data, Some(source)) {
+                return;
+            }
+            after_applied = true;
         }
     }
 

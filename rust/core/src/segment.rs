@@ -16,6 +16,7 @@ use crate::format::segment as header;
 use crate::mmap::map_readonly;
 use crate::segbytes;
 pub use crate::segbytes::SegmentBytes;
+use crate::steps::{Step, StepWriter, Steps};
 use crate::storage::{Open, Rename, Storage, StorageFile};
 
 /// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
@@ -418,6 +419,9 @@ pub struct Segment {
     /// decompressed or compressed twin), or for a segment created after the open. Appends
     /// never raise it. [`crate::log::Log::read_rechecks_crc`] decides with it.
     checked_at_open: usize,
+    /// The replay steps its scan at open made (a sealed plain segment fed to a restore while
+    /// the next ones are scanned, [`crate::steps`]); taken back once it is applied.
+    steps: Option<Steps>,
 }
 
 /// The largest scratch buffer a segment keeps between reads.
@@ -454,6 +458,7 @@ impl Segment {
             random_reads: 0,
             scratch: Vec::new(),
             checked_at_open: 0,
+            steps: None,
         }
     }
 
@@ -1392,6 +1397,9 @@ pub struct FileScan {
     /// Offset just past the last good record.
     pub end: u64,
     pub stop: ScanStop,
+    /// The replay steps of a sealed segment's records, when the scan was asked for them
+    /// ([`scan_file_stepping`]).
+    pub steps: Option<Steps>,
 }
 
 impl FileScan {
@@ -1488,10 +1496,35 @@ pub fn scan_file_keeping(
         build_index,
         ActiveRead::CHUNK,
         active,
+        None,
     )
 }
 
-/// [`scan_file_keeping`] reading the active segment `chunk` bytes at a time (tests vary it).
+/// [`scan_file_keeping`] of a sealed segment (mapped) that also writes the replay steps of its
+/// records into `steps` (a buffer reused from segment to segment), for a restore that applies
+/// the segment right after its scan ([`crate::steps`]), when its records are long enough for
+/// steps to pay (`steps_pay`). Same findings, same index.
+pub fn scan_file_stepping(
+    path: &Path,
+    previous_term: i32,
+    build_index: bool,
+    steps: Vec<Step>,
+) -> Result<FileScan> {
+    scan_file_with(
+        path,
+        false,
+        true,
+        previous_term,
+        build_index,
+        ActiveRead::CHUNK,
+        ActiveBytes::Dropped,
+        Some(steps),
+    )
+}
+
+/// [`scan_file_keeping`] reading the active segment `chunk` bytes at a time (tests vary it),
+/// writing a sealed segment's replay steps into `steps` when given ([`scan_file_stepping`]).
+#[allow(clippy::too_many_arguments)]
 fn scan_file_with(
     path: &Path,
     writable: bool,
@@ -1500,6 +1533,7 @@ fn scan_file_with(
     build_index: bool,
     chunk: u64,
     active: ActiveBytes,
+    steps: Option<Vec<Step>>,
 ) -> Result<FileScan> {
     let file = OpenOptions::new()
         .read(true)
@@ -1523,6 +1557,7 @@ fn scan_file_with(
                 end: w.end,
                 stop: ScanStop::Clean,
                 file,
+                steps: None,
             });
         }
     }
@@ -1576,6 +1611,7 @@ fn scan_file_with(
         end: 0,
         stop: ScanStop::Clean,
         file,
+        steps: None,
     };
     if scan.header != header::Header::Valid {
         if let Some(read) = reading {
@@ -1595,10 +1631,27 @@ fn scan_file_with(
     let mut count = 0usize;
     let mut first_term = None;
     let (end, stop) = if build_index {
-        let visit = |offset, term, _: &[u8]| index.push(offset, term);
         match reading.as_mut() {
-            Some(read) => read.scan(&scan.file, previous_term, visit)?,
-            None => scan_records(&scan.bytes, previous_term, visit),
+            Some(read) => {
+                let visit = |offset, term, _: &[u8]| index.push(offset, term);
+                read.scan(&scan.file, previous_term, visit)?
+            }
+            None => match steps.filter(|_| steps_pay(&scan.bytes)) {
+                Some(buffer) => {
+                    let mut writer = StepWriter::new(buffer, scan.bytes.len() as u64);
+                    let visit = |offset: u64, term, data| {
+                        index.push(offset, term);
+                        writer.note(offset as usize + record::HEADER_LEN, data);
+                    };
+                    let walked = scan_records(&scan.bytes, previous_term, visit);
+                    scan.steps = Some(writer.finish());
+                    walked
+                }
+                None => {
+                    let visit = |offset, term, _: &[u8]| index.push(offset, term);
+                    scan_records(&scan.bytes, previous_term, visit)
+                }
+            },
         }
     } else {
         let mut last = None;
@@ -1628,6 +1681,16 @@ fn scan_file_with(
     scan.end = end;
     scan.stop = stop;
     Ok(scan)
+}
+
+/// Whether a sealed segment's records are long enough for replay steps to pay
+/// ([`crate::steps::MIN_AVERAGE`]), judged on its first [`crate::steps::PROBE`] records; a
+/// segment with fewer records (or whose first ones do not frame: the scan will say why) gets
+/// them.
+fn steps_pay(bytes: &[u8]) -> bool {
+    use crate::steps::{MIN_AVERAGE, PROBE};
+    walk(bytes, header::HEADER_LEN, PROBE)
+        .is_none_or(|end| (end - header::HEADER_LEN) / PROBE >= MIN_AVERAGE)
 }
 
 /// What [`scan_windowed`] found in an active segment whose records end cleanly.
@@ -1878,8 +1941,28 @@ impl Segment {
             seg.map = usize::try_from(size)
                 .ok()
                 .and_then(|size| scan.bytes.map_prefix(size));
+            seg.steps = scan.steps.filter(|s| s.len() == seg.index.len());
         }
         seg
+    }
+
+    /// Takes the replay steps its scan made, if any (see [`Segment::replay_steps`]).
+    pub fn take_steps(&mut self) -> Option<Steps> {
+        self.steps.take()
+    }
+
+    /// The replay steps of the records `from..=to` (LSNs inside this sealed segment) with the
+    /// bytes they point into (the scan's map, which the records may borrow from), when the
+    /// scan made steps for every record ([`crate::steps`]); `None` otherwise (the caller then
+    /// walks the records, [`Segment::replay_records`]).
+    pub fn replay_steps(&self, from: i64, to: i64) -> Option<(&[Step], &SegmentBytes)> {
+        let (map, steps) = (self.map.as_ref()?, self.steps.as_ref()?);
+        if !self.sealed || self.compressed.is_some() || from > to || from < self.first_lsn {
+            return None;
+        }
+        let start = usize::try_from(from - self.first_lsn).ok()?;
+        let end = usize::try_from(to - self.first_lsn).ok()?.checked_add(1)?;
+        Some((steps.get(start, end)?, map))
     }
 
     /// Turns a compressed segment back into a plain `NNN.log` (a cut reaches into it, or it is
@@ -1985,7 +2068,7 @@ mod tests {
         let path = dir.path().join("0000000000000000000.log");
         std::fs::write(&path, bytes).unwrap();
         let scan = |chunk, active| {
-            scan_file_with(&path, false, false, 0, build_index, chunk, active).unwrap()
+            scan_file_with(&path, false, false, 0, build_index, chunk, active, None).unwrap()
         };
         let whole = scan(u64::MAX, ActiveBytes::Kept);
         let chunked = scan(chunk, ActiveBytes::Kept);

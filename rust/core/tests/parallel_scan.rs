@@ -109,13 +109,17 @@ proptest! {
             RecoveryMode::Repair,
             RecoveryMode::ReportOnly,
         ] {
-            let scan = |parallelism, keep| {
-                let options = ScanOptions { mode, empty_entries, parallelism, keep };
+            let scan_with = |parallelism, keep, steps| {
+                let options = ScanOptions { mode, empty_entries, parallelism, keep, steps };
                 scan_dir(dir.path(), options, &tflux_core::storage::real()).map(|s| seen(&s))
             };
+            let scan = |parallelism, keep| scan_with(parallelism, keep, false);
             let one = scan(Parallelism::OneCore, Keep::Reads).map_err(|e| e.to_string());
             let all = scan(Parallelism::AllCores, Keep::Reads).map_err(|e| e.to_string());
             prop_assert_eq!(&one, &all);
+            // A scan that also writes replay steps (a restore's) finds the same.
+            let stepping = scan_with(Parallelism::AllCores, Keep::Reads, true);
+            prop_assert_eq!(&one, &stepping.map_err(|e| e.to_string()));
             // A scan for a report (verify's) finds, counts and ends the same.
             for parallelism in [Parallelism::OneCore, Parallelism::AllCores] {
                 let report = scan(parallelism, Keep::Report).map_err(|e| e.to_string());

@@ -4,9 +4,10 @@
 //! here, over random logs with runs of one queue, queues created and deleted in the middle of
 //! runs, refused and undecodable deltas, and a replay starting at any LSN (as after a
 //! snapshot); and over a log large enough for a pending column to take its reservation and be
-//! compacted many times. `overlapped_restore.rs` compares the two restores with each other;
-//! this file holds both to the online apply. (Written for session 11's replay steps, which
-//! were not landed: docs/benchmarks.md.)
+//! compacted many times. The fed segments are applied from the replay steps their scan made
+//! (`tflux_core::steps`: AddRecord and RemoveRecord deltas of the queue the delta before
+//! named, coded on the pool). `overlapped_restore.rs` compares the two restores with each
+//! other; this file holds both to the online apply.
 
 mod common;
 
@@ -162,8 +163,9 @@ fn model(deltas: &[Vec<u8>], start: i64) -> (String, Result<u64, String>) {
     (format!("{:?}", state.to_snapshot(0, 0)), outcome)
 }
 
-/// The restore's replay on every core: segments fed while the log is scanned, the rest after
-/// the open. Returns what [`model`] returns, and how many segments were fed.
+/// The restore's replay on every core: segments fed while the log is scanned (from their
+/// replay steps), the rest after the open. Returns what [`model`] returns, and how many
+/// segments were fed with steps for all their records.
 fn restore(
     dir: &Path,
     deltas: &[Vec<u8>],
@@ -180,7 +182,9 @@ fn restore(
         replayer.expect_adds(tflux_core::replay::adds_bound_of_dir(dir));
         let pending =
             Log::prepare_feeding(dir, readonly(opts(segment, 1 << 30, false)), &mut |s| {
-                fed += 1;
+                if s.replay_steps(s.first_lsn(), s.last_lsn()).is_some() {
+                    fed += 1;
+                }
                 replayer.segment(s)
             })
             .unwrap();
@@ -227,7 +231,8 @@ proptest! {
 }
 
 /// A restore on every core large enough for its pending column to take its reservation and be
-/// compacted many times ends as the online apply does: a run of one queue with removals of
+/// compacted many times, its sealed segments applied from their steps, ends as the online
+/// apply does: a run of one queue with removals of
 /// scattered present ids, then a removal of an absent id that stops it at its LSN.
 #[test]
 fn a_large_restore_on_every_core_equals_the_online_apply() {
@@ -241,9 +246,21 @@ fn a_large_restore_on_every_core_equals_the_online_apply() {
         key_range: None,
     }
     .encode()];
+    // Messages long enough for the sealed segments to get replay steps (`steps::MIN_AVERAGE`):
+    // 66k adds fill the column past its reservation, then adds and scattered removals
+    // alternate, compacting it.
     let (mut next, mut present) = (1u64, Vec::new());
-    for i in 0..240_000u64 {
-        if i % 3 == 2 {
+    for i in 0..66_000u64 {
+        deltas.push(add(
+            name,
+            (i % 8) as i64,
+            vec![i as u8; 600 + (i % 70) as usize],
+        ));
+        present.push(next);
+        next += 1;
+    }
+    for i in 0..72_000u64 {
+        if i % 2 == 1 {
             let at = i.wrapping_mul(2_654_435_761) as usize % present.len();
             let id = present.swap_remove(at);
             deltas.push(
@@ -254,7 +271,7 @@ fn a_large_restore_on_every_core_equals_the_online_apply() {
                 .encode(),
             );
         } else {
-            deltas.push(add(name, (i % 8) as i64, vec![i as u8; (i % 70) as usize]));
+            deltas.push(add(name, (i % 8) as i64, vec![i as u8; 1100]));
             present.push(next);
             next += 1;
         }
@@ -275,7 +292,10 @@ fn a_large_restore_on_every_core_equals_the_online_apply() {
         "the removal of an absent id stops the replay"
     );
     let (state, got, fed) = restore(dir.path(), &deltas, FIRST, segment);
-    assert!(fed >= 3, "{fed} segments fed during the scan");
+    assert!(
+        fed >= 3,
+        "{fed} segments fed with their steps during the scan"
+    );
     assert_eq!(got, want);
     assert!(state == want_state, "the states differ");
 }

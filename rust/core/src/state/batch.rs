@@ -411,6 +411,27 @@ impl Batch<'_> {
         Batch::apply_in_general(self.state, Mode::Batch(lender, self.room), lsn, data)
     }
 
+    /// Lends the messages of the records applied next from `source` (a sealed segment's
+    /// bytes), taking the batch's count of it when it is new; see [`Batch::apply_step`].
+    #[inline]
+    pub fn lend_from(&mut self, source: &SegmentBytes) {
+        if !self.sources.last().is_some_and(|held| held.same_as(source)) {
+            self.hold(source);
+        }
+    }
+
+    /// Applies a replay step ([`crate::steps`]) of the source last given to
+    /// [`Batch::lend_from`] (`bytes` are that source's bytes) by the short way, when the
+    /// delta applied just before (successfully, in this batch) was the record before the
+    /// step's. `None`, with nothing changed, when the short way does not take it: the caller
+    /// then applies the record's bytes with [`Batch::apply_in_source`] (same rules, same
+    /// errors, same state).
+    #[inline(always)]
+    pub fn apply_step(&mut self, step: &crate::steps::Step, bytes: &[u8]) -> Option<Applied> {
+        self.state
+            .apply_step_in_last_queue(self.lender.as_ref(), self.room, step, bytes)
+    }
+
     /// Any delta [`QueueState::apply_in_last_queue`] left.
     #[inline(never)]
     fn apply_in_general(

@@ -204,6 +204,28 @@ impl Queue {
         Some(id)
     }
 
+    /// A batch's AddRecord of this queue, when the rules of [`QueueState::apply_delta_in`]
+    /// accept it (the short path of [`QueueState::apply_in_last_queue`]); `None`, with
+    /// nothing changed, for the general way to refuse it.
+    #[inline(always)]
+    fn add_short(
+        &mut self,
+        source: Option<&Lender>,
+        room: usize,
+        key: i64,
+        message: &[u8],
+    ) -> Option<Applied> {
+        self.config.check_stored_key(key).ok()?;
+        let message = Lent::lent_or_copied(source, message);
+        self.add_pending(key, message, room).map(Applied::Added)
+    }
+
+    /// A batch's RemoveRecord of this queue, as [`Queue::add_short`].
+    #[inline(always)]
+    fn remove_short(&mut self, id: u64) -> Option<Applied> {
+        self.remove_pending(id).ok().map(|()| Applied::Removed)
+    }
+
     fn not_present(&self, id: u64) -> String {
         format!(
             "record id {id} is not in queue {}",
@@ -541,16 +563,43 @@ impl QueueState {
     ) -> Option<Applied> {
         let q = self.queues.last_mut()?;
         match fields::code_in_queue(data, &q.name)? {
-            2 => {
-                let key = fields::add_key(data);
-                q.config.check_stored_key(key).ok()?;
-                let message = Lent::lent_or_copied(source, fields::add_message(data));
-                q.add_pending(key, message, room).map(Applied::Added)
+            2 => q.add_short(
+                source,
+                room,
+                fields::add_key(data),
+                fields::add_message(data),
+            ),
+            3 => q.remove_short(fields::remove_id(data)),
+            _ => None,
+        }
+    }
+
+    /// [`QueueState::apply_in_last_queue`] of a replay step ([`crate::steps`]): an AddRecord
+    /// or RemoveRecord of the queue the delta applied just before named (which is then the
+    /// last-found queue), already coded by the scan; `bytes` are the segment's bytes the step
+    /// points into. `None`, with nothing changed, for anything the short path does not take
+    /// (the caller applies the record's bytes the general way).
+    #[inline(always)]
+    fn apply_step_in_last_queue(
+        &mut self,
+        source: Option<&Lender>,
+        room: usize,
+        step: &crate::steps::Step,
+        bytes: &[u8],
+    ) -> Option<Applied> {
+        let q = self.queues.last_mut()?;
+        match step.kind() {
+            crate::steps::ADD => {
+                // The message is the rest of the delta after the name, the key and its length.
+                let range = step.range();
+                let message = bytes.get(range.start + 2 + q.name.len() + 12..range.end)?;
+                debug_assert_eq!(
+                    fields::code_in_queue(&bytes[range.clone()], &q.name),
+                    Some(2)
+                );
+                q.add_short(source, room, step.word() as i64, message)
             }
-            3 => q
-                .remove_pending(fields::remove_id(data))
-                .ok()
-                .map(|()| Applied::Removed),
+            crate::steps::REMOVE => q.remove_short(step.word()),
             _ => None,
         }
     }

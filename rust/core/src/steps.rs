@@ -1,0 +1,166 @@
+//! Replay steps: what the scan at open already knows of each record of a sealed segment, kept
+//! for the restore that applies the segment next (`Replayer::segment`), so that the applying
+//! thread neither walks the segment's framing again nor decodes the deltas that make up most
+//! logs (AddRecord and RemoveRecord of the queue the delta before named).
+//!
+//! The scan runs on the pool with the record's bytes in cache; writing a step there costs a few
+//! instructions, and the applying thread (one core, the restore's critical path) reads 16
+//! bytes per record instead of framing and decoding it. Steps decide nothing: a step names a
+//! record that [`fields::code_in_queue`] accepts against the name of the record before it, and
+//! the applying thread uses it only when it applied that record before it (so the name is one
+//! `decode` accepted, and the queue it named is the state's last-found queue); it applies it
+//! through the same short path as a delta it decoded itself, and anything that path refuses
+//! goes the general way with the record's bytes (same state, same error at the same LSN).
+
+use crate::format::delta::fields;
+
+/// One record of a sealed segment: where its data lies in the segment's bytes, and for a step
+/// of the queue the record before named, its kind and its key or id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// AddRecord: the key (as bits); RemoveRecord: the id; else 0.
+    word: u64,
+    /// Offset of the record's data in the segment's bytes (a multiple of 4: records are
+    /// 4-byte aligned after an 8-byte header, and a record's header is 16 bytes), with the
+    /// kind in its low two bits: [`GENERAL`], [`ADD`] or [`REMOVE`].
+    at_kind: u32,
+    /// The record's data length.
+    len: u32,
+}
+
+/// A record the applying thread decodes itself.
+pub const GENERAL: u8 = 0;
+/// An AddRecord of the queue the record before named (`code_in_queue`'s code 2).
+pub const ADD: u8 = 2;
+/// A RemoveRecord of the queue the record before named (`code_in_queue`'s code 3).
+pub const REMOVE: u8 = 3;
+
+impl Step {
+    /// The step's kind: [`GENERAL`], [`ADD`] or [`REMOVE`].
+    #[inline(always)]
+    pub fn kind(&self) -> u8 {
+        (self.at_kind & 3) as u8
+    }
+
+    /// AddRecord: the key; RemoveRecord: the id (as bits).
+    #[inline(always)]
+    pub fn word(&self) -> u64 {
+        self.word
+    }
+
+    /// The record's data in the segment's bytes the step was made from.
+    #[inline(always)]
+    pub fn range(&self) -> std::ops::Range<usize> {
+        let at = (self.at_kind & !3) as usize;
+        at..at + self.len as usize
+    }
+}
+
+/// Records whose average length decides whether a segment gets steps
+/// ([`crate::segment::scan_file_stepping`]).
+pub const PROBE: usize = 64;
+
+/// The average record length (header, data and padding, over the segment's first [`PROBE`]
+/// records) from which a segment gets steps. Steps pay where records are large: at 1 KiB
+/// the applying thread no longer walks a cache line and a page-table entry per record of the
+/// map (restore 1.6x less CPU, 1.2-1.7x less wall in session 11's A/B); at 64 B the pool's
+/// cost of writing them (about 68 instructions and 16 bytes of fresh memory per record)
+/// outweighed what the applying thread saved (0.86-0.94x the CPU). The crossover between the
+/// two was not measured (docs/benchmarks.md, session 11).
+pub const MIN_AVERAGE: usize = 512;
+
+/// The steps of one sealed segment, in record order, as its scan makes them.
+#[derive(Debug, Default)]
+pub struct Steps {
+    list: Vec<Step>,
+    /// Whether every record the scan accepted has its step (false when an offset did not fit
+    /// a step: the segment is then replayed the general way).
+    whole: bool,
+}
+
+/// Builds the steps of a segment during its scan ([`crate::segment`]'s walk hands it every
+/// accepted record).
+pub struct StepWriter<'a> {
+    steps: Steps,
+    /// The queue name of the record before, when it has the shape of an AddRecord or a
+    /// RemoveRecord (its bytes; whether `decode` accepts it is for the applying thread).
+    previous: Option<&'a [u8]>,
+}
+
+impl<'a> StepWriter<'a> {
+    /// A writer filling `list` (emptied; its pages are reused: the buffers go round a pool),
+    /// for a segment of `len` bytes.
+    pub fn new(mut list: Vec<Step>, len: u64) -> StepWriter<'a> {
+        list.clear();
+        let whole = len <= u64::from(u32::MAX);
+        // At most one record per 16 bytes of file: address space, only written steps take
+        // pages.
+        if whole {
+            list.reserve((len / 16) as usize);
+        }
+        StepWriter {
+            steps: Steps { list, whole },
+            previous: None,
+        }
+    }
+
+    /// The record whose data `data` starts at offset `at` of the segment's bytes.
+    #[inline(always)]
+    pub fn note(&mut self, at: usize, data: &'a [u8]) {
+        if !self.steps.whole {
+            return;
+        }
+        let (kind, word) = match self.previous.and_then(|n| fields::code_in_queue(data, n)) {
+            Some(2) => (ADD, fields::add_key(data) as u64),
+            Some(3) => (REMOVE, fields::remove_id(data)),
+            _ => {
+                self.previous = shaped_name(data);
+                (GENERAL, 0)
+            }
+        };
+        debug_assert_eq!(at & 3, 0, "record data is 4-byte aligned");
+        self.steps.list.push(Step {
+            word,
+            at_kind: at as u32 | u32::from(kind),
+            len: data.len() as u32,
+        });
+    }
+
+    /// The steps, once every record was noted.
+    pub fn finish(self) -> Steps {
+        self.steps
+    }
+}
+
+/// The queue name of `data` when it has the shape of an AddRecord or a RemoveRecord.
+#[inline(always)]
+fn shaped_name(data: &[u8]) -> Option<&[u8]> {
+    use crate::format::delta::{ADD_RECORD, REMOVE_RECORD};
+    let (&kind, &len) = (data.first()?, data.get(1)?);
+    if kind != ADD_RECORD && kind != REMOVE_RECORD {
+        return None;
+    }
+    data.get(2..2 + len as usize)
+}
+
+impl Steps {
+    /// The steps of the records `from..to` (positions in the segment), when every record has
+    /// one.
+    pub fn get(&self, from: usize, to: usize) -> Option<&[Step]> {
+        self.whole.then(|| self.list.get(from..to)).flatten()
+    }
+
+    /// How many records have steps.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The buffer, for the next segment's steps.
+    pub fn into_buffer(self) -> Vec<Step> {
+        self.list
+    }
+}
