@@ -142,16 +142,23 @@ fn write_deltas(dir: &Path, deltas: &[Vec<u8>], segment: u64) {
     log.close().unwrap();
 }
 
+/// The state the deltas before `start` build online, as a restore finds it: read back from
+/// its snapshot (which queue a look-up found last is not kept, so a replay from `start` must
+/// not take the record before it as applied).
+fn restored_before(deltas: &[Vec<u8>], start: i64) -> QueueState {
+    let mut state = QueueState::new();
+    for (lsn, d) in (FIRST..start).zip(deltas) {
+        let _ = state.apply(Some(lsn), d);
+    }
+    QueueState::from_snapshot(&state.to_snapshot(start, 1)).unwrap()
+}
+
 /// The online apply from `start` over a state built online from the
 /// deltas before it: the state, and the count applied or the first error.
 fn model(deltas: &[Vec<u8>], start: i64) -> (String, Result<u64, String>) {
-    let mut state = QueueState::new();
+    let mut state = restored_before(deltas, start);
     let mut outcome = Ok(0);
-    for (lsn, d) in (FIRST..).zip(deltas) {
-        if lsn < start {
-            let _ = state.apply(Some(lsn), d);
-            continue;
-        }
+    for (lsn, d) in (FIRST..).zip(deltas).skip_while(|(lsn, _)| *lsn < start) {
         match state.apply(Some(lsn), d) {
             Ok(_) => outcome = outcome.map(|n| n + 1),
             Err(e) => {
@@ -172,10 +179,7 @@ fn restore(
     start: i64,
     segment: u64,
 ) -> (String, Result<u64, String>, usize) {
-    let mut state = QueueState::new();
-    for (lsn, d) in (FIRST..start).zip(deltas) {
-        let _ = state.apply(Some(lsn), d);
-    }
+    let mut state = restored_before(deltas, start);
     let mut fed = 0;
     let result = {
         let mut replayer = Replayer::new(&mut state, start);
