@@ -590,14 +590,9 @@ impl QueueState {
         let q = self.queues.last_mut()?;
         match step.kind() {
             crate::steps::ADD => {
-                // The message is the rest of the delta after the name, the key and its length.
-                let range = step.range();
-                let message = bytes.get(range.start + 2 + q.name.len() + 12..range.end)?;
-                debug_assert_eq!(
-                    fields::code_in_queue(&bytes[range.clone()], &q.name),
-                    Some(2)
-                );
-                q.add_short(source, room, step.word() as i64, message)
+                let data = bytes.get(step.range())?;
+                debug_assert_eq!(fields::code_in_queue(data, &q.name), Some(2));
+                q.add_short(source, room, step.word() as i64, fields::add_message(data))
             }
             crate::steps::REMOVE => q.remove_short(step.word()),
             _ => None,
