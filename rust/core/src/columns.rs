@@ -13,7 +13,6 @@ use crate::format::delta::{self, fields, DeltaRef};
 use crate::log::{Log, SpanReader, SpanStart, Split};
 use crate::pool;
 use crate::recovery::Parallelism;
-use crate::segbytes::SegmentBytes;
 
 /// A nullable fixed-width column.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -160,6 +159,25 @@ impl Binary {
         }
     }
 
+    /// Entry `i`'s value: `i` is past every entry written so far (those between are null).
+    /// Offsets are checked to fit int32 at the end (`Columns::finish`).
+    #[inline(always)]
+    fn put(&mut self, i: usize, value: &[u8]) {
+        if self.offsets.len() != i + 1 {
+            self.pad(i);
+        }
+        self.data.extend_from_slice(value);
+        self.offsets.push(self.data.len() as i32);
+    }
+
+    /// Null (empty) values up to `n` entries.
+    fn pad(&mut self, n: usize) {
+        let end = *self.offsets.last().expect("offsets start with 0");
+        if self.offsets.len() < n + 1 {
+            self.offsets.resize(n + 1, end);
+        }
+    }
+
     /// Appends the values of entries `range` (`None`: null), at most the `bytes` reserved.
     fn extend<'a>(&mut self, range: Range<usize>, value: impl Fn(usize) -> Option<&'a [u8]>) {
         for i in range {
@@ -178,13 +196,14 @@ pub const KIND_NAMES: [&str; 4] = [
     "remove_record",
 ];
 
-/// A nullable fixed-width column filled a round of entries at a time. Nothing is written
-/// while every entry so far is null: a column no entry fills (most of them, in a log of one
-/// delta kind) ends without values (see [`Nullable::values`]) and costs no loop.
+/// A nullable fixed-width column written an entry at a time, as the entries are decoded.
+/// Nothing is written while every entry so far is null: a column no entry fills (most of them,
+/// in a log of one delta kind) ends without values (see [`Nullable::values`]) and costs nothing
+/// per entry. The null entries before a value are written (zeros) when the value comes, those
+/// after the last value at the end ([`Fixed::pad`]).
 struct Fixed<T> {
-    values: Option<Vec<T>>,
-    /// Entries so far.
-    len: usize,
+    /// The values up to the last entry present (no capacity at all while there is none).
+    values: Vec<T>,
     /// Room to reserve when the first value appears.
     capacity: usize,
 }
@@ -192,86 +211,75 @@ struct Fixed<T> {
 impl<T: Copy + Default + pool::Pooled> Fixed<T> {
     fn new(capacity: usize) -> Fixed<T> {
         Fixed {
-            values: None,
-            len: 0,
+            values: Vec::new(),
             capacity,
         }
     }
 
-    /// Appends entries `range`, `valid` of them present: `value(i)` where `present(i)`, else
-    /// zero.
-    fn extend(
-        &mut self,
-        range: Range<usize>,
-        valid: usize,
-        present: impl Fn(usize) -> bool,
-        value: impl Fn(usize) -> T,
-    ) {
-        let n = range.len();
-        if self.values.is_none() {
-            if valid == 0 {
-                self.len += n;
-                return;
-            }
-            self.values = Some(zeroed(self.len, self.capacity.max(self.len + n)));
+    /// Whether some entry has a value.
+    fn has_values(&self) -> bool {
+        self.values.capacity() > 0
+    }
+
+    /// Entry `i`'s value: `i` is past every entry written so far (those between are null).
+    #[inline(always)]
+    fn put(&mut self, i: usize, value: T) {
+        if self.values.len() != i || self.values.len() == self.values.capacity() {
+            self.make_room(i);
         }
-        let values = self.values.as_mut().expect("set above");
-        if valid == n {
-            values.extend(range.map(value));
+        self.values.push(value);
+    }
+
+    /// [`Fixed::put`] of the first value, of a value after null entries, or past the room.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, i: usize) {
+        if self.has_values() {
+            self.values.resize(i, T::default());
+            self.values.reserve(1);
         } else {
-            values.extend(range.map(|i| if present(i) { value(i) } else { T::default() }));
+            self.values = zeroed(i, self.capacity.max(i + 1));
         }
-        self.len += n;
+    }
+
+    /// Zeros up to `n` entries (the null entries after the last value), when there are values.
+    fn pad(&mut self, n: usize) {
+        if self.has_values() {
+            self.values.resize(n, T::default());
+        }
     }
 
     /// Keeps the first `n` entries, `valid` of them present: a column none of them fills
     /// has no values, as if it had never had any.
     fn truncate(&mut self, n: usize, valid: usize) {
-        self.len = self.len.min(n);
         if valid == 0 {
-            if let Some(values) = self.values.take() {
-                pool::give(values);
-            }
-        } else if let Some(values) = &mut self.values {
-            values.truncate(n);
+            pool::give(std::mem::take(&mut self.values));
+        } else {
+            self.values.truncate(n);
         }
     }
 
-    /// The values, for `n` more entries that are all present (the caller pushes them).
-    fn dense(&mut self, n: usize) -> &mut Vec<T> {
-        let values = self
-            .values
-            .get_or_insert_with(|| zeroed(self.len, self.capacity.max(self.len + n)));
-        self.len += n;
-        values
-    }
-
-    /// Appends `other`'s entries (a column filled on another thread, for the entries after
-    /// these).
-    fn append(&mut self, other: Fixed<T>) {
-        match (&mut self.values, other.values) {
-            (_, None) => {
-                if let Some(values) = &mut self.values {
-                    values.resize(self.len + other.len, T::default());
-                }
-            }
-            (Some(values), Some(o)) => {
-                values.extend_from_slice(&o);
-                pool::give(o);
-            }
-            (None, Some(o)) => {
-                let mut values = zeroed(self.len, self.capacity.max(self.len + o.len()));
-                values.extend_from_slice(&o);
-                pool::give(o);
-                self.values = Some(values);
-            }
+    /// Appends `other`'s `more` entries (a column filled on another thread, for the entries
+    /// after these `n`).
+    fn append(&mut self, n: usize, mut other: Fixed<T>, more: usize) {
+        if !other.has_values() {
+            self.pad(n + more);
+            return;
         }
-        self.len += other.len;
+        other.pad(more);
+        if self.has_values() {
+            self.pad(n);
+        } else {
+            self.values = zeroed(n, self.capacity.max(n + more));
+        }
+        self.values.extend_from_slice(&other.values);
+        pool::give(other.values);
     }
 
-    fn finish(self, validity: Bitmap) -> Nullable<T> {
+    fn finish(mut self, n: usize, validity: Bitmap) -> Nullable<T> {
+        self.pad(n);
         Nullable {
-            values: self.values.unwrap_or_default(),
+            values: self.values,
             validity,
         }
     }
@@ -304,32 +312,28 @@ pub struct DeltaColumns {
     pub raw: Option<Binary>,
 }
 
-/// Entries per round of the column passes: the data of one round (about 90 B per entry at
-/// 64 B messages) stays in L2 while every column takes its values from it.
-const ROUND: usize = 4096;
-
-// Entry codes of the first pass: the kind's index into `KIND_NAMES` (`code & 3`), and a
-// CreateQueue with a key range apart (it fills `key_min`/`key_max`).
+// Entry codes: the kind's index into `KIND_NAMES` (`code & 3`), and a CreateQueue with a key
+// range apart (it fills `key_min`/`key_max`).
 const CREATE: u8 = 0;
 const ADD: u8 = 2;
 const REMOVE: u8 = 3;
 const CREATE_RANGED: u8 = 4;
 
-/// The column decoder. Each delta is decoded once as it arrives ([`Columns::check`], with
-/// [`delta::decode`], the one decoder), keeping a code per entry; then, a round of entries at
-/// a time, each column takes the round's values in its own tight loop ([`Columns::fill`]),
-/// straight into the vector that is handed to Python. Columns no entry fills are never
-/// written, validity bitmaps are built from the codes at the end (none when all are valid).
+/// The column decoder. Each delta is decoded once as it arrives ([`Columns::push`]: the
+/// lengths alone for a delta of the queue before it, [`fields::code_in_queue`], else
+/// [`delta::decode`], the one decoder), and its fields are written at once, while the record
+/// is in cache, straight into the vectors that are handed to Python, keeping a code per entry.
+/// Columns no entry fills are never written, validity bitmaps are built from the codes at the
+/// end (none when all are valid).
 struct Columns {
     first_lsn: i64,
     /// Per entry: CREATE, 1 (DeleteQueue), ADD, REMOVE or CREATE_RANGED.
     codes: Vec<u8>,
-    /// Entries of each code so far.
+    /// Entries of each code so far, but AddRecords (not counted one by one: [`Columns::counts`]).
     counts: [usize; 5],
-    /// Entries filled so far (the rest are checked, waiting for [`Columns::fill`]).
-    filled: usize,
     term: Vec<i32>,
     queue: Binary,
+    /// The messages up to the last AddRecord (the null entries after it: [`Binary::pad`]).
     message: Binary,
     key: Fixed<i64>,
     record_id: Fixed<i64>,
@@ -339,9 +343,9 @@ struct Columns {
     /// check the deltas of the same queue after it by their lengths alone
     /// ([`fields::code_in_queue`]). At first the default queue: the empty name, always valid.
     queue_seen: Vec<u8>,
-    /// Whether every entry checked so far is of one queue, `queue_first`: then `queue` is left
+    /// Whether every entry so far is of one queue, `queue_first`: then `queue` is left
     /// empty and made at the end by repeating the name ([`Binary::repeated`]), and only
-    /// filled entry by entry once another queue appears ([`Columns::queue_catch_up`]).
+    /// written entry by entry once another queue appears ([`Columns::queue_catch_up`]).
     one_queue: bool,
     /// The queue of the first entry.
     queue_first: Vec<u8>,
@@ -350,7 +354,7 @@ struct Columns {
 impl Columns {
     /// Room for about `n` entries carrying `bytes` of data.
     fn new(first_lsn: i64, n: usize, bytes: usize) -> Columns {
-        // Checked against int32 offsets as they fill (`finish`).
+        // Checked against int32 offsets at the end (`finish`).
         let binary = |bytes| {
             let mut offsets = pool::take(n + 1);
             offsets.push(0);
@@ -365,7 +369,6 @@ impl Columns {
             first_lsn,
             codes: Vec::with_capacity(n),
             counts: [0; 5],
-            filled: 0,
             term: pool::take(n),
             queue,
             message,
@@ -379,31 +382,62 @@ impl Columns {
         }
     }
 
-    /// Decodes the next entry (at `lsn`): undecodable data is a `CorruptionError` naming the
-    /// LSN, a record id past Int64 an `InvalidArgument`.
-    fn check(&mut self, lsn: i64, term: i32, data: &[u8]) -> Result<()> {
+    /// Decodes the next entry (at `lsn`) into the columns: undecodable data is a
+    /// `CorruptionError` naming the LSN, a record id past Int64 an `InvalidArgument` (and
+    /// the entry is not added).
+    #[inline(always)]
+    fn push(&mut self, lsn: i64, term: i32, data: &[u8]) -> Result<()> {
+        let i = self.codes.len();
         let code = match fields::code_in_queue(data, &self.queue_seen) {
             Some(code) => code,
             None => self.check_in_full(lsn, data)?,
         };
-        if code == REMOVE && i64::try_from(fields::remove_id(data)).is_err() {
-            let id = fields::remove_id(data);
-            return Err(Error::InvalidArgument(format!(
-                "record id {id} at LSN {lsn} exceeds Int64"
-            )));
+        if code == ADD {
+            self.key.put(i, fields::add_key(data));
+            self.message.put(i, fields::add_message(data));
+        } else {
+            self.put_other(lsn, i, code, data)?;
         }
-        if self.codes.is_empty() {
-            self.queue_first.clone_from(&self.queue_seen);
+        if !self.one_queue {
+            self.queue.put(i, fields::name(data));
         }
         self.codes.push(code);
         self.term.push(term);
+        Ok(())
+    }
+
+    /// [`Columns::push`] of the fields of entry `i`, of a kind other than AddRecord.
+    #[cold]
+    #[inline(never)]
+    fn put_other(&mut self, lsn: i64, i: usize, code: u8, data: &[u8]) -> Result<()> {
+        match code {
+            REMOVE => {
+                let id = fields::remove_id(data);
+                let id = i64::try_from(id).map_err(|_| {
+                    Error::InvalidArgument(format!("record id {id} at LSN {lsn} exceeds Int64"))
+                })?;
+                self.record_id.put(i, id);
+            }
+            CREATE | CREATE_RANGED => {
+                let settings = fields::create_settings(data);
+                for (column, value) in self.settings.iter_mut().zip(settings) {
+                    column.put(i, value);
+                }
+                if let Some((lo, hi)) = fields::create_range(data) {
+                    self.range[0].put(i, lo);
+                    self.range[1].put(i, hi);
+                }
+            }
+            _ => {}
+        }
         self.counts[code as usize] += 1;
         Ok(())
     }
 
-    /// [`Columns::check`] of a delta not of the queue seen last, or not of a common kind: the
+    /// [`Columns::push`] of a delta not of the queue seen last, or not of a common kind: the
     /// whole decode. Returns the entry's code.
     #[cold]
+    #[inline(never)]
     fn check_in_full(&mut self, lsn: i64, data: &[u8]) -> Result<u8> {
         let d = delta::decode(data).map_err(|e| {
             Error::corruption(
@@ -414,8 +448,11 @@ impl Columns {
         })?;
         self.queue_seen.clear();
         self.queue_seen.extend_from_slice(d.name());
-        // (The first entry sets `queue_first` after this.)
-        if !self.codes.is_empty() && self.queue_seen != self.queue_first {
+        if self.codes.is_empty() {
+            self.queue_first.clone_from(&self.queue_seen);
+        } else if self.one_queue && self.queue_seen != self.queue_first {
+            // From here on every entry writes its queue: the entries before it first.
+            self.queue_catch_up(self.codes.len());
             self.one_queue = false;
         }
         let code = match d {
@@ -425,57 +462,6 @@ impl Columns {
             _ => fields::kind_code(&d),
         };
         Ok(code)
-    }
-
-    /// Entries checked and not yet filled.
-    fn pending(&self) -> usize {
-        self.codes.len() - self.filled
-    }
-
-    /// Fills every column with the entries checked since the last call, `rec(k)` being the
-    /// data of the `k`-th of them (each accepted by [`Columns::check`], which the field
-    /// accessors rely on).
-    fn fill<'a>(&mut self, rec: impl Fn(usize) -> &'a [u8]) {
-        let range = self.filled..self.codes.len();
-        let base = self.filled;
-        let rec = |i: usize| rec(i - base);
-        if !self.one_queue {
-            self.queue_catch_up(base);
-            self.queue
-                .extend(range.clone(), |i| Some(fields::name(rec(i))));
-        }
-        let codes = &self.codes[..];
-        let mut n = [0usize; 5];
-        for &c in &codes[range.clone()] {
-            n[c as usize] += 1;
-        }
-        let (creates, ranged, adds, removes) = (n[0] + n[4], n[4], n[2], n[3]);
-        if adds == range.len() {
-            self.fill_adds(range.len(), |k| rec(base + k));
-            self.filled = self.codes.len();
-            return;
-        }
-        let is_create = |i: usize| codes[i] & 3 == CREATE;
-        let is_ranged = |i: usize| codes[i] == CREATE_RANGED;
-        let is_add = |i: usize| codes[i] == ADD;
-        let is_remove = |i: usize| codes[i] == REMOVE;
-        let r = || range.clone();
-        let key = |i| fields::add_key(rec(i));
-        self.key.extend(r(), adds, is_add, key);
-        let message = |i| is_add(i).then(|| fields::add_message(rec(i)));
-        self.message.extend(r(), message);
-        // Checked to fit Int64 by `check`.
-        let id = |i| fields::remove_id(rec(i)) as i64;
-        self.record_id.extend(r(), removes, is_remove, id);
-        for (k, column) in self.settings.iter_mut().enumerate() {
-            let value = |i| fields::create_settings(rec(i))[k];
-            column.extend(r(), creates, is_create, value);
-        }
-        for (k, column) in self.range.iter_mut().enumerate() {
-            let value = |i| fields::create_range(rec(i)).map_or(0, |(lo, hi)| [lo, hi][k]);
-            column.extend(r(), ranged, is_ranged, value);
-        }
-        self.filled = self.codes.len();
     }
 
     /// Writes the queue of the entries before `upto` that were left to the end while they
@@ -488,31 +474,15 @@ impl Columns {
         }
     }
 
-    /// [`Columns::fill`] of `n` entries that are all AddRecords (a round of most logs): the
-    /// key and message columns in one pass over the records, the others null (the queue is
-    /// the caller's).
-    fn fill_adds<'a>(&mut self, n: usize, rec: impl Fn(usize) -> &'a [u8]) {
-        let keys = self.key.dense(n);
-        let message = &mut self.message;
-        for k in 0..n {
-            let data = rec(k);
-            keys.push(fields::add_key(data));
-            message.data.extend_from_slice(fields::add_message(data));
-            message.offsets.push(message.data.len() as i32);
-        }
-        let never = |_| false;
-        self.record_id.extend(0..n, 0, never, |_| 0);
-        for column in &mut self.settings {
-            column.extend(0..n, 0, never, |_| 0);
-        }
-        for column in &mut self.range {
-            column.extend(0..n, 0, never, |_| 0);
-        }
+    /// Entries of each code.
+    fn counts(&self) -> [usize; 5] {
+        let mut c = self.counts;
+        c[ADD as usize] = self.codes.len() - c.iter().sum::<usize>();
+        c
     }
 
-    /// Keeps the first `n` entries (every entry filled), as if no other had been checked.
+    /// Keeps the first `n` entries, as if no other had been pushed.
     fn truncate(&mut self, n: usize) {
-        debug_assert_eq!(self.pending(), 0);
         if n >= self.codes.len() {
             return;
         }
@@ -521,12 +491,12 @@ impl Columns {
         for &code in &self.codes {
             self.counts[code as usize] += 1;
         }
-        self.filled = n;
+        self.counts[ADD as usize] = 0;
         self.term.truncate(n);
         // Nothing written while of one queue.
         self.queue.truncate(n);
         self.message.truncate(n);
-        let c = self.counts;
+        let c = self.counts();
         self.key.truncate(n, c[ADD as usize]);
         self.record_id.truncate(n, c[REMOVE as usize]);
         for column in &mut self.settings {
@@ -537,21 +507,22 @@ impl Columns {
         }
     }
 
-    /// Appends the entries of `other` (every entry of both filled), which follow these.
+    /// Appends the entries of `other`, which follow these.
     fn append(&mut self, mut other: Columns) -> Result<()> {
-        debug_assert!(self.pending() == 0 && other.pending() == 0);
+        let (n, more) = (self.codes.len(), other.codes.len());
         if !(self.one_queue && other.one_queue && self.queue_first == other.queue_first) {
-            self.queue_catch_up(self.codes.len());
-            other.queue_catch_up(other.codes.len());
+            self.queue_catch_up(n);
+            other.queue_catch_up(more);
             self.one_queue = false;
         }
         self.codes.extend_from_slice(&other.codes);
         for (count, more) in self.counts.iter_mut().zip(other.counts) {
             *count += more;
         }
-        self.filled = self.codes.len();
         self.term.extend_from_slice(&other.term);
         pool::give(other.term);
+        self.message.pad(n);
+        other.message.pad(more);
         for (column, more) in [
             (&mut self.queue, other.queue),
             (&mut self.message, other.message),
@@ -560,59 +531,34 @@ impl Columns {
             pool::give(more.offsets);
             pool::give(more.data);
         }
-        self.key.append(other.key);
-        self.record_id.append(other.record_id);
-        for (column, more) in self.settings.iter_mut().zip(other.settings) {
-            column.append(more);
+        self.key.append(n, other.key, more);
+        self.record_id.append(n, other.record_id, more);
+        for (column, other) in self.settings.iter_mut().zip(other.settings) {
+            column.append(n, other, more);
         }
-        for (column, more) in self.range.iter_mut().zip(other.range) {
-            column.append(more);
+        for (column, other) in self.range.iter_mut().zip(other.range) {
+            column.append(n, other, more);
         }
         Ok(())
     }
 
-    /// Checks and fills `records` (`(lsn, term, data)` in LSN order) in rounds of [`ROUND`],
-    /// appending each one's data to `raw` when given.
-    fn decode<'a>(
-        &mut self,
-        mut raw: Option<&mut Binary>,
-        records: impl Iterator<Item = Result<(i64, i32, &'a [u8])>>,
-    ) -> Result<()> {
-        let mut round: Vec<&'a [u8]> = Vec::with_capacity(ROUND);
-        for record in records {
-            let (lsn, term, data) = record?;
-            self.check(lsn, term, data)?;
-            if let Some(raw) = raw.as_deref_mut() {
-                raw.data.extend_from_slice(data);
-                raw.offsets.push(offset(raw.data.len())?);
-            }
-            round.push(data);
-            if round.len() == ROUND {
-                self.fill(|k| round[k]);
-                round.clear();
-            }
-        }
-        self.fill(|k| round[k]);
-        Ok(())
-    }
-
-    /// The columns (every entry checked must have been filled).
-    fn finish(self, raw: Option<Binary>) -> Result<DeltaColumns> {
-        debug_assert_eq!(self.filled, self.codes.len());
+    /// The columns.
+    fn finish(mut self, raw: Option<Binary>) -> Result<DeltaColumns> {
         let n = self.codes.len();
-        let c = self.counts;
+        let c = self.counts();
         let (creates, ranged, adds, removes) = (c[0] + c[4], c[4], c[2], c[3]);
-        let codes = &self.codes[..];
-        let bits = |valid, code: u8, mask: u8| Bitmap::build(n, valid, |i| codes[i] & mask == code);
+        self.message.pad(n);
         for column in [&self.queue, &self.message] {
             offset(column.data.len())?;
         }
         let kind = self.kind_column()?;
+        let codes = &self.codes[..];
+        let bits = |valid, code: u8, mask: u8| Bitmap::build(n, valid, |i| codes[i] & mask == code);
         let [implementation, max_queue_size, max_message_size] =
-            self.settings.map(|c| c.finish(bits(creates, CREATE, 3)));
+            self.settings.map(|c| c.finish(n, bits(creates, CREATE, 3)));
         let [key_min, key_max] = self
             .range
-            .map(|c| c.finish(bits(ranged, CREATE_RANGED, 0xFF)));
+            .map(|c| c.finish(n, bits(ranged, CREATE_RANGED, 0xFF)));
         let mut queue = if self.one_queue && n > 0 {
             pool::give(self.queue.offsets);
             pool::give(self.queue.data);
@@ -632,8 +578,8 @@ impl Columns {
             term: self.term,
             kind,
             queue,
-            key: self.key.finish(bits(adds, ADD, 0xFF)),
-            record_id: self.record_id.finish(bits(removes, REMOVE, 0xFF)),
+            key: self.key.finish(n, bits(adds, ADD, 0xFF)),
+            record_id: self.record_id.finish(n, bits(removes, REMOVE, 0xFF)),
             message,
             implementation,
             max_queue_size,
@@ -649,7 +595,7 @@ impl Columns {
         let n = self.codes.len();
         let name = |code: u8| KIND_NAMES[(code & 3) as usize].as_bytes();
         let mut counts = [0; 4];
-        for (code, count) in self.counts.iter().enumerate() {
+        for (code, count) in self.counts().into_iter().enumerate() {
             counts[code & 3] += count;
         }
         let all = Bitmap::build(n, n, |_| true);
@@ -738,17 +684,23 @@ pub fn read_segment_deltas(
         .transpose()?;
     // The records one after another from the first (a sealed segment's index is sparse).
     let mut at = seg_format::HEADER_LEN;
-    let records = (0..hi).filter_map(|i| {
+    for i in 0..hi {
         // Checked by the scan just now: framing only.
         let Frame::Record { term, data, next } = record::parse_with::<false>(&scan.bytes, at)
         else {
             let e = Error::corruption(path, Some(at as u64), "record changed while it was read");
-            return Some(Err(e));
+            return Err(e);
         };
         at = next;
-        (i >= lo).then_some(Ok((first_lsn + i as i64, term, data)))
-    });
-    columns.decode(raw.as_mut(), records)?;
+        if i < lo {
+            continue;
+        }
+        columns.push(first_lsn + i as i64, term, data)?;
+        if let Some(raw) = &mut raw {
+            raw.data.extend_from_slice(data);
+            raw.offsets.push(offset(raw.data.len())?);
+        }
+    }
     if let Some(raw) = &mut raw {
         let len = raw.offsets.len() - 1;
         raw.validity = Bitmap::build(len, len, |_| true);
@@ -820,13 +772,11 @@ pub fn read_deltas_with(
             )
         };
         SpanDecoder {
-            bytes: span.bytes.clone(),
             first_lsn: span.first_lsn,
             columns: Columns::new(span.first_lsn, n, bytes),
             raw: opts
                 .raw
                 .then(|| Binary::with_capacity(n, bytes.min(budget as usize))),
-            round: Vec::with_capacity(ROUND.min(n)),
             seen: 0,
             failed: None,
         }
@@ -851,16 +801,13 @@ pub fn read_deltas_with(
     columns.finish(raw)
 }
 
-/// Decodes the records of one span while [`Log::locate`] walks them ([`Columns::check`]
-/// each as it comes, [`Columns::fill`] a round at a time while the round is in cache).
+/// Decodes the records of one span while [`Log::locate`] walks them ([`Columns::push`] each
+/// as it comes, while it is in cache).
 struct SpanDecoder {
-    bytes: SegmentBytes,
     first_lsn: i64,
     columns: Columns,
     /// The records' undecoded data, when asked for (or an error making it: data past 2 GiB).
     raw: Option<Result<Binary>>,
-    /// Where the data of the records checked and not yet filled lies in `bytes`.
-    round: Vec<Range<usize>>,
     /// Records handed over so far.
     seen: usize,
     /// The first record that could not be decoded (its index in the span, the error); the
@@ -869,31 +816,25 @@ struct SpanDecoder {
 }
 
 impl SpanDecoder {
-    fn fill(&mut self) {
-        let (bytes, round) = (&self.bytes[..], &self.round);
-        self.columns.fill(|k| &bytes[round[k].clone()]);
-        self.round.clear();
-    }
-
     /// The span's columns and raw data, or its first record's error.
-    fn finish(mut self) -> Result<(Columns, Option<Binary>)> {
+    fn finish(self) -> Result<(Columns, Option<Binary>)> {
         if let Some((_, e)) = self.failed {
             return Err(e);
         }
-        self.fill();
         Ok((self.columns, self.raw.transpose()?))
     }
 }
 
 impl SpanReader for SpanDecoder {
-    fn record(&mut self, term: i32, record: &[u8], at: usize) {
+    #[inline(always)]
+    fn record(&mut self, term: i32, record: &[u8], _at: usize) {
         let i = self.seen;
         self.seen += 1;
         if self.failed.is_some() {
             return;
         }
         let lsn = self.first_lsn + i as i64;
-        if let Err(e) = self.columns.check(lsn, term, record) {
+        if let Err(e) = self.columns.push(lsn, term, record) {
             self.failed = Some((i, e));
             return;
         }
@@ -904,10 +845,6 @@ impl SpanReader for SpanDecoder {
                 Err(e) => self.raw = Some(Err(e)),
             }
         }
-        self.round.push(at..at + record.len());
-        if self.round.len() == ROUND {
-            self.fill();
-        }
     }
 
     fn truncate(&mut self, n: usize) {
@@ -917,7 +854,6 @@ impl SpanReader for SpanDecoder {
         if self.failed.is_some() {
             return;
         }
-        self.fill();
         self.columns.truncate(n);
         if let Some(Ok(raw)) = &mut self.raw {
             raw.truncate(n);
@@ -1067,7 +1003,7 @@ mod tests {
             let mut columns = Columns::new(0, records.len(), 0);
             let mut got = Ok(());
             for (lsn, data) in records.iter().enumerate() {
-                got = columns.check(lsn as i64, 1, data);
+                got = columns.push(lsn as i64, 1, data);
                 if got.is_err() {
                     break;
                 }
@@ -1077,7 +1013,7 @@ mod tests {
             for (lsn, data) in records.iter().enumerate() {
                 // Longer than any name: every delta decoded in full.
                 model.queue_seen = vec![b'q'; 256];
-                want = model.check(lsn as i64, 1, data);
+                want = model.push(lsn as i64, 1, data);
                 if want.is_err() {
                     break;
                 }

@@ -199,6 +199,17 @@ impl Span {
     /// stops after the record that takes its own data past `budget` (no later record of the
     /// read can be admitted then).
     fn walk(&self, budget: u64, reader: &mut impl SpanReader) -> Walked {
+        if self.check_crc {
+            self.walk_with::<true>(budget, reader)
+        } else {
+            self.walk_with::<false>(budget, reader)
+        }
+    }
+
+    /// [`Span::walk`], checking CRCs when `CRC`: one walk and one closure per instantiation,
+    /// so that the closure has one call site and is inlined into the walk's loop (a closure
+    /// shared by both walks was called per record, 30 instructions of calling).
+    fn walk_with<const CRC: bool>(&self, budget: u64, reader: &mut impl SpanReader) -> Walked {
         let n = (self.to - self.from + 1) as usize;
         let mut lens = crate::pool::take(n);
         let mut own = 0u64;
@@ -209,12 +220,14 @@ impl Span {
             own += data.len() as u64;
             Ok(own <= budget)
         };
-        let (bytes, at) = (&self.bytes[..], self.at);
-        let walked = if self.check_crc {
-            segment::walk_frames::<true>(bytes, at, self.seg_first, self.from, self.to, step)
-        } else {
-            segment::walk_frames::<false>(bytes, at, self.seg_first, self.from, self.to, step)
-        };
+        let walked = segment::walk_frames::<CRC>(
+            &self.bytes[..],
+            self.at,
+            self.seg_first,
+            self.from,
+            self.to,
+            step,
+        );
         Walked {
             lens,
             failure: walked.err(),
