@@ -83,6 +83,35 @@ def test_null_columns_stay_null_in_batches_of_any_size_kept_alive_together(tmp_p
             table.validate(full=True)
 
 
+def test_one_kind_and_one_queue_read_right_in_batches_of_any_size_kept_alive_together(tmp_path):
+    """A batch of one kind and one queue hands Arrow buffers kept for the next batches (longer
+    than the batch): batches of each queue, bigger after smaller and smaller after bigger, each
+    reads as its own rows whichever batches are alive, also through Arrow IPC."""
+    queues = [b"jobs", b"", b"q"]
+    with tflux.Log.open(tmp_path / "log", sync="never") as log:
+        for q in queues:
+            log.append_many(1, [add(q, k, b"m") for k in range(2000)])
+        log.append_many(1, [remove(b"q", k) for k in range(1, 2000)])
+        ranges = [(5, 7), (0, 2000), (9, 10), (2000, 2400), (2100, 4000), (4000, 4001),
+                  (4001, 6000), (6000, 7999), (6001, 6003), (1990, 2010)]  # fmt: skip
+        batches = [log.read_deltas(start, end) for start, end in ranges]
+        tables = [b.to_arrow() for b in batches]
+        del batches
+        for table, (start, end) in zip(tables, ranges, strict=True):
+            lsns = range(start, end)
+            kinds = ["add_record" if lsn < 6000 else "remove_record" for lsn in lsns]
+            names = [queues[lsn // 2000].decode() if lsn < 6000 else "q" for lsn in lsns]
+            assert table.column("kind").to_pylist() == kinds
+            assert table.column("queue").to_pylist() == names
+            table.validate(full=True)
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_batch(table)
+            again = pa.ipc.open_stream(sink.getvalue()).read_next_batch()
+            assert again.equals(table)
+            assert again.column("queue").to_pylist() == names
+
+
 def test_raw_adds_the_undecoded_bytes(log):
     table = log.read_deltas(raw=True).to_arrow()
     assert table.column("data").to_pylist() == [data for data, _ in ROWS]

@@ -132,12 +132,28 @@ impl Binary {
         Ok(())
     }
 
-    /// `value` `n` times (by doubling copies; the validity is the caller's).
-    fn repeated(value: &[u8], n: usize) -> Result<Binary> {
+    /// The data length of `value` `n` times, refused past int32 offsets.
+    pub fn repeated_len(value: &[u8], n: usize) -> Result<usize> {
         let len = value
             .len()
             .checked_mul(n)
             .ok_or_else(|| Error::InvalidArgument("column batch exceeds 2 GiB".into()))?;
+        offset(len)?;
+        Ok(len)
+    }
+
+    /// No offsets and no data: a column of [`Repeats`].
+    fn empty() -> Binary {
+        Binary {
+            offsets: Vec::new(),
+            data: Vec::new(),
+            validity: Bitmap::default(),
+        }
+    }
+
+    /// `value` `n` times (by doubling copies; all valid).
+    pub fn repeated(value: &[u8], n: usize) -> Result<Binary> {
+        let len = Self::repeated_len(value, n)?;
         let mut column = Binary::with_capacity(n, len)?;
         column
             .offsets
@@ -148,6 +164,7 @@ impl Binary {
             column.data.extend_from_within(..more);
         }
         column.data.truncate(len);
+        column.validity = Bitmap::build(n, n, |_| true);
         Ok(column)
     }
 
@@ -157,6 +174,11 @@ impl Binary {
             self.offsets.truncate(n + 1);
             self.data.truncate(self.offsets[n] as usize);
         }
+    }
+
+    /// Entry `i`'s value (empty when null).
+    pub fn value(&self, i: usize) -> &[u8] {
+        &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
     /// Entry `i`'s value: `i` is past every entry written so far (those between are null).
@@ -310,6 +332,18 @@ pub struct DeltaColumns {
     pub key_max: Nullable<i64>,
     /// The undecoded record data, when asked for.
     pub raw: Option<Binary>,
+    /// The one kind and the one queue of every entry, when they have one: `kind` and `queue`
+    /// then have no offsets and no data (their validity is set). See [`DeltaColumns::kind_at`].
+    pub repeats: Repeats,
+}
+
+/// The value every entry of a batch has in a utf8 column, when all have one: the column is
+/// not written (the bindings hand Arrow buffers of the value repeated that they keep for the
+/// next batches, [`Binary::repeated`]).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Repeats {
+    pub kind: Option<&'static str>,
+    pub queue: Option<Vec<u8>>,
 }
 
 // Entry codes: the kind's index into `KIND_NAMES` (`code & 3`), and a CreateQueue with a key
@@ -344,11 +378,13 @@ struct Columns {
     /// ([`fields::code_in_queue`]). At first the default queue: the empty name, always valid.
     queue_seen: Vec<u8>,
     /// Whether every entry so far is of one queue, `queue_first`: then `queue` is left
-    /// empty and made at the end by repeating the name ([`Binary::repeated`]), and only
-    /// written entry by entry once another queue appears ([`Columns::queue_catch_up`]).
+    /// empty (the batch names the queue once, [`Repeats::queue`]), and only written entry by
+    /// entry once another queue appears ([`Columns::queue_catch_up`]).
     one_queue: bool,
     /// The queue of the first entry.
     queue_first: Vec<u8>,
+    /// The first entry not of `queue_first`, when there is one (`one_queue` false).
+    other_at: usize,
 }
 
 impl Columns {
@@ -379,6 +415,7 @@ impl Columns {
             queue_seen: Vec::new(),
             one_queue: true,
             queue_first: Vec::new(),
+            other_at: 0,
         }
     }
 
@@ -454,6 +491,7 @@ impl Columns {
             // From here on every entry writes its queue: the entries before it first.
             self.queue_catch_up(self.codes.len());
             self.one_queue = false;
+            self.other_at = self.codes.len();
         }
         let code = match d {
             DeltaRef::CreateQueue {
@@ -493,6 +531,11 @@ impl Columns {
         }
         self.counts[ADD as usize] = 0;
         self.term.truncate(n);
+        if !self.one_queue && self.other_at >= n {
+            // Of one queue again, whatever the spans or the budget (`Repeats::queue`).
+            self.one_queue = true;
+            self.queue.truncate(0);
+        }
         // Nothing written while of one queue.
         self.queue.truncate(n);
         self.message.truncate(n);
@@ -511,6 +554,11 @@ impl Columns {
     fn append(&mut self, mut other: Columns) -> Result<()> {
         let (n, more) = (self.codes.len(), other.codes.len());
         if !(self.one_queue && other.one_queue && self.queue_first == other.queue_first) {
+            self.other_at = match (self.one_queue, other.one_queue) {
+                (false, _) => self.other_at,
+                (true, false) if self.queue_first == other.queue_first => n + other.other_at,
+                _ => n,
+            };
             self.queue_catch_up(n);
             other.queue_catch_up(more);
             self.one_queue = false;
@@ -551,7 +599,7 @@ impl Columns {
         for column in [&self.queue, &self.message] {
             offset(column.data.len())?;
         }
-        let kind = self.kind_column()?;
+        let (kind, one_kind) = self.kind_column()?;
         let codes = &self.codes[..];
         let bits = |valid, code: u8, mask: u8| Bitmap::build(n, valid, |i| codes[i] & mask == code);
         let [implementation, max_queue_size, max_message_size] =
@@ -559,10 +607,12 @@ impl Columns {
         let [key_min, key_max] = self
             .range
             .map(|c| c.finish(n, bits(ranged, CREATE_RANGED, 0xFF)));
-        let mut queue = if self.one_queue && n > 0 {
+        let one_queue = (self.one_queue && n > 0).then_some(self.queue_first);
+        let mut queue = if let Some(name) = &one_queue {
+            Binary::repeated_len(name, n)?;
             pool::give(self.queue.offsets);
             pool::give(self.queue.data);
-            Binary::repeated(&self.queue_first, n)?
+            Binary::empty()
         } else {
             self.queue
         };
@@ -587,11 +637,15 @@ impl Columns {
             key_min,
             key_max,
             raw,
+            repeats: Repeats {
+                kind: one_kind,
+                queue: one_queue,
+            },
         })
     }
 
-    /// The kind names: one name repeated (by doubling copies) when every entry has one kind.
-    fn kind_column(&self) -> Result<Binary> {
+    /// The kind names, or (no offsets, no data) the one kind every entry has.
+    fn kind_column(&self) -> Result<(Binary, Option<&'static str>)> {
         let n = self.codes.len();
         let name = |code: u8| KIND_NAMES[(code & 3) as usize].as_bytes();
         let mut counts = [0; 4];
@@ -600,21 +654,39 @@ impl Columns {
         }
         let all = Bitmap::build(n, n, |_| true);
         if let Some(kind) = (0..4).find(|&k| counts[k] == n && n > 0) {
-            let mut kind = Binary::repeated(KIND_NAMES[kind].as_bytes(), n)?;
-            kind.validity = all;
-            return Ok(kind);
+            let name = KIND_NAMES[kind];
+            Binary::repeated_len(name.as_bytes(), n)?;
+            let mut column = Binary::empty();
+            column.validity = all;
+            return Ok((column, Some(name)));
         }
         let bytes = (0..4).map(|k| counts[k] * KIND_NAMES[k].len()).sum();
         let mut kind = Binary::with_capacity(n, bytes)?;
         kind.extend(0..n, |i| Some(name(self.codes[i])));
         kind.validity = all;
-        Ok(kind)
+        Ok((kind, None))
     }
 }
 
 impl DeltaColumns {
     pub fn len(&self) -> usize {
         self.lsn.len()
+    }
+
+    /// Entry `i`'s kind name.
+    pub fn kind_at(&self, i: usize) -> &[u8] {
+        match self.repeats.kind {
+            Some(name) => name.as_bytes(),
+            None => self.kind.value(i),
+        }
+    }
+
+    /// Entry `i`'s queue name.
+    pub fn queue_at(&self, i: usize) -> &[u8] {
+        match &self.repeats.queue {
+            Some(name) => name,
+            None => self.queue.value(i),
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -106,10 +106,9 @@ fn check_against_written(c: &DeltaColumns, log: &mut Log) {
         assert_eq!(c.term[i], entry.term);
         let data = entry.data;
         let written = Delta::decode(&data).unwrap();
-        let kind = &c.kind.data[c.kind.offsets[i] as usize..c.kind.offsets[i + 1] as usize];
-        let message =
-            &c.message.data[c.message.offsets[i] as usize..c.message.offsets[i + 1] as usize];
-        let queue = &c.queue.data[c.queue.offsets[i] as usize..c.queue.offsets[i + 1] as usize];
+        let kind = c.kind_at(i);
+        let message = c.message.value(i);
+        let queue = c.queue_at(i);
         assert!(c.kind.validity.is_valid(i) && c.queue.validity.is_valid(i));
         assert_eq!(queue, written.as_ref().name(), "queue at LSN {lsn}");
         let (mut key, mut id, mut settings, mut range) = (None, None, None, None);
@@ -165,7 +164,25 @@ fn check_against_written(c: &DeltaColumns, log: &mut Log) {
     // Each variable-width column has one offset per entry and one more, its data ends at the
     // last; a fixed-width column has a value per entry when some entry is present and none at
     // all when none is (the bindings then hand Arrow shared zeros).
-    let mut binary = vec![&c.kind, &c.queue, &c.message];
+    // The one kind or queue of every entry is named once, and only then.
+    let one =
+        |at: &dyn Fn(usize) -> Vec<u8>| (n > 0 && (0..n).all(|i| at(i) == at(0))).then(|| at(0));
+    assert_eq!(
+        one(&|i| c.kind_at(i).to_vec()),
+        c.repeats.kind.map(|k| k.as_bytes().to_vec())
+    );
+    assert_eq!(one(&|i| c.queue_at(i).to_vec()), c.repeats.queue);
+    let mut binary = vec![&c.message];
+    for (column, repeated) in [
+        (&c.kind, c.repeats.kind.is_some()),
+        (&c.queue, c.repeats.queue.is_some()),
+    ] {
+        if repeated {
+            assert!(column.offsets.is_empty() && column.data.is_empty());
+        } else {
+            binary.push(column);
+        }
+    }
     binary.extend(&c.raw);
     for b in binary {
         assert_eq!(b.offsets.len(), n + 1);

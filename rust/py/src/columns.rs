@@ -58,6 +58,73 @@ fn shared_zeros(py: Python<'_>, bytes: usize) -> PyResult<Py<PyColumnBuffer>> {
     Ok(made)
 }
 
+/// Buffers of one name repeated (`offsets`, `data`) for at least `entries` entries, kept
+/// for the next batches: most batches have one kind and one queue, so a loop of reads hands
+/// Arrow the same two buffers for each instead of writing them again (`Repeats`).
+struct Repeated {
+    value: Vec<u8>,
+    entries: usize,
+    offsets: Py<PyColumnBuffer>,
+    data: Py<PyColumnBuffer>,
+}
+
+/// The kept [`Repeated`] buffers, the newest last.
+static REPEATED: std::sync::Mutex<Vec<Repeated>> = std::sync::Mutex::new(Vec::new());
+
+/// Names kept at most in [`REPEATED`] (the four kinds and a few queues).
+const REPEATED_KEPT: usize = 8;
+
+/// A utf8 column whose `n` entries are all `value` (none null): the kept buffers when they
+/// are long enough, else new ones (kept in turn, with room for slightly longer batches, when
+/// they are small enough). Arrow reads the first `n + 1` offsets and the data they reach.
+fn repeated(py: Python<'_>, value: &[u8], n: usize) -> PyResult<Spec> {
+    let lock = || REPEATED.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = |r: &Repeated| {
+        (
+            "string",
+            None,
+            r.data.clone_ref(py),
+            Some(r.offsets.clone_ref(py)),
+        )
+    };
+    if let Some(r) = lock().iter().find(|r| r.value == value && r.entries >= n) {
+        return Ok(spec(r));
+    }
+    let room = n.saturating_add(n / 8);
+    let entries = if Binary::repeated_len(value, room).is_ok() {
+        room
+    } else {
+        n
+    };
+    let made = Binary::repeated(value, entries).map_err(crate::errors::Fail::Core);
+    let column = crate::errors::py_result(py, made)?;
+    let bytes = column.data.len() + column.offsets.len() * 4;
+    let made = Repeated {
+        value: value.to_vec(),
+        entries,
+        offsets: buf(py, Column::I32(column.offsets))?,
+        data: buf(py, Column::U8(column.data))?,
+    };
+    let out = spec(&made);
+    if bytes <= SHARED_ZEROS_MAX {
+        let old = {
+            let mut kept = lock();
+            let mut old: Vec<Repeated> = Vec::new();
+            if let Some(i) = kept.iter().position(|r| r.value == value) {
+                old.push(kept.remove(i));
+            }
+            if kept.len() >= REPEATED_KEPT {
+                old.push(kept.remove(0));
+            }
+            kept.push(made);
+            old
+        };
+        // Released outside the lock.
+        drop(old);
+    }
+    Ok(out)
+}
+
 fn validity(
     py: Python<'_>,
     bits: Bitmap,
@@ -127,11 +194,19 @@ impl PyDeltaBatch {
     pub fn new(py: Python<'_>, c: DeltaColumns) -> PyResult<Self> {
         let (len, first_lsn) = (c.len(), c.lsn.first().copied());
         let z = &mut Zeros { len, buffer: None };
+        let kind = match c.repeats.kind {
+            Some(name) => repeated(py, name.as_bytes(), len)?,
+            None => var(py, "string", c.kind, z)?,
+        };
+        let queue = match &c.repeats.queue {
+            Some(name) => repeated(py, name, len)?,
+            None => var(py, "string", c.queue, z)?,
+        };
         let mut columns = vec![
             ("lsn", plain(py, "int64", Column::I64(c.lsn))?),
             ("term", plain(py, "int32", Column::I32(c.term))?),
-            ("kind", var(py, "string", c.kind, z)?),
-            ("queue", var(py, "string", c.queue, z)?),
+            ("kind", kind),
+            ("queue", queue),
             ("key", fixed(py, "int64", c.key, z, Column::I64)?),
             (
                 "record_id",
