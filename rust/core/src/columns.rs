@@ -849,7 +849,7 @@ pub fn read_deltas_with(
             raw: opts
                 .raw
                 .then(|| Binary::with_capacity(n, bytes.min(budget as usize))),
-            seen: 0,
+            wants_raw: opts.raw,
             failed: None,
         }
     };
@@ -880,14 +880,25 @@ struct SpanDecoder {
     columns: Columns,
     /// The records' undecoded data, when asked for (or an error making it: data past 2 GiB).
     raw: Option<Result<Binary>>,
-    /// Records handed over so far.
-    seen: usize,
+    /// Whether `raw` is asked for (one test per record instead of two).
+    wants_raw: bool,
     /// The first record that could not be decoded (its index in the span, the error); the
     /// records after it are walked (the framing comes first) but not decoded.
     failed: Option<(usize, Error)>,
 }
 
 impl SpanDecoder {
+    #[inline(never)]
+    fn push_raw(&mut self, record: &[u8]) {
+        if let Some(Ok(raw)) = &mut self.raw {
+            raw.data.extend_from_slice(record);
+            match offset(raw.data.len()) {
+                Ok(end) => raw.offsets.push(end),
+                Err(e) => self.raw = Some(Err(e)),
+            }
+        }
+    }
+
     /// The span's columns and raw data, or its first record's error.
     fn finish(self) -> Result<(Columns, Option<Binary>)> {
         if let Some((_, e)) = self.failed {
@@ -900,22 +911,17 @@ impl SpanDecoder {
 impl SpanReader for SpanDecoder {
     #[inline(always)]
     fn record(&mut self, term: i32, record: &[u8], _at: usize) {
-        let i = self.seen;
-        self.seen += 1;
         if self.failed.is_some() {
             return;
         }
-        let lsn = self.first_lsn + i as i64;
-        if let Err(e) = self.columns.push(lsn, term, record) {
+        // Every record before it pushed (none failed).
+        let i = self.columns.codes.len();
+        if let Err(e) = self.columns.push(self.first_lsn + i as i64, term, record) {
             self.failed = Some((i, e));
             return;
         }
-        if let Some(Ok(raw)) = &mut self.raw {
-            raw.data.extend_from_slice(record);
-            match offset(raw.data.len()) {
-                Ok(end) => raw.offsets.push(end),
-                Err(e) => self.raw = Some(Err(e)),
-            }
+        if self.wants_raw {
+            self.push_raw(record);
         }
     }
 
