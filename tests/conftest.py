@@ -2,7 +2,8 @@
 
 Everything here is written from docs/spec section 3 with ``struct`` and ``zlib.crc32`` only, so the
 tests compare tflux against a second implementation of the format instead of against itself.
-Nothing in this module calls tflux, except the shared Spark session fixtures at the end.
+Nothing in this module calls tflux, except the fixture that switches the disk watermarks off
+(``_no_disk_watermarks``) and the shared Spark session fixtures at the end.
 """
 
 from __future__ import annotations
@@ -196,10 +197,11 @@ def copy_vector(log_dir: Path):
     return copy
 
 
-# The default disk watermarks (DiskFullRatio 0.95; a channel's clean 0.85, high 0.95) apply to the
-# tests' own stores and channels under the temp directory: on a host disk that full, writes are
-# refused or collections start by themselves, and many tests fail for a reason that is not theirs
-# (a run with the defaults lowered below the host's usage: 193 failures).
+# The default disk watermarks (DiskFullRatio 0.95; a channel's clean 0.85, high 0.95) would apply
+# to the tests' own stores and channels under the temp directory: on a host disk that full, writes
+# are refused or collections start by themselves. `_no_disk_watermarks` switches them off for every
+# test but those marked `disk_watermarks` (the tests of the watermarks and defaults), which the
+# header below still warns about.
 WATERMARK_CLEAN = 0.85
 
 
@@ -213,6 +215,25 @@ def host_disk_used_ratio(path: str) -> float:
     return used / usable if usable > 0 else 0.0
 
 
+@pytest.fixture(autouse=True)
+def _no_disk_watermarks(request, monkeypatch):
+    """The disk watermarks off for the test's stores and channels, and for those of the child
+    processes it starts, unless it is marked ``disk_watermarks`` (tests/_watermarks.py)."""
+    if request.node.get_closest_marker("disk_watermarks"):
+        return
+    import os
+
+    import _watermarks
+
+    try:
+        _watermarks.switch_off(monkeypatch.setattr)
+    except ImportError:
+        return
+    path = os.environ.get("PYTHONPATH")
+    site = str(_watermarks.CHILD_SITE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([site, path]) if path else site)
+
+
 def pytest_report_header(config):
     import tempfile
 
@@ -221,8 +242,8 @@ def pytest_report_header(config):
     if ratio >= WATERMARK_CLEAN:
         return (
             f"WARNING: the disk holding {where} is {ratio:.0%} full, at or above tflux's default "
-            f"disk watermarks ({WATERMARK_CLEAN:.0%} clean, 95% refuse): tests that write stores "
-            "or channels will fail or behave differently; free space first"
+            f"disk watermarks ({WATERMARK_CLEAN:.0%} clean, 95% refuse): the tests marked "
+            "disk_watermarks (which keep them) will fail or behave differently; free space first"
         )
     return None
 

@@ -481,6 +481,7 @@ def small_fs(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.disk_watermarks
 def test_sends_refused_before_the_file_system_is_full(small_fs):
     ch = tflux.Channel.open(small_fs / "ch", soft_limit=64 << 10, hard_limit=128 << 10)
     tx, rx = ch.sender(), ch.receiver("r")
@@ -552,6 +553,7 @@ def test_a_real_enospc_stops_sends_until_reopened_and_receivers_keep_reading(sma
         assert [m.lsn for m in drain(ch.receiver("r"))] == list(range(sent, sent + 10))
 
 
+@pytest.mark.disk_watermarks
 def test_store_refuses_writes_before_the_file_system_is_full(small_fs):
     base = small_fs / "store"
     with tflux.open(base, log_file_soft_limit=64 << 10, log_file_hard_limit=128 << 10) as store:
