@@ -327,3 +327,34 @@ def test_a_snapshot_at_the_largest_id_refuses_the_next_enqueue(tmp_path):
         with pytest.raises(tflux.TfluxError):
             store.enqueue("", 0, b"one too many")
         assert store.snapshot() in (True, False)
+
+
+# Known defect (session 11, not fixed): rayon's global thread pool starts on first use; when it
+# cannot start its threads (here: tflux imported, then the address space limited, then a log
+# opened), rayon panics and the panic crosses into Python as a PanicException instead of an error.
+# Not strict: whether the threads fit under the limit depends on the machine's core count.
+@pytest.mark.xfail(reason="rayon's global pool build failure panics into Python", strict=False)
+def test_a_log_opened_under_a_later_address_space_limit_raises_no_panic(tmp_path):
+    code = textwrap.dedent(
+        """
+        import resource, sys
+        import tflux
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        try:
+            with tflux.Log.open(sys.argv[1]) as log:
+                log.append(1, b"x")
+            print("ok")
+        except Exception as e:
+            print(type(e).__name__)
+        except BaseException as e:
+            print("panic", type(e).__name__)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "log")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(),
+    )
+    assert "panic" not in done.stdout, (done.stdout, done.stderr[-2000:])
