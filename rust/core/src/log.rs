@@ -166,7 +166,7 @@ pub struct Split {
 impl Split {
     /// Parts for `n` records: one per thread of rayon's pool, each of at least `part_entries`.
     pub fn parts(&self, n: usize) -> usize {
-        match self.parallelism {
+        match self.parallelism.available() {
             Parallelism::OneCore => 1,
             Parallelism::AllCores => rayon::current_num_threads().min(n / self.part_entries.max(1)),
         }

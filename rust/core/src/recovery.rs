@@ -123,12 +123,37 @@ pub enum Parallelism {
 
 impl Parallelism {
     /// `TFLUX_THREADS=1` selects one core (for tests and to compare); anything else all cores.
+    /// All cores also need rayon's pool to run ([`Parallelism::available`]).
     pub fn from_env() -> Parallelism {
         match std::env::var("TFLUX_THREADS") {
             Ok(v) if v.trim() == "1" => Parallelism::OneCore,
-            _ => Parallelism::AllCores,
+            _ => Parallelism::AllCores.available(),
         }
     }
+
+    /// `self`, or [`Parallelism::OneCore`] where rayon's global pool cannot run (the one check
+    /// every parallel path makes before it touches the pool).
+    pub fn available(self) -> Parallelism {
+        match self {
+            Parallelism::AllCores if !pool_runs() => Parallelism::OneCore,
+            p => p,
+        }
+    }
+}
+
+/// Whether rayon's global pool runs, starting it on the first call. Starting it can fail: a
+/// process whose address space or thread count was limited after it loaded tflux cannot spawn
+/// the pool's threads, and rayon then panics on every later use of the pool (it tries to start
+/// it once). So the scans run on the calling thread instead: same findings, one core. A pool
+/// already started (by rayon's own first use, or by the program embedding tflux) runs; one
+/// whose start failed before tflux first asked cannot be told apart from it.
+fn pool_runs() -> bool {
+    static RUNS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RUNS.get_or_init(|| match rayon::ThreadPoolBuilder::new().build_global() {
+        Ok(()) => true,
+        // "Already started" has no source; a failed start has its I/O error.
+        Err(e) => std::error::Error::source(&e).is_none(),
+    })
 }
 
 /// What a finding is (`as_str` names it for Python and the CLI).
@@ -541,7 +566,10 @@ impl<'a> ScanAhead<'a> {
         ScanAhead {
             entries,
             options,
-            width: 2 * rayon::current_num_threads().max(1),
+            width: match options.parallelism {
+                Parallelism::AllCores => 2 * rayon::current_num_threads().max(1),
+                Parallelism::OneCore => 0,
+            },
             submitted: 0,
             in_flight: 0,
             done: entries.iter().map(|_| None).collect(),
@@ -677,6 +705,10 @@ pub fn scan_dir_feeding(
     storage: &Arc<dyn Storage>,
     feed: &mut dyn FnMut(&mut Segment),
 ) -> Result<LogScan> {
+    let options = ScanOptions {
+        parallelism: options.parallelism.available(),
+        ..options
+    };
     let (entries, ignored) = fsutil::list_segments(dir)?;
     let mut scan = LogScan {
         dir: dir.to_path_buf(),
