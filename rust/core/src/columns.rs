@@ -521,6 +521,13 @@ impl Columns {
 
     /// Keeps the first `n` entries, as if no other had been pushed.
     fn truncate(&mut self, n: usize) {
+        if !self.one_queue && self.other_at >= n {
+            // Of one queue again, whatever the spans or the budget (`Repeats::queue`); also
+            // when nothing is cut: a delta of another queue whose push failed after its
+            // decode (an id past Int64, the read then cut before it) left `one_queue` false.
+            self.one_queue = true;
+            self.queue.truncate(0);
+        }
         if n >= self.codes.len() {
             return;
         }
@@ -531,11 +538,6 @@ impl Columns {
         }
         self.counts[ADD as usize] = 0;
         self.term.truncate(n);
-        if !self.one_queue && self.other_at >= n {
-            // Of one queue again, whatever the spans or the budget (`Repeats::queue`).
-            self.one_queue = true;
-            self.queue.truncate(0);
-        }
         // Nothing written while of one queue.
         self.queue.truncate(n);
         self.message.truncate(n);
