@@ -92,12 +92,12 @@ impl<'a> StepWriter<'a> {
     /// for a segment of `len` bytes.
     pub fn new(mut list: Vec<Step>, len: u64) -> StepWriter<'a> {
         list.clear();
-        let whole = len <= u64::from(u32::MAX);
-        // At most one record per 16 bytes of file: address space, only written steps take
-        // pages.
-        if whole {
-            list.reserve((len / 16) as usize);
-        }
+        // Room for the records of a segment of this size at the average that gave it steps
+        // (more grow the list). A reservation the process cannot make (a limited address
+        // space) means no steps, not an abort: the segment is replayed the general way. It
+        // once reserved a step per 16 bytes of file, as much memory as the segment.
+        let records = usize::try_from(len / MIN_AVERAGE as u64).unwrap_or(usize::MAX);
+        let whole = len <= u64::from(u32::MAX) && list.try_reserve(records).is_ok();
         StepWriter {
             steps: Steps { list, whole },
             previous: None,
@@ -119,6 +119,11 @@ impl<'a> StepWriter<'a> {
             }
         };
         debug_assert_eq!(at & 3, 0, "record data is 4-byte aligned");
+        let list = &mut self.steps.list;
+        if list.len() == list.capacity() && list.try_reserve(1).is_err() {
+            self.steps.whole = false;
+            return;
+        }
         self.steps.list.push(Step {
             word,
             at_kind: at as u32 | u32::from(kind),
@@ -136,11 +141,11 @@ impl<'a> StepWriter<'a> {
 #[inline(always)]
 fn shaped_name(data: &[u8]) -> Option<&[u8]> {
     use crate::format::delta::{ADD_RECORD, REMOVE_RECORD};
-    let (&kind, &len) = (data.first()?, data.get(1)?);
+    let kind = *data.first()?;
     if kind != ADD_RECORD && kind != REMOVE_RECORD {
         return None;
     }
-    data.get(2..2 + len as usize)
+    fields::name_checked(data)
 }
 
 impl Steps {
@@ -162,5 +167,70 @@ impl Steps {
     /// The buffer, for the next segment's steps.
     pub fn into_buffer(self) -> Vec<Step> {
         self.list
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::delta::Delta;
+    use crate::state::{QueueState, IMPL_HEAP};
+
+    fn add(key: i64) -> Vec<u8> {
+        Delta::AddRecord {
+            name: b"q".to_vec(),
+            key,
+            message: b"message".to_vec(),
+        }
+        .encode()
+    }
+
+    /// A step applied to bytes that changed since the scan coded them (another program
+    /// rewrote the file) is left to the general way (`None`), never a panic: the message of a
+    /// name length grown past the record used to be sliced unchecked.
+    #[test]
+    fn a_step_over_changed_bytes_goes_the_general_way() {
+        let (first, second) = (add(1), add(2));
+        let at = first.len().next_multiple_of(4);
+        let mut bytes = first.clone();
+        bytes.resize(at, 0);
+        bytes.extend_from_slice(&second);
+        let mut writer = StepWriter::new(Vec::new(), bytes.len() as u64);
+        writer.note(0, &bytes[..first.len()]);
+        writer.note(at, &bytes[at..]);
+        let steps = writer.finish();
+        let step = steps.get(1, 2).expect("every record has its step")[0];
+        assert_eq!(step.kind(), ADD);
+
+        let mut changed = bytes.clone();
+        changed[at + 1] = 255; // the second record's name length
+        let mut state = QueueState::new();
+        let mut batch = state.batch();
+        let create = Delta::CreateQueue {
+            name: b"q".to_vec(),
+            implementation: IMPL_HEAP,
+            max_queue_size: -1,
+            max_message_size: -1,
+            key_range: None,
+        }
+        .encode();
+        batch.apply(Some(1), &create).unwrap();
+        batch.apply(Some(2), &first).unwrap();
+        assert!(batch.apply_step(&step, &changed).is_none());
+        // The unchanged bytes go the short way.
+        assert!(batch.apply_step(&step, &bytes).is_some());
+    }
+
+    /// The steps' reservation is a small part of the segment (address space a limited process
+    /// may not have; it was a step per 16 bytes, as much as the segment itself).
+    #[test]
+    fn the_reservation_is_a_small_part_of_the_segment() {
+        let len = 1u64 << 28;
+        let steps = StepWriter::new(Vec::new(), len).finish();
+        let reserved = steps.into_buffer().capacity() * std::mem::size_of::<Step>();
+        assert!(
+            reserved as u64 <= len / 16,
+            "{reserved} B reserved for {len} B"
+        );
     }
 }

@@ -139,8 +139,18 @@ pub mod fields {
     /// Where the fields after the queue name start.
     #[inline]
     fn body(data: &[u8]) -> usize {
-        2 + data[1] as usize
+        body_checked(data).expect("a delta has a name length byte")
     }
+
+    /// [`body`], or `None` when `data` is too short to hold the name's length.
+    #[inline]
+    fn body_checked(data: &[u8]) -> Option<usize> {
+        data.get(1).map(|&len| 2 + usize::from(len))
+    }
+
+    /// Bytes of an AddRecord between its body and its message: the key (8) and the Buffer's
+    /// length (4).
+    const ADD_MESSAGE_AT: usize = 12;
 
     #[inline]
     fn be8(data: &[u8], at: usize) -> [u8; 8] {
@@ -210,6 +220,13 @@ pub mod fields {
         &data[2..body(data)]
     }
 
+    /// [`name`], or `None` when `data` is too short for it: for bytes nobody decoded (a
+    /// replay step's scan looks at a record's shape before the applying thread decodes it).
+    #[inline]
+    pub fn name_checked(data: &[u8]) -> Option<&[u8]> {
+        data.get(2..body_checked(data)?)
+    }
+
     /// AddRecord: the key (priority).
     #[inline]
     pub fn add_key(data: &[u8]) -> i64 {
@@ -219,7 +236,14 @@ pub mod fields {
     /// AddRecord: the message (the Buffer's length is the rest of the delta).
     #[inline]
     pub fn add_message(data: &[u8]) -> &[u8] {
-        &data[body(data) + 12..]
+        &data[body(data) + ADD_MESSAGE_AT..]
+    }
+
+    /// [`add_message`], or `None` when `data` is too short for it: for bytes that another pass
+    /// coded (a replay step), which a program writing the file since could have changed.
+    #[inline]
+    pub fn add_message_checked(data: &[u8]) -> Option<&[u8]> {
+        data.get(body_checked(data)? + ADD_MESSAGE_AT..)
     }
 
     /// RemoveRecord: the record id.

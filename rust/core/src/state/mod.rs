@@ -591,8 +591,11 @@ impl QueueState {
         match step.kind() {
             crate::steps::ADD => {
                 let data = bytes.get(step.range())?;
-                debug_assert_eq!(fields::code_in_queue(data, &q.name), Some(2));
-                q.add_short(source, room, step.word() as i64, fields::add_message(data))
+                // Checked, not asserted: the scan coded these bytes (`code_in_queue`), and a
+                // file changed since (not by tflux) must not panic here; the general way then
+                // says what is wrong.
+                let message = fields::add_message_checked(data)?;
+                q.add_short(source, room, step.word() as i64, message)
             }
             crate::steps::REMOVE => q.remove_short(step.word()),
             _ => None,
