@@ -188,11 +188,13 @@ def test_restore_scaling(benchmark, scaling_log: QueueLog) -> None:
         hwm_growth_bytes=(best["after"]["VmHWM"] - best["before"]["VmRSS"]) * kib,
         anon_growth_bytes=(best["after"]["RssAnon"] - best["before"]["RssAnon"]) * kib,
         file_after_bytes=best["after"]["RssFile"] * kib,
-        # Sampled while the open ran (``_memchild.AnonPeak``): a lower bound of the peak.
-        anon_peak_growth_bytes=(best["anon_peak_kb"] - best["anon_start_kb"]) * kib,
-        anon_samples=best["anon_samples"],
+        # Sampled while the open ran (``_memchild.AnonPeak``): a lower bound of the peak, so
+        # the largest of the rounds, not the fastest round's.
+        anon_peak_growth_bytes=max(r["anon_peak_kb"] - r["anon_start_kb"] for r in seen) * kib,
+        anon_samples=min(r["anon_samples"] for r in seen),
         anon_sample_seconds=best["anon_sample_seconds"],
     )
-    assert best["anon_samples"] > 0, "the sampler never ran: does the open hold the GIL?"
+    if scaling_log.deltas >= 1_000_000:  # a smoke run's restore may end before one sample
+        assert all(r["anon_samples"] > 0 for r in seen), "the sampler never ran: GIL held?"
     counts = best["queues"][scaling_log.queue]
     assert counts == [scaling_log.live, scaling_log.adds]

@@ -92,7 +92,7 @@ def scaling_section(rows: list[Row]) -> list[str]:
         "vs smallest (ns/delta)",
         "Peak RSS growth per queued record",
         "Anonymous per queued record (after; borrowed payloads are file-backed)",
-        "Anonymous peak per queued record (sampled)",
+        "Anonymous peak per queued record (sampled; largest of the rounds)",
         "File-backed resident after",
     ]
     body = []
