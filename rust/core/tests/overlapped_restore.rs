@@ -15,7 +15,7 @@ use tflux_core::base::Layout;
 use tflux_core::format::delta::Delta;
 use tflux_core::log::Log;
 use tflux_core::recovery::Parallelism;
-use tflux_core::state::{QueueState, IMPL_ARRAY, IMPL_HEAP};
+use tflux_core::state::QueueState;
 use tflux_core::store::{Store, StoreOptions};
 
 const NAMES: [&[u8]; 3] = [b"", b"a", b"b"];
@@ -44,14 +44,7 @@ fn op() -> impl Strategy<Value = Op> {
 fn delta(op: &Op, model: &QueueState) -> Vec<u8> {
     let name = |q: usize| NAMES[q].to_vec();
     match op {
-        Op::Create(q, array) => Delta::CreateQueue {
-            name: name(*q),
-            implementation: if *array { IMPL_ARRAY } else { IMPL_HEAP },
-            max_queue_size: -1,
-            max_message_size: -1,
-            key_range: array.then_some((0, 7)),
-        }
-        .encode(),
+        Op::Create(q, array) => common::create_queue(NAMES[*q], *array),
         Op::Delete(q) => Delta::DeleteQueue { name: name(*q) }.encode(),
         Op::Add(q, key, m) => Delta::AddRecord {
             name: name(*q),
@@ -60,11 +53,7 @@ fn delta(op: &Op, model: &QueueState) -> Vec<u8> {
         }
         .encode(),
         Op::Remove(q, n) => {
-            let id = model.queue(NAMES[*q]).map_or(0, |queue| {
-                let mut ids: Vec<u64> = queue.records().map(|r| r.id).collect();
-                ids.sort_unstable();
-                ids.get(*n % ids.len().max(1)).copied().unwrap_or(0)
-            });
+            let id = common::nth_live_id(model, NAMES[*q], *n);
             Delta::RemoveRecord { name: name(*q), id }.encode()
         }
         Op::Invalid(q) => Delta::RemoveRecord {

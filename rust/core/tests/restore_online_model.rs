@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use tflux_core::format::delta::Delta;
 use tflux_core::log::{Log, LogOptions};
 use tflux_core::replay::Replayer;
-use tflux_core::state::{QueueState, IMPL_ARRAY, IMPL_HEAP};
+use tflux_core::state::{QueueState, IMPL_HEAP};
 
 /// Queue names: the default queue, short names, and one of 8 bytes and one of 11 (the name
 /// compare works by words of 8 or 4 bytes).
@@ -71,22 +71,11 @@ fn add(name: &[u8], key: i64, message: Vec<u8>) -> Vec<u8> {
 fn delta(op: &Op, model: &QueueState) -> Vec<u8> {
     let name = |q: usize| NAMES[q].to_vec();
     match op {
-        Op::Create(q, array) => Delta::CreateQueue {
-            name: name(*q),
-            implementation: if *array { IMPL_ARRAY } else { IMPL_HEAP },
-            max_queue_size: -1,
-            max_message_size: -1,
-            key_range: array.then_some((0, 7)),
-        }
-        .encode(),
+        Op::Create(q, array) => common::create_queue(NAMES[*q], *array),
         Op::Delete(q) => Delta::DeleteQueue { name: name(*q) }.encode(),
         Op::Add(q, key, m) => add(NAMES[*q], *key, vec![*m; (*m % 70) as usize]),
         Op::Remove(q, n) => {
-            let id = model.queue(NAMES[*q]).map_or(0, |queue| {
-                let mut ids: Vec<u64> = queue.records().map(|r| r.id).collect();
-                ids.sort_unstable();
-                ids.get(*n % ids.len().max(1)).copied().unwrap_or(0)
-            });
+            let id = common::nth_live_id(model, NAMES[*q], *n);
             Delta::RemoveRecord { name: name(*q), id }.encode()
         }
         Op::RemoveAbsent(q) => Delta::RemoveRecord {

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use tflux_core::format::delta::Delta;
+use tflux_core::state::{QueueState, IMPL_ARRAY, IMPL_HEAP};
 use tflux_core::{Log, LogOptions, SyncPolicy};
 
 pub fn data_dir() -> PathBuf {
@@ -86,4 +88,27 @@ pub fn all_entries(log: &mut Log) -> Vec<(i64, i32, Vec<u8>)> {
 
 pub fn seg_name(lsn: i64) -> String {
     format!("{lsn:019}.log")
+}
+
+/// A CreateQueue of `name` for the state-machine models: an array queue of keys 0..=7 when
+/// `array`, else a heap; no limits.
+pub fn create_queue(name: &[u8], array: bool) -> Vec<u8> {
+    Delta::CreateQueue {
+        name: name.to_vec(),
+        implementation: if array { IMPL_ARRAY } else { IMPL_HEAP },
+        max_queue_size: -1,
+        max_message_size: -1,
+        key_range: array.then_some((0, 7)),
+    }
+    .encode()
+}
+
+/// The id of the `n`-th (modulo their count) record of queue `name` in `model`, in id order:
+/// a RemoveRecord the model accepts; 0 when the queue is missing or empty.
+pub fn nth_live_id(model: &QueueState, name: &[u8], n: usize) -> u64 {
+    model.queue(name).map_or(0, |queue| {
+        let mut ids: Vec<u64> = queue.records().map(|r| r.id).collect();
+        ids.sort_unstable();
+        ids.get(n % ids.len().max(1)).copied().unwrap_or(0)
+    })
 }
