@@ -236,14 +236,15 @@ pub mod fields {
     /// AddRecord: the message (the Buffer's length is the rest of the delta).
     #[inline]
     pub fn add_message(data: &[u8]) -> &[u8] {
-        &data[body(data) + ADD_MESSAGE_AT..]
+        &data[add_message_at(usize::from(data[1]))..]
     }
 
-    /// [`add_message`], or `None` when `data` is too short for it: for bytes that another pass
-    /// coded (a replay step), which a program writing the file since could have changed.
+    /// Where the message of an AddRecord of a queue whose name has `name_len` bytes starts in
+    /// its data: for a caller that knows the queue (a replay step of the queue the record
+    /// before named) and need not read the record's bytes to find the message.
     #[inline]
-    pub fn add_message_checked(data: &[u8]) -> Option<&[u8]> {
-        data.get(body_checked(data)? + ADD_MESSAGE_AT..)
+    pub fn add_message_at(name_len: usize) -> usize {
+        2 + name_len + ADD_MESSAGE_AT
     }
 
     /// RemoveRecord: the record id.
