@@ -97,7 +97,7 @@ def scaling_section(rows: list[Row]) -> list[str]:
         "File-backed resident after",
     ]
     body = []
-    for before, r in zip([None, *members], members):
+    for before, r in zip([None, *members[:-1]], members, strict=True):
         live = r.info["live"]
         ns = r.info["seconds"] / r.records * 1e9
         ns0 = first.info["seconds"] / first.records * 1e9
@@ -125,7 +125,7 @@ def anon_peak(r: Row) -> str:
     return f"{r.info['anon_peak_growth_bytes'] / r.info['live']:.1f} B"
 
 
-def peak_slope(before: Row, after: Row) -> float | None:
+def peak_slope(before: Row | None, after: Row) -> float | None:
     """Bytes of sampled anonymous peak per queued record between two sizes: what a record adds,
     with the fixed part of the peak (scan buffers, the active segment read whole, thread and
     allocator set-up) cancelled out. None when either run had no sampler."""
