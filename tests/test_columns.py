@@ -112,6 +112,35 @@ def test_one_kind_and_one_queue_read_right_in_batches_of_any_size_kept_alive_tog
             assert again.column("queue").to_pylist() == names
 
 
+def queue_buffer(batch: pa.RecordBatch) -> int:
+    """Where the queue column's string data lies (the same address: the same kept buffer)."""
+    return batch.column("queue").buffers()[2].address
+
+
+def test_kept_name_buffers_are_bounded_in_bytes_not_only_in_count(tmp_path):
+    """Buffers of a repeated queue name are kept for the next batches, but a process keeps at
+    most 16 MiB of them, the oldest going first: after batches of five other long names the
+    first name's buffer is made again. (They were kept by count only: 8 names of up to 16 MiB
+    each, 128 MiB for the life of the process.)"""
+    n = 14_000  # a 250-byte name x 15,750 entries (the kept room): about 4 MB a name
+    names = [bytes([65 + i]) * 250 for i in range(6)]
+    with tflux.Log.open(tmp_path / "log", sync="never") as log:
+        for q in names:
+            log.append_many(1, [add(q, k, b"") for k in range(n)])
+
+        def read(i: int) -> pa.RecordBatch:
+            table = log.read_deltas(i * n, (i + 1) * n).to_arrow()
+            assert table.column("queue").to_pylist() == [names[i].decode()] * n
+            return table
+
+        first = read(0)  # alive to the end: a buffer made again cannot take its address
+        assert queue_buffer(read(0)) == queue_buffer(first)  # kept for the next batch
+        others = [read(i) for i in range(1, len(names))]
+        assert queue_buffer(read(len(names) - 1)) == queue_buffer(others[-1])
+        # Five names of 4 MB pushed the first one out: its buffer is made again.
+        assert queue_buffer(read(0)) != queue_buffer(first)
+
+
 def test_raw_adds_the_undecoded_bytes(log):
     table = log.read_deltas(raw=True).to_arrow()
     assert table.column("data").to_pylist() == [data for data, _ in ROWS]

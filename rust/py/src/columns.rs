@@ -26,12 +26,60 @@ struct Zeros {
     buffer: Option<Py<PyColumnBuffer>>,
 }
 
-/// Zeros kept for the next batches (nothing ever writes a `ColumnBuffer`), so that a loop of
-/// reads does not zero a fresh buffer for every batch.
-static SHARED_ZEROS: std::sync::Mutex<Option<Py<PyColumnBuffer>>> = std::sync::Mutex::new(None);
+/// Buffers kept for the next batches (nothing ever writes a `ColumnBuffer`), so that a loop
+/// of reads hands Arrow the same buffers instead of writing fresh ones for each batch. The
+/// newest last; at most [`KEPT_BYTES`] in all, the oldest dropped first, so a process holds
+/// no more than that once its reads are done.
+struct Kept<T> {
+    items: Vec<(T, usize)>,
+}
 
-/// Bytes of zeros kept at most in [`SHARED_ZEROS`] (a bigger batch makes its own).
-const SHARED_ZEROS_MAX: usize = 16 << 20;
+/// Bytes kept at most per [`Kept`] (a bigger buffer is made for its batch and not kept).
+const KEPT_BYTES: usize = 16 << 20;
+
+impl<T> Kept<T> {
+    const fn new() -> Kept<T> {
+        Kept { items: Vec::new() }
+    }
+
+    /// The newest kept item that `fits`.
+    fn find(&self, fits: impl Fn(&T) -> bool) -> Option<&T> {
+        self.items.iter().rev().map(|(t, _)| t).find(|t| fits(t))
+    }
+
+    /// Keeps `item` (`bytes` long) in place of any item it `replaces`, dropping the oldest
+    /// beyond [`KEPT_BYTES`] or `max_items`; returns what it let go, to be dropped outside
+    /// the lock (dropping a `Py` may run Python code).
+    fn keep(
+        &mut self,
+        item: T,
+        bytes: usize,
+        max_items: usize,
+        replaces: impl Fn(&T) -> bool,
+    ) -> Vec<T> {
+        if bytes > KEPT_BYTES {
+            return vec![item];
+        }
+        let (mut gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.items)
+            .into_iter()
+            .partition(|(t, _)| replaces(t));
+        self.items = kept;
+        self.items.push((item, bytes));
+        while self.items.len() > max_items
+            || self.items.iter().map(|(_, b)| b).sum::<usize>() > KEPT_BYTES
+        {
+            gone.push(self.items.remove(0));
+        }
+        gone.into_iter().map(|(t, _)| t).collect()
+    }
+}
+
+fn locked<T>(kept: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    kept.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The kept buffer of zeros (one: a bigger one replaces it).
+static ZEROS: std::sync::Mutex<Kept<Py<PyColumnBuffer>>> = std::sync::Mutex::new(Kept::new());
 
 impl Zeros {
     fn get(&mut self, py: Python<'_>) -> PyResult<Py<PyColumnBuffer>> {
@@ -44,23 +92,19 @@ impl Zeros {
 
 /// A buffer of at least `bytes` zeros: the kept one when it is big enough.
 fn shared_zeros(py: Python<'_>, bytes: usize) -> PyResult<Py<PyColumnBuffer>> {
-    let lock = || SHARED_ZEROS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(b) = lock().as_ref().filter(|b| b.get().bytes().len() >= bytes) {
+    if let Some(b) = locked(&ZEROS).find(|b| b.get().bytes().len() >= bytes) {
         return Ok(b.clone_ref(py));
     }
     // Fresh memory from the allocator is zero already (no pass over it).
     let made = buf(py, Column::U8(vec![0u8; bytes]))?;
-    if bytes <= SHARED_ZEROS_MAX {
-        let old = lock().replace(made.clone_ref(py));
-        // Released outside the lock.
-        drop(old);
-    }
+    let gone = locked(&ZEROS).keep(made.clone_ref(py), bytes, 1, |_| true);
+    drop(gone);
     Ok(made)
 }
 
-/// Buffers of one name repeated (`offsets`, `data`) for at least `entries` entries, kept
-/// for the next batches: most batches have one kind and one queue, so a loop of reads hands
-/// Arrow the same two buffers for each instead of writing them again (`Repeats`).
+/// Buffers of one name repeated (`offsets`, `data`) for at least `entries` entries: most
+/// batches have one kind and one queue, so a loop of reads hands Arrow the same two buffers
+/// for each instead of writing them again (`Repeats`).
 struct Repeated {
     value: Vec<u8>,
     entries: usize,
@@ -68,8 +112,8 @@ struct Repeated {
     data: Py<PyColumnBuffer>,
 }
 
-/// The kept [`Repeated`] buffers, the newest last.
-static REPEATED: std::sync::Mutex<Vec<Repeated>> = std::sync::Mutex::new(Vec::new());
+/// The kept [`Repeated`] buffers.
+static REPEATED: std::sync::Mutex<Kept<Repeated>> = std::sync::Mutex::new(Kept::new());
 
 /// Names kept at most in [`REPEATED`] (the four kinds and a few queues).
 const REPEATED_KEPT: usize = 8;
@@ -78,7 +122,6 @@ const REPEATED_KEPT: usize = 8;
 /// are long enough, else new ones (kept in turn, with room for slightly longer batches, when
 /// they are small enough). Arrow reads the first `n + 1` offsets and the data they reach.
 fn repeated(py: Python<'_>, value: &[u8], n: usize) -> PyResult<Spec> {
-    let lock = || REPEATED.lock().unwrap_or_else(|e| e.into_inner());
     let spec = |r: &Repeated| {
         (
             "string",
@@ -87,7 +130,7 @@ fn repeated(py: Python<'_>, value: &[u8], n: usize) -> PyResult<Spec> {
             Some(r.offsets.clone_ref(py)),
         )
     };
-    if let Some(r) = lock().iter().find(|r| r.value == value && r.entries >= n) {
+    if let Some(r) = locked(&REPEATED).find(|r| r.value == value && r.entries >= n) {
         return Ok(spec(r));
     }
     let room = n.saturating_add(n / 8);
@@ -106,22 +149,8 @@ fn repeated(py: Python<'_>, value: &[u8], n: usize) -> PyResult<Spec> {
         data: buf(py, Column::U8(column.data))?,
     };
     let out = spec(&made);
-    if bytes <= SHARED_ZEROS_MAX {
-        let old = {
-            let mut kept = lock();
-            let mut old: Vec<Repeated> = Vec::new();
-            if let Some(i) = kept.iter().position(|r| r.value == value) {
-                old.push(kept.remove(i));
-            }
-            if kept.len() >= REPEATED_KEPT {
-                old.push(kept.remove(0));
-            }
-            kept.push(made);
-            old
-        };
-        // Released outside the lock.
-        drop(old);
-    }
+    let gone = locked(&REPEATED).keep(made, bytes, REPEATED_KEPT, |r| r.value == value);
+    drop(gone);
     Ok(out)
 }
 
