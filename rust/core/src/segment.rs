@@ -86,7 +86,9 @@ pub fn scan_records_from<'a>(
         prefetch_ahead(buf, at);
         match record::parse(buf, at) {
             Frame::Record { term, data, next } => {
-                if term < previous_term || term < 0 {
+                // Neither negative nor below the term before (one comparison: after the first
+                // record the term before is never negative).
+                if term < previous_term.max(0) {
                     let stop = ScanStop::Term {
                         offset: at as u64,
                         term,
@@ -124,11 +126,15 @@ const PREFETCH_DISTANCE: usize = 1024;
 #[inline(always)]
 fn prefetch_ahead(buf: &[u8], at: usize) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(ahead) = buf.get(at.wrapping_add(PREFETCH_DISTANCE)..) {
+    {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch reads nothing and never faults; the pointer is inside `buf` (or
-        // just past its end).
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.as_ptr().cast()) };
+        // Not bounds-checked: an address past the end is only a wasted hint (no dereference,
+        // so `wrapping_add` needs no bound either).
+        let ahead = buf
+            .as_ptr()
+            .wrapping_add(at.wrapping_add(PREFETCH_DISTANCE));
+        // SAFETY: a prefetch reads nothing and never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.cast()) };
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (buf, at);
@@ -2030,7 +2036,8 @@ impl Segment {
 #[cfg(test)]
 mod tests {
     use super::{
-        scan_file, scan_file_with, ActiveBytes, ActiveRead, FileScan, RecordIndex, ScanStop,
+        scan_file, scan_file_with, scan_records, ActiveBytes, ActiveRead, FileScan, RecordIndex,
+        ScanStop,
     };
     use crate::format::record::{self, BadRecord};
     use crate::format::segment as header;
@@ -2060,6 +2067,38 @@ mod tests {
             s.last_term,
             s.stop_is_torn_header(),
         )
+    }
+
+    /// `scan_records_from` stops at the first record whose term is negative or below the term
+    /// before it (the one given for the first record, which may itself be negative), naming
+    /// that term and the one before, and visits every record before it.
+    #[test]
+    fn the_scan_stops_at_the_first_negative_or_decreasing_term() {
+        let terms = prop::collection::vec(-3i32..4, 0..8);
+        proptest!(|(terms in terms, previous_term in -3i32..4)| {
+            let mut buf = header::header().to_vec();
+            let mut starts = Vec::new();
+            for &t in &terms {
+                starts.push(buf.len() as u64);
+                record::encode(&mut buf, t, b"x");
+            }
+            let mut seen = Vec::new();
+            let (end, stop) = scan_records(&buf, previous_term, |o, t, _| seen.push((o, t)));
+            let mut before = previous_term;
+            let mut expected = (buf.len() as u64, ScanStop::Clean);
+            for (k, &t) in terms.iter().enumerate() {
+                if t < 0 || t < before {
+                    let offset = starts[k];
+                    expected = (offset, ScanStop::Term { offset, term: t, previous: before });
+                    break;
+                }
+                before = t;
+            }
+            prop_assert_eq!((end, stop), expected.clone());
+            let visited = starts.iter().take_while(|&&o| o < expected.0).count();
+            let want: Vec<(u64, i32)> = starts.iter().copied().zip(terms.iter().copied()).take(visited).collect();
+            prop_assert_eq!(seen, want);
+        });
     }
 
     /// The active segment read `chunk` bytes at a time against the whole file read at once.

@@ -134,10 +134,12 @@ pub fn parse_framing(buf: &[u8], at: usize) -> Frame<'_> {
 
 #[inline(always)]
 fn parse_checking<const CHECK_CRC: bool, const PADDING: bool>(buf: &[u8], at: usize) -> Frame<'_> {
-    let available = buf.len().saturating_sub(at);
     // The common case, a whole header in place, with one bounds check for all of it.
-    let Some(header) = buf.get(at..).and_then(|b| b.first_chunk::<HEADER_LEN>()) else {
-        return parse_short(buf, at, available);
+    let Some((header, _)) = buf
+        .get(at..)
+        .and_then(|b| b.split_first_chunk::<HEADER_LEN>())
+    else {
+        return parse_short(buf, at, buf.len().saturating_sub(at));
     };
     let word =
         |k: usize| u32::from_be_bytes([header[k], header[k + 1], header[k + 2], header[k + 3]]);
@@ -145,44 +147,37 @@ fn parse_checking<const CHECK_CRC: bool, const PADDING: bool>(buf: &[u8], at: us
     if marker != u32::from_be_bytes(RECORD_MARKER) {
         return end_or_bad_marker(marker);
     }
-    let term = word(TERM_AT) as i32;
-    let stored = word(CRC_AT);
     let len = word(LEN_AT) as i32;
     if len < 0 {
         return Frame::Bad(BadRecord::NegativeLength { len });
     }
     let len = len as usize;
-    let total = record_len(len);
-    if total > available {
+    // The record's bytes, padding included, sliced once: every later index is inside them.
+    let rest = &buf[at..];
+    let Some(record) = rest.get(..record_len(len)) else {
+        let available = rest.len();
         return Frame::Bad(BadRecord::PastEnd { len, available });
-    }
-    let data_start = at + HEADER_LEN;
-    let data = &buf[data_start..data_start + len];
+    };
+    let term = word(TERM_AT) as i32;
+    let next = at + record.len();
+    let data = &record[HEADER_LEN..HEADER_LEN + len];
     if !PADDING {
-        return Frame::Record {
-            term,
-            data,
-            next: at + total,
-        };
+        return Frame::Record { term, data, next };
     }
     // The padding is the low `padding(len)` bytes of the record's last (big-endian) word; a
-    // record is at least a header long, so that word is in place.
-    let last = &buf[at + total - 4..at + total];
-    let last = u32::from_be_bytes([last[0], last[1], last[2], last[3]]);
-    let pad_mask = ((1u64 << (8 * padding(len))) - 1) as u32;
-    if last & pad_mask != 0 {
+    // record is at least a header long, so that word is in place. Shifting it left by the
+    // other bytes' width leaves only the padding (a shift of 32 leaves nothing: no padding).
+    let last = &record[record.len() - 4..];
+    let last = u64::from(u32::from_be_bytes([last[0], last[1], last[2], last[3]]));
+    if (last << (32 - 8 * padding(len))) as u32 != 0 {
         return Frame::Bad(BadRecord::NonZeroPadding);
     }
     if CHECK_CRC {
-        if let Err(bad) = check_crc(stored, data) {
+        if let Err(bad) = check_crc(word(CRC_AT), data) {
             return Frame::Bad(bad);
         }
     }
-    Frame::Record {
-        term,
-        data,
-        next: at + total,
-    }
+    Frame::Record { term, data, next }
 }
 
 /// [`parse_with`] where fewer than a header's bytes are left: the end, or a short header.
@@ -297,6 +292,103 @@ mod tests {
                     }
                     full => prop_assert_eq!(framed, full),
                 }
+            }
+        });
+    }
+
+    /// The spec's reading of one frame, written plainly (byte by byte, wide arithmetic), for
+    /// holding `parse` to it.
+    fn spec_parse(buf: &[u8], at: usize) -> Frame<'_> {
+        let available = buf.len().saturating_sub(at);
+        let byte = |k: usize| buf[at + k];
+        let int = |k: usize| {
+            i64::from(u32::from_be_bytes([
+                byte(k),
+                byte(k + 1),
+                byte(k + 2),
+                byte(k + 3),
+            ]))
+        };
+        if available == 0 {
+            return Frame::End;
+        }
+        if available >= 4 && (0..4).all(|k| byte(k) == 0) {
+            return Frame::End;
+        }
+        if available >= 4 && (0..4).any(|k| byte(k) != RECORD_MARKER[k]) {
+            let found = [byte(0), byte(1), byte(2), byte(3)];
+            return Frame::Bad(BadRecord::BadMarker { found });
+        }
+        if available < HEADER_LEN {
+            return Frame::Bad(BadRecord::ShortHeader { available });
+        }
+        let len = int(LEN_AT);
+        if len >= 1 << 31 {
+            let len = (len - (1 << 32)) as i32;
+            return Frame::Bad(BadRecord::NegativeLength { len });
+        }
+        let padded = (len + 3) / 4 * 4;
+        if 16 + padded > available as i64 {
+            let len = len as usize;
+            return Frame::Bad(BadRecord::PastEnd { len, available });
+        }
+        let (len, padded) = (len as usize, padded as usize);
+        if (16 + len..16 + padded).any(|k| byte(k) != 0) {
+            return Frame::Bad(BadRecord::NonZeroPadding);
+        }
+        let data = &buf[at + 16..at + 16 + len];
+        let stored = int(CRC_AT) as u32;
+        let computed = crc32fast::hash(data);
+        if stored != computed {
+            return Frame::Bad(BadRecord::BadChecksum { stored, computed });
+        }
+        let term = int(TERM_AT) as u32 as i32;
+        let next = at + 16 + padded;
+        Frame::Record { term, data, next }
+    }
+
+    /// `parse` (with and without the checksum) finds what the spec's plain reading finds, at
+    /// any offset of records of every padding with any byte changed, a length field rewritten
+    /// (negative, past the end, off by a few) or the bytes cut short.
+    #[test]
+    fn parse_reads_each_frame_as_the_spec_does() {
+        use proptest::prelude::*;
+        let records = prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..6);
+        let length = prop_oneof![
+            Just(None),
+            any::<i32>().prop_map(Some),
+            (-3i32..80).prop_map(Some)
+        ];
+        proptest!(ProptestConfig::with_cases(2000), |(records in records,
+                    hit in any::<prop::sample::Index>(), byte in any::<u8>(),
+                    length in length, cut in any::<prop::sample::Index>(),
+                    at in any::<prop::sample::Index>(), aligned in any::<bool>())| {
+            let mut buf = Vec::new();
+            let mut starts = Vec::new();
+            for (term, data) in records.iter().enumerate() {
+                starts.push(buf.len());
+                encode(&mut buf, term as i32 - 1, data);
+            }
+            let hit = hit.index(buf.len());
+            buf[hit] = byte;
+            if let Some(len) = length {
+                let start = starts[hit % starts.len()];
+                buf[start + LEN_AT..start + LEN_AT + 4].copy_from_slice(&len.to_be_bytes());
+            }
+            buf.truncate(buf.len() - cut.index(buf.len() + 1) / 3);
+            let at = at.index(buf.len() + 2);
+            let at = if aligned { at & !3 } else { at };
+            let spec = spec_parse(&buf, at);
+            prop_assert_eq!(parse(&buf, at), spec_parse(&buf, at));
+            let framing_only = match spec {
+                Frame::Bad(BadRecord::BadChecksum { .. }) => None,
+                other => Some(other),
+            };
+            if let Some(framed) = framing_only {
+                prop_assert_eq!(parse_with::<false>(&buf, at), framed);
+            } else {
+                let is_record = matches!(parse_with::<false>(&buf, at), Frame::Record { .. });
+                prop_assert!(is_record);
             }
         });
     }
