@@ -8,10 +8,10 @@ mod common;
 
 use std::path::Path;
 
+use common::ops::{self, add, remove, Op};
 use common::opts;
 use proptest::prelude::*;
 use tflux_core::format::compressed::Method;
-use tflux_core::format::delta::Delta;
 use tflux_core::log::{Log, LogOptions};
 use tflux_core::replay::replay;
 use tflux_core::state::{QueueInfo, QueueState};
@@ -28,23 +28,6 @@ fn message(seed: u64, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (seed.wrapping_mul(31).wrapping_add(i as u64 * 7)) as u8)
         .collect()
-}
-
-fn add(name: &[u8], key: i64, msg: Vec<u8>) -> Vec<u8> {
-    Delta::AddRecord {
-        name: name.to_vec(),
-        key,
-        message: msg,
-    }
-    .encode()
-}
-
-fn remove(name: &[u8], id: u64) -> Vec<u8> {
-    Delta::RemoveRecord {
-        name: name.to_vec(),
-        id,
-    }
-    .encode()
 }
 
 type Seen = Vec<(QueueInfo, Vec<(u64, i64, Vec<u8>)>)>;
@@ -122,35 +105,13 @@ fn drain(s: &mut QueueState) -> Messages {
     out
 }
 
-#[derive(Debug, Clone)]
-enum Op {
-    Create(usize, bool),
-    Delete(usize),
-    Add(usize, i64, u8),
-    Remove(usize, usize),
-}
-
 fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        1 => (1..3usize, any::<bool>()).prop_map(|(q, a)| Op::Create(q, a)),
-        1 => (1..3usize).prop_map(Op::Delete),
-        12 => (0..3usize, 0i64..8, any::<u8>()).prop_map(|(q, k, m)| Op::Add(q, k, m)),
-        6 => (0..3usize, 0..20usize).prop_map(|(q, n)| Op::Remove(q, n)),
-    ]
+    ops::valid(NAMES.len(), [1, 1, 12, 6], 20)
 }
 
 /// The delta for `op` against the online model, if the model accepts it.
 fn valid_delta(op: &Op, model: &QueueState) -> Vec<u8> {
-    let name = |q: usize| NAMES[q].to_vec();
-    match op {
-        Op::Create(q, array) => common::create_queue(NAMES[*q], *array),
-        Op::Delete(q) => Delta::DeleteQueue { name: name(*q) }.encode(),
-        Op::Add(q, key, m) => add(NAMES[*q], *key, vec![*m; (*m % 70) as usize]),
-        Op::Remove(q, n) => {
-            let id = common::nth_live_id(model, NAMES[*q], *n);
-            remove(NAMES[*q], id)
-        }
-    }
+    ops::delta(op, &NAMES, model)
 }
 
 proptest! {

@@ -9,10 +9,10 @@ mod common;
 
 use std::path::Path;
 
+use common::ops::{self, Op};
 use common::opts;
 use proptest::prelude::*;
 use tflux_core::base::Layout;
-use tflux_core::format::delta::Delta;
 use tflux_core::log::Log;
 use tflux_core::recovery::Parallelism;
 use tflux_core::state::QueueState;
@@ -22,46 +22,12 @@ const NAMES: [&[u8]; 3] = [b"", b"a", b"b"];
 const HEADER: usize = tflux_core::format::segment::HEADER_LEN;
 const SETTINGS: &str = r#"{"SnapshotCreationSegmentsThreshold": 0, "DiskFullRatio": 1.0}"#;
 
-#[derive(Debug, Clone)]
-enum Op {
-    Create(usize, bool),
-    Delete(usize),
-    Add(usize, i64, u8),
-    Remove(usize, usize),
-    /// A delta the state refuses (a removal of an id never added).
-    Invalid(usize),
-}
-
 fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        1 => (1..3usize, any::<bool>()).prop_map(|(q, a)| Op::Create(q, a)),
-        1 => (1..3usize).prop_map(Op::Delete),
-        14 => (0..3usize, 0i64..8, any::<u8>()).prop_map(|(q, k, m)| Op::Add(q, k, m)),
-        6 => (0..3usize, 0..20usize).prop_map(|(q, n)| Op::Remove(q, n)),
-    ]
+    ops::valid(NAMES.len(), [1, 1, 14, 6], 20)
 }
 
 fn delta(op: &Op, model: &QueueState) -> Vec<u8> {
-    let name = |q: usize| NAMES[q].to_vec();
-    match op {
-        Op::Create(q, array) => common::create_queue(NAMES[*q], *array),
-        Op::Delete(q) => Delta::DeleteQueue { name: name(*q) }.encode(),
-        Op::Add(q, key, m) => Delta::AddRecord {
-            name: name(*q),
-            key: *key,
-            message: vec![*m; (*m % 70) as usize],
-        }
-        .encode(),
-        Op::Remove(q, n) => {
-            let id = common::nth_live_id(model, NAMES[*q], *n);
-            Delta::RemoveRecord { name: name(*q), id }.encode()
-        }
-        Op::Invalid(q) => Delta::RemoveRecord {
-            name: name(*q),
-            id: 1 << 40,
-        }
-        .encode(),
-    }
+    ops::delta(op, &NAMES, model)
 }
 
 /// Damage done to the written log.
@@ -93,7 +59,7 @@ fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
 
 /// Writes the base directory: a snapshot of the state after the first `snapshot_at` deltas
 /// (when given) and the log of the deltas (small segments), then damages it. A delta the
-/// state refuses is left out unless it is an [`Op::Invalid`] (the replay stops at the first
+/// state refuses is left out unless it is an [`Op::RemoveAbsent`] (the replay stops at the first
 /// refused delta, so refused Adds to queues never created would end most replays early).
 fn write_base(base: &Path, ops: &[Op], snapshot_at: Option<usize>, damage: &Damage) {
     let layout = Layout::new(base);
@@ -103,7 +69,7 @@ fn write_base(base: &Path, ops: &[Op], snapshot_at: Option<usize>, damage: &Dama
     let mut written = 0usize;
     for op in ops {
         let d = delta(op, &model);
-        if model.apply(None, &d).is_err() && !matches!(op, Op::Invalid(_)) {
+        if model.apply(None, &d).is_err() && !matches!(op, Op::RemoveAbsent(_)) {
             continue;
         }
         let lsn = log.append(1, &d).unwrap();
@@ -217,7 +183,7 @@ proptest! {
     ) {
         // At most one refused delta: the replay stops at it.
         if let Some((at, q)) = invalid {
-            ops.insert(at.index(ops.len() + 1), Op::Invalid(q));
+            ops.insert(at.index(ops.len() + 1), Op::RemoveAbsent(q));
         }
         let dir = tempfile::tempdir().unwrap();
         let written = dir.path().join("written");
@@ -241,7 +207,7 @@ proptest! {
 fn a_corrupt_later_segment_wins_over_an_earlier_replay_error() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("b");
-    let mut ops = vec![Op::Create(1, false), Op::Invalid(1)];
+    let mut ops = vec![Op::Create(1, false), Op::RemoveAbsent(1)];
     ops.extend((0..60).map(|i| Op::Add(1, i % 8, 40)));
     let files_flip = Damage {
         flip: None,

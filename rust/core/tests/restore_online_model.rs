@@ -13,6 +13,7 @@ mod common;
 
 use std::path::Path;
 
+use common::ops::{self, add, Op};
 use common::opts;
 use proptest::prelude::*;
 use tflux_core::format::delta::Delta;
@@ -24,30 +25,8 @@ use tflux_core::state::{QueueState, IMPL_HEAP};
 /// compare works by words of 8 or 4 bytes).
 const NAMES: [&[u8]; 5] = [b"", b"a", b"bb", b"abcdefgh", b"abcdefghijk"];
 
-#[derive(Debug, Clone)]
-enum Op {
-    Create(usize, bool),
-    Delete(usize),
-    Add(usize, i64, u8),
-    /// Removes the `n`-th present record (by id) of the queue.
-    Remove(usize, usize),
-    /// A removal of an id never added.
-    RemoveAbsent(usize),
-    /// An AddRecord with a key outside an array queue's range (accepted by a heap queue).
-    FarKey(usize),
-    /// An AddRecord of the queue whose bytes do not decode (one byte too many).
-    Undecodable(usize),
-    /// An AddRecord of a queue never created.
-    Missing,
-}
-
 fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        2 => (1..5usize, any::<bool>()).prop_map(|(q, a)| Op::Create(q, a)),
-        1 => (1..5usize).prop_map(Op::Delete),
-        20 => (0..5usize, 0i64..8, any::<u8>()).prop_map(|(q, k, m)| Op::Add(q, k, m)),
-        10 => (0..5usize, 0..30usize).prop_map(|(q, n)| Op::Remove(q, n)),
-    ]
+    ops::valid(NAMES.len(), [2, 1, 20, 10], 30)
 }
 
 fn invalid() -> impl Strategy<Value = Op> {
@@ -59,38 +38,8 @@ fn invalid() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn add(name: &[u8], key: i64, message: Vec<u8>) -> Vec<u8> {
-    Delta::AddRecord {
-        name: name.to_vec(),
-        key,
-        message,
-    }
-    .encode()
-}
-
 fn delta(op: &Op, model: &QueueState) -> Vec<u8> {
-    let name = |q: usize| NAMES[q].to_vec();
-    match op {
-        Op::Create(q, array) => common::create_queue(NAMES[*q], *array),
-        Op::Delete(q) => Delta::DeleteQueue { name: name(*q) }.encode(),
-        Op::Add(q, key, m) => add(NAMES[*q], *key, vec![*m; (*m % 70) as usize]),
-        Op::Remove(q, n) => {
-            let id = common::nth_live_id(model, NAMES[*q], *n);
-            Delta::RemoveRecord { name: name(*q), id }.encode()
-        }
-        Op::RemoveAbsent(q) => Delta::RemoveRecord {
-            name: name(*q),
-            id: 1 << 40,
-        }
-        .encode(),
-        Op::FarKey(q) => add(NAMES[*q], 1000, b"far".to_vec()),
-        Op::Undecodable(q) => {
-            let mut d = add(NAMES[*q], 1, b"odd".to_vec());
-            d.push(0);
-            d
-        }
-        Op::Missing => add(b"never", 1, b"lost".to_vec()),
-    }
+    ops::delta(op, &NAMES, model)
 }
 
 /// The LSN of a new log's first entry.

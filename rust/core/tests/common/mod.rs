@@ -112,3 +112,5 @@ pub fn nth_live_id(model: &QueueState, name: &[u8], n: usize) -> u64 {
         ids.get(n % ids.len().max(1)).copied().unwrap_or(0)
     })
 }
+
+pub mod ops;
