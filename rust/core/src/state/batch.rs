@@ -2,7 +2,11 @@
 //! need to be ready to dequeue after every delta. Added records are appended to the queue's
 //! `pending` column (ids arrive in ascending order), a removal takes its record, a DeleteQueue
 //! drops the column with the queue, and [`Batch`] settles every queue once at the end: one
-//! O(n) heap build (or one append per FIFO) instead of a sift per delta.
+//! heap build (or one append per FIFO) instead of a sift per delta. An empty heap queue's heap
+//! is built in the settle's pass over the column, each record moved up as it is written (under
+//! one move per record on average with random keys; up to the heap's depth, 12 levels at 10M
+//! records, when keys fall as ids rise, which measured as fast as the build it replaced); any
+//! other by Floyd's O(n) build after it.
 //!
 //! The rules (what is refused, with which message) stay in `QueueState::apply_delta_in`, shared
 //! with the online apply; this module only stores records differently.
