@@ -231,11 +231,12 @@ def targets(rows: list[Row]) -> list[str]:
         if slope is not None:
             out.append(
                 [
-                    f"the same peak per queued record added from {scal[-2].records:,} to "
-                    f"{big.records:,} deltas (fixed costs cancel)",
-                    "<= 48 B",
+                    f"for information, not the goal: the same peak per queued record added "
+                    f"from {scal[-2].records:,} to {big.records:,} deltas (fixed costs cancel; "
+                    "the difference of two sampled peaks, so noisier)",
+                    "",
                     f"{slope:.1f} B",
-                    verdict(slope <= 48),
+                    verdict(None),
                 ]
             )
     return [*table(["Target", "Goal", "Measured (medians)", ""], out), ""]

@@ -145,7 +145,14 @@ pub mod fields {
     /// [`body`], or `None` when `data` is too short to hold the name's length.
     #[inline]
     fn body_checked(data: &[u8]) -> Option<usize> {
-        data.get(1).map(|&len| 2 + usize::from(len))
+        data.get(1).map(|&len| body_after(usize::from(len)))
+    }
+
+    /// Where the fields after a queue name of `name_len` bytes start: after the kind byte,
+    /// the name's length byte and the name.
+    #[inline(always)]
+    fn body_after(name_len: usize) -> usize {
+        2 + name_len
     }
 
     /// Bytes of an AddRecord between its body and its message: the key (8) and the Buffer's
@@ -195,7 +202,7 @@ pub mod fields {
     /// below holds the two together.
     #[inline(always)]
     pub fn code_in_queue(data: &[u8], name: &[u8]) -> Option<u8> {
-        let body = 2 + name.len();
+        let body = body_after(name.len());
         if data.len() < body || data[1] as usize != name.len() {
             return None;
         }
@@ -244,7 +251,7 @@ pub mod fields {
     /// before named) and need not read the record's bytes to find the message.
     #[inline]
     pub fn add_message_at(name_len: usize) -> usize {
-        2 + name_len + ADD_MESSAGE_AT
+        body_after(name_len) + ADD_MESSAGE_AT
     }
 
     /// RemoveRecord: the record id.
