@@ -620,20 +620,20 @@ impl<'a> ScanAhead<'a> {
         }
     }
 
+    /// The scan of regular file `k` on the calling thread, given the term before it (no
+    /// steps: they serve only scans made ahead of a restore's apply).
+    fn scan_here(&self, k: usize, previous_term: i32) -> Result<SegmentScan> {
+        let path = &self.entries[k].path;
+        let position = self.position(k);
+        scan_segment_keeping(path, position, previous_term, self.options, DROPPED, None)
+    }
+
     /// The scan of regular file `k` (walked in order) given the term before it.
     fn scan(&mut self, k: usize, previous_term: i32) -> Result<SegmentScan> {
-        let path = &self.entries[k].path;
         // On one of the pool's own threads a blocking wait could hold up the scans it waits for.
         let on_pool = rayon::current_thread_index().is_some();
         if self.options.parallelism == Parallelism::OneCore || on_pool {
-            return scan_segment_keeping(
-                path,
-                self.position(k),
-                previous_term,
-                self.options,
-                DROPPED,
-                None,
-            );
+            return self.scan_here(k, previous_term);
         }
         self.submit_until(k + 1 + self.width);
         let submitted = matches!(self.entries[k].kind, EntryKind::Regular);
@@ -647,14 +647,7 @@ impl<'a> ScanAhead<'a> {
                 Ok(done)
             }
             Some(Err(e)) => Err(e),
-            _ => scan_segment_keeping(
-                path,
-                self.position(k),
-                previous_term,
-                self.options,
-                DROPPED,
-                None,
-            ),
+            _ => self.scan_here(k, previous_term),
         }
     }
 }
