@@ -2080,7 +2080,7 @@ mod tests {
             let mut starts = Vec::new();
             for &t in &terms {
                 starts.push(buf.len() as u64);
-                record::encode(&mut buf, t, b"x");
+                record::encode_any_term(&mut buf, t, b"x");
             }
             let mut seen = Vec::new();
             let (end, stop) = scan_records(&buf, previous_term, |o, t, _| seen.push((o, t)));
