@@ -350,8 +350,21 @@ fn payload_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Payload> {
 /// The embedded durable queue of one base directory. Open it with `tflux.open`.
 #[pyclass(module = "tflux", name = "Store", frozen)]
 pub struct PyStore {
-    inner: Arc<Store>,
+    /// Dropped first by `Drop`, so that the allocator can then hand back what it freed.
+    inner: std::mem::ManuallyDrop<Arc<Store>>,
     path: String,
+}
+
+impl Drop for PyStore {
+    /// Drops the store (its queues, when no other handle holds it), then returns the freed
+    /// pages to the system: mimalloc keeps freed pages for reuse and purges them only on later
+    /// allocator activity, so a process that restored a 10M-delta store, closed it and let it
+    /// go kept 131 MiB resident for good.
+    fn drop(&mut self) {
+        // SAFETY: `inner` is dropped once, here, and not used after.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.inner) };
+        crate::release_freed_memory();
+    }
 }
 
 fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> tflux_core::Result<T> + Send) -> PyResult<T> {
@@ -390,7 +403,10 @@ impl PyStore {
         })?;
         let store = Arc::new(store);
         store.start_background_sync();
-        Ok(PyStore { inner: store, path })
+        Ok(PyStore {
+            inner: std::mem::ManuallyDrop::new(store),
+            path,
+        })
     }
 
     #[pyo3(signature = (name, implementation="heap", max_size=None, max_message_size=None, key_range=None))]
