@@ -13,7 +13,11 @@ them (``@pytest.mark.disk_watermarks``). Child processes the tests start get the
 
 from __future__ import annotations
 
+# Imported here, not inside the finder below: an import there goes through the import system
+# and so through the finder itself (infinite recursion where nothing imported it before).
+import importlib.util
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,10 +97,9 @@ class SwitchOffOnImport:
     whatever the child does first, e.g. set a resource limit)."""
 
     def find_spec(self, fullname, path=None, target=None):
-        import importlib.util
-        import sys
-
-        if fullname != "tflux._tflux":
+        # Called for every import the child makes: it must not import anything itself, and it
+        # answers for one module only, once (it leaves sys.meta_path before looking that up).
+        if fullname != "tflux._tflux" or self not in sys.meta_path:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(fullname)
