@@ -100,6 +100,22 @@ def test_resume_at_first_unacknowledged_and_start_only_without_cursor(tmp_path):
         assert [m.lsn for m in drain(rx)] == list(range(15, 50))
 
 
+def test_an_empty_cursor_file_is_an_absent_cursor(tmp_path):
+    """Spec section 1: a file that exists at start-up is valid or empty, and empty means nothing
+    was written yet. A 0-byte cursor was refused as corrupt ("0 bytes long")."""
+    with small(tmp_path) as ch:
+        ch.sender().send_many([b"m%d" % i for i in range(20)])
+        (tmp_path / "data/cursors").mkdir(parents=True, exist_ok=True)
+        cursor = tmp_path / "data/cursors/late.cursor"
+        cursor.write_bytes(b"")
+        assert ch.receivers() == {}  # no receiver yet: nothing holds collection back
+        rx = ch.receiver("late", start=12)  # so start= applies
+        assert [m.lsn for m in drain(rx)] == list(range(12, 20))
+        rx.ack(3)
+        assert cursor.read_bytes() == cursor_bytes(15)
+        assert ch.receivers() == {"late": 15}
+
+
 def test_bad_arguments(tmp_path):
     with tflux.Channel.open(tmp_path) as ch:
         for name in ["", "a/b", "a b", "x" * 249, ".."]:

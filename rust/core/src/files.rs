@@ -119,22 +119,24 @@ fn read_at_most(
     Ok(Some(bytes))
 }
 
-/// Reads a 20-byte framed file (metadata or receiver cursor): `None` when it is absent. Never
-/// reads (or allocates for) more than the 20 bytes the format allows; `op` names the read in
-/// I/O errors.
+/// Reads a 20-byte framed file (metadata or receiver cursor): `None` when it is absent or
+/// empty (spec section 1: an empty file is one nothing was written to yet, e.g. created before
+/// a crash). Never reads (or allocates for) more than the 20 bytes the format allows; `op`
+/// names the read in I/O errors.
 pub fn read_framed(path: &Path, frame: &Frame, op: &'static str) -> Result<Option<Vec<u8>>> {
-    read_regular(path, framed::LEN as u64).map_err(|e| match e {
+    let bytes = read_regular(path, framed::LEN as u64).map_err(|e| match e {
         ReadError::Io(e) => Error::io(op, path, e),
         ReadError::TooLong { len, .. } => frame.too_long_or_short(path, len),
         other => Error::corruption(path, None, other.to_string()),
-    })
+    })?;
+    Ok(bytes.filter(|b| !b.is_empty()))
 }
 
 /// Reads the metadata at `path`; an absent or empty file is the default (term 1, no vote).
 pub fn read_metadata(path: &Path) -> Result<Metadata> {
     match read_framed(path, &metadata::FRAME, "read metadata")? {
-        Some(b) if !b.is_empty() => metadata::decode(&b, path),
-        _ => Ok(Metadata::default()),
+        Some(b) => metadata::decode(&b, path),
+        None => Ok(Metadata::default()),
     }
 }
 
@@ -162,4 +164,26 @@ pub fn read_snapshot(path: &Path) -> Result<Option<Snapshot>> {
 pub fn write_snapshot(storage: &dyn Storage, path: &Path, s: &Snapshot) -> Result<()> {
     let bytes = snapshot::encode(s)?;
     crate::fsutil::atomic_write(storage, path, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::receiver;
+
+    #[test]
+    fn an_empty_framed_file_is_an_absent_one_and_a_short_one_is_corrupt() {
+        // Spec section 1: a file that exists is valid or empty, and empty is "nothing yet".
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.cursor");
+        assert!(read_framed(&path, &receiver::FRAME, "read").unwrap().is_none());
+        fs::write(&path, b"").unwrap();
+        assert!(read_framed(&path, &receiver::FRAME, "read").unwrap().is_none());
+        fs::write(&path, [0u8; 3]).unwrap();
+        let bytes = read_framed(&path, &receiver::FRAME, "read").unwrap().unwrap();
+        assert!(receiver::decode(&bytes, &path).is_err());
+        fs::write(&path, receiver::encode(7)).unwrap();
+        let bytes = read_framed(&path, &receiver::FRAME, "read").unwrap().unwrap();
+        assert_eq!(receiver::decode(&bytes, &path).unwrap(), 7);
+    }
 }
