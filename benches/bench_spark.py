@@ -27,13 +27,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import _needs
 import pytest
 
 from benches._queuedata import QueueLog, build_queue_log
 
-pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
-if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-    pytest.skip("Spark needs Java", allow_module_level=True)
+_needs.pyspark()
 
 import tflux.parquet
 import tflux.spark

@@ -266,11 +266,19 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def spark_jar():
-    """The JVM reader's jar, compiled once per test session; None without a JDK."""
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
-    import tflux.spark
+    """The JVM reader's jar, compiled once per test session; None without a JDK (a failure
+    where ``TFLUX_REQUIRE_TOOLS`` says there is one). Where a JDK is found the jar must build:
+    a javac error fails the tests instead of quietly handing them the Python sources."""
+    import _needs
 
-    return tflux.spark.jar_path()
+    _needs.pyspark()
+    from tflux.spark import _jvm
+
+    if _jvm._tool("javac") is None or _jvm._tool("jar") is None:
+        if _needs.required():
+            _needs.missing("no JDK (javac and jar): the JVM reader is not built")
+        return None
+    return _jvm.build_jar()
 
 
 @pytest.fixture(scope="session")
@@ -280,9 +288,9 @@ def spark(spark_jar):
     import os
     import sys
 
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
-    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        pytest.skip("Spark needs Java (no java on PATH, no JAVA_HOME)")
+    import _needs
+
+    _needs.pyspark()
     import tflux.spark
     from pyspark.sql import SparkSession
 
@@ -306,5 +314,7 @@ def spark(spark_jar):
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     tflux.spark.register(session)
+    # The jar was given: a session that cannot load it would test the Python sources instead.
+    assert spark_jar is None or tflux.spark.jvm_reader(session), f"{spark_jar} did not load"
     yield session
     session.stop()

@@ -31,13 +31,15 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _needs
 import pytest
 import tflux
 from _reliability import TINY, Expected, check_store, child_env, split_line, writer_cmd
 from test_crash import record_figures
 
 STRACE = shutil.which("strace")
-pytestmark = pytest.mark.skipif(STRACE is None, reason="strace is not installed")
+if STRACE is None:
+    _needs.missing("strace is not installed", module=True)
 
 TRACED = (
     "openat,open,creat,mkdir,mkdirat,write,pwrite64,fsync,fdatasync,rename,renameat,renameat2,"

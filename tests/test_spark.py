@@ -20,16 +20,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _needs
 import pytest
 import tflux
 from conftest import record_offsets, segment_files
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
+pyspark = _needs.pyspark()
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
-
-if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-    pytest.skip("Spark needs Java (no java on PATH, no JAVA_HOME)", allow_module_level=True)
 
 import tflux.parquet  # noqa: E402
 import tflux.spark  # noqa: E402

@@ -15,11 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+import _needs
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
-if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-    pytest.skip("Spark needs Java (no java on PATH, no JAVA_HOME)", allow_module_level=True)
+pyspark = _needs.pyspark()
 
 ROOT = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).parent

@@ -17,6 +17,7 @@ import textwrap
 import zlib
 from pathlib import Path
 
+import _needs
 import pytest
 import tflux
 from conftest import (
@@ -28,13 +29,9 @@ from conftest import (
     segment_files,
 )
 
-pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
-import tflux.spark
-from tflux.spark import _jvm
-
-needs_jdk = pytest.mark.skipif(
-    _jvm._tool("javac") is None or _jvm._tool("jar") is None, reason="no JDK (javac, jar)"
-)
+_needs.pyspark()
+import tflux.spark  # noqa: E402
+from tflux.spark import _jvm  # noqa: E402
 
 
 def dump(jar: str, *args: str) -> tuple[list[dict], str | None]:
@@ -52,10 +49,9 @@ def dump(jar: str, *args: str) -> tuple[list[dict], str | None]:
 
 @pytest.fixture(scope="module")
 def jar(spark_jar):
+    """The jar (``spark_jar`` fails where a JDK cannot build it); skipped only without a JDK."""
     if spark_jar is None:
-        # With a JDK the jar must build (sources missing from an install would skip silently).
-        assert _jvm._tool("javac") is None or _jvm._tool("jar") is None, _jvm.build_jar()
-        pytest.skip("no JDK: the JVM reader is not built")
+        _needs.missing("no JDK (javac and jar): the JVM reader is not built")
     return spark_jar
 
 
@@ -513,7 +509,6 @@ def test_a_snapshot_replaced_between_reads_is_read_again(spark, jar, tmp_path):
 # --- build and fallbacks -------------------------------------------------------------------
 
 
-@needs_jdk
 def test_jar_is_cached_by_source_hash(jar):
     assert Path(jar).is_file() and _jvm.cache_key() in Path(jar).name
     assert tflux.spark.build_jar() == jar  # no rebuild
