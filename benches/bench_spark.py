@@ -34,10 +34,10 @@ from benches._queuedata import QueueLog, build_queue_log
 
 _needs.pyspark()
 
-import tflux.parquet
-import tflux.spark
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+import tflux.parquet  # noqa: E402
+import tflux.spark  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 FULL_RECORDS = 4_000_000
 SMOKE_RECORDS = 20_000

@@ -19,6 +19,7 @@ from conftest import (
     DATA_AT,
     END_MARKER,
     HEADER,
+    HEADER_SIZE,
     LENGTH_AT,
     MARKER_AT,
     RECORD_MARKER,
@@ -31,6 +32,7 @@ from conftest import (
     record_offsets,
     segment_files,
     segment_name,
+    segment_size,
     write_segment,
 )
 from hypothesis import HealthCheck, given, settings
@@ -459,6 +461,11 @@ def test_a_damaged_record_in_the_last_segment_is_trimmed_and_reported(log_dir, d
         assert rec.cut_offset == L1
         assert rec.records_kept == 1
         assert rec.bytes_cut == last_nonzero_end(damaged, L1)
+        # What the cut removes is copied aside first (spec 3: never destroyed silently).
+        (copy,) = rec.moved
+        assert Path(copy).parent == log_dir.parent / "temp"
+        assert Path(copy).name.endswith(f"{last.name}.at-{L1}")
+        assert Path(copy).read_bytes() == damaged[L1 : L1 + rec.bytes_cut]
         assert log.append(9, b"fresh") == 4
     after = last.read_bytes()
     assert after[:L1] == damaged[:L1]
@@ -653,6 +660,36 @@ def test_repair_of_a_torn_last_segment_trims_it_and_keeps_a_copy(log_dir):
         (copy,) = log.recovery.moved
     assert copy.endswith(last.name + ".orig")
     assert Path(copy).read_bytes() == torn
+
+
+def test_a_damaged_first_record_before_kilobytes_of_records_keeps_a_copy_of_them(log_dir):
+    """A cut at the first record of the last segment removes every record after it (they were
+    never acknowledged if the damage is a torn write, but nobody can tell that from the bytes):
+    the open copies them into data/temp before it zeroes them, and reports the copy."""
+    records = [(1, bytes([i]) * 100) for i in range(60)]
+    last = write_segment(log_dir, 0, records)
+    flip(last, HEADER_SIZE + DATA_AT + 5, 0x01)
+    damaged = last.read_bytes()
+    end = segment_size(records)
+    with Log.open(log_dir, **REOPEN) as log:
+        assert list(log.entries()) == []
+        assert log.recovery.cut_offset == HEADER_SIZE
+        (copy,) = log.recovery.moved
+    assert Path(copy).read_bytes() == damaged[HEADER_SIZE:end]
+    assert len(Path(copy).read_bytes()) > 6000
+    assert parse_segment(last.read_bytes()).records == []
+    # A second open finds nothing to cut and copies nothing more.
+    with Log.open(log_dir, **REOPEN) as log:
+        assert not log.recovery.truncated and log.recovery.moved == []
+    assert os.listdir(log_dir.parent / "temp") == [Path(copy).name]
+
+
+def test_a_readonly_open_of_a_torn_tail_copies_nothing(log_dir):
+    _, last = build_log(log_dir)
+    flip(last, L1 + DATA_AT + 2, 0x40)
+    with Log.open(log_dir, readonly=True) as log:
+        assert log.recovery.truncated and log.recovery.moved == []
+    assert not (log_dir.parent / "temp").exists()
 
 
 # --- random damage never crashes -----------------------------------------------------------------

@@ -9,9 +9,7 @@ under test. Skipped when pyspark (or Java) is missing.
 from __future__ import annotations
 
 import glob
-import os
 import random
-import shutil
 import struct
 import subprocess
 import sys

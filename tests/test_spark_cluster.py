@@ -8,7 +8,6 @@ runs in the default suite, so CI starts a real cluster on every run.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -16,7 +15,6 @@ import time
 from pathlib import Path
 
 import _needs
-import pytest
 
 pyspark = _needs.pyspark()
 

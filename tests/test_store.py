@@ -26,7 +26,14 @@ from pathlib import Path
 
 import pytest
 import tflux
-from conftest import DATA_DIR, parse_segment, segment_files, segment_name, write_segment
+from conftest import (
+    DATA_DIR,
+    parse_segment,
+    record_offsets,
+    segment_files,
+    segment_name,
+    write_segment,
+)
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -954,6 +961,23 @@ def test_a_snapshot_ahead_of_the_whole_log_restarts_the_log_after_it(base_dir):
     assert segment_name(11) in segment_files(log_dir)
     with tflux.open(base_dir, **FAST) as store:
         assert contents(store, "") == [(2, 0, b"n", ""), (1, 5, b"s", "")]
+
+
+def test_a_torn_tail_cut_at_open_keeps_a_copy_of_what_it_removed(base_dir):
+    log_dir = base_dir / "data" / "log"
+    log_dir.mkdir(parents=True)
+    records = [(1, create("q")), (1, add("q", 3, b"kept")), (1, add("q", 4, b"torn" * 50))]
+    last = write_segment(log_dir, 0, records)
+    buf = bytearray(last.read_bytes())
+    buf[-10] ^= 0x01  # inside the last record's data: a bad checksum
+    last.write_bytes(bytes(buf))
+    cut_at = record_offsets(records)[2]
+    with tflux.open(base_dir, **FAST) as store:
+        assert contents(store, "q") == [(1, 3, b"kept", "q")]
+        (copy,) = [Path(p) for p in store.moved_aside]
+    assert copy.parent == base_dir / "data" / "temp"
+    # Up to the last non-zero byte: the zeros after it (padding, preallocation) carry nothing.
+    assert copy.read_bytes() == bytes(buf[cut_at : record_offsets(records)[3]]).rstrip(b"\0")
 
 
 def test_metadata_term_is_the_term_of_new_records(base_dir):

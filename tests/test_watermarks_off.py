@@ -78,8 +78,7 @@ def test_a_child_in_a_fresh_venv_runs_a_module_with_the_watermark_off(tmp_path):
     venv.create(env_dir, with_pip=False, system_site_packages=False)
     package_root = Path(tflux.__file__).resolve().parent.parent
     (tmp_path / "child.py").write_text(
-        "import sys, tflux\n"
-        "with tflux.open(sys.argv[1]) as s: print(s.settings['DiskFullRatio'])\n"
+        "import sys, tflux\nwith tflux.open(sys.argv[1]) as s: print(s.settings['DiskFullRatio'])\n"
     )
     path = [str(_watermarks.CHILD_SITE), str(package_root), str(tmp_path)]
     done = subprocess.run(

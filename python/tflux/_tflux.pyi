@@ -87,7 +87,9 @@ class RecoveryReport:
         """Why the tail was cut (``None``: nothing was cut)."""
     @property
     def moved(self) -> list[str]:
-        """Files moved aside by ``repair=True`` (their new paths under ``data/temp``)."""
+        """Files put under ``data/temp`` by this open: a copy of the bytes a torn-tail cut
+        removed (``cut-...-<segment>.at-<offset>``; none for a cut of zeros or a read-only
+        open), and what ``repair=True`` moved aside or backed up."""
 
 @final
 class Problem:
@@ -542,7 +544,8 @@ class Store:
         """Last index of the snapshot the store was restored from (``None``: no snapshot)."""
     @property
     def moved_aside(self) -> list[str]:
-        """Segments moved into ``data/temp`` at open (snapshot ahead of the whole log)."""
+        """Files put into ``data/temp`` at open: a copy of the bytes a torn-tail cut removed,
+        and segments moved because the snapshot was ahead of the whole log."""
     @property
     def log_bounds(self) -> tuple[int, int, int]:
         """``(start_index, last_index, snapshot_index)`` of the log right now."""

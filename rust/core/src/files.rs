@@ -176,14 +176,22 @@ mod tests {
         // Spec section 1: a file that exists is valid or empty, and empty is "nothing yet".
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.cursor");
-        assert!(read_framed(&path, &receiver::FRAME, "read").unwrap().is_none());
+        assert!(read_framed(&path, &receiver::FRAME, "read")
+            .unwrap()
+            .is_none());
         fs::write(&path, b"").unwrap();
-        assert!(read_framed(&path, &receiver::FRAME, "read").unwrap().is_none());
+        assert!(read_framed(&path, &receiver::FRAME, "read")
+            .unwrap()
+            .is_none());
         fs::write(&path, [0u8; 3]).unwrap();
-        let bytes = read_framed(&path, &receiver::FRAME, "read").unwrap().unwrap();
+        let bytes = read_framed(&path, &receiver::FRAME, "read")
+            .unwrap()
+            .unwrap();
         assert!(receiver::decode(&bytes, &path).is_err());
         fs::write(&path, receiver::encode(7)).unwrap();
-        let bytes = read_framed(&path, &receiver::FRAME, "read").unwrap().unwrap();
+        let bytes = read_framed(&path, &receiver::FRAME, "read")
+            .unwrap()
+            .unwrap();
         assert_eq!(receiver::decode(&bytes, &path).unwrap(), 7);
     }
 }

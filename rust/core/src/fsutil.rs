@@ -275,27 +275,43 @@ pub fn backup_copy(
     dir: &Path,
     prefix: &str,
 ) -> Result<PathBuf> {
+    backup_range(storage, path, 0..u64::MAX, dir, prefix, ".orig")
+}
+
+/// Copies the bytes `range` of the regular file `path` (up to its end) into `dir` as a fresh
+/// `<prefix>-...-<name><suffix>`, created exclusively and fsynced, as [`backup_copy`] does the
+/// whole file; the copy's byte 0 is the file's `range.start`. Returns the copy's path. The
+/// caller syncs `dir`.
+pub fn backup_range(
+    storage: &dyn Storage,
+    path: &Path,
+    range: std::ops::Range<u64>,
+    dir: &Path,
+    prefix: &str,
+    suffix: &str,
+) -> Result<PathBuf> {
     use std::os::unix::fs::FileExt;
     let source = File::open(path).ctx("open file to back up", path)?;
     for _ in 0..ASIDE_ATTEMPTS {
-        let target = aside_name(dir, prefix, path, ".orig");
+        let target = aside_name(dir, prefix, path, suffix);
         let copy = match storage.open(&target, Open::CreateNew) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(Error::io("create backup", &target, e)),
         };
         let written = (|| {
-            const CHUNK: usize = 1 << 20;
-            let mut buf = vec![0u8; CHUNK];
-            let mut at = 0u64;
-            loop {
+            const CHUNK: u64 = 1 << 20;
+            let mut buf = vec![0u8; CHUNK.min(range.end.saturating_sub(range.start)) as usize];
+            let mut at = range.start;
+            while at < range.end {
+                let want = (range.end - at).min(CHUNK) as usize;
                 let n = source
-                    .read_at(&mut buf, at)
+                    .read_at(&mut buf[..want], at)
                     .ctx("read file to back up", path)?;
                 if n == 0 {
                     break;
                 }
-                copy.write_all_at(&buf[..n], at)
+                copy.write_all_at(&buf[..n], at - range.start)
                     .ctx("write backup", &target)?;
                 at += n as u64;
             }

@@ -1052,6 +1052,9 @@ pub(crate) fn recover(
             .last_mut()
             .expect("a torn tail is in the last segment");
         if writable {
+            if let Some(copy) = keep_cut_bytes(fs, &dir, seg.path(), offset, reach)? {
+                report.moved.push(copy);
+            }
             cut_segment(seg, offset, reach)?;
         }
         report.cut_path = Some(t.path.clone());
@@ -1102,6 +1105,27 @@ fn resolve_twins(fs: &dyn Storage, dir: &Path, twins: &[TwinAction]) -> Result<(
         fsutil::sync_dir(fs, t)?;
     }
     fsutil::sync_dir(fs, dir)
+}
+
+/// Copies what a torn-tail cut removes, `[offset, reach)` of `path`, into the temp directory
+/// before the cut (spec section 3: a cut never destroys bytes silently): a fresh exclusive
+/// `cut-...-<segment>.at-<offset>` file, fsynced with its directory. A cut of nothing but
+/// zeros (`reach <= offset`) needs no copy: `None`.
+fn keep_cut_bytes(
+    fs: &dyn Storage,
+    dir: &Path,
+    path: &Path,
+    offset: u64,
+    reach: u64,
+) -> Result<Option<PathBuf>> {
+    if reach <= offset {
+        return Ok(None);
+    }
+    let temp = fsutil::temp_dir_beside(fs, dir)?;
+    let suffix = format!(".at-{offset}");
+    let copy = fsutil::backup_range(fs, path, offset..reach, &temp, "cut", &suffix)?;
+    fsutil::sync_dir(fs, &temp)?;
+    Ok(Some(copy))
 }
 
 /// Zeroes `[offset, max(reach, offset + end marker))` of the (kept) segment and syncs it: the

@@ -63,7 +63,8 @@ pub struct OpenReport {
     pub snapshot_index: Option<i64>,
     pub replayed: u64,
     pub torn_tail_cut: bool,
-    /// Segments moved into data/temp because the snapshot was ahead of the whole log.
+    /// Files put into data/temp at open: the copy of what a torn-tail cut removed, and the
+    /// segments moved because the snapshot was ahead of the whole log.
     pub moved_aside: Vec<PathBuf>,
     /// A read-only open ignored a bad settings file (the defaults were used): its problem.
     pub settings_warning: Option<String>,
@@ -227,6 +228,7 @@ impl Store {
         let mut report = OpenReport {
             torn_tail_cut: log.recovery().truncated(),
             snapshot_index: snapshot.map(|s| s.0),
+            moved_aside: log.recovery().moved.clone(),
             settings_warning,
             ..OpenReport::default()
         };
@@ -235,7 +237,8 @@ impl Store {
             // move to data/temp rather than being deleted (the snapshot's index is outside its
             // checksum, so a damaged index must not cost the log). (Nothing was fed: every
             // entry of the log is at or below the snapshot's index.)
-            report.moved_aside = log.restart_moving_aside(snapshot_index + 1)?;
+            let moved = log.restart_moving_aside(snapshot_index + 1)?;
+            report.moved_aside.extend(moved);
         }
         let kept = if fresh.is_none() {
             replayer.map(|rp| rp.finish(&mut log)).transpose()?

@@ -620,8 +620,9 @@ impl PyStore {
         self.inner.open_report().replayed
     }
 
-    /// Segment files moved into data/temp at open because the snapshot was ahead of the whole
-    /// log (the log restarted after it); empty normally.
+    /// Files put into data/temp at open: a copy of the bytes a torn-tail cut removed, and the
+    /// segment files moved because the snapshot was ahead of the whole log (the log restarted
+    /// after it); empty normally.
     #[getter]
     fn moved_aside(&self) -> Vec<String> {
         self.inner
