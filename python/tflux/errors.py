@@ -14,6 +14,7 @@ __all__ = [
     "ArgumentError",
     "ClosedError",
     "CorruptionError",
+    "DialectError",
     "DiskFullError",
     "LockedError",
     "NotInFlightError",
@@ -49,6 +50,27 @@ class CorruptionError(TfluxError, ValueError):
         self.offset = offset
 
     def __reduce__(self):  # keep path/offset across pickling
+        return (type(self), (self.message, self.path, self.offset))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class DialectError(TfluxError, ValueError):
+    """A directory in another dialect than this version reads or the caller asked for, or
+    whose files disagree about their dialect (spec section 11: ``spec`` is the format
+    document's layout, ``taskflux`` what TaskFlux's own code writes). Nothing was changed.
+
+    ``path`` names the file whose bytes said the dialect.
+    """
+
+    def __init__(self, message: str, path: str | None = None, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.offset = offset
+
+    def __reduce__(self):
         return (type(self), (self.message, self.path, self.offset))
 
     def __str__(self) -> str:

@@ -228,6 +228,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         ));
     }
     let layout = Layout::new(base);
+    crate::dialect::require_spec(&crate::dialect::base_says(&layout)?)?;
     let mut report = BaseReport {
         layout: layout.clone(),
         problems: Vec::new(),

@@ -29,6 +29,11 @@ pub enum Error {
         offset: Option<u64>,
         reason: String,
     },
+    /// A directory (or file) in another dialect than the caller asked for or this version
+    /// reads, or whose files disagree about their dialect (spec section 11). Nothing was
+    /// written.
+    #[error("{}: {reason}", path.display())]
+    Dialect { path: PathBuf, reason: String },
     /// A read-only reader found that a file changed under it (a writer cut, replaced or deleted
     /// it since the reader opened the log). The log is healthy: reopen and retry.
     #[error("{} changed while it was read{}: {reason}; reopen the log and retry", path.display(), offset.map(|o| format!(" (offset {o})")).unwrap_or_default())]

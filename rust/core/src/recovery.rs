@@ -703,6 +703,10 @@ pub fn scan_dir_feeding(
         ..options
     };
     let (entries, ignored) = fsutil::list_segments(dir)?;
+    // Before anything is read as records: a log of another dialect is not damage.
+    if let Some(first) = entries.first() {
+        crate::dialect::require_spec(&Vec::from_iter(crate::dialect::segment_says(first)?))?;
+    }
     let mut scan = LogScan {
         dir: dir.to_path_buf(),
         options,

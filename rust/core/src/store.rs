@@ -161,6 +161,7 @@ impl Store {
             ..
         } = opts;
         let layout = Layout::new(base);
+        crate::dialect::require_spec(&crate::dialect::base_says(&layout)?)?;
         // A read-only look goes on past a bad settings file (Settings::load_for_reading).
         let (settings, settings_warning) = if readonly {
             Settings::load_for_reading(base, overrides)?

@@ -38,6 +38,11 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
             "CorruptionError",
             (message, path.display().to_string(), offset),
         ),
+        Error::Dialect { path, .. } => tflux_error(
+            py,
+            "DialectError",
+            (message, path.display().to_string(), None::<u64>),
+        ),
         Error::StaleRead { path, offset, .. } => tflux_error(
             py,
             "StaleReadError",

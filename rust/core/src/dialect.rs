@@ -1,0 +1,174 @@
+//! Which dialect a directory is in (spec section 11), found from its files before anything
+//! reads them as data: the metadata file's length, the snapshot's header and the first record
+//! of the log, each checked by `format::dialect`. Files that disagree are an error that names
+//! them; a directory whose files say nothing (new, empty) is `spec` unless the caller chose.
+//!
+//! Detection comes before recovery: a log of the other dialect must never be read as one
+//! damaged record followed by garbage and "repaired" into an empty log.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::base::Layout;
+use crate::error::{Error, IoContext, Result};
+use crate::format::dialect::{
+    first_record_reach, first_record_says, metadata_says, snapshot_says, Says,
+    RECORD_PROBE_HEADER, SNAPSHOT_PROBE,
+};
+use crate::format::segment::HEADER_LEN;
+use crate::fsutil::{EntryKind, SegmentFile};
+
+pub use crate::format::dialect::Dialect;
+
+/// The longest first record read to tell the log's dialect (a sparse file's length field must
+/// not size an allocation): a longer one says nothing, and the other files decide.
+const MAX_RECORD_PROBE: u64 = 64 << 20;
+
+/// What one file of a directory says about its dialect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub says: Says,
+    pub path: PathBuf,
+}
+
+/// What the first record of `segment` says (`None` for a compressed segment, which exists
+/// only in the spec dialect and is checked by its own header, and for anything but a regular
+/// file, which the scan reports). Reads the segment header and one record, never more than the
+/// file holds.
+pub fn segment_says(segment: &SegmentFile) -> Result<Option<Found>> {
+    let path = match (&segment.twin, is_compressed(&segment.path)) {
+        (_, false) => &segment.path,
+        (Some(plain), true) => plain,
+        (None, true) => return Ok(None),
+    };
+    if segment.kind != EntryKind::Regular {
+        return Ok(None);
+    }
+    let file = File::open(path).ctx("open segment", path)?;
+    let len = file.metadata().ctx("stat segment", path)?.len();
+    let Some(available) = len.checked_sub(HEADER_LEN as u64) else {
+        return Ok(None);
+    };
+    let mut header = [0u8; RECORD_PROBE_HEADER];
+    let got = read_at_most(&file, &mut header, HEADER_LEN as u64, path)?;
+    let reach = first_record_reach(&header[..got], available);
+    if reach > MAX_RECORD_PROBE {
+        return Ok(None); // the metadata file and the snapshot still speak
+    }
+    // Bounded by the file's own length and by MAX_RECORD_PROBE, whatever its length fields say.
+    let mut record = vec![0u8; reach as usize];
+    let got = read_at_most(&file, &mut record, HEADER_LEN as u64, path)?;
+    Ok(first_record_says(&record[..got]).map(|says| Found {
+        says,
+        path: path.clone(),
+    }))
+}
+
+/// What the metadata file, the snapshot and the first log segment of a base directory say.
+pub fn base_says(layout: &Layout) -> Result<Vec<Found>> {
+    let mut found = Vec::new();
+    if let Some(len) = regular_len(&layout.metadata)? {
+        found.extend(metadata_says(len).map(|says| Found {
+            says,
+            path: layout.metadata.clone(),
+        }));
+    }
+    if let Some(len) = regular_len(&layout.snapshot)? {
+        let file = File::open(&layout.snapshot).ctx("open snapshot", &layout.snapshot)?;
+        let mut head = [0u8; SNAPSHOT_PROBE];
+        let got = read_at_most(&file, &mut head, 0, &layout.snapshot)?;
+        found.extend(snapshot_says(&head[..got], len).map(|says| Found {
+            says,
+            path: layout.snapshot.clone(),
+        }));
+    }
+    if layout.log.is_dir() {
+        let (segments, _) = crate::fsutil::list_segments(&layout.log)?;
+        if let Some(first) = segments.first() {
+            found.extend(segment_says(first)?);
+        }
+    }
+    Ok(found)
+}
+
+/// The dialect the files agree on, or `chosen` where they say nothing (`spec` when neither).
+/// Files that disagree with each other, or with `chosen`, are [`Error::Dialect`] naming them.
+pub fn decide(found: &[Found], chosen: Option<Dialect>) -> Result<Dialect> {
+    let Some(first) = found.first() else {
+        return Ok(chosen.unwrap_or(Dialect::Spec));
+    };
+    if let Some(other) = found.iter().find(|f| f.says.dialect != first.says.dialect) {
+        return Err(Error::Dialect {
+            path: other.path.clone(),
+            reason: format!(
+                "files of two dialects in one directory: this file is in the {} dialect ({}), \
+                 but {} is in the {} dialect ({})",
+                other.says.dialect,
+                other.says.why,
+                first.path.display(),
+                first.says.dialect,
+                first.says.why
+            ),
+        });
+    }
+    match chosen {
+        Some(c) if c != first.says.dialect => Err(Error::Dialect {
+            path: first.path.clone(),
+            reason: format!(
+                "the {c} dialect was asked for, but this file is in the {} dialect ({})",
+                first.says.dialect, first.says.why
+            ),
+        }),
+        _ => Ok(first.says.dialect),
+    }
+}
+
+/// Refuses what this version cannot read or write: a directory whose files say `taskflux`
+/// (or disagree). It is never read as damage, so nothing in it is cut or rewritten.
+pub fn require_spec(found: &[Found]) -> Result<()> {
+    match decide(found, None)? {
+        Dialect::Spec => Ok(()),
+        Dialect::Taskflux => {
+            let first = &found[0];
+            Err(Error::Dialect {
+                path: first.path.clone(),
+                reason: format!(
+                    "this directory is in the taskflux dialect, as TaskFlux's own code writes it \
+                     ({}); this version of tflux reads and writes only the spec dialect, so it \
+                     refuses the directory rather than read it as damage (nothing was changed)",
+                    first.says.why
+                ),
+            })
+        }
+    }
+}
+
+fn is_compressed(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "z")
+}
+
+/// The length of `path` when it is a regular file (a symlink to one included); `None` when
+/// absent or something else (which the reader of that file reports).
+fn regular_len(path: &Path) -> Result<Option<u64>> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(Some(m.len())),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("stat", path, e)),
+    }
+}
+
+/// Fills as much of `buf` as the file holds from `at`; returns how many bytes it read.
+fn read_at_most(file: &File, buf: &mut [u8], at: u64, path: &Path) -> Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("read", path, e)),
+        }
+    }
+    Ok(got)
+}
