@@ -41,7 +41,9 @@ def real_dir(name: str, tmp_path: Path) -> Path:
     """A writable copy of the real directory ``name`` (CI's ``../shared`` is read-only)."""
     source = TASKFLUX_DATA / name
     if not source.is_dir():
-        pytest.skip(f"TaskFlux's data directories are not at {TASKFLUX_DATA} (set TFLUX_TASKFLUX_DATA)")
+        pytest.skip(
+            f"TaskFlux's data directories are not at {TASKFLUX_DATA} (set TFLUX_TASKFLUX_DATA)"
+        )
     base = tmp_path / name
     shutil.copytree(source, base)
     return base

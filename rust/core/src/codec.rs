@@ -77,8 +77,14 @@ mod tests {
             crc
         };
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 3) as u8).collect();
-        for len in [0, 1, 3, 15, 16, 17, 31, 63, 64, 65, 127, 128, 255, 256, 257, 999, 1000] {
-            assert_eq!(crc32_mpeg2(&data[..len]), reference(&data[..len]), "len {len}");
+        for len in [
+            0, 1, 3, 15, 16, 17, 31, 63, 64, 65, 127, 128, 255, 256, 257, 999, 1000,
+        ] {
+            assert_eq!(
+                crc32_mpeg2(&data[..len]),
+                reference(&data[..len]),
+                "len {len}"
+            );
         }
     }
 

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use crate::base::Layout;
 use crate::error::{Error, IoContext, Result};
 use crate::format::dialect::{
-    first_record_reach, first_record_says, metadata_says, snapshot_says, Says,
-    RECORD_PROBE_HEADER, SNAPSHOT_PROBE,
+    first_record_reach, first_record_says, metadata_says, snapshot_says, Says, RECORD_PROBE_HEADER,
+    SNAPSHOT_PROBE,
 };
 use crate::format::segment::HEADER_LEN;
 use crate::fsutil::{EntryKind, SegmentFile};

@@ -118,7 +118,8 @@ pub fn first_record_reach(header: &[u8], available: u64) -> u64 {
 
 /// Whether `bytes` start with one whole record of the spec's framing, checksum included.
 fn spec_record_parses(bytes: &[u8]) -> bool {
-    let (Some(term), Some(crc), Some(len)) = (be_i32(bytes, 4), be_u32(bytes, 8), be_i32(bytes, 12))
+    let (Some(term), Some(crc), Some(len)) =
+        (be_i32(bytes, 4), be_u32(bytes, 8), be_i32(bytes, 12))
     else {
         return false;
     };
@@ -232,7 +233,10 @@ mod tests {
     #[test]
     fn a_record_says_the_dialect_whose_framing_and_checksum_it_has() {
         assert_eq!(says(&spec_record(1, b"C\x01q")), Some(Dialect::Spec));
-        assert_eq!(says(&taskflux_record(1, b"C\x01q")), Some(Dialect::Taskflux));
+        assert_eq!(
+            says(&taskflux_record(1, b"C\x01q")),
+            Some(Dialect::Taskflux)
+        );
         // Followed by more records or zeros: the same.
         let mut two = taskflux_record(2, b"abc");
         two.extend(taskflux_record(2, b"defg"));
@@ -275,7 +279,10 @@ mod tests {
     #[test]
     fn metadata_and_snapshot_headers_say_their_dialect() {
         assert_eq!(metadata_says(20).map(|s| s.dialect), Some(Dialect::Spec));
-        assert_eq!(metadata_says(24).map(|s| s.dialect), Some(Dialect::Taskflux));
+        assert_eq!(
+            metadata_says(24).map(|s| s.dialect),
+            Some(Dialect::Taskflux)
+        );
         assert_eq!(metadata_says(0), None);
         assert_eq!(metadata_says(21), None);
         let mut spec = SNAPSHOT_MARKER.to_vec();
