@@ -16,6 +16,7 @@ __all__ = [
     "CorruptionError",
     "DialectError",
     "DiskFullError",
+    "ForkedError",
     "LockedError",
     "NotInFlightError",
     "OutOfRangeError",
@@ -139,6 +140,13 @@ class LockedError(TfluxIOError):
 
 class ReadOnlyError(TfluxError, PermissionError):
     """A write was attempted through a log opened with ``readonly=True``."""
+
+
+class ForkedError(TfluxError, RuntimeError):
+    """A ``Store``, ``Log``, ``Channel``, ``Sender`` or ``Receiver`` used in a process forked
+    after it was opened. The child's copy refuses every use (it would write where the parent
+    writes) and its ``close`` lets go without writing; open it again in the child, or start the
+    workers with the ``spawn`` method."""
 
 
 class ClosedError(TfluxError, ValueError):

@@ -34,6 +34,9 @@ pub enum Error {
     /// written.
     #[error("{}: {reason}", path.display())]
     Dialect { path: PathBuf, reason: String },
+    /// A store, log or channel used in a process forked after it was opened (`crate::fork`).
+    #[error("this {what} was opened before fork() in another process; a forked child cannot use it (its writes would land where the parent's do, and it would wait on threads the child does not have): open it again in the child, or start workers with the spawn method")]
+    Forked { what: &'static str },
     /// A read-only reader found that a file changed under it (a writer cut, replaced or deleted
     /// it since the reader opened the log). The log is healthy: reopen and retry.
     #[error("{} changed while it was read{}: {reason}; reopen the log and retry", path.display(), offset.map(|o| format!(" (offset {o})")).unwrap_or_default())]

@@ -16,6 +16,7 @@ pub mod dialect;
 pub mod durability;
 pub mod error;
 pub mod files;
+pub mod fork;
 pub mod format;
 pub mod fsutil;
 pub mod log;

@@ -360,6 +360,7 @@ impl PendingOpen {
             cut_stop: None,
             compress_stop: None,
             sync_failed: None,
+            born: crate::fork::Birth::now(),
         };
         if log.segments.is_empty() && !log.opts.readonly {
             log.create_segment(first)?;
@@ -395,6 +396,8 @@ pub struct Log {
     /// Set by a failed fsync: after one, a later fsync that succeeds proves nothing (the kernel
     /// may have dropped the dirty pages), so no durability is ever claimed again.
     sync_failed: Option<PoisonCause>,
+    /// The process that opened the log (a forked child's copy refuses use: `crate::fork`).
+    born: crate::fork::Birth,
 }
 
 impl std::fmt::Debug for Log {
@@ -1340,8 +1343,18 @@ impl Log {
         self.write_op(|log| log.sync_active())
     }
 
-    /// Syncs per policy and releases the directory lock.
+    /// [`Error::Forked`] in a process forked after the log was opened: every use by a binding
+    /// checks this first (the one place the rule is kept for a log; `crate::fork`).
+    pub fn check_process(&self) -> Result<()> {
+        self.born.check("log")
+    }
+
+    /// Syncs per policy and releases the directory lock. A forked child's copy lets go of its
+    /// files without writing anything.
     pub fn close(mut self) -> Result<()> {
+        if !self.born.is_here() {
+            return Ok(());
+        }
         if !self.opts.readonly && self.poisoned.is_none() && self.opts.sync == SyncPolicy::Batch {
             self.sync_active()?;
         }

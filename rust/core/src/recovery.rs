@@ -147,13 +147,21 @@ impl Parallelism {
 /// it once). So the scans run on the calling thread instead: same findings, one core. A pool
 /// already started (by rayon's own first use, or by the program embedding tflux) runs; one
 /// whose start failed before tflux first asked cannot be told apart from it.
+///
+/// The pool runs only in the process that started it: a child forked after it has the pool's
+/// bookkeeping but none of its threads, and a job handed to it would wait forever (an open in a
+/// forked child hung once the parent had used tflux). A forked child scans on one core.
 fn pool_runs() -> bool {
-    static RUNS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *RUNS.get_or_init(|| match rayon::ThreadPoolBuilder::new().build_global() {
-        Ok(()) => true,
-        // "Already started" has no source; a failed start has its I/O error.
-        Err(e) => std::error::Error::source(&e).is_none(),
-    })
+    static STARTED: std::sync::OnceLock<Option<crate::fork::Birth>> = std::sync::OnceLock::new();
+    let started = STARTED.get_or_init(|| {
+        let runs = match rayon::ThreadPoolBuilder::new().build_global() {
+            Ok(()) => true,
+            // "Already started" has no source; a failed start has its I/O error.
+            Err(e) => std::error::Error::source(&e).is_none(),
+        };
+        runs.then(crate::fork::Birth::now)
+    });
+    started.is_some_and(|born| born.is_here())
 }
 
 /// What a finding is (`as_str` names it for Python and the CLI).

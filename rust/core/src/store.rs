@@ -110,6 +110,8 @@ pub struct Store {
     /// the store while it sleeps (dropping the last handle must still close the store).
     syncer_stop: Arc<Stopper>,
     report: OpenReport,
+    /// The process that opened the store: a forked child's copy refuses use (`crate::fork`).
+    born: crate::fork::Birth,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -290,6 +292,7 @@ impl Store {
             compressor: Mutex::new(None),
             syncer_stop: Arc::default(),
             report,
+            born: crate::fork::Birth::now(),
         };
         Ok(store)
     }
@@ -370,6 +373,8 @@ impl Store {
     }
 
     fn inner(&self) -> Result<MutexGuard<'_, Inner>> {
+        // Before the lock: a thread of the parent may have held it at the fork, forever here.
+        self.born.check("store")?;
         let inner = lock(&self.inner);
         if inner.closed {
             return Err(Error::Closed("store"));
@@ -931,6 +936,11 @@ impl Store {
     /// changes. After writes stopped, close reports that failure only if no caller was told
     /// of it yet (e.g. a background fsync failed), so it is reported exactly once.
     pub fn close(&self) -> Result<()> {
+        if !self.born.is_here() {
+            // A forked child's copy: the parent's threads and lock are not its to stop, join
+            // or release, and nothing may be written. Letting go of it is all there is to do.
+            return Ok(());
+        }
         self.durability.stop();
         self.syncer_stop.stop();
         let result = {

@@ -69,6 +69,7 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
             (message, path.display().to_string(), None::<i32>),
         ),
         Error::ReadOnly { .. } => tflux_error(py, "ReadOnlyError", (message,)),
+        Error::Forked { .. } => tflux_error(py, "ForkedError", (message,)),
         Error::Poisoned { cause } | Error::NotDurable { cause } => tflux_error(
             py,
             io_class(cause.errno),

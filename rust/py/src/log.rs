@@ -21,6 +21,14 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Option<core::Log>> {
     shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The log of `guard` if it is open and was opened in this process (a forked child's copy is
+/// `Forked`: `core::Log::check_process`).
+pub fn usable(guard: &mut Option<core::Log>) -> Result<&mut core::Log, Fail> {
+    let log = guard.as_mut().ok_or(Fail::Closed)?;
+    log.check_process()?;
+    Ok(log)
+}
+
 /// The log's lock if nobody holds it now (poisoned is usable, as in [`lock`]).
 fn try_lock(shared: &Shared) -> Option<MutexGuard<'_, Option<core::Log>>> {
     match shared.try_lock() {
@@ -39,10 +47,7 @@ fn with_log<T: Send>(
     shared: &Shared,
     f: impl FnOnce(&mut core::Log) -> tflux_core::Result<T> + Send,
 ) -> PyResult<T> {
-    let result = py.detach(|| match lock(shared).as_mut() {
-        Some(log) => f(log).map_err(Fail::Core),
-        None => Err(Fail::Closed),
-    });
+    let result = py.detach(|| f(usable(&mut lock(shared))?).map_err(Fail::Core));
     py_result(py, result)
 }
 
@@ -483,10 +488,9 @@ impl PyLog {
 
     /// Quick state reads: no GIL release (a mutex holder never waits for the GIL).
     fn peek<T>(&self, py: Python<'_>, f: impl FnOnce(&core::Log) -> T) -> PyResult<T> {
-        match lock(&self.inner).as_ref() {
-            Some(log) => Ok(f(log)),
-            None => py_result(py, Err(Fail::Closed)),
-        }
+        let mut guard = lock(&self.inner);
+        let log = usable(&mut guard);
+        py_result(py, log.map(|log| f(log)))
     }
 
     fn bounds(&self, py: Python<'_>, start: Option<i64>, end: Option<i64>) -> PyResult<(i64, i64)> {
@@ -636,9 +640,12 @@ impl PyLog {
             // the budget takes more, as `Log::read` would. Entries and the list are made after
             // the lock is released (they are Python objects a collection could reach).
             if let Some(mut guard) = try_lock(&self.inner) {
-                let Some(log) = guard.as_mut() else {
-                    drop(guard);
-                    return py_result(py, Err(Fail::Closed));
+                let log = match usable(&mut guard) {
+                    Ok(log) => log,
+                    Err(fail) => {
+                        drop(guard);
+                        return py_result(py, Err(fail));
+                    }
                 };
                 let first = match log.read_one(start, |d| PyBytes::new(py, d), |b| b.as_bytes()) {
                     Ok(Some((term, data))) => PyEntry {
@@ -687,9 +694,12 @@ impl PyLog {
         // retaking the GIL: as in `read`, keep it when the log is free right now, bounds and
         // read under one lock.
         if let Some(mut guard) = try_lock(&self.inner) {
-            let Some(log) = guard.as_mut() else {
-                drop(guard);
-                return py_result(py, Err(Fail::Closed));
+            let log = match usable(&mut guard) {
+                Ok(log) => log,
+                Err(fail) => {
+                    drop(guard);
+                    return py_result(py, Err(fail));
+                }
             };
             let start = start.unwrap_or(log.start_index());
             let end = end.unwrap_or(log.last_index().saturating_add(1));

@@ -46,7 +46,7 @@ impl PyQueueState {
         drop(log);
         let r = py.detach(|| {
             let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
-            let log = guard.as_mut().ok_or(Fail::Closed)?;
+            let log = crate::log::usable(&mut guard)?;
             let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             tflux_core::replay::replay(&mut state, log, start).map_err(Fail::Core)
         });

@@ -142,10 +142,14 @@ pub(crate) struct Shared {
     /// The name locks of this channel's receivers: `close` releases them all, so a closed
     /// channel's receivers (unusable from then on) hold no name a reopened channel needs.
     pub(crate) names: Mutex<Vec<std::sync::Weak<receiver::HeldName>>>,
+    /// The process that opened the channel: a forked child's copy (and its senders and
+    /// receivers) refuses use (`crate::fork`).
+    born: crate::fork::Birth,
 }
 
 impl Shared {
     pub(crate) fn check_open(&self) -> Result<()> {
+        self.born.check("channel")?;
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("channel"));
         }
@@ -231,6 +235,7 @@ impl Channel {
             syncer: Mutex::new(None),
             names: Mutex::new(Vec::new()),
             opts,
+            born: crate::fork::Birth::now(),
         });
         let channel = Channel { shared };
         channel.start_background_sync();
@@ -459,6 +464,7 @@ impl Channel {
 
     fn collect_with(&self, force: bool) -> Result<usize> {
         let s = &*self.shared;
+        s.born.check("channel")?;
         if s.opts.readonly {
             return Err(Error::ReadOnly {
                 path: s.layout.base.clone(),
@@ -501,6 +507,10 @@ impl Channel {
     /// sent messages are synced per policy and the log's lock is released.
     pub fn close(&self) -> Result<()> {
         let s = &*self.shared;
+        if !s.born.is_here() {
+            // A forked child's copy: nothing of the parent's to sync, stop or release here.
+            return Ok(());
+        }
         if s.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }

@@ -1,0 +1,88 @@
+//! Fork safety (issue 29): an object of the core belongs to the process that made it.
+//!
+//! After `fork()` the child has a copy of the parent's memory but none of its threads (the
+//! group commit, the interval fsync, rayon's pool), and shares its open files: a child that
+//! appended through its copy of a log would write at the same offsets as the parent, and one
+//! that waited on a thread of the parent would wait forever. So the child's copy refuses every
+//! use with [`Error::Forked`], and its close or drop lets go of it without writing.
+//!
+//! A process-wide counter bumped by a `pthread_atfork` child handler tells the copies apart with
+//! one atomic load, not a `getpid` system call on every call.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+
+use crate::error::{Error, Result};
+
+/// How many forks lie between the first process that loaded tflux and this one.
+static FORKS: AtomicU64 = AtomicU64::new(0);
+static REGISTER: Once = Once::new();
+
+/// Runs in the child right after `fork()`, while it has one thread.
+extern "C" fn in_child() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn generation() -> u64 {
+    REGISTER.call_once(|| {
+        // SAFETY: registers a handler that only bumps an atomic (async-signal-safe). It can
+        // fail only for lack of memory; the generation then never changes (as without fork
+        // safety), which the process survives.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(in_child));
+        }
+    });
+    FORKS.load(Ordering::Relaxed)
+}
+
+/// The process an object was made in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Birth(u64);
+
+impl Birth {
+    /// This process (registering the fork handler on first use, before any fork can matter).
+    pub fn now() -> Birth {
+        Birth(generation())
+    }
+
+    /// Whether this is still the process the object was made in.
+    pub fn is_here(self) -> bool {
+        generation() == self.0
+    }
+
+    /// [`Error::Forked`] for the `what` (a store, a log, a channel) made before a fork.
+    pub fn check(self, what: &'static str) -> Result<()> {
+        if self.is_here() {
+            Ok(())
+        } else {
+            Err(Error::Forked { what })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_birth_is_here_until_a_fork_and_refused_in_the_child() {
+        let born = Birth::now();
+        assert!(born.is_here());
+        assert!(born.check("log").is_ok());
+        // SAFETY: the child only runs code that neither allocates nor locks before `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let code = match (born.is_here(), Birth::now().is_here()) {
+                (false, true) => 0,
+                _ => 1,
+            };
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just made.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert!(born.is_here(), "the parent's objects stay its own");
+    }
+}
