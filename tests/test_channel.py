@@ -347,6 +347,46 @@ def test_collection_keeps_unacknowledged_segments(tmp_path):
         del got
 
 
+def segment_names(base) -> list[str]:
+    return sorted(p.name for p in (base / "data" / "log").iterdir())
+
+
+@pytest.mark.parametrize("damage", ["dangling symlink", "flipped byte"])
+def test_an_unreadable_cursor_holds_back_collection_and_never_stops_sends(tmp_path, damage):
+    """Issue 30, items 1 and 7: a dangling cursor symlink read as "no receiver", so collect()
+    deleted the receiver's unacknowledged messages; a damaged cursor of an idle receiver made
+    the collection after each roll-over fail, which stopped every send."""
+    with small(tmp_path, sync="never") as ch:
+        tx = ch.sender()
+        fast, idle = ch.receiver("fast"), ch.receiver("idle")
+        idle.close()
+        tx.send_many([b"%06d" % i for i in range(100)])
+        cursor = tmp_path / "data/cursors/idle.cursor"
+        if damage == "dangling symlink":
+            cursor.unlink()
+            cursor.symlink_to(tmp_path / "nowhere.cursor")
+        else:
+            buf = bytearray(cursor.read_bytes())
+            buf[12] ^= 0x40
+            cursor.write_bytes(bytes(buf))
+        before = segment_names(tmp_path)
+        assert len(drain(fast)) == 100
+        fast.ack(100)
+        for i in range(100, 300):  # many roll-overs: each collects, none may stop a send
+            tx.send(b"%06d" % i)
+        with pytest.raises(tflux.CorruptionError, match=r"idle\.cursor"):
+            ch.collect()
+        with pytest.raises(tflux.CorruptionError, match=r"idle\.cursor"):
+            ch.receivers()
+        with pytest.raises(tflux.CorruptionError, match=r"idle\.cursor"):
+            ch.receiver("idle")
+        assert set(before) <= set(segment_names(tmp_path))  # nothing collected
+    with small(tmp_path, sync="never") as ch:  # and again after a reopen
+        ch.sender().send_many([b"after reopen"] * 50)
+        everything = ch.receiver("audit", start="earliest")
+        assert [m.lsn for m in drain(everything)] == list(range(350))
+
+
 # ----- kill -9 -----
 
 SENDER_PROCESS = """

@@ -190,6 +190,49 @@ def test_log_compress_replaces_sealed_segments_and_every_reader_agrees(tmp_path,
     assert any(p == b"after" for _, _, p in state_of(base))
 
 
+def test_a_log_twin_that_differs_from_its_z_is_corruption_and_never_deleted(tmp_path):
+    """Issue 30, item 3: a `.log` beside its `.log.z` whose bytes differ from what the `.z`
+    decodes to was a warning, and a writable open deleted the `.log`. Two versions of a segment
+    are corruption: every open refuses, verify reports it, repair keeps the `.log` and moves the
+    `.z` into data/temp; nothing is deleted."""
+    base = tmp_path / "base"
+    make_store(base)
+    log_dir = base / "data" / "log"
+    (z,) = compress_by_hand(log_dir, "zstd", keep_plain=True)[:1]
+    plain = Path(str(z)[: -len(".z")])
+    # Another version of the segment: one data byte changed and its record's CRC fixed, so
+    # the `.log` scans clean on its own.
+    buf = bytearray(plain.read_bytes())
+    (first_length,) = struct.unpack_from(">i", buf, 8 + 12)
+    at = 8 + 16 + first_length + -first_length % 4  # the second record: an AddRecord
+    (length,) = struct.unpack_from(">i", buf, at + 12)
+    buf[at + 16 + length - 1] ^= 0x20
+    struct.pack_into(">I", buf, at + 8, zlib.crc32(bytes(buf[at + 16 : at + 16 + length])))
+    plain.write_bytes(bytes(buf))
+    other_z = [p for p in log_dir.glob("*.log.z") if p != z]
+    for p in other_z:  # one twin only: the rest back to plain segments
+        p.unlink()
+    files = {p.name: p.read_bytes() for p in log_dir.iterdir()}
+    report = tflux.verify(log_dir)
+    assert not report.ok
+    assert any("two different versions" in p.message for p in report.problems)
+    for readonly in (False, True):
+        with pytest.raises(tflux.CorruptionError, match="two different versions"):
+            tflux.Log.open(log_dir, readonly=readonly)
+    with pytest.raises(tflux.CorruptionError, match="two different versions"):
+        tflux.open(base)
+    assert run_cli("verify", base).returncode == 1
+    assert {p.name: p.read_bytes() for p in log_dir.iterdir()} == files
+    with tflux.Log.open(log_dir, repair=True) as log:
+        (moved,) = log.recovery.moved
+        second = list(log.entries())[1]
+    assert Path(moved).parent == base / "data" / "temp"
+    assert Path(moved).read_bytes() == files[z.name]
+    assert bytes(second.data) == bytes(buf[at + 16 : at + 16 + length])  # the .log was read
+    assert not z.exists() and plain.read_bytes() == files[plain.name]
+    assert run_cli("verify", base).returncode == 0
+
+
 def test_compress_refuses_an_unknown_method(tmp_path):
     base = tmp_path / "base"
     make_store(base, adds=60)

@@ -118,6 +118,8 @@ class Problem:
         "settings",
         "replay",
         "io_error",
+        "compressed_twin",
+        "twin_conflict",
     ]:
         """What was found, as a fixed word programs can test."""
     @property

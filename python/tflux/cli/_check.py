@@ -125,7 +125,15 @@ def _finding_from_problem(
         _strip_location(problem.message, problem.path, problem.offset),
         # A problem of a segment file (what repair can cut away).
         in_log=problem.kind
-        in ("torn_tail", "corruption", "term_order", "gap", "overlap", "not_regular_file")
+        in (
+            "torn_tail",
+            "corruption",
+            "term_order",
+            "gap",
+            "overlap",
+            "not_regular_file",
+            "twin_conflict",
+        )
         and SEGMENT_NAME.match(Path(problem.path).name) is not None,
     )
 

@@ -69,6 +69,11 @@ fn kind(t: fs::FileType) -> Option<&'static str> {
 pub fn read_regular(path: &Path, limit: u64) -> std::result::Result<Option<Vec<u8>>, ReadError> {
     let meta = match fs::metadata(path) {
         Ok(m) => m,
+        // A name that exists but leads nowhere is not an absent file: a cursor read as absent
+        // let collection delete its receiver's unacknowledged messages.
+        Err(e) if e.kind() == io::ErrorKind::NotFound && fs::symlink_metadata(path).is_ok() => {
+            return Err(ReadError::NotRegular("a dangling symbolic link"))
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(ReadError::Io(e)),
     };

@@ -200,6 +200,10 @@ pub enum FindingKind {
     /// delete): the scan reads the `.z` when it decodes, and a writable open removes the other
     /// file (spec section 9). Never refuses an open.
     CompressedTwin,
+    /// Both files of a segment exist and the `.z` decodes, but not to the `.log`'s bytes: two
+    /// versions of one segment. Refuses every open; repair reads the `.log` and moves the `.z`
+    /// into `../temp`; nothing is ever deleted for it.
+    TwinConflict,
 }
 
 impl FindingKind {
@@ -219,6 +223,7 @@ impl FindingKind {
             FindingKind::Replay => "replay",
             FindingKind::Io => "io_error",
             FindingKind::CompressedTwin => "compressed_twin",
+            FindingKind::TwinConflict => "twin_conflict",
         }
     }
 
@@ -242,6 +247,7 @@ impl FindingKind {
                 | FindingKind::Gap
                 | FindingKind::Overlap
                 | FindingKind::NotRegularFile
+                | FindingKind::TwinConflict
         )
     }
 }
@@ -746,32 +752,59 @@ pub fn scan_dir_feeding(
         } else {
             Position::Sealed
         };
-        // A segment found twice is read from the `.z` when it decodes, else from the `.log`.
+        // A segment found twice is read from the `.z` when it decodes to the `.log`'s bytes,
+        // else from the `.log`; two different versions are never resolved by a delete.
         let mut prescanned = None;
         if let Some(plain) = entry.twin.clone() {
             let (zscan, zend) = ahead.scan(k, previous_term)?;
-            let (action, message) = if zscan.compressed.is_some() {
+            let decodes = zscan.compressed.is_some();
+            let differs = match &zscan.compressed {
+                Some(header) => !twin_matches(&plain, header)?,
+                None => false,
+            };
+            let (action, message) = if differs {
+                // Two versions: fatal in every mode, nothing deleted. The `.log` is read (the
+                // version the `.z` was made from); repair moves the `.z` into temp.
+                let message = format!(
+                    "two different versions of this segment: {} decodes, but not to the bytes of \
+                     {}; nothing is deleted (repair reads the .log and moves the .z into temp)",
+                    entry.path.display(),
+                    plain.display()
+                );
+                found.push(Finding::new(
+                    FindingKind::TwinConflict,
+                    &entry.path,
+                    None,
+                    message,
+                ));
+                let compressed = std::mem::replace(&mut entry.path, plain.clone());
+                entry.twin = Some(compressed);
+                scan.listed[k] = entry.clone();
+                (None, String::new())
+            } else if decodes {
                 prescanned = Some((zscan, zend));
                 let m = "both the segment and its compressed copy exist (a compression was stopped before its delete); the .z is read, and the next writable open deletes the .log";
-                (TwinAction::DeletePlain(plain.clone()), m.to_string())
+                (Some(TwinAction::DeletePlain(plain.clone())), m.to_string())
             } else {
                 let why = zend.map(|f| f.message).unwrap_or_default();
                 let compressed = std::mem::replace(&mut entry.path, plain.clone());
                 entry.twin = Some(compressed.clone());
                 scan.listed[k] = entry.clone();
                 let m = format!("a compressed copy beside the segment does not decode ({why}); the .log is read, and the next writable open moves the .z into temp");
-                (TwinAction::MoveCompressedAside(compressed), m)
+                (Some(TwinAction::MoveCompressedAside(compressed)), m)
             };
-            let twin_path = match &action {
-                TwinAction::DeletePlain(p) | TwinAction::MoveCompressedAside(p) => p.clone(),
-            };
-            found.push(Finding::new(
-                FindingKind::CompressedTwin,
-                &twin_path,
-                None,
-                message,
-            ));
-            scan.twins.push(action);
+            if let Some(action) = action {
+                let twin_path = match &action {
+                    TwinAction::DeletePlain(p) | TwinAction::MoveCompressedAside(p) => p.clone(),
+                };
+                found.push(Finding::new(
+                    FindingKind::CompressedTwin,
+                    &twin_path,
+                    None,
+                    message,
+                ));
+                scan.twins.push(action);
+            }
         }
         let path = entry.path.clone();
         if let Some(exp) = expected {
@@ -871,7 +904,11 @@ pub fn scan_dir_feeding(
                 found.extend(end);
             }
         }
-        let damaged = found.iter().any(|f| f.fatal);
+        // Two versions of a segment refuse the open, but the `.log` read here is whole: the
+        // scan goes on (repair keeps it and moves only the `.z`).
+        let damaged = found
+            .iter()
+            .any(|f| f.fatal && f.kind != FindingKind::TwinConflict);
         if let Some(seg) = segment.as_mut() {
             if final_once_walked(options.mode, position, damaged) {
                 feed(seg);
@@ -926,7 +963,8 @@ pub struct RepairPlan {
     /// Segment files kept whole or cut (a prefix of the scanned files).
     pub kept_files: usize,
     pub cut: Option<PlannedCut>,
-    /// Files moved whole into `../temp` (a suffix of the listed segment files).
+    /// Files moved whole into `../temp`: the `.z` of each kept segment found in two versions
+    /// (its `.log` is kept), then a suffix of the listed segment files.
     pub moved: Vec<PathBuf>,
 }
 
@@ -934,16 +972,30 @@ impl RepairPlan {
     /// The plan for `scan`, or None when the log has nothing repair would change (at most an
     /// uninitialised header, which any writable open initialises).
     pub fn from_scan(scan: &LogScan) -> Option<RepairPlan> {
+        // Segments found in two versions keep their `.log` and lose their `.z` to temp; they
+        // decide nothing else (the scan read on past them).
+        let conflicts = || {
+            scan.findings
+                .iter()
+                .filter(|f| f.kind == FindingKind::TwinConflict)
+        };
         let reason = scan
             .findings
             .iter()
-            .find(|f| f.fatal && f.kind.in_log())
+            .find(|f| f.fatal && f.kind.in_log() && f.kind != FindingKind::TwinConflict)
             .or_else(|| {
                 scan.findings
                     .iter()
                     .find(|f| f.kind == FindingKind::TornTail)
-            })?
-            .clone();
+            });
+        let Some(reason) = reason.cloned() else {
+            return Some(RepairPlan {
+                reason: conflicts().next()?.clone(),
+                kept_files: scan.files.len(),
+                cut: None,
+                moved: conflicts().map(|f| f.path.clone()).collect(),
+            });
+        };
         let k = reason.file?;
         let scanned = &scan.files[k];
         // A problem at a record (not the file's header or its place in the sequence) keeps
@@ -969,9 +1021,14 @@ impl RepairPlan {
         };
         // Every listed segment file from there on moves, scanned or not (the scan stops at the
         // first fatal finding).
-        let moved = scan.listed[first_moved.min(scan.listed.len())..]
-            .iter()
-            .flat_map(|f| std::iter::once(f.path.clone()).chain(f.twin.clone()))
+        let moved = conflicts()
+            .filter(|f| f.file.is_some_and(|i| i < first_moved))
+            .map(|f| f.path.clone())
+            .chain(
+                scan.listed[first_moved.min(scan.listed.len())..]
+                    .iter()
+                    .flat_map(|f| std::iter::once(f.path.clone()).chain(f.twin.clone())),
+            )
             .collect();
         Some(RepairPlan {
             reason,
@@ -1076,7 +1133,7 @@ pub(crate) fn recover(
         report.reason = Some(t.message.clone());
     }
     if writable {
-        resolve_twins(fs, &dir, &twins)?;
+        report.moved.extend(resolve_twins(fs, &dir, &twins)?);
         if let Some(last) = segments.last_mut() {
             // The active segment is written from here on: dense index, no map, writable file.
             last.unseal()?;
@@ -1088,13 +1145,43 @@ pub(crate) fn recover(
     Ok(Recovered { segments, report })
 }
 
+/// Whether the `.log` beside a `.log.z` that decodes holds the bytes the `.z` was made from:
+/// at least the original length, whose first `original_len` bytes have the original CRC (what
+/// follows the end marker is never read). Reads the `.log` once, in bounded chunks: this only
+/// happens after a compression stopped between its rename and its delete.
+fn twin_matches(plain: &Path, header: &crate::format::compressed::Header) -> Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(plain).ctx("open segment", plain)?;
+    let len = file.metadata().ctx("stat segment", plain)?.len();
+    if len < header.original_len {
+        return Ok(false);
+    }
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; (1 << 20).min(header.original_len as usize)];
+    let mut at = 0u64;
+    while at < header.original_len {
+        let want = ((header.original_len - at) as usize).min(buf.len());
+        let n = file
+            .read_at(&mut buf[..want], at)
+            .ctx("read segment", plain)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(hasher.finalize() == header.original_crc)
+}
+
 /// Acts on the segments found twice (spec section 9): deletes the `.log` of a `.z` that
-/// decodes, moves a `.z` that does not into `../temp`. A file already moved by repair is gone.
-fn resolve_twins(fs: &dyn Storage, dir: &Path, twins: &[TwinAction]) -> Result<()> {
+/// decodes, moves a `.z` that does not (or that a repair found to differ) into `../temp`, and
+/// returns where those went. A file already moved by repair is gone.
+fn resolve_twins(fs: &dyn Storage, dir: &Path, twins: &[TwinAction]) -> Result<Vec<PathBuf>> {
     if twins.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut temp = None;
+    let mut moved = Vec::new();
     for twin in twins {
         match twin {
             TwinAction::DeletePlain(path) => match fs.remove_file(path) {
@@ -1108,7 +1195,7 @@ fn resolve_twins(fs: &dyn Storage, dir: &Path, twins: &[TwinAction]) -> Result<(
                     Some(t) => t,
                     None => temp.insert(fsutil::temp_dir_beside(fs, dir)?),
                 };
-                fsutil::move_aside(fs, path, t, "compress")?;
+                moved.push(fsutil::move_aside(fs, path, t, "compress")?);
             }
             TwinAction::MoveCompressedAside(_) => {}
         }
@@ -1116,7 +1203,8 @@ fn resolve_twins(fs: &dyn Storage, dir: &Path, twins: &[TwinAction]) -> Result<(
     if let Some(t) = &temp {
         fsutil::sync_dir(fs, t)?;
     }
-    fsutil::sync_dir(fs, dir)
+    fsutil::sync_dir(fs, dir)?;
+    Ok(moved)
 }
 
 /// Copies what a torn-tail cut removes, `[offset, reach)` of `path`, into the temp directory

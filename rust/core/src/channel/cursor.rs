@@ -33,8 +33,10 @@ pub fn write(storage: &dyn Storage, path: &Path, next: i64) -> Result<()> {
     fsutil::atomic_write(storage, path, &receiver::encode(next))
 }
 
-/// Every receiver of a cursors directory with its stored next LSN, sorted by name.
-pub fn list(cursors: &Path) -> Result<Vec<(String, i64)>> {
+/// Every receiver of a cursors directory, sorted by name, with its stored next LSN or the error
+/// that says why its cursor cannot be read (damaged, a dangling symlink, not a regular file):
+/// such a receiver exists, at a position nobody knows.
+pub fn list(cursors: &Path) -> Result<Vec<(String, Result<i64>)>> {
     let entries = match std::fs::read_dir(cursors) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -48,11 +50,13 @@ pub fn list(cursors: &Path) -> Result<Vec<(String, i64)>> {
             continue;
         };
         // Dropped between the listing and the read: not a receiver any more.
-        if let Some(next) = read(&entry.path())? {
-            out.push((name.to_string(), next));
+        match read(&entry.path()) {
+            Ok(None) => {}
+            Ok(Some(next)) => out.push((name.to_string(), Ok(next))),
+            Err(e) => out.push((name.to_string(), Err(e))),
         }
     }
-    out.sort();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
 

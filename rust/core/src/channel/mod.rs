@@ -168,6 +168,17 @@ impl Shared {
     }
 }
 
+/// Why a collection runs: it decides what a cursor that cannot be read does to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Collect {
+    /// `collect()`: the caller hears about the cursor.
+    Asked,
+    /// After a send sealed a segment (retention).
+    RollOver,
+    /// Above the disk cleaning ratio, retention ignored (never past a cursor).
+    DiskClean,
+}
+
 /// A channel: cheap to clone (clones share the log, the receivers' wake-up and the close).
 #[derive(Clone)]
 pub struct Channel {
@@ -343,7 +354,7 @@ impl Channel {
             }
             Err(_) => false,
         };
-        if over_clean && self.collect_with(true)? > 0 {
+        if over_clean && self.collect_with(Collect::DiskClean)? > 0 {
             check()?;
         } else {
             checked?;
@@ -362,7 +373,7 @@ impl Channel {
         if rolled {
             // The messages are in the log: this send succeeds. A collection that fails after
             // it stops later sends instead (fail-stop).
-            if let Err(e) = self.collect_with(false) {
+            if let Err(e) = self.collect_with(Collect::RollOver) {
                 *lock(&s.refused) = Some(PoisonCause::from_error(&e));
             }
             self.compress_sealed();
@@ -424,10 +435,14 @@ impl Channel {
         Receiver::open(Arc::clone(&self.shared), name, start)
     }
 
-    /// Every receiver of the directory and its cursor (first unacknowledged LSN).
+    /// Every receiver of the directory and its cursor (first unacknowledged LSN); the error
+    /// of the first cursor that cannot be read, naming it.
     pub fn receivers(&self) -> Result<Vec<(String, i64)>> {
         self.shared.check_open()?;
-        cursor::list(&self.shared.layout.cursors)
+        cursor::list(&self.shared.layout.cursors)?
+            .into_iter()
+            .map(|(name, next)| Ok((name, next?)))
+            .collect()
     }
 
     /// Deletes receiver `name`'s cursor (it no longer holds back collection). False when it
@@ -459,10 +474,10 @@ impl Channel {
     /// Deletes the oldest sealed segments that every receiver has acknowledged and retention
     /// lets go ([`collect`]); returns how many.
     pub fn collect(&self) -> Result<usize> {
-        self.collect_with(false)
+        self.collect_with(Collect::Asked)
     }
 
-    fn collect_with(&self, force: bool) -> Result<usize> {
+    fn collect_with(&self, why: Collect) -> Result<usize> {
         let s = &*self.shared;
         s.born.check("channel")?;
         if s.opts.readonly {
@@ -470,11 +485,18 @@ impl Channel {
                 path: s.layout.base.clone(),
             });
         }
-        // Cursors first: one read later can only be further on (acks only move forward).
-        let cursors: Vec<i64> = cursor::list(&s.layout.cursors)?
-            .into_iter()
-            .map(|(_, next)| next)
-            .collect();
+        // Cursors first: one read later can only be further on (acks only move forward). A
+        // cursor that cannot be read holds back everything (its receiver's position is
+        // unknown): an error for a caller who asked, nothing collected on the automatic paths,
+        // whose sends must go on (the receiver's own reads report it).
+        let mut cursors = Vec::new();
+        for (_, next) in cursor::list(&s.layout.cursors)? {
+            match (next, why) {
+                (Ok(next), _) => cursors.push(next),
+                (Err(e), Collect::Asked) => return Err(e),
+                (Err(_), _) => return Ok(0),
+            }
+        }
         let mut log = self.log()?;
         let infos = log.segments();
         let total: u64 = infos.iter().map(|i| i.size).sum();
@@ -495,7 +517,7 @@ impl Channel {
             &cursors,
             s.opts.retention,
             unix_ms(SystemTime::now()),
-            force,
+            why == Collect::DiskClean,
         );
         if n == 0 {
             return Ok(0);
