@@ -214,6 +214,72 @@ def test_a_huge_sparse_sealed_segment_is_read_without_filling_memory(tmp_path):
         assert out["records"] == 2
 
 
+def z_header(original_len: int, first: int = 0, last: int = 0, method: int = 1) -> bytes:
+    """A `.log.z` header (spec section 9) with an arbitrary CRC (never reached)."""
+    return bytes.fromhex("1276AD5A") + struct.pack(
+        ">iqqBqI", 1, first, last, method, original_len, 0
+    )
+
+
+def log_with_z(tmp_path: Path, z: bytes | None = None, sparse_size: int | None = None) -> Path:
+    """A log whose sealed segment 0 is the `.log.z` ``z`` (or a sparse file of ``sparse_size``
+    bytes after a header declaring 100 bytes), then a plain last segment."""
+    log = tmp_path / "log"
+    log.mkdir()
+    path = log / (segment_name(0) + ".z")
+    if sparse_size is not None:
+        sparse(path, sparse_size, z_header(100))
+    else:
+        path.write_bytes(z)
+    (log / segment_name(1)).write_bytes(encode_segment([(1, b"next")]))
+    return log
+
+
+def zeros_zstd(total: int) -> bytes:
+    """A zstd frame of ``total`` zero bytes, compressed in chunks (never held whole)."""
+    import zstandard
+
+    c = zstandard.ZstdCompressor(level=1).compressobj()
+    chunk = bytes(1 << 20)
+    parts = [c.compress(chunk) for _ in range(total >> 20)]
+    return b"".join(parts) + c.flush()
+
+
+def assert_refused_in_bounded_memory(out: dict, *words: str) -> None:
+    assert out["outcome"] == "error", out
+    assert out["type"] == "CorruptionError", out
+    assert all(w in out["msg"] for w in words), out
+    assert out["vmhwm_kib"] < (LIMIT >> 10) // 2, out
+
+
+def test_a_small_z_declaring_more_than_a_segment_can_hold_is_refused_before_decoding(tmp_path):
+    """Issue 30, item 4: 98 KB declaring 3 GiB decoded to its declared length first."""
+    log = log_with_z(tmp_path, z_header(3 << 30) + zeros_zstd(64 << 20))
+    out = run("log", log)
+    FIGURES["z declaring 3 GiB"] = out
+    assert_refused_in_bounded_memory(out, "original length", "0000000000000000000.log.z")
+
+
+def test_a_sparse_huge_z_is_refused_by_its_length_before_it_is_read(tmp_path):
+    """A 64 GiB sparse `.z` got a read-only open OOM-killed (the file was read into a vector
+    of its length)."""
+    log = log_with_z(tmp_path, sparse_size=64 << 30)
+    out = run("log", log)
+    FIGURES["sparse 64 GiB z"] = out
+    assert_refused_in_bounded_memory(out, "more than any compression")
+
+
+def test_a_z_decoding_past_the_address_space_fails_the_read_not_the_process(tmp_path):
+    """Within what the format allows (1.5 GiB declared, a real payload of zeros) but beyond
+    what the process may allocate: an error, never an abort."""
+    log = log_with_z(tmp_path, z_header(3 << 29) + zeros_zstd(3 << 29))
+    out = run("log", log)
+    FIGURES["z decoding past the limit"] = out
+    assert out["outcome"] == "error", out
+    assert out["type"] in ("CorruptionError", "TfluxIOError"), out
+    assert "memory" in out["msg"] or "map" in out["msg"], out
+
+
 # Regression: metadata::read used to read the whole file before checking its length (a 2 GiB
 # file allocated 2 GiB); found by this campaign, fixed in 6f252f8.
 def test_a_huge_metadata_file_is_a_clear_error_in_bounded_memory(tmp_path):

@@ -1454,6 +1454,8 @@ impl Log {
         sealed
             .iter()
             .filter(|s| s.sealed() && !s.is_empty() && s.compression().is_none())
+            // Original = header through end marker; a `.z` holds at most MAX_ORIGINAL_LEN.
+            .filter(|s| s.size() + 4 <= crate::format::compressed::MAX_ORIGINAL_LEN)
             .map(|s| s.first_lsn())
             .collect()
     }

@@ -220,12 +220,29 @@ pub fn decompressed(
             return Ok(Ok((hit.bytes.clone(), hit.header)));
         }
     }
-    // Decompressed outside the lock: other segments stay readable meanwhile. The file's own
-    // length bounds the read (it is real bytes on disk, not a length field).
+    // Decompressed outside the lock: other segments stay readable meanwhile. The header is
+    // checked first, and the file's length against what its declared original allows; then
+    // the file is mapped, not copied (a sparse file's length must never size an allocation).
     let len = key.2;
-    let mut raw = vec![0u8; usize::try_from(len).map_err(|_| too_big(path))?];
-    file.read_exact_at(&mut raw, 0)
+    let mut head = [0u8; compressed::HEADER_LEN];
+    let got = usize::try_from(len).map_or(head.len(), |l| l.min(head.len()));
+    file.read_exact_at(&mut head[..got], 0)
         .ctx("read compressed segment", path)?;
+    let declared = match compressed::decode_header(&head[..got]) {
+        Ok(h) => h,
+        Err(why) => return Ok(Err(why)),
+    };
+    let max = compressed::max_file_len(declared.original_len);
+    if len > max {
+        return Ok(Err(BadCompressed::FileLen {
+            len,
+            original: declared.original_len,
+            max,
+        }));
+    }
+    let raw = crate::mmap::map_readonly(file, len)
+        .ctx("map compressed segment", path)?
+        .ok_or_else(|| too_big(path))?;
     let (header, original) = match compressed::decode(&raw) {
         Ok(decoded) => decoded,
         Err(why) => return Ok(Err(why)),

@@ -37,9 +37,10 @@ const OFF_ORIGINAL_CRC: usize = 33;
 
 /// The smallest original: a segment header and its end marker (no records).
 pub const MIN_ORIGINAL_LEN: u64 = (SEGMENT_HEADER_LEN + END_MARKER.len()) as u64;
-/// The largest original length a reader accepts (1 TiB: far above any segment limit; a sanity
-/// bound, never an allocation size).
-pub const MAX_ORIGINAL_LEN: u64 = 1 << 40;
+/// The largest original a `.z` may hold (2 GiB: a sealed segment is at most its hard limit
+/// plus one record, and a larger one is not compressed). A reader refuses a header declaring
+/// more before it decodes anything (docs/format.md, compressed segments).
+pub const MAX_ORIGINAL_LEN: u64 = 1 << 31;
 /// Decompression reserves at most this much up front; beyond it the output grows with the data.
 const MAX_RESERVE: u64 = 32 << 20;
 /// zstd level used when writing (zstd's own default: fast, and most of the ratio).
@@ -127,6 +128,12 @@ pub enum BadCompressed {
     Crc { expected: u32, found: u32 },
     #[error("last LSN {found} at offset {OFF_LAST_LSN} does not match the records inside (last LSN {counted})")]
     LastLsnRecords { found: i64, counted: i64 },
+    #[error("the file is {len} bytes long, more than any compression of the {original}-byte original its header declares at offset {OFF_ORIGINAL_LEN} can take ({max} bytes)")]
+    FileLen { len: u64, original: u64, max: u64 },
+    #[error(
+        "no memory for the {0}-byte original the header declares at offset {OFF_ORIGINAL_LEN}"
+    )]
+    Memory(u64),
 }
 
 impl BadCompressed {
@@ -138,11 +145,22 @@ impl BadCompressed {
             BadCompressed::FirstLsn(_) | BadCompressed::FirstLsnName { .. } => OFF_FIRST_LSN,
             BadCompressed::LastLsn { .. } | BadCompressed::LastLsnRecords { .. } => OFF_LAST_LSN,
             BadCompressed::Method(_) => OFF_METHOD,
-            BadCompressed::OriginalLen(_) | BadCompressed::Length { .. } => OFF_ORIGINAL_LEN,
+            BadCompressed::OriginalLen(_)
+            | BadCompressed::Length { .. }
+            | BadCompressed::FileLen { .. }
+            | BadCompressed::Memory(_) => OFF_ORIGINAL_LEN,
             BadCompressed::Crc { .. } => OFF_ORIGINAL_CRC,
             BadCompressed::Payload(_) => HEADER_LEN,
         }) as u64
     }
+}
+
+/// The longest `.z` file an original of `original_len` bytes can give: the header, then the
+/// worst case of either method (incompressible data grows by well under 1% in zstd and lz4
+/// frames) with room for their frame and block headers. A longer file is refused before it is
+/// read (a sparse file, or a payload padded to make a reader allocate).
+pub fn max_file_len(original_len: u64) -> u64 {
+    HEADER_LEN as u64 + original_len + original_len / 128 + (1 << 20)
 }
 
 /// File name of the compressed segment whose first record has `lsn`.
@@ -247,16 +265,21 @@ pub fn decode(buf: &[u8]) -> Result<(Header, Vec<u8>), BadCompressed> {
     let header = decode_header(buf)?;
     let payload = &buf[HEADER_LEN..];
     let limit = header.original_len;
-    // One byte more than declared: reading to the end probes past it without reallocating.
-    let mut out = Vec::with_capacity((limit + 1).min(MAX_RESERVE) as usize);
+    // One byte more than declared: reading to the end probes past it. The output grows with
+    // what the payload really decodes to, and every growth may fail: a header that declares
+    // more than the process can hold fails this read, never the process.
+    let mut out = Vec::new();
     let read = match header.method {
         Method::Zstd => zstd::stream::read::Decoder::with_buffer(payload)
-            .and_then(|d| d.take(limit + 1).read_to_end(&mut out)),
-        Method::Lz4 => lz4_flex::frame::FrameDecoder::new(payload)
-            .take(limit + 1)
-            .read_to_end(&mut out),
+            .map_err(|e| BadCompressed::Payload(e.to_string()))
+            .and_then(|d| read_bounded(d, limit + 1, &mut out)),
+        Method::Lz4 => read_bounded(
+            lz4_flex::frame::FrameDecoder::new(payload),
+            limit + 1,
+            &mut out,
+        ),
     };
-    read.map_err(|e| BadCompressed::Payload(e.to_string()))?;
+    read?;
     if out.len() as u64 != limit {
         return Err(BadCompressed::Length {
             expected: limit,
@@ -271,6 +294,33 @@ pub fn decode(buf: &[u8]) -> Result<(Header, Vec<u8>), BadCompressed> {
         });
     }
     Ok((header, out))
+}
+
+/// Reads at most `limit` bytes of `reader` into `out`, growing it with `try_reserve` (doubling,
+/// never past `limit`; the first reservation at most [`MAX_RESERVE`]): an allocation that
+/// fails is [`BadCompressed::Memory`], never an abort of the process.
+fn read_bounded(mut reader: impl Read, limit: u64, out: &mut Vec<u8>) -> Result<(), BadCompressed> {
+    let mut chunk = [0u8; 64 << 10];
+    loop {
+        let left = limit - out.len() as u64;
+        if left == 0 {
+            return Ok(());
+        }
+        let want = (chunk.len() as u64).min(left) as usize;
+        let n = match reader.read(&mut chunk[..want]) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(BadCompressed::Payload(e.to_string())),
+        };
+        if out.capacity() - out.len() < n {
+            let first = MAX_RESERVE.min(left);
+            let grow = (out.capacity() as u64).max(first).max(n as u64).min(left) as usize;
+            out.try_reserve_exact(grow)
+                .map_err(|_| BadCompressed::Memory(limit - 1))?;
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
 }
 
 #[cfg(test)]
