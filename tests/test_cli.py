@@ -1082,6 +1082,27 @@ def test_export_writes_the_log_and_the_snapshot_as_parquet(tmp_path):
     assert "log rows" in result.stdout and "snapshot rows" in result.stdout
 
 
+def test_export_never_writes_through_a_planted_symlink(tmp_path):
+    """Issue 30, item 11: OUT/.log.parquet.tmp was opened by name, so a symlink planted there
+    overwrote a file outside OUT; a symlink at the final name is replaced, not written through."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    base = tmp_path / "base"
+    with tflux.open(base, log_sync_policy="never") as store:
+        store.create_queue("jobs")
+        store.enqueue("jobs", 1, b"a")
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not yours")
+    (out / ".log.parquet.tmp").symlink_to(victim)
+    (out / "snapshot.parquet").symlink_to(victim)
+    result = run_cli("export", base, out)
+    assert result.returncode == 0, result.stderr
+    assert victim.read_bytes() == b"not yours"
+    assert not (out / "snapshot.parquet").is_symlink()
+    assert len(pq.read_table(out / "log.parquet")) == 2
+
+
 def test_export_of_a_corrupt_log_names_the_file_and_exits_1(tmp_path):
     pytest.importorskip("pyarrow.parquet")
     log_dir = tmp_path / "base" / "data" / "log"

@@ -980,6 +980,38 @@ def test_a_torn_tail_cut_at_open_keeps_a_copy_of_what_it_removed(base_dir):
     assert copy.read_bytes() == bytes(buf[cut_at : record_offsets(records)[3]]).rstrip(b"\0")
 
 
+def test_a_symlinked_temp_directory_is_refused_by_every_writer_of_temporary_files(tmp_path):
+    """Issue 30, item 12: snapshots were written through a symlinked data/temp into a foreign
+    directory (compress and repair refused it already): one rule, `fsutil::temp_dir_in`."""
+    base = tmp_path / "base"
+    with tflux.open(base) as store:
+        store.create_queue("q")
+        store.enqueue("q", 1, b"x")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    temp = base / "data" / "temp"
+    shutil.rmtree(temp)
+    temp.symlink_to(foreign)
+    with pytest.raises(tflux.TfluxIOError, match="symlink"):
+        tflux.open(base)
+    with pytest.raises(tflux.TfluxIOError, match="symlink"):
+        tflux.write_metadata(base / "data" / "tflux.metadata", 5, None)
+    channel = tmp_path / "channel"
+    with tflux.Channel.open(channel) as ch:
+        ch.sender().send(b"m")
+        rx = ch.receiver("r")
+        assert rx.recv(timeout=0) is not None
+        cursor_temp = channel / "data" / "cursors" / "temp"
+        if cursor_temp.exists():
+            shutil.rmtree(cursor_temp)
+        cursor_temp.symlink_to(foreign)
+        with pytest.raises(tflux.TfluxIOError, match="symlink"):
+            rx.ack(1)
+    assert list(foreign.iterdir()) == []
+    with tflux.open(base, readonly=True) as store:
+        assert store.count("q") == 1
+
+
 def test_metadata_term_is_the_term_of_new_records(base_dir):
     data = base_dir / "data"
     data.mkdir()

@@ -20,6 +20,7 @@ so memory stays at one batch. Each file is written under a temporary name and re
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 __all__ = ["export"]
@@ -58,10 +59,16 @@ def export(
 
     def write(name: str, schema, batches) -> int:
         final = out_dir / name
-        tmp = out_dir / f".{name}.tmp"
+        # A fresh name made exclusively (O_EXCL never follows a planted symlink), renamed over
+        # the final name (a rename replaces a symlink there, never writes through it).
+        fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
+        tmp = Path(tmp_name)
         rows = 0
         try:
-            with pq.ParquetWriter(tmp, schema, compression=compression) as writer:
+            with (
+                os.fdopen(fd, "wb") as sink,
+                pq.ParquetWriter(sink, schema, compression=compression) as writer,
+            ):
                 for batch in batches:
                     writer.write_batch(batch)
                     rows += batch.num_rows

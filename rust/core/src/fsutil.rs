@@ -17,15 +17,7 @@ pub const TEMP_DIR: &str = "temp";
 /// over `path`, fsync the parent directory. A failed write removes its temp file.
 pub fn atomic_write(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> Result<()> {
     let parent = parent_of(path);
-    let temp_dir = parent.join(TEMP_DIR);
-    // Only `temp/` is created: a missing parent is the caller's mistake, not ours to paper over.
-    match storage.create_dir(&temp_dir) {
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
-            return Err(Error::io("create temp directory", &temp_dir, e))
-        }
-        Err(_) => {}
-        Ok(()) => sync_dir(storage, parent)?,
-    }
+    let temp_dir = temp_dir_in(storage, parent)?;
     let temp = temp_path(&temp_dir, path);
     let written = write_synced(storage, &temp, bytes).and_then(|()| {
         storage
@@ -207,24 +199,44 @@ fn entry_kind(path: &Path) -> Result<EntryKind> {
     Ok(kind)
 }
 
-/// The `temp` directory beside a log directory, created if needed. Refused when it is a
-/// symlink (or not a directory): whatever is moved or copied there must stay inside the base.
+/// The `temp` directory beside a log directory ([`temp_dir_in`] its parent).
 pub fn temp_dir_beside(storage: &dyn Storage, log_dir: &Path) -> Result<PathBuf> {
-    let temp = parent_of(log_dir).join(TEMP_DIR);
-    match std::fs::symlink_metadata(&temp) {
-        Ok(meta) if meta.is_dir() => Ok(temp),
-        Ok(_) => Err(Error::io(
+    temp_dir_in(storage, parent_of(log_dir))
+}
+
+/// `<parent>/temp`, created if needed (only it: a missing parent is the caller's mistake, not
+/// ours to paper over). The one rule for every writer of temporary files (snapshots, metadata,
+/// cursors, compressed copies, repair's copies): refused when it is a symlink or not a
+/// directory, so that nothing is ever written, moved or copied outside the base through it.
+pub fn temp_dir_in(storage: &dyn Storage, parent: &Path) -> Result<PathBuf> {
+    let temp = parent.join(TEMP_DIR);
+    let refused = || {
+        Error::io(
             "use temp directory",
             &temp,
             io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 "exists and is not a directory (a symlink is refused: nothing is written outside the base)",
             ),
-        )),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            create_dir_durable(storage, &temp)?;
-            Ok(temp)
-        }
+        )
+    };
+    match std::fs::symlink_metadata(&temp) {
+        Ok(meta) if meta.is_dir() => Ok(temp),
+        Ok(_) => Err(refused()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match storage.create_dir(&temp) {
+            Ok(()) => {
+                sync_dir(storage, parent)?;
+                Ok(temp)
+            }
+            // Made by another process meanwhile: the same check again.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                match std::fs::symlink_metadata(&temp) {
+                    Ok(meta) if meta.is_dir() => Ok(temp),
+                    _ => Err(refused()),
+                }
+            }
+            Err(e) => Err(Error::io("create temp directory", &temp, e)),
+        },
         Err(e) => Err(Error::io("stat temp directory", &temp, e)),
     }
 }

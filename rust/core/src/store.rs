@@ -225,7 +225,7 @@ impl Store {
         base::check_log(&layout, pending.scan(), &metadata, snapshot)?;
         let mut log = pending.open()?;
         if !readonly {
-            crate::fsutil::create_dir_durable(&*storage, &layout.temp)?;
+            crate::fsutil::temp_dir_in(&*storage, &layout.data)?;
         }
         let snapshot_index = snapshot.map_or(-1, |s| s.0);
         let mut report = OpenReport {
