@@ -567,3 +567,28 @@ fn closing_the_channel_releases_its_receivers_names() {
         Err(Error::ReceiverLocked { .. })
     ));
 }
+
+/// Issue 30, item 8: a receiver whose creation is refused after its cursor was written (here
+/// the cursor's final directory fsync fails; in the field, a collection raced it) left the
+/// cursor behind: the name was unusable and the orphan cursor held back collection for good.
+#[test]
+fn a_refused_receiver_creation_leaves_no_cursor_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ch, storage) = faulty(dir.path());
+    ch.send_many(&[msg(0), msg(1)]).unwrap();
+    drop(ch.receiver("warm", Start::Earliest).unwrap()); // locks/ and cursors/temp/ exist
+                                                         // Receiver "x": its lock file's directory fsync, then the cursor's final one (after the
+                                                         // rename put the file in place) fails.
+    storage.fail(Fault {
+        kind: Some(OpKind::SyncDir),
+        nth: storage.ops_of(OpKind::SyncDir) + 1,
+        errno: tflux_core::storage::testing::EIO,
+    });
+    assert!(ch.receiver("x", Start::Lsn(1)).is_err());
+    let cursor = dir.path().join("data/cursors/x.cursor");
+    assert!(!cursor.exists(), "the refused creation left its cursor");
+    let names: Vec<String> = ch.receivers().unwrap().into_iter().map(|r| r.0).collect();
+    assert_eq!(names, vec!["warm".to_string()]);
+    let rx = ch.receiver("x", Start::Lsn(1)).unwrap();
+    assert_eq!(recv_all(&rx), vec![(1, msg(1))]);
+}

@@ -82,23 +82,41 @@ impl Receiver {
                     }
                 };
                 // Written before the first read, so that collection sees it from now on.
-                cursor::write(storage, &path, next)?;
                 (next, Some(start))
             }
         };
-        let mut tail = Tail::new(&layout.log, acked);
-        let acked = match tail.locate_now() {
-            Ok(_) => tail.next_lsn().min(acked),
-            // Collected between reading the bounds and writing the cursor (a collection that
-            // had not seen the new cursor): a new receiver starts at what is left.
-            Err(Error::OutOfRange(_)) if created == Some(Start::Earliest) => {
-                let (first, _) = shared.bounds()?;
-                cursor::write(storage, &path, first)?;
-                tail = Tail::new(&layout.log, first);
-                tail.locate_now()?;
-                first
+        let located = (|| {
+            if created.is_some() {
+                cursor::write(storage, &path, acked)?;
             }
-            Err(e) => return Err(e),
+            let mut tail = Tail::new(&layout.log, acked);
+            let acked = match tail.locate_now() {
+                Ok(_) => tail.next_lsn().min(acked),
+                // Collected between reading the bounds and writing the cursor (a collection
+                // that had not seen the new cursor): a new receiver starts at what is left.
+                Err(Error::OutOfRange(_)) if created == Some(Start::Earliest) => {
+                    let (first, _) = shared.bounds()?;
+                    cursor::write(storage, &path, first)?;
+                    tail = Tail::new(&layout.log, first);
+                    tail.locate_now()?;
+                    first
+                }
+                Err(e) => return Err(e),
+            };
+            Ok((tail, acked))
+        })();
+        // A refused creation leaves nothing behind: its cursor would hold back collection for
+        // good under a name nobody holds (issue 30 item 8). Best effort: the error that
+        // refused it is the one to report.
+        let refuse = |e: Error| {
+            if created.is_some() && storage.remove_file(&path).is_ok() {
+                let _ = crate::fsutil::sync_dir(storage, &layout.cursors);
+            }
+            Err(e)
+        };
+        let (tail, acked) = match located {
+            Ok(found) => found,
+            Err(e) => return refuse(e),
         };
         let held = Arc::new(Mutex::new(Some(held)));
         {
@@ -108,7 +126,7 @@ impl Receiver {
         }
         // Closed meanwhile: its close may have released the names before this one was listed.
         if shared.closed.load(Ordering::Acquire) {
-            return Err(Error::Closed("channel"));
+            return refuse(Error::Closed("channel"));
         }
         Ok(Receiver {
             shared,
