@@ -347,6 +347,22 @@ def test_collection_keeps_unacknowledged_segments(tmp_path):
         del got
 
 
+def test_the_longest_receiver_name_the_spec_allows_works_for_the_receivers_life(tmp_path):
+    """Issue 30, item 6: names of 236-248 bytes hit ENAMETOOLONG on the cursor's temporary
+    file; a 235-byte name acked 99 times, then every ack failed (the sequence number grew)."""
+    name = "n" * 248
+    with small(tmp_path, sync="never") as ch:
+        ch.sender().send_many([b"m%d" % i for i in range(300)])
+        rx = ch.receiver(name)
+        for _ in range(150):
+            assert rx.recv(timeout=0) is not None
+            rx.ack(1)
+        assert ch.receivers() == {name: 150}
+        rx.close()
+    with small(tmp_path) as ch:
+        assert ch.receiver(name).position == 150
+
+
 def segment_names(base) -> list[str]:
     return sorted(p.name for p in (base / "data" / "log").iterdir())
 

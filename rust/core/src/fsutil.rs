@@ -87,15 +87,26 @@ fn write_synced(storage: &dyn Storage, temp: &Path, bytes: &[u8]) -> Result<()> 
     Ok(())
 }
 
-/// A name no other writer in this process or another one uses at the same time.
+/// A name no other writer in this process or another one uses at the same time: the target's
+/// name (cut to [`TEMP_STEM_MAX`] bytes, for the reader of a listing) then the process id and a
+/// sequence number, which alone make it unique. Always a valid file name: a cursor of a
+/// 248-byte receiver name (spec section 10 allows it) hit ENAMETOOLONG here.
 fn temp_path(temp_dir: &Path, target: &Path) -> PathBuf {
     static SEQ: AtomicU64 = AtomicU64::new(0);
-    let stem = target
+    let name = target
         .file_name()
         .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let mut cut = name.len().min(TEMP_STEM_MAX);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    temp_dir.join(format!("{stem}.{}.{seq}.tmp", std::process::id()))
+    temp_dir.join(format!("{}.{}.{seq}.tmp", &name[..cut], std::process::id()))
 }
+
+/// The longest part of a target's name in its temp file's name: 255 bytes (the usual file name
+/// limit) less the rest, ".<pid>.<seq>.tmp" with a 10-digit pid and a 20-digit sequence.
+const TEMP_STEM_MAX: usize = 255 - (1 + 10 + 1 + 20 + 4);
 
 /// A segment-named entry of a log directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
