@@ -1082,6 +1082,29 @@ def test_export_writes_the_log_and_the_snapshot_as_parquet(tmp_path):
     assert "log rows" in result.stdout and "snapshot rows" in result.stdout
 
 
+@pytest.mark.parametrize("verb", ["verify", "inspect", "dump", "replay"])
+def test_a_reader_that_went_away_ends_the_command_with_exit_0(tmp_path, verb):
+    """Issue 30, item 18: ``tflux verify BASE | head -1`` exited 1, the "corrupt" code (rich's
+    broken-pipe handler). Here the pipe's read end is closed before the command writes."""
+    base = tmp_path / "base"
+    with tflux.open(base, log_sync_policy="never") as store:
+        store.create_queue("jobs")
+        store.enqueue_many("jobs", [(1, b"x")] * 50)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tflux.cli", verb, str(base)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 def test_export_never_writes_through_a_planted_symlink(tmp_path):
     """Issue 30, item 11: OUT/.log.parquet.tmp was opened by name, so a symlink planted there
     overwrote a file outside OUT; a symlink at the final name is replaced, not written through."""

@@ -38,12 +38,22 @@ MiB = 1 << 20
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
+
 # Reports go to stdout; progress, warnings and errors to stderr. Rich drops colours and animation
 # by itself when the stream is not a terminal (and honours NO_COLOR / FORCE_COLOR). Off a terminal
 # rich would assume 80 columns and squeeze tables; pipes get wide, unwrapped tables instead.
-out = Console(highlight=False, soft_wrap=True)
+class _Stdout(Console):
+    """Stdout whose reader went away (``tflux verify BASE | head -1``) ends the command with
+    exit 0, as ``cat`` or ``grep`` would: rich's own handler exits 1, tflux's "corrupt" code."""
+
+    def on_broken_pipe(self) -> None:
+        _silence_stdout()
+        raise SystemExit(EXIT_OK)
+
+
+out = _Stdout(highlight=False, soft_wrap=True)
 if not out.is_terminal:
-    out = Console(highlight=False, soft_wrap=True, width=200)
+    out = _Stdout(highlight=False, soft_wrap=True, width=200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
