@@ -391,12 +391,32 @@ def test_the_nth_failed_delivery_moves_the_record_to_the_dead_letter_queue(base_
         assert [r.payload for r in store.records("jobs-dead")] == [b"poison"]
 
 
-def test_without_its_dead_letter_queue_a_record_stays_in_its_queue(base_dir):
-    with tflux.open(base_dir, dead_letter={"jobs": ("missing", 1)}, **FAST) as store:
+def test_a_missing_dead_letter_queue_is_created_by_the_first_move(base_dir):
+    """Issue 30, item 15: a rule naming a missing queue was silently ignored, so a poison
+    record went back to its queue after every failure, forever. The move creates the queue (a
+    heap without limits) in the same logged batch."""
+    with tflux.open(base_dir, dead_letter={"jobs": ("jobs-dead", 2)}, **FAST) as store:
         store.create_queue("jobs")
-        store.enqueue("jobs", 0, b"x")
+        store.enqueue("jobs", 4, b"poison")
         store.nack(store.dequeue("jobs", timeout=0))
-        assert [r.payload for r in store.records("jobs")] == [b"x"]
+        assert store.count("jobs") == 1 and "jobs-dead" not in [q.name for q in store.queues()]
+        store.nack(store.dequeue("jobs", timeout=0))  # the second failure: moved
+        assert store.count("jobs") == 0
+        assert [(r.key, r.payload) for r in store.records("jobs-dead")] == [(4, b"poison")]
+        dead = next(q for q in store.queues() if q.name == "jobs-dead")
+        assert dead.implementation == "heap"
+    with tflux.open(base_dir, **FAST) as store:  # logged: it survives a restart without the rule
+        assert [r.payload for r in store.records("jobs-dead")] == [b"poison"]
+
+
+def test_a_dead_letter_queue_that_refuses_the_record_leaves_it_in_its_queue(base_dir):
+    with tflux.open(base_dir, dead_letter={"jobs": ("small", 1)}, **FAST) as store:
+        store.create_queue("jobs")
+        store.create_queue("small", max_message_size=1)
+        store.enqueue("jobs", 0, b"too long for small")
+        store.nack(store.dequeue("jobs", timeout=0))
+        assert [r.payload for r in store.records("jobs")] == [b"too long for small"]
+        assert store.count("small") == 0
 
 
 def test_the_dead_letter_rule_comes_from_the_settings_file(base_dir):

@@ -729,10 +729,26 @@ impl Store {
                 queue: raw_name(name),
                 id,
             })?;
-        inner
-            .state
-            .check_enqueue(to, record.key, record.data.len())?;
-        let deltas = [
+        // A dead-letter queue that does not exist is created (a heap, no limits) in the same
+        // batch as the move: a rule naming a missing queue left a poison record cycling
+        // forever (docs/format.md, queue store decision "Dead-letter").
+        let missing = matches!(inner.state.queue(to), Err(Error::NoSuchQueue { .. }));
+        let dead_letter_queue = QueueConfig::default();
+        if missing {
+            inner.state.check_create(to, &dead_letter_queue)?;
+        } else {
+            inner
+                .state
+                .check_enqueue(to, record.key, record.data.len())?;
+        }
+        let create = DeltaRef::CreateQueue {
+            name: to,
+            implementation: dead_letter_queue.implementation,
+            max_queue_size: -1,
+            max_message_size: -1,
+            key_range: None,
+        };
+        let moves = [
             DeltaRef::AddRecord {
                 name: to,
                 key: record.key,
@@ -740,6 +756,8 @@ impl Store {
             },
             DeltaRef::RemoveRecord { name, id },
         ];
+        let deltas: Vec<DeltaRef<'_>> =
+            missing.then_some(create).into_iter().chain(moves).collect();
         Ok(self.log_and_apply(inner, &deltas)?.1)
     }
 
