@@ -131,14 +131,27 @@ def test_threads_share_one_queue_and_every_item_is_processed_once(base_dir):
         assert store.count("jobs") == 0  # all acked, durably
 
 
-def test_an_item_that_does_not_load_goes_back(base_dir):
+def test_an_item_that_does_not_load_is_handed_back_once_and_the_queue_moves_on(base_dir):
+    """Issue 30, item 10: the item was nacked, so it was the next get forever (the queue was
+    wedged). It is raised once with its record, in flight, for the caller to settle."""
     with tflux.open(base_dir, **FAST) as store:
         store.create_queue("jobs")
         store.enqueue("jobs", 0, b"not json")
         q = tflux.Queue(store, "jobs", serializer="json")
-        with pytest.raises(ValueError):
+        q.put({"n": 1}, priority=1)
+        with pytest.raises(tflux.UnloadableItemError) as raised:
             q.get(timeout=0)
-        assert store.count("jobs") == 1 and q.unfinished_tasks == 0
+        assert isinstance(raised.value, ValueError)
+        assert isinstance(raised.value.__cause__, ValueError)  # json's own error
+        bad = raised.value.record
+        assert bad.payload == b"not json" and q.unfinished_tasks == 0
+        assert q.get(timeout=0) == {"n": 1}  # moves on
+        q.task_done()
+        q.nack(bad)  # the caller's choice: put it back ...
+        with pytest.raises(tflux.UnloadableItemError) as again:
+            q.get(timeout=0)
+        q.ack(again.value.record)  # ... or drop it
+        assert store.count("jobs") == 0 and q.qsize() == 0
 
 
 # --- tflux.aio --------------------------------------------------------------------------------

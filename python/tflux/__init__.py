@@ -65,6 +65,7 @@ from tflux.errors import (
     StaleReadError,
     TfluxError,
     TfluxIOError,
+    UnloadableItemError,
 )
 
 __all__ = [
@@ -114,6 +115,7 @@ __all__ = [
     "Store",
     "TfluxError",
     "TfluxIOError",
+    "UnloadableItemError",
     "VerifyReport",
     "__version__",
     "aio",

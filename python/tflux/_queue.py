@@ -13,7 +13,13 @@ from typing import Any, Protocol
 
 from tflux._store import open as _open
 from tflux._tflux import Record, Store
-from tflux.errors import ArgumentError, PolicyViolation, QueueExistsError, QueueNotFoundError
+from tflux.errors import (
+    ArgumentError,
+    PolicyViolation,
+    QueueExistsError,
+    QueueNotFoundError,
+    UnloadableItemError,
+)
 
 __all__ = ["Queue", "Serializer"]
 
@@ -176,12 +182,25 @@ class Queue:
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """Take the next item (smallest priority first). Waits up to ``timeout`` seconds
         (``None``: forever; ``block=False``: not at all), then raises ``queue.Empty``. The record
-        stays in flight until ``task_done()``. An item the serializer cannot load is put back
-        (nacked) and the error raised."""
+        stays in flight until ``task_done()``.
+
+        An item the serializer cannot load raises :class:`tflux.UnloadableItemError` once, with
+        the record in ``.record``, still in flight but no longer this queue's ``task_done()``'s
+        to settle: ``ack(err.record)`` drops it, ``nack(err.record)`` puts it back, and a lease
+        that runs out puts it back (a failed delivery, counted by a dead-letter rule). The next
+        ``get`` moves on. (Putting it back at once made it the next ``get`` forever.)"""
         record = self.get_record(block, timeout)
         try:
             item = self._serializer.loads(record.payload)
-        except BaseException:
+        except Exception as exc:
+            self._forget(record)
+            raise UnloadableItemError(
+                f"queue {self.name!r}: record {record.id} does not load with the serializer "
+                f"({type(exc).__name__}: {exc}); it is in flight in .record: ack it to drop it, "
+                "nack it to put it back",
+                record,
+            ) from exc
+        except BaseException:  # KeyboardInterrupt and the like: the record goes back
             self._forget(record)
             self._store.nack(record)
             raise

@@ -30,6 +30,7 @@ __all__ = [
     "StaleReadError",
     "TfluxError",
     "TfluxIOError",
+    "UnloadableItemError",
 ]
 
 
@@ -147,6 +148,23 @@ class ForkedError(TfluxError, RuntimeError):
     after it was opened. The child's copy refuses every use (it would write where the parent
     writes) and its ``close`` lets go without writing; open it again in the child, or start the
     workers with the ``spawn`` method."""
+
+
+class UnloadableItemError(TfluxError, ValueError):
+    """``tflux.Queue.get`` took an item its serializer cannot load. ``record`` is the record,
+    still in flight: ``ack`` it to drop it, ``nack`` it to put it back. Raised once per
+    delivery, so the next ``get`` moves on."""
+
+    def __init__(self, message: str, record: object = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.record = record
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.record))
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class ClosedError(TfluxError, ValueError):
