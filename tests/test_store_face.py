@@ -319,6 +319,31 @@ def test_a_leased_record_that_is_never_settled_comes_back_by_itself(base_dir):
         assert [r.payload for r in store.iter_records("q")] == [b"c", b"d"]
 
 
+def test_a_late_ack_or_nack_never_settles_a_later_delivery_of_the_record(base_dir):
+    """Issue 30, item 14: A's lease ran out, B got the record, A's late nack put B's delivery
+    back, C got it while B worked, and B's ack acked C's delivery. Each delivery has its own
+    receipt now, and a settlement with another's is refused."""
+    import pickle
+
+    with tflux.open(base_dir, **FAST) as store:
+        store.create_queue("q")
+        store.enqueue("q", 1, b"job")
+        a = store.dequeue("q", timeout=0, lease=0.05)
+        b = store.dequeue("q", timeout=60)  # after A's lease ran out
+        assert (b.id, b.payload) == (a.id, b"job")
+        for late in (store.nack, store.ack):
+            with pytest.raises(tflux.NotInFlightError):
+                late(a)
+        assert store.dequeue("q", timeout=0) is None  # B's delivery was not put back
+        copy_of_b = pickle.loads(pickle.dumps(b))  # a copy settles the same delivery
+        store.nack(copy_of_b)
+        with pytest.raises(tflux.NotInFlightError):
+            store.ack(b)  # that delivery ended with the nack
+        c = store.dequeue("q", timeout=0)
+        store.ack_many([c])
+        assert store.count("q") == 0
+
+
 def test_a_record_settled_within_its_lease_stays_settled(base_dir):
     with tflux.open(base_dir, **FAST) as store:
         store.enqueue("", 0, b"x")

@@ -1,6 +1,6 @@
 //! What the store knows about deliveries and the log does not record (docs/format.md,
-//! "Deliveries"): the lease (visibility timeout) of each leased in-flight record and how often
-//! each record was nacked. Both live in memory only: after a restart every un-acked record is
+//! "Deliveries"): the receipt of each in-flight record's delivery, the lease (visibility
+//! timeout) of each leased one and how often each record was nacked. Both live in memory only: after a restart every un-acked record is
 //! ready again with no lease and no nacks counted, as spec section 7 wants.
 
 use std::collections::BTreeSet;
@@ -14,21 +14,42 @@ struct QueueDeliveries {
     leases: BTreeSet<(Instant, u64)>,
     lease_of: HashMap<u64, Instant>,
     nacks: HashMap<u64, u32>,
+    /// The receipt of each in-flight record's current delivery.
+    receipt_of: HashMap<u64, u64>,
 }
 
 impl QueueDeliveries {
     fn is_empty(&self) -> bool {
-        self.lease_of.is_empty() && self.nacks.is_empty()
+        self.lease_of.is_empty() && self.nacks.is_empty() && self.receipt_of.is_empty()
     }
 }
 
-/// Leases and nack counts of every queue.
+/// Receipts, leases and nack counts of every queue.
 #[derive(Debug, Default)]
 pub struct Deliveries {
     queues: HashMap<Vec<u8>, QueueDeliveries>,
 }
 
 impl Deliveries {
+    /// Record `id` of `queue` was delivered: its new receipt, which settles this delivery
+    /// only (a stale ack or nack of an earlier delivery of the same record is refused).
+    /// Receipts are unique in the process (`state::next_incarnation`), so one names one
+    /// delivery of one record of one life of a queue of one open store.
+    pub fn deliver(&mut self, queue: &[u8], id: u64) -> u64 {
+        let receipt = crate::state::next_incarnation();
+        let q = self.queues.entry(queue.to_vec()).or_default();
+        q.receipt_of.insert(id, receipt);
+        receipt
+    }
+
+    /// Whether `receipt` is that of the current delivery of record `id` of `queue`.
+    pub fn is_current(&self, queue: &[u8], id: u64, receipt: u64) -> bool {
+        self.queues
+            .get(queue)
+            .and_then(|q| q.receipt_of.get(&id))
+            .is_some_and(|&r| r == receipt)
+    }
+
     /// Record `id` of `queue` goes back by itself at `until` unless settled first.
     pub fn lease(&mut self, queue: &[u8], id: u64, until: Instant) {
         let q = self.queues.entry(queue.to_vec()).or_default();
@@ -38,12 +59,13 @@ impl Deliveries {
         q.leases.insert((until, id));
     }
 
-    /// The delivery ended (ack, nack, expiry): its lease no longer applies.
+    /// The delivery ended (ack, nack, expiry): its receipt and lease no longer apply.
     pub fn end(&mut self, queue: &[u8], id: u64) {
         if let Some(q) = self.queues.get_mut(queue) {
             if let Some(until) = q.lease_of.remove(&id) {
                 q.leases.remove(&(until, id));
             }
+            q.receipt_of.remove(&id);
         }
     }
 

@@ -599,7 +599,8 @@ impl Store {
     /// Takes the next record of `name` (smallest key, then lowest id), waiting up to `timeout`
     /// (`None` = forever) for one to arrive. Writes nothing: the record is in flight until
     /// acked (RemoveRecord is logged) or nacked (it goes back).
-    /// Returns the record and the queue's incarnation, which `ack`/`nack` check.
+    /// Returns the record and its delivery's receipt, which `ack`/`nack` check: a receipt
+    /// settles the one delivery it came with, never a later one of the same record.
     pub fn dequeue(&self, name: &[u8], timeout: Option<Duration>) -> Result<Option<(Record, u64)>> {
         self.dequeue_leased(name, timeout, None)
     }
@@ -614,14 +615,14 @@ impl Store {
     ) -> Result<Option<(Record, u64)>> {
         self.wait_for(name, timeout, |inner, now| {
             let q = inner.state.queue_mut(name)?;
-            let incarnation = q.incarnation();
             let Some(r) = q.dequeue().cloned() else {
                 return Ok(None);
             };
+            let receipt = inner.deliveries.deliver(name, r.id);
             if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
                 inner.deliveries.lease(name, r.id, until);
             }
-            Ok(Some((r, incarnation)))
+            Ok(Some((r, receipt)))
         })
     }
 
@@ -762,12 +763,13 @@ impl Store {
     }
 
     /// Acknowledges an in-flight record: logs RemoveRecord and makes it durable. With
-    /// `incarnation` (from `dequeue`), a record of an earlier life of the queue is refused.
-    pub fn ack(&self, name: &[u8], id: u64, incarnation: Option<u64>) -> Result<()> {
+    /// `receipt` (from `dequeue`), only that delivery is settled: after its lease ran out and
+    /// the record was delivered again, or after its queue was deleted, it is refused.
+    pub fn ack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
         let lsn = {
             let mut inner = self.writable()?;
             self.expire(&mut inner, name, Instant::now());
-            if !in_flight(inner.state.queue(name)?, id, incarnation) {
+            if !in_flight(&inner, name, id, receipt)? {
                 return Err(Error::NotInFlight {
                     queue: raw_name(name),
                     id,
@@ -795,9 +797,8 @@ impl Store {
                 self.expire(&mut inner, name, now);
             }
             let mut seen = std::collections::HashSet::new();
-            for &(name, id, incarnation) in items {
-                if !in_flight(inner.state.queue(name)?, id, incarnation) || !seen.insert((name, id))
-                {
+            for &(name, id, receipt) in items {
+                if !in_flight(&inner, name, id, receipt)? || !seen.insert((name, id)) {
                     return Err(Error::NotInFlight {
                         queue: raw_name(name),
                         id,
@@ -817,13 +818,14 @@ impl Store {
         self.after_write(lsn)
     }
 
-    /// Puts an in-flight record back with its id (so before later records of the same key).
-    pub fn nack(&self, name: &[u8], id: u64, incarnation: Option<u64>) -> Result<()> {
+    /// Puts an in-flight record back with its id (so before later records of the same key);
+    /// `receipt` as in [`Store::ack`].
+    pub fn nack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
         self.refuse_readonly()?;
         let moved = {
             let mut inner = self.inner()?;
             self.expire(&mut inner, name, Instant::now());
-            if !in_flight(inner.state.queue(name)?, id, incarnation) {
+            if !in_flight(&inner, name, id, receipt)? {
                 return Err(Error::NotInFlight {
                     queue: raw_name(name),
                     id,
@@ -1033,9 +1035,12 @@ fn log_options(settings: &Settings, readonly: bool, storage: &Arc<dyn Storage>) 
     }
 }
 
-/// Whether record `id` of `q` is in flight (and, when given, from this incarnation of it).
-fn in_flight(q: &crate::state::Queue, id: u64, incarnation: Option<u64>) -> bool {
-    incarnation.is_none_or(|i| i == q.incarnation()) && q.is_in_flight(id)
+/// Whether record `id` of queue `name` is in flight (and, when given, in the delivery of
+/// `receipt`; receipts are unique in the process, so one of an earlier life of the queue or an
+/// earlier open of the store never matches either).
+fn in_flight(inner: &Inner, name: &[u8], id: u64, receipt: Option<u64>) -> Result<bool> {
+    let q = inner.state.queue(name)?;
+    Ok(q.is_in_flight(id) && receipt.is_none_or(|r| inner.deliveries.is_current(name, id, r)))
 }
 
 impl Drop for Store {

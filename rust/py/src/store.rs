@@ -24,11 +24,13 @@ pub struct PyRecord {
     payload: Vec<u8>,
     #[pyo3(get)]
     queue: String,
-    /// The life of the queue that handed the record out (None: built by hand or listed).
+    /// The receipt of the delivery that handed the record out (None: built by hand or listed):
+    /// ack and nack settle that delivery only (`Store::ack`). Named `incarnation` for the
+    /// pickle format of earlier builds.
     incarnation: Option<u64>,
 }
 
-/// Records are equal by content; the incarnation only guards ack/nack.
+/// Records are equal by content; the receipt only guards ack/nack.
 impl PartialEq for PyRecord {
     fn eq(&self, other: &Self) -> bool {
         (self.id, self.key, &self.payload, &self.queue)
@@ -81,8 +83,8 @@ impl PyRecord {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let me = slf.get();
         let py = slf.py();
-        // The incarnation travels too: a copy (pickle, deepcopy, multiprocessing) is as stale as
-        // its original after a reopen or a re-creation of the queue.
+        // The receipt travels too: a copy (pickle, deepcopy, multiprocessing) settles the same
+        // delivery as its original, and is as stale once that delivery ended.
         let args = (
             me.id,
             me.key,

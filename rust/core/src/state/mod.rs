@@ -86,11 +86,12 @@ impl Ready {
     }
 }
 
-/// Identifies one life of one queue in this process: a record handed out by a queue that was
-/// since deleted and re-created, or by a store that was since reopened, cannot settle a delivery
-/// of the new one. Seeded from the clock so that a pickled record from another process is very
-/// unlikely to match either.
-fn next_incarnation() -> u64 {
+/// A number unique in this process: identifies one life of one queue, and one delivery of a
+/// record (its receipt, `crate::deliveries`): a record handed out by a queue that was since
+/// deleted and re-created, by a store that was since reopened, or in an earlier delivery,
+/// cannot settle a delivery of the new one. Seeded from the clock so that a pickled record
+/// from another process is very unlikely to match either.
+pub(crate) fn next_incarnation() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
     static NEXT: OnceLock<AtomicU64> = OnceLock::new();
