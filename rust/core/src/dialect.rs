@@ -25,6 +25,9 @@ pub use crate::format::dialect::Dialect;
 /// not size an allocation): a longer one says nothing, and the other files decide.
 const MAX_RECORD_PROBE: u64 = 64 << 20;
 
+/// Snapshots up to this long are read whole to tell their dialect (checksum included).
+const WHOLE_SNAPSHOT: u64 = 64 << 20;
+
 /// What one file of a directory says about its dialect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
@@ -68,15 +71,27 @@ pub fn segment_says(segment: &SegmentFile) -> Result<Option<Found>> {
 /// What the metadata file, the snapshot and the first log segment of a base directory say.
 pub fn base_says(layout: &Layout) -> Result<Vec<Found>> {
     let mut found = Vec::new();
-    if let Some(len) = regular_len(&layout.metadata)? {
-        found.extend(metadata_says(len).map(|says| Found {
+    if let Some(len) = regular_len(&layout.metadata)?.filter(|&l| l <= 24) {
+        let file = File::open(&layout.metadata).ctx("open metadata", &layout.metadata)?;
+        let mut bytes = [0u8; 24];
+        let got = read_at_most(&file, &mut bytes[..len as usize], 0, &layout.metadata)?;
+        found.extend(metadata_says(&bytes[..got]).map(|says| Found {
             says,
             path: layout.metadata.clone(),
         }));
     }
     if let Some(len) = regular_len(&layout.snapshot)? {
+        // A small snapshot is read whole, so that its checksum is checked too; a large one
+        // by its header's lengths alone (it is read again, whole, by its own reader).
         let file = File::open(&layout.snapshot).ctx("open snapshot", &layout.snapshot)?;
-        let mut head = [0u8; SNAPSHOT_PROBE];
+        let mut head = vec![
+            0u8;
+            if len <= WHOLE_SNAPSHOT {
+                len as usize
+            } else {
+                SNAPSHOT_PROBE
+            }
+        ];
         let got = read_at_most(&file, &mut head, 0, &layout.snapshot)?;
         found.extend(snapshot_says(&head[..got], len).map(|says| Found {
             says,

@@ -13,9 +13,11 @@
 //! metadata        20 bytes                                 24 bytes (Int64 term)
 //! temp directory  data/temp                                data/temporary
 //! ```
-//! A file says a dialect only when its bytes fit that dialect and not the other: a record that
-//! parses completely, checksum included, under one framing; a snapshot whose length field
-//! accounts for the file's length under one header; a metadata file of one of the two lengths.
+//! A file says a dialect only when its bytes fit that dialect and not the other, checksum
+//! included: a record that parses completely under one framing; a snapshot whose length field
+//! accounts for the file's length under one header (and whose checksum matches, when the whole
+//! file is at hand); a metadata file of one of the two lengths with that layout's checksum. A
+//! damaged file says nothing, so damage is reported as damage, never as another dialect.
 
 use std::fmt;
 
@@ -156,27 +158,45 @@ fn taskflux_record_parses(bytes: &[u8]) -> bool {
     crc32_mpeg2(data) == crc
 }
 
-/// What a metadata file of `len` bytes says (an empty one says nothing: nothing written yet).
-pub fn metadata_says(len: u64) -> Option<Says> {
-    Dialect::ALL
+/// The metadata file's marker (both dialects).
+const METADATA_MARKER: [u8; 4] = [0x5A, 0x6E, 0xA0, 0x12];
+
+/// What a metadata file says from its bytes (at most 24 are needed; an empty file says
+/// nothing: nothing written yet): the dialect whose length it has, when its marker and that
+/// layout's checksum (of bytes 4 to the checksum) are right.
+pub fn metadata_says(bytes: &[u8]) -> Option<Says> {
+    let dialect = Dialect::ALL
         .into_iter()
-        .find(|d| d.metadata_len() == len)
-        .map(|dialect| Says {
-            dialect,
-            why: match dialect {
-                Dialect::Spec => "its metadata file is 20 bytes long",
-                Dialect::Taskflux => "its metadata file is 24 bytes long",
-            },
-        })
+        .find(|d| d.metadata_len() == bytes.len() as u64)?;
+    let crc_at = bytes.len() - 4;
+    let stored = be_u32(bytes, crc_at)?;
+    let covered = &bytes[4..crc_at];
+    let computed = match dialect {
+        Dialect::Spec => crc32(covered),
+        Dialect::Taskflux => crc32_mpeg2(covered),
+    };
+    (bytes[..4] == METADATA_MARKER && stored == computed).then_some(Says {
+        dialect,
+        why: match dialect {
+            Dialect::Spec => "its metadata file is 20 bytes long",
+            Dialect::Taskflux => "its metadata file is 24 bytes long",
+        },
+    })
 }
 
 /// Bytes of a snapshot's head [`snapshot_says`] reads.
 pub const SNAPSHOT_PROBE: usize = 24;
 
-/// What a snapshot file says from its first bytes `head` and its length: the wide marker is
-/// the spec's (4.1); under the shared marker, the header whose state length accounts for the
-/// file's length exactly (the spec's 16-byte header or TaskFlux's 24-byte one, then the state
-/// and a 4-byte checksum). `None` for an empty file, another marker, or neither or both.
+/// The smallest state a snapshot can hold: the queue count and the default queue (empty name,
+/// no range, no records), which every state has.
+const MIN_STATE_LEN: i32 = 4 + 1 + 4 + 8 + 4 + 4 + 1 + 4;
+
+/// What a snapshot file says from its first bytes `head` (the whole file when `head` is as long
+/// as `file_len`: the checksum is then checked too) and its length: the wide marker is the
+/// spec's (4.1); under the shared marker, the header whose state length accounts for the
+/// file's length exactly (the spec's 16-byte header or TaskFlux's 24-byte one, then a state at
+/// least as long as the default queue's, then a 4-byte checksum). `None` for an empty file,
+/// another marker, or neither or both.
 pub fn snapshot_says(head: &[u8], file_len: u64) -> Option<Says> {
     let marker = head.get(..4)?;
     if marker == SNAPSHOT_WIDE_MARKER {
@@ -188,11 +208,19 @@ pub fn snapshot_says(head: &[u8], file_len: u64) -> Option<Says> {
     if marker != SNAPSHOT_MARKER {
         return None;
     }
-    let fits = |len_at: usize| {
-        be_i32(head, len_at)
-            .is_some_and(|len| len >= 0 && len_at as u64 + 4 + len as u64 + 4 == file_len)
+    let whole = head.len() as u64 == file_len;
+    let fits = |len_at: usize, crc: fn(&[u8]) -> u32| {
+        be_i32(head, len_at).is_some_and(|len| {
+            let state_at = len_at + 4;
+            let lengths = len >= MIN_STATE_LEN && state_at as u64 + len as u64 + 4 == file_len;
+            lengths
+                && (!whole || {
+                    let state = &head[state_at..state_at + len as usize];
+                    be_u32(head, state_at + len as usize) == Some(crc(state))
+                })
+        })
     };
-    match (fits(12), fits(20)) {
+    match (fits(12, crc32), fits(20, crc32_mpeg2)) {
         (true, false) => Some(Says {
             dialect: Dialect::Spec,
             why: "its snapshot has an Int32 index and term",
@@ -276,38 +304,101 @@ mod tests {
         assert_eq!(first_record_reach(&absurd, 100), 100);
     }
 
+    fn metadata(dialect: Dialect) -> Vec<u8> {
+        let mut out = METADATA_MARKER.to_vec();
+        out.extend(1i32.to_be_bytes());
+        match dialect {
+            Dialect::Spec => out.extend(2i32.to_be_bytes()),
+            Dialect::Taskflux => out.extend(2i64.to_be_bytes()),
+        }
+        out.extend((-1i32).to_be_bytes());
+        let crc = match dialect {
+            Dialect::Spec => crc32(&out[4..]),
+            Dialect::Taskflux => crc32_mpeg2(&out[4..]),
+        };
+        out.extend(crc.to_be_bytes());
+        out
+    }
+
+    /// A snapshot holding the default queue only, in `dialect`'s layout.
+    fn snapshot(dialect: Dialect) -> Vec<u8> {
+        let mut state = 1i32.to_be_bytes().to_vec(); // one queue: the default one
+        state.push(0); // empty name
+        state.extend(1i32.to_be_bytes());
+        state.extend(0u64.to_be_bytes());
+        state.extend((-1i32).to_be_bytes());
+        state.extend((-1i32).to_be_bytes());
+        state.push(0); // no range
+        state.extend(0i32.to_be_bytes()); // no records
+        let mut out = SNAPSHOT_MARKER.to_vec();
+        match dialect {
+            Dialect::Spec => out.extend([7i32.to_be_bytes(), 1i32.to_be_bytes()].concat()),
+            Dialect::Taskflux => out.extend([7i64.to_be_bytes(), 1i64.to_be_bytes()].concat()),
+        }
+        out.extend((state.len() as i32).to_be_bytes());
+        out.extend(&state);
+        let crc = match dialect {
+            Dialect::Spec => crc32(&state),
+            Dialect::Taskflux => crc32_mpeg2(&state),
+        };
+        out.extend(crc.to_be_bytes());
+        out
+    }
+
     #[test]
     fn metadata_and_snapshot_headers_say_their_dialect() {
-        assert_eq!(metadata_says(20).map(|s| s.dialect), Some(Dialect::Spec));
-        assert_eq!(
-            metadata_says(24).map(|s| s.dialect),
-            Some(Dialect::Taskflux)
-        );
-        assert_eq!(metadata_says(0), None);
-        assert_eq!(metadata_says(21), None);
-        let mut spec = SNAPSHOT_MARKER.to_vec();
-        spec.extend(7i32.to_be_bytes());
-        spec.extend(1i32.to_be_bytes());
-        spec.extend(4i32.to_be_bytes());
-        spec.extend([0u8; 8]);
-        assert_eq!(
-            snapshot_says(&spec, 20 + 4).map(|s| s.dialect),
-            Some(Dialect::Spec)
-        );
-        let mut tf = SNAPSHOT_MARKER.to_vec();
-        tf.extend(7i64.to_be_bytes());
-        tf.extend(1i64.to_be_bytes());
-        tf.extend(4i32.to_be_bytes());
-        assert_eq!(
-            snapshot_says(&tf, 28 + 4).map(|s| s.dialect),
-            Some(Dialect::Taskflux)
-        );
-        assert_eq!(snapshot_says(&tf, 28 + 5), None);
+        for d in Dialect::ALL {
+            let m = metadata(d);
+            assert_eq!(metadata_says(&m).map(|s| s.dialect), Some(d));
+            let s = snapshot(d);
+            assert_eq!(
+                snapshot_says(&s, s.len() as u64).map(|s| s.dialect),
+                Some(d)
+            );
+            // Only the head at hand (a large snapshot): the lengths decide.
+            assert_eq!(
+                snapshot_says(&s[..24], s.len() as u64).map(|s| s.dialect),
+                Some(d)
+            );
+        }
+        assert_eq!(metadata_says(&[]), None);
+        assert_eq!(metadata_says(&[0; 21]), None);
         assert_eq!(snapshot_says(&[], 0), None);
         assert_eq!(
             snapshot_says(&SNAPSHOT_WIDE_MARKER, 100).map(|s| s.dialect),
             Some(Dialect::Spec)
         );
+    }
+
+    /// Damage never says the other dialect: every truncation, appended word and flipped bit of
+    /// a metadata file or snapshot says its own dialect or nothing (the corruption sweep found
+    /// a truncated spec snapshot read as a taskflux one).
+    #[test]
+    fn damage_never_says_the_other_dialect() {
+        for d in Dialect::ALL {
+            for (file, is_metadata) in [(metadata(d), true), (snapshot(d), false)] {
+                let mut variants: Vec<Vec<u8>> =
+                    (0..file.len()).map(|n| file[..n].to_vec()).collect();
+                for extra in [0u8, 1, 0xFF] {
+                    variants.push([&file[..], &[extra; 4]].concat());
+                }
+                for at in 0..file.len() {
+                    for bit in 0..8 {
+                        let mut v = file.clone();
+                        v[at] ^= 1 << bit;
+                        variants.push(v);
+                    }
+                }
+                for v in variants {
+                    let said = if is_metadata {
+                        metadata_says(&v)
+                    } else {
+                        snapshot_says(&v, v.len() as u64)
+                    };
+                    assert!(said.is_none_or(|s| s.dialect == d), "{d}: {v:02x?}");
+                }
+            }
+        }
     }
 
     #[test]
