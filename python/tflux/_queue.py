@@ -100,9 +100,13 @@ class Queue:
     it.
 
     Items go through ``serializer``: ``"bytes"`` (the default: bytes-like items, ``get`` returns
-    ``bytes``), ``"pickle"``, ``"json"``, or any object with ``dumps``/``loads``. ``put(item,
-    priority)`` enqueues durably with ``priority`` as the key (smallest first, FIFO among equal
-    priorities).
+    ``bytes``), ``"json"`` (the safe choice for objects), ``"pickle"``, or any object with
+    ``dumps``/``loads``. ``put(item, priority)`` enqueues durably with ``priority`` as the key
+    (smallest first, FIFO among equal priorities).
+
+    Beware: ``"pickle"`` runs ``pickle.loads`` on every payload ``get`` takes, so whoever can
+    enqueue into the queue, or write the directory's files, runs code in every consumer. Use it
+    only where producers and the directory are as trusted as the consumer itself.
 
     Delivery is at-least-once: ``get`` dequeues a record, which stays *in flight* until
     ``task_done()`` acknowledges it (logged, gone for good). ``task_done()`` acknowledges the
