@@ -131,6 +131,9 @@ def test_bad_arguments(tmp_path):
             ch.receiver("b").recv(timeout=-1)
     with pytest.raises(ValueError):
         tflux.Channel.open(tmp_path, sync="sometimes")
+    # "batch" is another name for "interval", as Log.open takes it (issue 30 item 23).
+    with tflux.Channel.open(tmp_path, sync="batch") as ch:
+        ch.sender().send(b"x")
     with pytest.raises(ValueError):
         tflux.Channel.open(tmp_path, compress_sealed="gzip")
 

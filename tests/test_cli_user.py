@@ -112,6 +112,31 @@ def test_export_without_pyarrow_says_which_extra_to_install(tmp_path):
     assert "no such directory" in missing.stderr
 
 
+@pytest.mark.parametrize("missing", ["pyarrow", "pyspark"])
+def test_arrow_views_and_spark_without_their_extra_say_which_to_install(tmp_path, missing):
+    """Issue 30, item 23: ``to_arrow()`` and ``tflux.spark.register`` raised a bare import
+    error without pyarrow or pyspark; they say which extra to install, as ``export`` does."""
+    code = (
+        "import sys, tflux, tflux.spark\n"
+        f"sys.modules[{missing!r}] = None  # as if not installed\n"
+        "log = tflux.Log.open(sys.argv[1])\n"
+        "log.append(1, b'x')\n"
+        "try:\n"
+        "    log.read_batch(0, 1).to_arrow() if sys.argv[2] == 'pyarrow' "
+        "else tflux.spark.register(None)\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "log"), missing],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    extra = "tflux[arrow]" if missing == "pyarrow" else "tflux[spark]"
+    assert missing in done.stdout and extra in done.stdout, (done.stdout, done.stderr)
+
+
 def test_the_parquet_extra_installs_pyarrow_alone():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"

@@ -358,8 +358,10 @@ def test_a_record_settled_within_its_lease_stays_settled(base_dir):
 
 @pytest.mark.parametrize("lease", [-1, float("nan")])
 def test_a_bad_lease_is_an_argument_error(base_dir, lease):
-    with tflux.open(base_dir, **FAST) as store, pytest.raises(ArgumentError, match="lease"):
+    with tflux.open(base_dir, **FAST) as store, pytest.raises(ArgumentError, match="lease") as e:
         store.dequeue("", timeout=0, lease=lease)
+    # The message alone (issue 30 item 23: it read "ArgumentError: lease must be ...").
+    assert str(e.value).startswith("lease must be"), str(e.value)
 
 
 LEASE_AND_DIE = textwrap.dedent(

@@ -9,10 +9,22 @@ if TYPE_CHECKING:
 
     from tflux._tflux import EntryBatch
 
+# What to install for the Arrow views (the install hint of every "needs pyarrow" error).
+INSTALL_ARROW = "pip install 'tflux[arrow]'"
+
+
+def require_pyarrow(what: str = "Arrow views of tflux's buffers"):
+    """pyarrow, or an ``ImportError`` that says which extra to install."""
+    try:
+        import pyarrow
+    except ImportError as exc:
+        raise ImportError(f"{what} need pyarrow, which is not installed: {INSTALL_ARROW}") from exc
+    return pyarrow
+
 
 def entry_batch_to_arrow(batch: EntryBatch) -> pyarrow.RecordBatch:
     """Wraps the batch's buffers as Arrow arrays without copying them."""
-    import pyarrow as pa
+    pa = require_pyarrow()
 
     n = len(batch)
     # ColumnBuffer objects own the columns; py_buffer wraps them in place and keeps them alive.
@@ -25,7 +37,7 @@ def entry_batch_to_arrow(batch: EntryBatch) -> pyarrow.RecordBatch:
 
 def delta_batch_schema(raw: bool = False) -> pyarrow.Schema:
     """The schema of :meth:`DeltaBatch.to_arrow` (all fields nullable, as Spark expects)."""
-    import pyarrow as pa
+    pa = require_pyarrow()
 
     fields = [
         ("lsn", pa.int64()),
@@ -48,7 +60,7 @@ def delta_batch_schema(raw: bool = False) -> pyarrow.Schema:
 
 def delta_batch_to_arrow(batch) -> pyarrow.RecordBatch:
     """Wraps a DeltaBatch's column buffers as Arrow arrays without copying them."""
-    import pyarrow as pa
+    pa = require_pyarrow()
 
     names, arrays = _arrays_from_buffers(len(batch), batch._buffers())
     return pa.RecordBatch.from_arrays(arrays, schema=delta_batch_schema(raw="data" in names))
@@ -56,7 +68,7 @@ def delta_batch_to_arrow(batch) -> pyarrow.RecordBatch:
 
 def snapshot_batch_schema() -> pyarrow.Schema:
     """The Arrow schema of ``SnapshotBatch.to_arrow``."""
-    import pyarrow as pa
+    pa = require_pyarrow()
 
     return pa.schema(
         [
@@ -70,7 +82,7 @@ def snapshot_batch_schema() -> pyarrow.Schema:
 
 
 def _arrays_from_buffers(n: int, buffers) -> tuple[list[str], list]:
-    import pyarrow as pa
+    pa = require_pyarrow()
 
     types = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "binary": pa.binary()}
     names, arrays = [], []
@@ -86,7 +98,7 @@ def _arrays_from_buffers(n: int, buffers) -> tuple[list[str], list]:
 
 def snapshot_batch_to_arrow(batch) -> pyarrow.RecordBatch:
     """Wraps a SnapshotBatch's column buffers as Arrow arrays without copying them."""
-    import pyarrow as pa
+    pa = require_pyarrow()
 
     _, arrays = _arrays_from_buffers(len(batch), batch._buffers())
     return pa.RecordBatch.from_arrays(arrays, schema=snapshot_batch_schema())

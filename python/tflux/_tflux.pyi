@@ -864,7 +864,7 @@ def plan_repair(log_dir: str | PathLike[str], *, empty_entries: bool = True) -> 
 
 # ----- channels (the file-channel face of the log) -----
 
-ChannelSync = Literal["always", "interval", "never"]
+ChannelSync = Literal["always", "interval", "never", "batch"]
 
 @final
 class Message:

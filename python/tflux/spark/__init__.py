@@ -63,6 +63,17 @@ def jvm_reader(spark: SparkSession) -> bool:
     return jvm_reader_loaded(spark)
 
 
+def _require_spark() -> None:
+    """``ImportError`` saying which extra to install when pyspark or pyarrow is missing."""
+    for module in ("pyspark", "pyarrow"):
+        try:
+            __import__(module)
+        except ImportError as exc:
+            raise ImportError(
+                f"tflux.spark needs {module}, which is not installed: pip install 'tflux[spark]'"
+            ) from exc
+
+
 def register(spark: SparkSession) -> SparkSession:
     """Makes ``tflux`` and ``tflux_snapshot`` readable in ``spark``; returns it.
 
@@ -72,6 +83,7 @@ def register(spark: SparkSession) -> SparkSession:
     too. A jar cannot be added to a running session's data source lookup: start the session
     with ``spark.jars`` set to :func:`jar_path` to get the JVM reader.
     """
+    _require_spark()
     from tflux.spark._jvm import jvm_reader_loaded
     from tflux.spark.snapshot_source import (
         TfluxSnapshotDataSource,
@@ -90,6 +102,7 @@ def register(spark: SparkSession) -> SparkSession:
 def replay(spark: SparkSession, path, validate: bool = False) -> DataFrame:
     """The live records of every queue after snapshot + log (see :mod:`tflux.spark.rebuild`);
     ``validate=True`` raises :class:`tflux.ReplayError` where the local restore would."""
+    _require_spark()
     from tflux.spark.rebuild import replay as _replay
 
     return _replay(spark, path, validate)
@@ -97,6 +110,7 @@ def replay(spark: SparkSession, path, validate: bool = False) -> DataFrame:
 
 def queue_summary(spark: SparkSession, path) -> DataFrame:
     """One row per live queue: implementation, count of ready records, last id."""
+    _require_spark()
     from tflux.spark.rebuild import queue_summary as _summary
 
     return _summary(spark, path)

@@ -138,10 +138,11 @@ pub struct PyChannel {
 fn parse_sync(sync: &str) -> PyResult<StoreSync> {
     match sync {
         "always" => Ok(StoreSync::Always),
-        "interval" => Ok(StoreSync::Interval),
+        // "batch": another name for "interval", as `Log.open` takes it.
+        "interval" | "batch" => Ok(StoreSync::Interval),
         "never" => Ok(StoreSync::Never),
         other => Err(argument_error(format!(
-            "sync must be \"always\", \"interval\" or \"never\" (got {other:?})"
+            "sync must be \"always\", \"interval\" or \"never\" (\"batch\" is another name for \"interval\"; got {other:?})"
         ))),
     }
 }

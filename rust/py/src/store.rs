@@ -295,7 +295,12 @@ pub fn queue_config(
 fn deadline_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Instant>> {
     deadline(Some(obj)).map_err(|e| {
         if e.is_instance_of::<pyo3::exceptions::PyValueError>(obj.py()) {
-            argument_error(e.to_string().replacen("timeout", what, 1))
+            // The message alone: `PyErr`'s own text starts with the type's name.
+            let message = e
+                .value(obj.py())
+                .str()
+                .map_or_else(|_| e.to_string(), |s| s.to_string());
+            argument_error(message.replacen("timeout", what, 1))
         } else {
             e
         }
