@@ -663,6 +663,11 @@ def test_verify_corrupt_snapshot_exits_1_naming_the_file_and_offset(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"error: corruption in {snapshot} at offset {error.value.offset}:" in result.stderr
     assert snapshot_of(tmp_path) == before
+    # Issue 30, item 17: no snapshot line, and a log line saying "(no snapshot)". The report says
+    # the snapshot is corrupt and what the user can do.
+    (line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("snapshot")]
+    assert "CORRUPT" in line and "move data/tflux.snapshot aside" in line
+    assert "no snapshot" not in result.stdout
 
 
 def test_verify_corrupt_metadata_exits_1_naming_the_file_and_offset(tmp_path):

@@ -271,13 +271,25 @@ def _notes(checked: Checked, report: tflux.BaseReport, replay: bool) -> None:
                 f"{_size(_file_size(Path(layout.snapshot)) or 0)}",
             )
         )
-    elif not any(p.path == layout.snapshot for p in report.problems):
+    snapshot_bad = snap is None and any(p.path == layout.snapshot for p in report.problems)
+    if snapshot_bad:
+        checked.notes.append(
+            (
+                "snapshot",
+                "CORRUPT (below): no store can open until it is fixed. If the log starts at "
+                "LSN 0 it holds everything: move data/tflux.snapshot aside and verify again. "
+                "Otherwise restore the snapshot from a backup or another node.",
+            )
+        )
+    elif snap is None:
         checked.notes.append(("snapshot", "absent: the log must start at LSN 0"))
     bounds = report.log_bounds
     if bounds is not None and not any(p.kind == "snapshot_gap" for p in report.problems):
         start, last = bounds
         span = f"LSN {start:,}..{last:,}" if last >= start else f"empty, starts at LSN {start:,}"
-        if snap is None:
+        if snapshot_bad:
+            agrees = "whether it continues the snapshot cannot be checked (the snapshot is corrupt)"
+        elif snap is None:
             agrees = "starts at 0 (no snapshot)"
         elif last < snap[0]:
             agrees = f"the snapshot is ahead of it (the log restarts at {snap[0] + 1:,})"
