@@ -1556,28 +1556,58 @@ impl Log {
             if self.opts.sync == SyncPolicy::Batch {
                 self.sync_active()?;
             }
-            self.active().seal();
-            self.create_segment(next)?;
+            // The new segment first, then the old one sealed: a new segment that cannot be made
+            // (disk full while preallocating) and left nothing behind leaves the active one as
+            // it was, still active. The roll-over is then tried again after the next write (the
+            // limits are hints), and nothing stops: a channel can still collect and free the
+            // space it needs (issue 30 item 5: the log refused every write, again after each
+            // reopen, and collection too).
+            match self.try_create_segment(next) {
+                Ok(()) => {
+                    let previous = self.segments.len() - 2;
+                    self.segments[previous].seal();
+                }
+                Err((_, Leftover::Nothing)) => {}
+                Err((e, Leftover::File)) => return Err(e),
+            }
         }
         Ok(())
     }
 
     fn create_segment(&mut self, first_lsn: i64) -> Result<()> {
+        self.try_create_segment(first_lsn).map_err(|(e, _)| e)
+    }
+
+    /// Creates and adds the segment starting at `first_lsn`; on failure, whether a file of it
+    /// may be left on disk (one that would be taken for the active segment at the next open,
+    /// and overlap the records written meanwhile).
+    fn try_create_segment(&mut self, first_lsn: i64) -> std::result::Result<(), (Error, Leftover)> {
         let preallocate = self.preallocation();
         let seg = match Segment::create(&self.opts.storage, &self.dir, first_lsn, preallocate) {
             Ok(seg) => seg,
             Err(e) => {
-                // Do not leave a half-made file behind (e.g. disk full while preallocating):
-                // it would be taken for the active segment at the next open.
+                // Do not leave a half-made file behind (e.g. disk full while preallocating).
                 let path = self.dir.join(seg_format::file_name(first_lsn));
-                let _ = self.opts.storage.remove_file(&path);
-                return Err(e);
+                let left = match self.opts.storage.remove_file(&path) {
+                    Ok(()) => Leftover::Nothing,
+                    Err(r) if r.kind() == std::io::ErrorKind::NotFound => Leftover::Nothing,
+                    Err(_) => Leftover::File,
+                };
+                return Err((e, left));
             }
         };
-        sync_dir(&*self.opts.storage, &self.dir)?;
+        // A failed directory fsync proves nothing about what is on disk: the file may be.
+        sync_dir(&*self.opts.storage, &self.dir).map_err(|e| (e, Leftover::File))?;
         self.segments.push(seg);
         Ok(())
     }
+}
+
+/// What a failed segment creation may have left on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leftover {
+    Nothing,
+    File,
 }
 
 /// Whether entries are committed as they are appended.

@@ -592,3 +592,39 @@ fn a_refused_receiver_creation_leaves_no_cursor_behind() {
     let rx = ch.receiver("x", Start::Lsn(1)).unwrap();
     assert_eq!(recv_all(&rx), vec![(1, msg(1))]);
 }
+
+/// Issue 30, item 5: a roll-over whose new segment could not be preallocated (disk full) left
+/// the log refusing every send, again after each reopen, and `collect()` refused too, so the
+/// acknowledged segments that would have freed the space were never deleted. Now the send that
+/// filled the segment and every later one succeed, collection runs, and the roll-over happens
+/// once a segment can be made again.
+#[test]
+fn a_roll_over_that_cannot_make_its_segment_stops_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ch, storage) = faulty(dir.path());
+    let rx = ch.receiver("r", Start::Earliest).unwrap();
+    // The next segment's creation fails with ENOSPC, twice (the roll-over is tried again).
+    for k in 0..2 {
+        storage.fail(Fault {
+            kind: Some(OpKind::Create),
+            nth: storage.ops_of(OpKind::Create) + k,
+            errno: tflux_core::storage::testing::ENOSPC,
+        });
+    }
+    let before = ch.bounds().unwrap();
+    for i in 0..20 {
+        ch.send_many(&[msg(i)]).unwrap(); // 20 x ~30 B: past the 256 B soft limit
+    }
+    assert!(ch.stopped().is_none(), "{:?}", ch.stopped());
+    assert_eq!(ch.collect().unwrap(), 0); // runs (nothing acknowledged yet)
+    assert_eq!(recv_all(&rx).len(), 20);
+    rx.ack(20).unwrap();
+    for i in 20..60 {
+        ch.send_many(&[msg(i)]).unwrap();
+    }
+    assert_eq!(recv_all(&rx).len(), 40);
+    rx.ack(40).unwrap();
+    // The roll-over happened once the faults were spent, and collection freed what was read.
+    assert!(ch.collect().unwrap() > 0);
+    assert!(ch.bounds().unwrap().0 > before.0);
+}

@@ -205,6 +205,28 @@ fn check(what: &str, restored: &Model, out: &Outcome) {
     );
 }
 
+/// Whether operation `index` of the clean run is part of making a segment file (its create and
+/// the writes and syncs of that file right after, before anything else is touched): a
+/// roll-over whose new segment cannot be made (and left nothing behind) is tried again after
+/// the next write and stops nothing (issue 30 item 5), so a one-shot fault there is absorbed,
+/// not reported. Every other check (nothing lost, no ghost) still holds for it.
+fn is_roll_over_create(storage: &FaultStorage, index: u64) -> bool {
+    let Some((_, path)) = storage.op(index) else {
+        return false;
+    };
+    if path.extension().is_none_or(|e| e != "log") {
+        return false;
+    }
+    for i in (0..=index).rev() {
+        match storage.op(i) {
+            Some((OpKind::Create, p)) if p == path => return true,
+            Some((OpKind::Write | OpKind::Sync, p)) if p == path => continue,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Runs the workload with a fault and checks the directory after a restart and after a
 /// power loss.
 fn run(setup: impl FnOnce(&FaultStorage), what: &str) -> Outcome {
@@ -248,7 +270,10 @@ fn every_failing_operation_loses_nothing_acknowledged_and_writes_no_ghost() {
                 },
                 &what,
             );
-            assert!(out.errors > 0, "{what}: the fault is reported");
+            assert!(
+                out.errors > 0 || is_roll_over_create(&storage, index),
+                "{what}: the fault is reported"
+            );
             failed_calls += out.errors;
         }
         let what = format!("power loss at operation {index} {:?}", storage.op(index));
@@ -462,7 +487,7 @@ fn every_failing_operation_of_a_raw_log_leaves_a_log_that_opens_with_what_was_ac
                 errno,
             };
             assert!(
-                run_log(|s| s.fail(fault), &what),
+                run_log(|s| s.fail(fault), &what) || is_roll_over_create(&storage, index),
                 "{what}: the fault is reported"
             );
         }
