@@ -464,12 +464,15 @@ class Store:
         max_size: int | None = None,
         max_message_size: int | None = None,
         key_range: tuple[int, int] | None = None,
+        *,
+        exist_ok: bool = False,
     ) -> None:
         """Create queue ``name`` (printable ASCII without spaces, 1-255 bytes).
 
         ``implementation`` is ``"heap"`` (any key) or ``"array"`` (one FIFO per key; needs
         ``key_range=(min, max)``). ``max_size`` limits the ready records, ``max_message_size`` the
-        payload bytes (``None``: no limit). An existing name raises ``QueueExistsError``; a bad
+        payload bytes (``None``: no limit). An existing name raises ``QueueExistsError``, unless
+        ``exist_ok`` and the queue has exactly these settings (then nothing is written); a bad
         argument ``ArgumentError``.
         """
     def delete_queue(self, name: str) -> None:

@@ -504,8 +504,22 @@ impl Store {
     // ----- client operations -----
 
     pub fn create_queue(&self, name: &[u8], config: QueueConfig) -> Result<()> {
+        self.create_queue_as(name, config, false).map(|_| ())
+    }
+
+    /// [`Store::create_queue`]; with `exist_ok`, a queue of that name and the same settings is
+    /// not an error (nothing is written; `Ok(false)`), one with other settings still is.
+    pub fn create_queue_as(
+        &self,
+        name: &[u8],
+        config: QueueConfig,
+        exist_ok: bool,
+    ) -> Result<bool> {
         let lsn = {
             let mut inner = self.writable()?;
+            if exist_ok && inner.state.queue(name).is_ok_and(|q| q.config() == config) {
+                return Ok(false);
+            }
             inner.state.check_create(name, &config)?;
             let delta = DeltaRef::CreateQueue {
                 name,
@@ -516,7 +530,7 @@ impl Store {
             };
             self.log_and_apply(&mut inner, &[delta])?.1
         };
-        self.after_write(lsn)
+        self.after_write(lsn).map(|()| true)
     }
 
     pub fn delete_queue(&self, name: &[u8]) -> Result<()> {

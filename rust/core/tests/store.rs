@@ -104,8 +104,13 @@ fn a_failed_roll_over_does_not_fail_the_enqueue_that_filled_the_segment() {
         tried |= storage.ops_of(OpKind::Create) > creates;
     }
     assert!(tried, "the workload reached a roll-over");
-    let segments = std::fs::read_dir(dir.path().join("data/log")).unwrap().count();
-    assert!(segments > 1, "the roll-over was tried again and made its segment");
+    let segments = std::fs::read_dir(dir.path().join("data/log"))
+        .unwrap()
+        .count();
+    assert!(
+        segments > 1,
+        "the roll-over was tried again and made its segment"
+    );
     store.close().unwrap();
     assert_eq!(payloads(dir.path(), SMALL), acked);
     storage.crash().unwrap();

@@ -416,7 +416,8 @@ impl PyStore {
         })
     }
 
-    #[pyo3(signature = (name, implementation="heap", max_size=None, max_message_size=None, key_range=None))]
+    #[pyo3(signature = (name, implementation="heap", max_size=None, max_message_size=None, key_range=None, *, exist_ok=false))]
+    #[allow(clippy::too_many_arguments)]
     fn create_queue(
         &self,
         py: Python<'_>,
@@ -425,9 +426,14 @@ impl PyStore {
         max_size: Option<&Bound<'_, PyAny>>,
         max_message_size: Option<&Bound<'_, PyAny>>,
         key_range: Option<&Bound<'_, PyAny>>,
+        exist_ok: bool,
     ) -> PyResult<()> {
         let config = queue_config(implementation, max_size, max_message_size, key_range)?;
-        run(py, || self.inner.create_queue(name.as_bytes(), config))
+        run(py, || {
+            self.inner
+                .create_queue_as(name.as_bytes(), config, exist_ok)
+                .map(|_| ())
+        })
     }
 
     fn delete_queue(&self, py: Python<'_>, name: &str) -> PyResult<()> {
