@@ -296,30 +296,19 @@ pub fn decode(buf: &[u8]) -> Result<(Header, Vec<u8>), BadCompressed> {
     Ok((header, out))
 }
 
-/// Reads at most `limit` bytes of `reader` into `out`, growing it with `try_reserve` (doubling,
-/// never past `limit`; the first reservation at most [`MAX_RESERVE`]): an allocation that
-/// fails is [`BadCompressed::Memory`], never an abort of the process.
-fn read_bounded(mut reader: impl Read, limit: u64, out: &mut Vec<u8>) -> Result<(), BadCompressed> {
-    let mut chunk = [0u8; 64 << 10];
-    loop {
-        let left = limit - out.len() as u64;
-        if left == 0 {
-            return Ok(());
+/// Reads at most `limit` bytes of `reader` into `out`: the first reservation at most
+/// [`MAX_RESERVE`], then as `read_to_end` grows it, straight into the vector's spare room.
+/// `read_to_end` reserves fallibly: an allocation that fails is [`BadCompressed::Memory`],
+/// never an abort of the process (`tests/test_hostile_input.py`, under a 1 GiB limit).
+fn read_bounded(reader: impl Read, limit: u64, out: &mut Vec<u8>) -> Result<(), BadCompressed> {
+    out.try_reserve_exact(limit.min(MAX_RESERVE) as usize)
+        .map_err(|_| BadCompressed::Memory(limit - 1))?;
+    match reader.take(limit).read_to_end(out) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => {
+            Err(BadCompressed::Memory(limit - 1))
         }
-        let want = (chunk.len() as u64).min(left) as usize;
-        let n = match reader.read(&mut chunk[..want]) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(BadCompressed::Payload(e.to_string())),
-        };
-        if out.capacity() - out.len() < n {
-            let first = MAX_RESERVE.min(left);
-            let grow = (out.capacity() as u64).max(first).max(n as u64).min(left) as usize;
-            out.try_reserve_exact(grow)
-                .map_err(|_| BadCompressed::Memory(limit - 1))?;
-        }
-        out.extend_from_slice(&chunk[..n]);
+        Err(e) => Err(BadCompressed::Payload(e.to_string())),
     }
 }
 
