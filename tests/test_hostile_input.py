@@ -272,7 +272,7 @@ def test_a_sparse_huge_z_is_refused_by_its_length_before_it_is_read(tmp_path):
 def test_a_z_decoding_past_the_address_space_fails_the_read_not_the_process(tmp_path):
     """Within what the format allows (1.5 GiB declared, a real payload of zeros) but beyond
     what the process may allocate: an error, never an abort. (This held before the fix too:
-    std's `read_to_end` reserves fallibly. It guards the decoder's own growth now.)"""
+    std's `read_to_end` reserves fallibly, and the decoder relies on it: this guards that.)"""
     log = log_with_z(tmp_path, z_header(3 << 29) + zeros_zstd(3 << 29))
     out = run("log", log)
     FIGURES["z decoding past the limit"] = out
