@@ -26,7 +26,7 @@ pub use crate::format::dialect::Dialect;
 const MAX_RECORD_PROBE: u64 = 64 << 20;
 
 /// Snapshots up to this long are read whole to tell their dialect (checksum included).
-const WHOLE_SNAPSHOT: u64 = 64 << 20;
+const WHOLE_SNAPSHOT: u64 = 1 << 20;
 
 /// What one file of a directory says about its dialect.
 #[derive(Debug, Clone, PartialEq, Eq)]
