@@ -839,6 +839,11 @@ class BaseReport:
 def verify_base(base: str | PathLike[str], *, replay: bool = True) -> BaseReport:
     """Check a base directory exactly as a restore does, reading only."""
 
+def base_kind(base: str | PathLike[str]) -> Literal["store", "channel"] | None:
+    """What ``base`` is: ``"store"`` (it holds a metadata file or a snapshot), ``"channel"``
+    (it holds ``data/cursors``) or None (neither yet). Both at once raises ``CorruptionError``;
+    ``tflux.open`` and ``Channel.open`` each refuse the other's directory."""
+
 @final
 class RepairPlan:
     """What ``Log.open(path, repair=True)`` would do."""

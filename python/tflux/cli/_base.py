@@ -45,8 +45,9 @@ def _locate(path: Path) -> tuple[Path | None, Path]:
 
 def _is_channel(base: Path) -> bool:
     """A channel directory (spec section 10): its records are opaque messages, it has no
-    snapshot or metadata, and data/cursors marks it. The one place the CLI decides this."""
-    return (base / "data" / "cursors").is_dir()
+    snapshot or metadata, and data/cursors marks it. The core decides (``tflux.base_kind``;
+    a store's files beside cursors raise ``CorruptionError``, never a lowered check)."""
+    return tflux.base_kind(base) == "channel"
 
 
 def _base_dir(path: Path) -> tuple[Path, Path]:

@@ -42,6 +42,71 @@ impl Layout {
     }
 }
 
+/// What a base directory holds: a store's (its metadata file or snapshot), a channel's (its
+/// `data/cursors`, spec section 10), or neither yet (a new directory, or a log alone). The one
+/// place this is decided: each open refuses the other's directory, and verify never lowers its
+/// checks because a folder appeared (issue 30 item 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Store,
+    Channel,
+    Unknown,
+}
+
+impl Kind {
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Kind::Store => Some("store"),
+            Kind::Channel => Some("channel"),
+            Kind::Unknown => None,
+        }
+    }
+}
+
+/// The [`Kind`] of `base`; a directory holding both a store's files and a channel's cursors is
+/// corruption naming both (no reader can tell which it is).
+pub fn kind(base: &Path) -> Result<Kind> {
+    let layout = Layout::new(base);
+    let cursors = layout.data.join("cursors");
+    let present = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    let store_file = [&layout.metadata, &layout.snapshot]
+        .into_iter()
+        .find(|p| present(p));
+    match (store_file, present(&cursors)) {
+        (Some(file), true) => Err(Error::corruption(
+            &cursors,
+            None,
+            format!(
+                "a channel's cursors beside a store's {}: a directory is a store or a channel, \
+                 never both (move data/cursors aside if a channel was opened on a store by mistake)",
+                file.display()
+            ),
+        )),
+        (Some(_), false) => Ok(Kind::Store),
+        (None, true) => Ok(Kind::Channel),
+        (None, false) => Ok(Kind::Unknown),
+    }
+}
+
+/// Refuses to open `base` as `want` when it is the other kind: a clear error naming what it is
+/// and which open to use.
+pub fn require_kind(base: &Path, want: Kind) -> Result<()> {
+    match kind(base)? {
+        Kind::Unknown => Ok(()),
+        found if found == want => Ok(()),
+        Kind::Store => Err(Error::InvalidArgument(format!(
+            "{} is a store's base directory (it holds data/tflux.snapshot or data/tflux.metadata): \
+             open it with tflux.open, not as a channel",
+            base.display()
+        ))),
+        Kind::Channel => Err(Error::InvalidArgument(format!(
+            "{} is a channel directory (it holds data/cursors): open it with tflux.Channel.open, \
+             not as a store",
+            base.display()
+        ))),
+    }
+}
+
 /// The scan a store restores from: a log holds deltas, which are never empty (a trailing empty
 /// record is a torn header).
 pub fn store_scan_options(mode: RecoveryMode) -> ScanOptions {
@@ -228,6 +293,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         ));
     }
     let layout = Layout::new(base);
+    kind(base)?; // a store and a channel in one directory: no check can say OK
     crate::dialect::require_spec(&crate::dialect::base_says(&layout)?)?;
     let mut report = BaseReport {
         layout: layout.clone(),

@@ -260,6 +260,13 @@ fn verify_base(py: Python<'_>, base: PathBuf, replay: bool) -> PyResult<PyBaseRe
     py_result(py, report).map(|inner| PyBaseReport { inner })
 }
 
+/// What the base directory `base` is: "store" (it holds a metadata file or a snapshot),
+/// "channel" (it holds data/cursors) or None (neither yet). Both at once is `CorruptionError`.
+#[pyfunction]
+fn base_kind(py: Python<'_>, base: PathBuf) -> PyResult<Option<&'static str>> {
+    py_result(py, core_base::kind(&base).map_err(Fail::from)).map(|k| k.name())
+}
+
 /// What `Log.open(path, repair=True)` would do.
 #[pyclass(module = "tflux", name = "RepairPlan", frozen)]
 pub struct PyRepairPlan {
@@ -328,6 +335,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRepairPlan>()?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(verify_base, m)?)?;
+    m.add_function(wrap_pyfunction!(base_kind, m)?)?;
     m.add_function(wrap_pyfunction!(plan_repair, m)?)?;
     Ok(())
 }

@@ -198,6 +198,7 @@ impl Channel {
     /// Opens (creating the layout unless read-only) the channel directory `base`.
     pub fn open(base: &Path, opts: ChannelOptions) -> Result<Channel> {
         opts.validate()?;
+        crate::base::require_kind(base, crate::base::Kind::Channel)?;
         let layout = ChannelLayout::new(base);
         let log = if opts.readonly {
             if !layout.log.is_dir() {
