@@ -38,12 +38,9 @@ class TfluxError(Exception):
     """Root of every error raised by tflux."""
 
 
-class CorruptionError(TfluxError, ValueError):
-    """Bytes on disk do not follow the format: bad marker, checksum, length, term order, gap...
-
-    ``path`` names the file and ``offset`` the byte where the bad record or header starts
-    (either may be ``None`` when the problem is not tied to one place).
-    """
+class _Located(TfluxError):
+    """An error about a place in a file: ``message``, ``path`` and ``offset`` (either may be
+    ``None``), kept across pickling (Spark ships worker exceptions to the driver)."""
 
     def __init__(self, message: str, path: str | None = None, offset: int | None = None) -> None:
         super().__init__(message)
@@ -51,14 +48,22 @@ class CorruptionError(TfluxError, ValueError):
         self.path = path
         self.offset = offset
 
-    def __reduce__(self):  # keep path/offset across pickling
+    def __reduce__(self):
         return (type(self), (self.message, self.path, self.offset))
 
     def __str__(self) -> str:
         return self.message
 
 
-class DialectError(TfluxError, ValueError):
+class CorruptionError(_Located, ValueError):
+    """Bytes on disk do not follow the format: bad marker, checksum, length, term order, gap...
+
+    ``path`` names the file and ``offset`` the byte where the bad record or header starts
+    (either may be ``None`` when the problem is not tied to one place).
+    """
+
+
+class DialectError(_Located, ValueError):
     """A directory in another dialect than this version reads or the caller asked for, or
     whose files disagree about their dialect (spec section 11: ``spec`` is the format
     document's layout, ``taskflux`` what TaskFlux's own code writes). Nothing was changed.
@@ -66,38 +71,14 @@ class DialectError(TfluxError, ValueError):
     ``path`` names the file whose bytes said the dialect.
     """
 
-    def __init__(self, message: str, path: str | None = None, offset: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.path = path
-        self.offset = offset
 
-    def __reduce__(self):
-        return (type(self), (self.message, self.path, self.offset))
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class StaleReadError(TfluxError):
+class StaleReadError(_Located):
     """A read-only reader found a file changed under it: a writer cut, replaced or deleted a
     segment while the log was being opened or read. The log is healthy; reopen and retry.
 
     Not a :class:`CorruptionError` (nothing on disk is damaged). ``path`` names the file and
     ``offset`` the record being read (either may be ``None``).
     """
-
-    def __init__(self, message: str, path: str | None = None, offset: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.path = path
-        self.offset = offset
-
-    def __reduce__(self):
-        return (type(self), (self.message, self.path, self.offset))
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class TfluxIOError(TfluxError, OSError):

@@ -7,7 +7,6 @@
 //! damaged record followed by garbage and "repaired" into an empty log.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::base::Layout;
@@ -17,7 +16,7 @@ use crate::format::dialect::{
     SNAPSHOT_PROBE,
 };
 use crate::format::segment::HEADER_LEN;
-use crate::fsutil::{EntryKind, SegmentFile};
+use crate::fsutil::{read_full_at, EntryKind, SegmentFile};
 
 pub use crate::format::dialect::Dialect;
 
@@ -54,14 +53,14 @@ pub fn segment_says(segment: &SegmentFile) -> Result<Option<Found>> {
         return Ok(None);
     };
     let mut header = [0u8; RECORD_PROBE_HEADER];
-    let got = read_at_most(&file, &mut header, HEADER_LEN as u64, path)?;
+    let got = read_full_at(&file, path, "read segment", &mut header, HEADER_LEN as u64)?;
     let reach = first_record_reach(&header[..got], available);
     if reach > MAX_RECORD_PROBE {
         return Ok(None); // the metadata file and the snapshot still speak
     }
     // Bounded by the file's own length and by MAX_RECORD_PROBE, whatever its length fields say.
     let mut record = vec![0u8; reach as usize];
-    let got = read_at_most(&file, &mut record, HEADER_LEN as u64, path)?;
+    let got = read_full_at(&file, path, "read segment", &mut record, HEADER_LEN as u64)?;
     Ok(first_record_says(&record[..got]).map(|says| Found {
         says,
         path: path.clone(),
@@ -74,7 +73,13 @@ pub fn base_says(layout: &Layout) -> Result<Vec<Found>> {
     if let Some(len) = regular_len(&layout.metadata)?.filter(|&l| l <= 24) {
         let file = File::open(&layout.metadata).ctx("open metadata", &layout.metadata)?;
         let mut bytes = [0u8; 24];
-        let got = read_at_most(&file, &mut bytes[..len as usize], 0, &layout.metadata)?;
+        let got = read_full_at(
+            &file,
+            &layout.metadata,
+            "read metadata",
+            &mut bytes[..len as usize],
+            0,
+        )?;
         found.extend(metadata_says(&bytes[..got]).map(|says| Found {
             says,
             path: layout.metadata.clone(),
@@ -92,7 +97,7 @@ pub fn base_says(layout: &Layout) -> Result<Vec<Found>> {
                 SNAPSHOT_PROBE
             }
         ];
-        let got = read_at_most(&file, &mut head, 0, &layout.snapshot)?;
+        let got = read_full_at(&file, &layout.snapshot, "read snapshot", &mut head, 0)?;
         found.extend(snapshot_says(&head[..got], len).map(|says| Found {
             says,
             path: layout.snapshot.clone(),
@@ -172,18 +177,4 @@ fn regular_len(path: &Path) -> Result<Option<u64>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io("stat", path, e)),
     }
-}
-
-/// Fills as much of `buf` as the file holds from `at`; returns how many bytes it read.
-fn read_at_most(file: &File, buf: &mut [u8], at: u64, path: &Path) -> Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match file.read_at(&mut buf[got..], at + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io("read", path, e)),
-        }
-    }
-    Ok(got)
 }

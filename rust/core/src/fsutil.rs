@@ -54,6 +54,28 @@ pub fn create_dir_durable(storage: &dyn Storage, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Reads `buf.len()` bytes of `file` at `offset` (fewer at the end of the file): how many were
+/// read. `op` names the read in errors.
+pub fn read_full_at(
+    file: &File,
+    path: &Path,
+    op: &'static str,
+    buf: &mut [u8],
+    offset: u64,
+) -> Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(op, path, e)),
+        }
+    }
+    Ok(done)
+}
+
 /// Makes a directory's entries (created, renamed, removed files) durable.
 pub fn sync_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
     storage.sync_dir(dir).ctx("fsync directory", dir)

@@ -1798,17 +1798,7 @@ fn scan_windowed(
 
 /// Reads `buf.len()` bytes at `offset` (fewer at the end of the file): how many were read.
 fn read_full_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<usize> {
-    use std::os::unix::fs::FileExt;
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io("read segment", path, e)),
-        }
-    }
-    Ok(done)
+    crate::fsutil::read_full_at(file, path, "read segment", buf, offset)
 }
 
 /// The active segment read in chunks, from the start, only as far as its scan needs: a
