@@ -40,6 +40,15 @@ impl Layout {
             data,
         }
     }
+
+    /// The files whose bytes say the directory's dialect (`crate::dialect::base_says`).
+    pub fn dialect_files(&self) -> crate::dialect::BaseFiles<'_> {
+        crate::dialect::BaseFiles {
+            metadata: &self.metadata,
+            snapshot: &self.snapshot,
+            log: &self.log,
+        }
+    }
 }
 
 /// What a base directory holds: a store's (its metadata file or snapshot), a channel's (its
@@ -294,7 +303,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
     }
     let layout = Layout::new(base);
     kind(base)?; // a store and a channel in one directory: no check can say OK
-    crate::dialect::require_spec(&crate::dialect::base_says(&layout)?)?;
+    crate::dialect::require_spec(&crate::dialect::base_says(layout.dialect_files())?)?;
     let mut report = BaseReport {
         layout: layout.clone(),
         problems: Vec::new(),

@@ -9,7 +9,6 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::base::Layout;
 use crate::error::{Error, IoContext, Result};
 use crate::format::dialect::{
     first_record_reach, first_record_says, metadata_says, snapshot_says, Says, RECORD_PROBE_HEADER,
@@ -67,28 +66,36 @@ pub fn segment_says(segment: &SegmentFile) -> Result<Option<Found>> {
     }))
 }
 
+/// The files of a base directory detection reads (`base::Layout` has them; taken one by one so
+/// that this module stays below `base`, which calls it).
+pub struct BaseFiles<'a> {
+    pub metadata: &'a Path,
+    pub snapshot: &'a Path,
+    pub log: &'a Path,
+}
+
 /// What the metadata file, the snapshot and the first log segment of a base directory say.
-pub fn base_says(layout: &Layout) -> Result<Vec<Found>> {
+pub fn base_says(layout: BaseFiles<'_>) -> Result<Vec<Found>> {
     let mut found = Vec::new();
-    if let Some(len) = regular_len(&layout.metadata)?.filter(|&l| l <= 24) {
-        let file = File::open(&layout.metadata).ctx("open metadata", &layout.metadata)?;
+    if let Some(len) = regular_len(layout.metadata)?.filter(|&l| l <= 24) {
+        let file = File::open(layout.metadata).ctx("open metadata", layout.metadata)?;
         let mut bytes = [0u8; 24];
         let got = read_full_at(
             &file,
-            &layout.metadata,
+            layout.metadata,
             "read metadata",
             &mut bytes[..len as usize],
             0,
         )?;
         found.extend(metadata_says(&bytes[..got]).map(|says| Found {
             says,
-            path: layout.metadata.clone(),
+            path: layout.metadata.to_path_buf(),
         }));
     }
-    if let Some(len) = regular_len(&layout.snapshot)? {
+    if let Some(len) = regular_len(layout.snapshot)? {
         // A small snapshot is read whole, so that its checksum is checked too; a large one
         // by its header's lengths alone (it is read again, whole, by its own reader).
-        let file = File::open(&layout.snapshot).ctx("open snapshot", &layout.snapshot)?;
+        let file = File::open(layout.snapshot).ctx("open snapshot", layout.snapshot)?;
         let mut head = vec![
             0u8;
             if len <= WHOLE_SNAPSHOT {
@@ -97,14 +104,14 @@ pub fn base_says(layout: &Layout) -> Result<Vec<Found>> {
                 SNAPSHOT_PROBE
             }
         ];
-        let got = read_full_at(&file, &layout.snapshot, "read snapshot", &mut head, 0)?;
+        let got = read_full_at(&file, layout.snapshot, "read snapshot", &mut head, 0)?;
         found.extend(snapshot_says(&head[..got], len).map(|says| Found {
             says,
-            path: layout.snapshot.clone(),
+            path: layout.snapshot.to_path_buf(),
         }));
     }
     if layout.log.is_dir() {
-        let (segments, _) = crate::fsutil::list_segments(&layout.log)?;
+        let (segments, _) = crate::fsutil::list_segments(layout.log)?;
         if let Some(first) = segments.first() {
             found.extend(segment_says(first)?);
         }

@@ -164,7 +164,7 @@ impl Store {
         } = opts;
         let layout = Layout::new(base);
         base::require_kind(base, base::Kind::Store)?;
-        crate::dialect::require_spec(&crate::dialect::base_says(&layout)?)?;
+        crate::dialect::require_spec(&crate::dialect::base_says(layout.dialect_files())?)?;
         // A read-only look goes on past a bad settings file (Settings::load_for_reading).
         let (settings, settings_warning) = if readonly {
             Settings::load_for_reading(base, overrides)?
