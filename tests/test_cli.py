@@ -668,6 +668,11 @@ def test_verify_corrupt_snapshot_exits_1_naming_the_file_and_offset(tmp_path):
     (line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("snapshot")]
     assert "CORRUPT" in line and "move data/tflux.snapshot aside" in line
     assert "no snapshot" not in result.stdout
+    # Issue 30, item 23: "verified X:" on a corrupt base, and "fix the problems above first"
+    # printed above the problems.
+    assert result.stdout.startswith("checked ") and "verified" not in result.stdout
+    replay = run_cli("verify", tmp_path, "--replay")
+    assert "fix the problems above" not in replay.stdout
 
 
 def test_verify_corrupt_metadata_exits_1_naming_the_file_and_offset(tmp_path):
@@ -1108,6 +1113,20 @@ def test_a_reader_that_went_away_ends_the_command_with_exit_0(tmp_path, verb):
     finally:
         os.close(write_end)
     assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_dump_says_when_the_last_segment_ends_in_a_torn_tail(tmp_path):
+    """Issue 30, item 23: dump printed the whole records and said nothing of the torn one."""
+    log_dir = tmp_path / "data" / "log"
+    with tflux.Log.open(log_dir, sync="never") as log:
+        log.append_many(1, [b"D\x01a", b"D\x01b"])
+        seg = Path(log.segments[-1].path)
+    raw = bytearray(seg.read_bytes())
+    raw[8 + 16] ^= 0x01  # the first record's data: a bad checksum in the last segment
+    seg.write_bytes(bytes(raw))
+    result = run_cli("dump", tmp_path, "--raw")
+    assert result.returncode == 0, result.stderr
+    assert "torn tail at offset 8" in result.stderr and "data/temp" in result.stderr
 
 
 def test_export_never_writes_through_a_planted_symlink(tmp_path):

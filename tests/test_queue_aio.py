@@ -131,6 +131,16 @@ def test_threads_share_one_queue_and_every_item_is_processed_once(base_dir):
         assert store.count("jobs") == 0  # all acked, durably
 
 
+def test_a_second_queue_on_an_open_base_says_to_share_the_store(base_dir):
+    """Issue 30, item 23: it said only "locked by another writer"."""
+    with tflux.Queue(base_dir, "jobs", **FAST) as first:
+        with pytest.raises(tflux.LockedError, match=r"share its store") as raised:
+            tflux.Queue(base_dir, "other", **FAST)
+        assert raised.value.path is not None
+        with tflux.Queue(first.store, "other") as second:  # what the message says to do
+            second.put(b"x")
+
+
 def test_an_item_that_does_not_load_is_handed_back_once_and_the_queue_moves_on(base_dir):
     """Issue 30, item 10: the item was nacked, so it was the next get forever (the queue was
     wedged). It is raised once with its record, in flight, for the caller to settle."""

@@ -15,6 +15,7 @@ from tflux._store import open as _open
 from tflux._tflux import Record, Store
 from tflux.errors import (
     ArgumentError,
+    LockedError,
     PolicyViolation,
     QueueExistsError,
     QueueNotFoundError,
@@ -132,7 +133,16 @@ class Queue:
                 raise TypeError("open arguments apply only when Queue opens the store itself")
             self._store, self._owned = base, False
         else:
-            self._store, self._owned = _open(base, **open_kwargs), True
+            try:
+                self._store, self._owned = _open(base, **open_kwargs), True
+            except LockedError as exc:
+                # Often a second Queue on the same base in this process (issue 30 item 23).
+                raise LockedError(
+                    f"{exc} -- if another tflux.Queue or tflux.open of this base is open in this "
+                    "process, share its store: tflux.Queue(store, name)",
+                    exc.path,
+                    exc.errno,
+                ) from exc
         self.name = name
         self.lease = lease
         self._unfinished: collections.deque[Record] = collections.deque()

@@ -306,7 +306,8 @@ def _notes(checked: Checked, report: tflux.BaseReport, replay: bool) -> None:
             )
         )
     elif replay and checked.fatal:
-        checked.notes.append(("replay", "skipped: fix the problems above first"))
+        # The notes print before the problems: "below" (issue 30 item 23).
+        checked.notes.append(("replay", "skipped: fix the problems listed below first"))
 
 
 def _print_notes(checked: Checked) -> None:

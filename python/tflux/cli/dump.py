@@ -184,6 +184,13 @@ def dump(
         _settings_for_reading(base)
         raw = raw or _is_channel(base)  # a channel's records are messages, not deltas
     with tflux.Log.open(log_dir, readonly=True) as log:
+        torn = log.recovery
+        if torn.truncated:  # said, not hidden (issue 30 item 23); the records before it print
+            err.print(
+                f"note: {torn.cut_path} ends in a torn tail at offset {torn.cut_offset} "
+                f"({torn.reason}): {torn.bytes_cut:,} bytes after the last whole record are not "
+                "printed (the next writable open cuts them, keeping a copy in data/temp)"
+            )
         start = max(first if first is not None else 0, log.start_index)
         end = min(last + 1 if last is not None else log.last_index + 1, log.last_index + 1)
         if start >= end and (first is not None or last is not None):

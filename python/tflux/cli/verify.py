@@ -96,8 +96,10 @@ def verify(path: Path, full: bool, verbose: bool, as_json: bool) -> None:
         )
         sys.exit(EXIT_CORRUPT if checked.fatal else EXIT_OK)
     report, seconds = checked.report, checked.log_seconds
+    # "checked", not "verified", when something is wrong (issue 30 item 23).
+    said = "checked" if checked.fatal else "verified"
     out.print(
-        f"verified {escape(str(base if base is not None else log_dir))}: "
+        f"{said} {escape(str(base if base is not None else log_dir))}: "
         f"{_plural(len(report.segments), 'segment')}, {_plural(report.records, 'record')}, "
         f"{_size(report.bytes)} of log in {seconds:.3f} s "
         f"({_rate(report.bytes / MB, seconds)} MB/s)"
