@@ -400,6 +400,45 @@ def test_a_channel_and_a_store_each_refuse_the_others_directory(tmp_path):
     assert done.returncode == 1 and "never both" in done.stderr, (done.stdout, done.stderr)
 
 
+def dead_pid() -> int:
+    """The pid of a process that has exited (and was reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_temp_files_of_killed_writers_are_removed_at_the_next_writable_open(tmp_path):
+    """Issue 30, item 9 (its second half): a receiver killed mid-ack leaves its cursor's
+    temporary file in data/cursors/temp, and nothing ever removed them (12-25 per 50 kill
+    trials). A writable open removes those whose writer is dead, never a live writer's."""
+    with small(tmp_path) as ch:
+        ch.receiver("r").close()
+    temp = tmp_path / "data" / "cursors" / "temp"
+    temp.mkdir(exist_ok=True)
+    dead = temp / f"r.cursor.{dead_pid()}.7.tmp"
+    mine = temp / f"r.cursor.{os.getpid()}.8.tmp"
+    other = temp / "not-ours.tmp"
+    for p in (dead, mine, other):
+        p.write_bytes(b"half a cursor")
+    with small(tmp_path, readonly=True):
+        assert dead.exists()  # a read-only open removes nothing
+    with small(tmp_path) as ch:
+        assert ch.receivers() == {"r": 0}
+    assert not dead.exists() and mine.exists() and other.exists()
+    # The store's data/temp (snapshots and metadata written by atomic replacement) likewise.
+    base = tmp_path / "store"
+    with tflux.open(base) as store:
+        store.snapshot()
+    leftover = base / "data" / "temp" / f"tflux.snapshot.{dead_pid()}.3.tmp"
+    leftover.write_bytes(b"half a snapshot")
+    with tflux.open(base, readonly=True):
+        pass
+    assert leftover.exists()
+    with tflux.open(base):
+        pass
+    assert not leftover.exists()
+
+
 def segment_names(base) -> list[str]:
     return sorted(p.name for p in (base / "data" / "log").iterdir())
 

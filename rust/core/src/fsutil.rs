@@ -126,6 +126,53 @@ fn temp_path(temp_dir: &Path, target: &Path) -> PathBuf {
     temp_dir.join(format!("{}.{}.{seq}.tmp", &name[..cut], std::process::id()))
 }
 
+/// Removes from `temp_dir` the temporary files of [`atomic_write`] whose writer is dead (a
+/// process killed between its write and its rename leaves one): names `<...>.<pid>.<seq>.tmp`
+/// whose pid is neither this process nor a live one. A live writer's file is never touched (a
+/// pid reused by another process only keeps a leftover a while longer). Returns how many went.
+pub fn remove_dead_temp_files(storage: &dyn Storage, temp_dir: &Path) -> Result<usize> {
+    let Ok(entries) = fs::read_dir(temp_dir) else {
+        return Ok(0);
+    };
+    let me = std::process::id();
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.ctx("list temp directory", temp_dir)?;
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_writer_pid) else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 sends nothing; it only asks whether `pid` exists.
+        let alive = pid == me
+            || unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+            || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+        if !alive {
+            match storage.remove_file(&entry.path()) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove leftover temp file", &entry.path(), e)),
+            }
+        }
+    }
+    if removed > 0 {
+        sync_dir(storage, temp_dir)?;
+    }
+    Ok(removed)
+}
+
+/// The writer's pid in a [`temp_path`] name (`<...>.<pid>.<seq>.tmp`), or None for any other
+/// name.
+fn temp_writer_pid(name: &str) -> Option<u32> {
+    let mut parts = name.strip_suffix(".tmp")?.rsplitn(3, '.');
+    let seq = parts.next()?;
+    let pid = parts.next()?;
+    parts.next()?; // the target's name must be there too
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(seq) && digits(pid))
+        .then(|| pid.parse().ok())
+        .flatten()
+}
+
 /// The longest part of a target's name in its temp file's name: 255 bytes (the usual file name
 /// limit) less the rest, ".<pid>.<seq>.tmp" with a 10-digit pid and a 20-digit sequence.
 const TEMP_STEM_MAX: usize = 255 - (1 + 10 + 1 + 20 + 4);
@@ -375,6 +422,22 @@ pub fn backup_range(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temp_names_carry_their_writers_pid() {
+        let dir = Path::new("/t/temp");
+        let name = temp_path(dir, Path::new("/t/a.b.cursor"));
+        let name = name.file_name().unwrap().to_str().unwrap();
+        assert_eq!(temp_writer_pid(name), Some(std::process::id()));
+        for other in [
+            "x.12.tmp",
+            "a.cursor.12.x.tmp",
+            "a.cursor..3.tmp",
+            "a.cursor.1.2.orig",
+        ] {
+            assert_eq!(temp_writer_pid(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn a_segment_deleted_between_the_listing_and_its_stat_is_an_io_error_not_a_finding() {

@@ -226,7 +226,9 @@ impl Store {
         base::check_log(&layout, pending.scan(), &metadata, snapshot)?;
         let mut log = pending.open()?;
         if !readonly {
-            crate::fsutil::temp_dir_in(&*storage, &layout.data)?;
+            let temp = crate::fsutil::temp_dir_in(&*storage, &layout.data)?;
+            // Snapshots and metadata of writers killed before their rename.
+            crate::fsutil::remove_dead_temp_files(&*storage, &temp)?;
         }
         let snapshot_index = snapshot.map_or(-1, |s| s.0);
         let mut report = OpenReport {

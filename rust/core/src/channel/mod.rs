@@ -228,6 +228,8 @@ impl Channel {
             let mut log = Log::open(&layout.log, log_opts)?;
             fsutil::create_dir_durable(storage, &layout.cursors)?;
             fsutil::create_dir_durable(storage, &layout.temp)?;
+            // Cursor writes of receivers killed mid-ack (issue 30 item 9 left them for good).
+            fsutil::remove_dead_temp_files(storage, &layout.cursors.join(fsutil::TEMP_DIR))?;
             if log.last_index() >= log.start_index() {
                 log.commit(log.last_index())?;
             }
