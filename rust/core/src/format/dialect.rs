@@ -65,14 +65,6 @@ impl Dialect {
             Dialect::Taskflux => 24,
         }
     }
-
-    /// Name of the temp directory under `data/`.
-    pub fn temp_dir(self) -> &'static str {
-        match self {
-            Dialect::Spec => "temp",
-            Dialect::Taskflux => "temporary",
-        }
-    }
 }
 
 impl fmt::Display for Dialect {
