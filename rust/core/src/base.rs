@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::files;
+use crate::format::dialect::Dialect;
 use crate::format::metadata::Metadata;
 use crate::log::{Log, LogOptions};
 use crate::recovery::SegmentInfo;
@@ -18,6 +19,9 @@ use crate::state::{QueueInfo, QueueState};
 /// Paths of a base directory (spec section 1). The one place that knows them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
+    /// The dialect its files are written in (spec section 11): says the temp directory's
+    /// name and how the snapshot and metadata are read and written.
+    pub dialect: Dialect,
     pub base: PathBuf,
     pub data: PathBuf,
     pub log: PathBuf,
@@ -28,17 +32,32 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The layout of a spec-dialect base directory.
     pub fn new(base: &Path) -> Layout {
+        Layout::in_dialect(base, Dialect::Spec)
+    }
+
+    /// The layout of a base directory in `dialect`.
+    pub fn in_dialect(base: &Path, dialect: Dialect) -> Layout {
         let data = base.join("data");
         Layout {
+            dialect,
             base: base.to_path_buf(),
             log: data.join("log"),
-            temp: data.join(crate::fsutil::TEMP_DIR),
+            temp: data.join(dialect.temp_dir()),
             snapshot: data.join("tflux.snapshot"),
             metadata: data.join("tflux.metadata"),
             settings: base.join(SETTINGS_FILE),
             data,
         }
+    }
+
+    /// The layout of `base` in the dialect its files say (agreeing with `chosen`; a directory
+    /// whose files say nothing is in `chosen`, else `spec`): [`crate::dialect::decide`].
+    pub fn detect(base: &Path, chosen: Option<Dialect>) -> Result<Layout> {
+        let probe = Layout::new(base);
+        let dialect = crate::dialect::base_dialect(probe.dialect_files(), chosen)?;
+        Ok(Layout::in_dialect(base, dialect))
     }
 
     /// The files whose bytes say the directory's dialect (`crate::dialect::base_says`).
@@ -118,10 +137,11 @@ pub fn require_kind(base: &Path, want: Kind) -> Result<()> {
 
 /// The scan a store restores from: a log holds deltas, which are never empty (a trailing empty
 /// record is a torn header).
-pub fn store_scan_options(mode: RecoveryMode) -> ScanOptions {
+pub fn store_scan_options(mode: RecoveryMode, dialect: Dialect) -> ScanOptions {
     ScanOptions {
         mode,
         empty_entries: false,
+        dialect: Some(dialect),
         ..ScanOptions::default()
     }
 }
@@ -144,7 +164,7 @@ impl Restored {
 /// Reads the snapshot and rebuilds the state it describes; a snapshot whose content a restore
 /// refuses (spec sections 4 and 7) is corruption of the snapshot file.
 pub fn load_snapshot(layout: &Layout) -> Result<Restored> {
-    match files::read_snapshot(&layout.snapshot)? {
+    match files::read_snapshot_in(&layout.snapshot, layout.dialect)? {
         None => Ok(Restored {
             state: QueueState::new(),
             snapshot: None,
@@ -249,6 +269,8 @@ pub enum VerifyDepth {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VerifyOptions {
     pub depth: VerifyDepth,
+    /// The dialect asked for (`None`: detect it from the files).
+    pub dialect: Option<Dialect>,
 }
 
 /// What a snapshot holds, for the report.
@@ -301,9 +323,8 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
             std::io::Error::from_raw_os_error(crate::error::missing_dir_errno(base)),
         ));
     }
-    let layout = Layout::new(base);
     kind(base)?; // a store and a channel in one directory: no check can say OK
-    crate::dialect::require_spec(&crate::dialect::base_says(layout.dialect_files())?)?;
+    let layout = Layout::detect(base, options.dialect)?;
     let mut report = BaseReport {
         layout: layout.clone(),
         problems: Vec::new(),
@@ -336,7 +357,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
             &e,
         )),
     }
-    let meta = files::read_metadata(&layout.metadata)
+    let meta = files::read_metadata_in(&layout.metadata, layout.dialect)
         .map_err(|e| {
             problems.push(Finding::from_error(
                 FindingKind::Corruption,
@@ -346,7 +367,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         })
         .ok();
     report.metadata = meta;
-    let restored = match files::read_snapshot(&layout.snapshot) {
+    let restored = match files::read_snapshot_in(&layout.snapshot, layout.dialect) {
         Ok(snap) => {
             report.snapshot = snap.as_ref().map(|s| SnapshotSummary {
                 last_index: s.last_index,
@@ -384,7 +405,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         return Ok(report);
     }
     let started = Instant::now();
-    let scan_options = store_scan_options(RecoveryMode::ReportOnly);
+    let scan_options = store_scan_options(RecoveryMode::ReportOnly, layout.dialect);
     let scan = scan_dir(&layout.log, scan_options, &crate::storage::real())?;
     report.log_seconds = started.elapsed().as_secs_f64();
     report.records = scan.records();
@@ -429,7 +450,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         .iter()
         .map(|f| (f.file.first_lsn, f.file.path.clone()))
         .collect();
-    let mut log = Log::open_from_scan(scan, readonly_store_log())?;
+    let mut log = Log::open_from_scan(scan, readonly_store_log(layout.dialect))?;
     match replay(&mut restored.state, &mut log, snapshot_index) {
         Ok(n) => {
             report.replayed = Some(n);
@@ -455,10 +476,11 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
 }
 
 /// Options of the log a read-only store open uses (the scan is the store's).
-fn readonly_store_log() -> LogOptions {
+fn readonly_store_log(dialect: Dialect) -> LogOptions {
     LogOptions {
         readonly: true,
         empty_entries: false,
+        dialect: Some(dialect),
         ..LogOptions::default()
     }
 }

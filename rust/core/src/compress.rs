@@ -120,7 +120,7 @@ pub fn compress_segment(
     stop_if(opts, CompressStep::Checked, &plain)?;
     let file = compressed::encode(opts.method, seg.first_lsn(), seg.last_lsn(), &original);
     let name = compressed::file_name(seg.first_lsn());
-    let temp_dir = fsutil::temp_dir_beside(fs, dir)?;
+    let temp_dir = fsutil::temp_dir_beside(fs, dir, crate::format::dialect::Dialect::Spec)?;
     let temp = temp_dir.join(temp_name(dir, &name));
     match fs.remove_file(&temp) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

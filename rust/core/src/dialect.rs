@@ -151,9 +151,36 @@ pub fn decide(found: &[Found], chosen: Option<Dialect>) -> Result<Dialect> {
     }
 }
 
-/// Refuses what this version cannot read or write: a directory whose files say `taskflux`
-/// (or disagree). It is never read as damage, so nothing in it is cut or rewritten.
-pub fn require_spec(found: &[Found]) -> Result<()> {
+/// The dialect of a base directory: what its files say, agreeing with `chosen` (see [`decide`]).
+pub fn base_dialect(layout: BaseFiles<'_>, chosen: Option<Dialect>) -> Result<Dialect> {
+    decide(&base_says(layout)?, chosen)
+}
+
+/// The dialect of a log directory listed as `entries` (LSN order): what its first segment
+/// says, agreeing with `chosen`. Compressed segments (spec section 9) exist only in the spec
+/// dialect: a taskflux log holding one is refused, naming it.
+pub fn log_dialect(entries: &[SegmentFile], chosen: Option<Dialect>) -> Result<Dialect> {
+    let found = match entries.first() {
+        Some(first) => Vec::from_iter(segment_says(first)?),
+        None => Vec::new(),
+    };
+    let dialect = decide(&found, chosen)?;
+    if dialect == Dialect::Taskflux {
+        if let Some(z) = entries.iter().find(|e| is_compressed(&e.path)) {
+            return Err(Error::Dialect {
+                path: z.path.clone(),
+                reason: "a compressed segment (spec section 9) in a taskflux-dialect log: \
+                         compressed segments exist only in the spec dialect"
+                    .into(),
+            });
+        }
+    }
+    Ok(dialect)
+}
+
+/// Refuses a taskflux directory where only the spec dialect is supported (channels, spec
+/// section 11): never read as damage, so nothing in it is cut or rewritten.
+pub fn require_spec(found: &[Found], what: &str) -> Result<()> {
     match decide(found, None)? {
         Dialect::Spec => Ok(()),
         Dialect::Taskflux => {
@@ -161,9 +188,8 @@ pub fn require_spec(found: &[Found]) -> Result<()> {
             Err(Error::Dialect {
                 path: first.path.clone(),
                 reason: format!(
-                    "this directory is in the taskflux dialect, as TaskFlux's own code writes it \
-                     ({}); this version of tflux reads and writes only the spec dialect, so it \
-                     refuses the directory rather than read it as damage (nothing was changed)",
+                    "this directory is in the taskflux dialect ({}); {what} exists only in \
+                     the spec dialect, so it is refused (nothing was changed)",
                     first.says.why
                 ),
             })

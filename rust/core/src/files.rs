@@ -13,6 +13,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::format::dialect::Dialect;
 use crate::format::framed::{self, Frame};
 use crate::format::metadata::{self, Metadata};
 use crate::format::snapshot::{self, Snapshot};
@@ -139,27 +140,64 @@ pub fn read_framed(path: &Path, frame: &Frame, op: &'static str) -> Result<Optio
 
 /// Reads the metadata at `path`; an absent or empty file is the default (term 1, no vote).
 pub fn read_metadata(path: &Path) -> Result<Metadata> {
-    match read_framed(path, &metadata::FRAME, "read metadata")? {
-        Some(b) => metadata::decode(&b, path),
+    read_metadata_in(path, Dialect::Spec)
+}
+
+/// [`read_metadata`] of a file in `dialect` (never reads more than its length allows).
+pub fn read_metadata_in(path: &Path, dialect: Dialect) -> Result<Metadata> {
+    let bytes = match dialect {
+        Dialect::Spec => read_framed(path, &metadata::FRAME, "read metadata")?,
+        Dialect::Taskflux => read_regular(path, metadata::TASKFLUX_LEN as u64)
+            .map_err(|e| match e {
+                ReadError::Io(e) => Error::io("read metadata", path, e),
+                ReadError::TooLong { len, .. } => Error::corruption(
+                    path,
+                    Some(metadata::TASKFLUX_LEN as u64),
+                    format!(
+                        "metadata file is {len} bytes long (expected exactly {} in the taskflux dialect)",
+                        metadata::TASKFLUX_LEN
+                    ),
+                ),
+                other => Error::corruption(path, None, other.to_string()),
+            })?
+            .filter(|b| !b.is_empty()),
+    };
+    match bytes {
+        Some(b) => metadata::decode_in(&b, path, dialect),
         None => Ok(Metadata::default()),
     }
 }
 
 /// Writes the metadata atomically (temp file under `<parent>/temp/`, fsync, rename, fsync parent).
 pub fn write_metadata(storage: &dyn Storage, path: &Path, m: &Metadata) -> Result<()> {
+    write_metadata_in(storage, path, m, Dialect::Spec)
+}
+
+/// [`write_metadata`] in `dialect` (its bytes and its temp directory).
+pub fn write_metadata_in(
+    storage: &dyn Storage,
+    path: &Path,
+    m: &Metadata,
+    dialect: Dialect,
+) -> Result<()> {
     m.validate()?;
-    crate::fsutil::atomic_write(storage, path, &metadata::encode(m))
+    crate::fsutil::atomic_write_in(storage, path, &metadata::encode_in(m, dialect), dialect)
 }
 
 /// Reads the snapshot at `path`: `None` when the file is absent or empty (nothing written yet).
 /// Never reads more than [`snapshot::MAX_FILE_LEN`] (the longest file the format allows).
 pub fn read_snapshot(path: &Path) -> Result<Option<Snapshot>> {
+    read_snapshot_in(path, Dialect::Spec)
+}
+
+/// [`read_snapshot`] of a file in `dialect`.
+pub fn read_snapshot_in(path: &Path, dialect: Dialect) -> Result<Option<Snapshot>> {
     let bytes = read_regular(path, snapshot::MAX_FILE_LEN).map_err(|e| match e {
         ReadError::Io(e) => Error::io("read snapshot", path, e),
         other => Error::corruption(path, None, other.to_string()),
     })?;
     match bytes {
-        Some(b) if !b.is_empty() => snapshot::decode(&b, path).map(Some),
+        Some(b) if !b.is_empty() => snapshot::decode_in(&b, path, dialect).map(Some),
         _ => Ok(None),
     }
 }
@@ -167,8 +205,18 @@ pub fn read_snapshot(path: &Path) -> Result<Option<Snapshot>> {
 /// Writes the snapshot atomically (temp file under `<parent>/temp/`, fsync, rename, fsync
 /// parent); refuses what [`snapshot::encode`] refuses, leaving the old file alone.
 pub fn write_snapshot(storage: &dyn Storage, path: &Path, s: &Snapshot) -> Result<()> {
-    let bytes = snapshot::encode(s)?;
-    crate::fsutil::atomic_write(storage, path, &bytes)
+    write_snapshot_in(storage, path, s, Dialect::Spec)
+}
+
+/// [`write_snapshot`] in `dialect` (its bytes and its temp directory).
+pub fn write_snapshot_in(
+    storage: &dyn Storage,
+    path: &Path,
+    s: &Snapshot,
+    dialect: Dialect,
+) -> Result<()> {
+    let bytes = snapshot::encode_in(s, dialect)?;
+    crate::fsutil::atomic_write_in(storage, path, &bytes, dialect)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, IoContext, Result};
+use crate::format::dialect::Dialect;
 use crate::storage::{Open, Rename, Storage};
 
 /// Name of the directory beside a file where its replacement is written first.
@@ -16,8 +17,19 @@ pub const TEMP_DIR: &str = "temp";
 /// write the whole file under `<parent of path>/temp/` (created if needed), fsync it, rename it
 /// over `path`, fsync the parent directory. A failed write removes its temp file.
 pub fn atomic_write(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> Result<()> {
+    atomic_write_in(storage, path, bytes, Dialect::Spec)
+}
+
+/// [`atomic_write`] through the temp directory of `dialect` (`temp`, or TaskFlux's
+/// `temporary`).
+pub fn atomic_write_in(
+    storage: &dyn Storage,
+    path: &Path,
+    bytes: &[u8],
+    dialect: Dialect,
+) -> Result<()> {
     let parent = parent_of(path);
-    let temp_dir = temp_dir_in(storage, parent)?;
+    let temp_dir = temp_dir_named(storage, parent, dialect.temp_dir())?;
     let temp = temp_path(&temp_dir, path);
     let written = write_synced(storage, &temp, bytes).and_then(|()| {
         storage
@@ -279,17 +291,22 @@ fn entry_kind(path: &Path) -> Result<EntryKind> {
     Ok(kind)
 }
 
-/// The `temp` directory beside a log directory ([`temp_dir_in`] its parent).
-pub fn temp_dir_beside(storage: &dyn Storage, log_dir: &Path) -> Result<PathBuf> {
-    temp_dir_in(storage, parent_of(log_dir))
+/// The temp directory of `dialect` beside a log directory ([`temp_dir_named`] in its parent).
+pub fn temp_dir_beside(storage: &dyn Storage, log_dir: &Path, dialect: Dialect) -> Result<PathBuf> {
+    temp_dir_named(storage, parent_of(log_dir), dialect.temp_dir())
 }
 
-/// `<parent>/temp`, created if needed (only it: a missing parent is the caller's mistake, not
+/// `<parent>/temp` ([`temp_dir_named`]).
+pub fn temp_dir_in(storage: &dyn Storage, parent: &Path) -> Result<PathBuf> {
+    temp_dir_named(storage, parent, TEMP_DIR)
+}
+
+/// `<parent>/<name>` (a dialect's temp directory), created if needed (only it: a missing parent is the caller's mistake, not
 /// ours to paper over). The one rule for every writer of temporary files (snapshots, metadata,
 /// cursors, compressed copies, repair's copies): refused when it is a symlink or not a
 /// directory, so that nothing is ever written, moved or copied outside the base through it.
-pub fn temp_dir_in(storage: &dyn Storage, parent: &Path) -> Result<PathBuf> {
-    let temp = parent.join(TEMP_DIR);
+pub fn temp_dir_named(storage: &dyn Storage, parent: &Path, name: &str) -> Result<PathBuf> {
+    let temp = parent.join(name);
     let refused = || {
         Error::io(
             "use temp directory",

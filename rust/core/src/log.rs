@@ -13,7 +13,9 @@ use std::time::SystemTime;
 
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::compressed::Method;
+use crate::format::dialect::Dialect;
 use crate::format::record;
+use crate::with_framing;
 use crate::format::segment as seg_format;
 use crate::fsutil::{self, sync_dir};
 use crate::recovery::{self, LogScan, Parallelism, RecoveryMode, ScanOptions};
@@ -69,6 +71,9 @@ pub struct LogOptions {
     pub empty_entries: bool,
     /// Where every change to the directory goes (tests inject faults here).
     pub storage: Arc<dyn Storage>,
+    /// The dialect its records are framed in (spec section 11): `None` detects it from the
+    /// first segment (an empty or new log is `spec`); a choice the files contradict is refused.
+    pub dialect: Option<Dialect>,
 }
 
 impl Default for LogOptions {
@@ -83,6 +88,7 @@ impl Default for LogOptions {
             commit_index: None,
             empty_entries: true,
             storage: storage::real(),
+            dialect: None,
         }
     }
 }
@@ -177,6 +183,7 @@ impl Split {
 /// Records `from..=to` of one segment (index `segment`, first LSN `seg_first`) laid out in
 /// `bytes` from index `at` (`bytes[0]` at file offset `base`), for [`Log::locate`] to walk.
 struct Span {
+    dialect: Dialect,
     bytes: SegmentBytes,
     base: u64,
     at: usize,
@@ -213,21 +220,22 @@ impl Span {
         let n = (self.to - self.from + 1) as usize;
         let mut lens = crate::pool::take(n);
         let mut own = 0u64;
+        let header_len = with_framing!(self.dialect, F => F::HEADER_LEN);
         let step = |_lsn, term, data: &[u8], at: usize| {
             // Data lengths are Int32.
             lens.push(data.len() as u32);
-            reader.record(term, data, at + crate::format::record::HEADER_LEN);
+            reader.record(term, data, at + header_len);
             own += data.len() as u64;
             Ok(own <= budget)
         };
-        let walked = segment::walk_frames::<CRC>(
+        let walked = with_framing!(self.dialect, F => segment::walk_frames::<F, CRC>(
             &self.bytes[..],
             self.at,
             self.seg_first,
             self.from,
             self.to,
             step,
-        );
+        ));
         Walked {
             lens,
             failure: walked.err(),
@@ -347,9 +355,11 @@ impl PendingOpen {
             }
             crate::compress::remove_leftovers(&*opts.storage, &dir)?;
         }
+        let dialect = scan.dialect;
         let recovered = recovery::recover(scan, !opts.readonly, &opts.storage)?;
         let mut log = Log {
             dir,
+            dialect,
             opts,
             segments: recovered.segments,
             commit_index: -1,
@@ -382,6 +392,8 @@ impl PendingOpen {
 
 pub struct Log {
     dir: PathBuf,
+    /// How its records are framed (decided by the scan at open).
+    dialect: Dialect,
     opts: LogOptions,
     segments: Vec<Segment>,
     commit_index: i64,
@@ -489,6 +501,7 @@ impl Log {
                 mode: opts.recovery,
                 empty_entries: opts.empty_entries,
                 steps,
+                dialect: opts.dialect,
                 ..ScanOptions::default()
             },
             &opts.storage,
@@ -523,7 +536,12 @@ impl Log {
     }
 
     fn temp_dir(&self) -> Result<PathBuf> {
-        fsutil::temp_dir_beside(&*self.opts.storage, &self.dir)
+        fsutil::temp_dir_beside(&*self.opts.storage, &self.dir, self.dialect)
+    }
+
+    /// The dialect its records are framed in.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
     }
 
     fn last_term_or_zero(&self) -> i32 {
@@ -1020,6 +1038,7 @@ impl Log {
             let span_to = last.min(part_end);
             let (bytes, base, at) = seg.span(lsn, span_to)?;
             spans.push(Span {
+                dialect: seg.dialect(),
                 bytes,
                 base,
                 at,
@@ -1197,7 +1216,7 @@ impl Log {
                 )));
             }
             previous = term;
-            bytes += record::record_len(data.len());
+            bytes += with_framing!(self.dialect, F => F::record_len(data.len()));
         }
         if bytes == 0 {
             return Ok(());
@@ -1206,7 +1225,7 @@ impl Log {
         let mut placed = Vec::new();
         for (term, data) in entries {
             placed.push((encoded.len() as u64, term));
-            record::encode(&mut encoded, term, data);
+            with_framing!(self.dialect, F => F::encode(&mut encoded, term, data));
         }
         let active = self.active();
         active.append_encoded(&mut encoded, &placed)?;
@@ -1583,7 +1602,13 @@ impl Log {
     /// and overlap the records written meanwhile).
     fn try_create_segment(&mut self, first_lsn: i64) -> std::result::Result<(), (Error, Leftover)> {
         let preallocate = self.preallocation();
-        let seg = match Segment::create(&self.opts.storage, &self.dir, first_lsn, preallocate) {
+        let seg = match Segment::create(
+            &self.opts.storage,
+            self.dialect,
+            &self.dir,
+            first_lsn,
+            preallocate,
+        ) {
             Ok(seg) => seg,
             Err(e) => {
                 // Do not leave a half-made file behind (e.g. disk full while preallocating).

@@ -16,6 +16,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::format::record;
 use crate::format::segment::Header;
 use crate::fsutil::{self, EntryKind, SegmentFile};
+use crate::format::dialect::Dialect;
 use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
 use crate::steps::{Step, Steps};
 use crate::storage::Storage;
@@ -84,6 +85,16 @@ pub struct ScanOptions {
     /// ([`crate::steps`]) for the restore it is fed to ([`scan_dir_feeding`]); only with
     /// [`Parallelism::AllCores`]. The findings are the same either way.
     pub steps: bool,
+    /// The dialect the caller chose or already decided for the directory (`None`: the first
+    /// segment says, else `spec`). The scan refuses a first segment that says another one.
+    pub dialect: Option<Dialect>,
+}
+
+impl ScanOptions {
+    /// The framing the segments are read in (once [`scan_dir_feeding`] has decided it).
+    pub fn framing(&self) -> Dialect {
+        self.dialect.unwrap_or(Dialect::Spec)
+    }
 }
 
 impl Default for ScanOptions {
@@ -94,6 +105,7 @@ impl Default for ScanOptions {
             parallelism: Parallelism::from_env(),
             keep: Keep::Reads,
             steps: false,
+            dialect: None,
         }
     }
 }
@@ -322,6 +334,8 @@ pub struct ScannedFile {
 #[derive(Debug)]
 pub struct LogScan {
     pub dir: PathBuf,
+    /// The dialect its segments were read in (decided before any record was read).
+    pub dialect: Dialect,
     pub options: ScanOptions,
     pub files: Vec<ScannedFile>,
     /// In segment order, ignored files first. Outside `ReportOnly` the walk stops at the first
@@ -424,9 +438,17 @@ fn scan_segment_keeping(
     let offsets = is_last || options.keep == Keep::Reads;
     let mut scan = match steps {
         Some(buffer) if !is_last => {
-            crate::segment::scan_file_stepping(path, previous_term, offsets, buffer)?
+            crate::segment::scan_file_stepping(options.framing(), path, previous_term, offsets, buffer)?
         }
-        _ => scan_file_keeping(path, false, !is_last, previous_term, offsets, active)?,
+        _ => scan_file_keeping(
+            options.framing(),
+            path,
+            false,
+            !is_last,
+            previous_term,
+            offsets,
+            active,
+        )?,
     };
     // A compressed segment was sealed when it was compressed: nothing in it is a torn tail.
     let is_last = is_last && scan.compressed.is_none() && scan.bad_compressed.is_none();
@@ -712,17 +734,17 @@ pub fn scan_dir_feeding(
     storage: &Arc<dyn Storage>,
     feed: &mut dyn FnMut(&mut Segment),
 ) -> Result<LogScan> {
-    let options = ScanOptions {
-        parallelism: options.parallelism.available(),
-        ..options
-    };
     let (entries, ignored) = fsutil::list_segments(dir)?;
     // Before anything is read as records: a log of another dialect is not damage.
-    if let Some(first) = entries.first() {
-        crate::dialect::require_spec(&Vec::from_iter(crate::dialect::segment_says(first)?))?;
-    }
+    let dialect = crate::dialect::log_dialect(&entries, options.dialect)?;
+    let options = ScanOptions {
+        parallelism: options.parallelism.available(),
+        dialect: Some(dialect),
+        ..options
+    };
     let mut scan = LogScan {
         dir: dir.to_path_buf(),
+        dialect,
         options,
         files: Vec::with_capacity(entries.len()),
         findings: Vec::new(),
@@ -1084,6 +1106,7 @@ pub(crate) fn recover(
         .find(|f| f.kind == FindingKind::UninitialisedHeader)
         .map(|f| f.path.clone());
     let dir = scan.dir.clone();
+    let dialect = scan.dialect;
     let twins = std::mem::take(&mut scan.twins);
     let kept = plan.as_ref().map_or(scan.files.len(), |p| p.kept_files);
     let mut segments: Vec<Segment> = scan
@@ -1093,7 +1116,7 @@ pub(crate) fn recover(
         .filter_map(|f| f.segment)
         .collect();
     if let Some(plan) = plan {
-        let temp = fsutil::temp_dir_beside(fs, &dir)?;
+        let temp = fsutil::temp_dir_beside(fs, &dir, dialect)?;
         if let Some(cut) = &plan.cut {
             let backup = fsutil::backup_copy(fs, &cut.path, &temp, "repair")?;
             report.moved.push(backup);
@@ -1121,7 +1144,7 @@ pub(crate) fn recover(
             .last_mut()
             .expect("a torn tail is in the last segment");
         if writable {
-            if let Some(copy) = keep_cut_bytes(fs, &dir, seg.path(), offset, reach)? {
+            if let Some(copy) = keep_cut_bytes(fs, dialect, &dir, seg.path(), offset, reach)? {
                 report.moved.push(copy);
             }
             cut_segment(seg, offset, reach)?;
@@ -1193,7 +1216,7 @@ fn resolve_twins(fs: &dyn Storage, dir: &Path, twins: &[TwinAction]) -> Result<V
             TwinAction::MoveCompressedAside(path) if path.exists() => {
                 let t = match &temp {
                     Some(t) => t,
-                    None => temp.insert(fsutil::temp_dir_beside(fs, dir)?),
+                    None => temp.insert(fsutil::temp_dir_beside(fs, dir, Dialect::Spec)?),
                 };
                 moved.push(fsutil::move_aside(fs, path, t, "compress")?);
             }
@@ -1213,6 +1236,7 @@ fn resolve_twins(fs: &dyn Storage, dir: &Path, twins: &[TwinAction]) -> Result<V
 /// zeros (`reach <= offset`) needs no copy: `None`.
 fn keep_cut_bytes(
     fs: &dyn Storage,
+    dialect: Dialect,
     dir: &Path,
     path: &Path,
     offset: u64,
@@ -1221,7 +1245,7 @@ fn keep_cut_bytes(
     if reach <= offset {
         return Ok(None);
     }
-    let temp = fsutil::temp_dir_beside(fs, dir)?;
+    let temp = fsutil::temp_dir_beside(fs, dir, dialect)?;
     let suffix = format!(".at-{offset}");
     let copy = fsutil::backup_range(fs, path, offset..reach, &temp, "cut", &suffix)?;
     fsutil::sync_dir(fs, &temp)?;

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::format::compressed::{self, BadCompressed};
-use crate::format::record::{self, BadRecord, Frame, END_MARKER};
+use crate::format::dialect::Dialect;
+use crate::format::record::{self, BadRecord, Frame, Framing, END_MARKER};
+use crate::with_framing;
 use crate::format::segment as header;
 use crate::mmap::map_readonly;
 use crate::segbytes;
@@ -61,8 +63,8 @@ impl ScanStop {
     }
 }
 
-/// Walks the records of `buf` from offset 8, calling `visit(offset, term, data)` for each good
-/// record. Stops at the end marker, the first bad record, or the first decreasing term.
+/// Walks the spec records of `buf` from offset 8, calling `visit(offset, term, data)` for each
+/// good record. Stops at the end marker, the first bad record, or the first decreasing term.
 /// Returns the offset just past the last good record and why it stopped.
 #[inline]
 pub fn scan_records<'a>(
@@ -70,13 +72,25 @@ pub fn scan_records<'a>(
     previous_term: i32,
     visit: impl FnMut(u64, i32, &'a [u8]),
 ) -> (u64, ScanStop) {
-    scan_records_from(buf, header::HEADER_LEN, previous_term, visit)
+    scan_records_in::<record::Spec>(buf, header::HEADER_LEN, previous_term, visit)
 }
 
-/// [`scan_records`] from the record at `at` (a record boundary; `previous_term` is the term
-/// of the record before it).
+/// [`scan_records`] of `dialect`'s records from the record at `at` (a record boundary;
+/// `previous_term` is the term of the record before it).
 #[inline]
 pub fn scan_records_from<'a>(
+    dialect: Dialect,
+    buf: &'a [u8],
+    at: usize,
+    previous_term: i32,
+    visit: impl FnMut(u64, i32, &'a [u8]),
+) -> (u64, ScanStop) {
+    with_framing!(dialect, F => scan_records_in::<F>(buf, at, previous_term, visit))
+}
+
+/// [`scan_records_from`] with the framing fixed at compile time.
+#[inline]
+pub fn scan_records_in<'a, F: Framing>(
     buf: &'a [u8],
     mut at: usize,
     mut previous_term: i32,
@@ -84,7 +98,7 @@ pub fn scan_records_from<'a>(
 ) -> (u64, ScanStop) {
     loop {
         prefetch_ahead(buf, at);
-        match record::parse(buf, at) {
+        match record::parse_in::<F, true>(buf, at) {
             Frame::Record { term, data, next } => {
                 // Neither negative nor below the term before (one comparison: after the first
                 // record the term before is never negative).
@@ -272,13 +286,18 @@ impl RecordIndex {
 /// Offset of the record `steps` records after the one at `at`, following the headers' lengths.
 /// `None` when a header is missing or a length runs past the bytes: the file changed under a
 /// read-only reader (another process truncated it), or was damaged since it was scanned.
-fn walk(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
+fn walk_in(dialect: Dialect, bytes: &[u8], at: usize, steps: usize) -> Option<usize> {
+    with_framing!(dialect, F => walk::<F>(bytes, at, steps))
+}
+
+/// [`walk_in`] with the framing fixed at compile time.
+fn walk<F: Framing>(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
     for _ in 0..steps {
-        let header = bytes.get(at..at.checked_add(record::HEADER_LEN)?)?;
+        let header = bytes.get(at..at.checked_add(F::HEADER_LEN)?)?;
         if header[..4] != record::RECORD_MARKER {
             return None;
         }
-        at = at.checked_add(record::record_len(record::data_len(header)))?;
+        at = at.checked_add(F::record_len(F::data_len(header)))?;
         if at > bytes.len() {
             return None;
         }
@@ -292,7 +311,7 @@ fn walk(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
 /// record, or the reason `step` refused one; `Ok(false)` when `step` stopped the walk.
 /// `Segment::walk` turns the failure into an error naming the file; a bulk read walking parts
 /// of segments on other threads does so afterwards ([`Segment::unreadable_at`]).
-pub fn walk_frames<const CRC: bool>(
+pub fn walk_frames<F: Framing, const CRC: bool>(
     bytes: &[u8],
     at: usize,
     first_lsn: i64,
@@ -301,7 +320,7 @@ pub fn walk_frames<const CRC: bool>(
     step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
 ) -> std::result::Result<bool, (usize, String)> {
     walk_frames_by(
-        record::parse_with::<CRC>,
+        record::parse_in::<F, CRC>,
         bytes,
         at,
         first_lsn,
@@ -315,7 +334,7 @@ pub fn walk_frames<const CRC: bool>(
 /// after open, over bytes the scan at open accepted whole. It asks for the bytes ahead as the
 /// scan does (`prefetch_ahead`): the scan read them long before, and at 1 KiB the wait for
 /// each record's header was most of the replay's walk.
-pub fn walk_framing(
+pub fn walk_framing<F: Framing>(
     bytes: &[u8],
     at: usize,
     first_lsn: i64,
@@ -325,7 +344,7 @@ pub fn walk_framing(
 ) -> std::result::Result<bool, (usize, String)> {
     let parse = |b, at| {
         prefetch_ahead(b, at);
-        record::parse_framing(b, at)
+        record::parse_framing_in::<F>(b, at)
     };
     walk_frames_by(parse, bytes, at, first_lsn, from, to, step)
 }
@@ -395,6 +414,8 @@ impl<A: FnMut(i64, usize) -> bool, F: FnMut(i64, i32, &[u8]) -> bool> RecordSink
 #[derive(Debug)]
 pub struct Segment {
     path: PathBuf,
+    /// How its records are framed (the log's dialect).
+    dialect: Dialect,
     first_lsn: i64,
     index: RecordIndex,
     /// Offset just past the last record (header included, end marker excluded).
@@ -440,8 +461,10 @@ const REPLAY_WINDOW: u64 = 256 << 10;
 
 impl Segment {
     /// Wraps an already scanned file (not sealed).
+    #[allow(clippy::too_many_arguments)]
     fn from_scan(
         storage: &Arc<dyn Storage>,
+        dialect: Dialect,
         path: PathBuf,
         first_lsn: i64,
         file: Arc<dyn StorageFile>,
@@ -451,6 +474,7 @@ impl Segment {
     ) -> Segment {
         Segment {
             path,
+            dialect,
             first_lsn,
             index,
             size,
@@ -472,6 +496,7 @@ impl Segment {
     /// end marker, sync the file. The caller syncs the directory.
     pub fn create(
         storage: &Arc<dyn Storage>,
+        dialect: Dialect,
         dir: &Path,
         first_lsn: i64,
         preallocate: u64,
@@ -486,6 +511,7 @@ impl Segment {
         initialise(&*file, &path)?;
         Ok(Segment::from_scan(
             storage,
+            dialect,
             path,
             first_lsn,
             file,
@@ -497,6 +523,11 @@ impl Segment {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How its records are framed.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
     }
 
     pub fn first_lsn(&self) -> i64 {
@@ -557,6 +588,7 @@ impl Segment {
         }
         let (anchor, offset) = self.index.anchor(i);
         let steps = i - anchor;
+        let dialect = self.dialect;
         let map = self.mapped()?;
         if steps > 1 {
             // Each header of the walk depends on the one before it: touch where the headers
@@ -570,7 +602,7 @@ impl Segment {
             }
             std::hint::black_box(touched);
         }
-        let found = walk(map, offset as usize, steps);
+        let found = walk_in(dialect, map, offset as usize, steps);
         found.map(|o| o as u64).ok_or_else(|| {
             changed_under_reader(&self.path, self.file.file(), self.size, offset, lsn)
         })
@@ -668,7 +700,7 @@ impl Segment {
         {
             return Ok(());
         }
-        let (count, size) = (self.index.len(), self.size as usize);
+        let (count, size, dialect) = (self.index.len(), self.size as usize, self.dialect);
         self.mapped()?;
         let map = self.map.as_deref().unwrap_or(&[]);
         let map = &map[..size.min(map.len())];
@@ -679,7 +711,7 @@ impl Segment {
                 return Ok(());
             }
             offsets.push(at as u32);
-            match walk(map, at, 1) {
+            match walk_in(dialect, map, at, 1) {
                 Some(next) => at = next,
                 None => return Ok(()),
             }
@@ -704,13 +736,13 @@ impl Segment {
             let mut dense = RecordIndex::default();
             let mut at = header::HEADER_LEN;
             let terms: Vec<i32> = (0..count).map(|i| self.index.term(i)).collect();
-            let first_lsn = self.first_lsn;
+            let (first_lsn, dialect) = (self.first_lsn, self.dialect);
             self.mapped()?;
             let map = self.map.as_deref().unwrap_or(&[]);
             for (i, term) in terms.into_iter().enumerate() {
                 dense.push(at as u64, term);
                 let lsn = first_lsn + i as i64;
-                at = walk(map, at, 1).ok_or_else(|| {
+                at = walk_in(dialect, map, at, 1).ok_or_else(|| {
                     changed_under_reader(&self.path, self.file.file(), self.size, at as u64, lsn)
                 })?;
             }
@@ -767,13 +799,14 @@ impl Segment {
             let Ok(start) = self.record_offset(from) else {
                 return from;
             };
+            let dialect = self.dialect;
             let Ok(map) = self.mapped() else {
                 return from;
             };
             let mut at = start as usize;
             let mut included = from;
             for lsn in from..=to {
-                match walk(map, at, 1) {
+                match walk_in(dialect, map, at, 1) {
                     Some(next) if lsn == from || (next as u64) - start <= max_span => {
                         at = next;
                         included = lsn;
@@ -858,7 +891,7 @@ impl Segment {
                 return Ok(false);
             }
             if check_crc {
-                record::check_crc(record::stored_crc(&bytes[at..]), data)
+                self.check_stored(&bytes[at..], data)
                     .map_err(|bad| bad.to_string())?;
             }
             Ok(f(lsn, term, data))
@@ -897,12 +930,12 @@ impl Segment {
             if !sink.admit(lsn, data.len()) {
                 return Ok(false);
             }
-            let stored = record::stored_crc(&bytes[at..]);
+            let header = &bytes[at..];
             let out = sink.data();
             let begin = out.len();
             out.extend_from_slice(data);
             if check_crc {
-                if let Err(bad) = record::check_crc(stored, &out[begin..]) {
+                if let Err(bad) = self.check_stored(header, &out[begin..]) {
                     out.truncate(begin);
                     return Err(bad.to_string());
                 }
@@ -936,13 +969,14 @@ impl Segment {
         };
         let (mut copy, mut made) = (Some(copy), None);
         self.walk::<false>(bytes, start, 0, lsn, lsn, |_, term, data, at| {
-            let stored = record::stored_crc(&bytes[at..]);
+            let header = &bytes[at..];
             let Some(copy) = copy.take() else {
                 return Ok(false);
             };
             let out = copy(data);
             if check_crc {
-                record::check_crc(stored, copied(&out)).map_err(|bad| bad.to_string())?;
+                self.check_stored(header, copied(&out))
+                    .map_err(|bad| bad.to_string())?;
             }
             made = Some((term, out));
             Ok(true)
@@ -1057,8 +1091,13 @@ impl Segment {
         to: i64,
         step: impl FnMut(i64, i32, &[u8], usize) -> std::result::Result<bool, String>,
     ) -> Result<bool> {
-        walk_frames::<CRC>(bytes, at, self.first_lsn, from, to, step)
+        with_framing!(self.dialect, F => walk_frames::<F, CRC>(bytes, at, self.first_lsn, from, to, step))
             .map_err(|(at, reason)| self.unreadable_at(base + at as u64, reason))
+    }
+
+    /// Whether `data` has the checksum stored in the record header at the start of `header`.
+    fn check_stored(&self, header: &[u8], data: &[u8]) -> std::result::Result<(), BadRecord> {
+        with_framing!(self.dialect, F => F::check(F::stored_checksum(header), data))
     }
 
     /// The replay's walk: [`Segment::walk`] checking CRCs when `check_crc`, else only the
@@ -1078,7 +1117,7 @@ impl Segment {
         if check_crc {
             return self.walk::<true>(bytes, base, at, from, to, step);
         }
-        walk_framing(bytes, at, self.first_lsn, from, to, step)
+        with_framing!(self.dialect, F => walk_framing::<F>(bytes, at, self.first_lsn, from, to, step))
             .map_err(|(at, reason)| self.unreadable_at(base + at as u64, reason))
     }
 
@@ -1099,7 +1138,8 @@ impl Segment {
     /// so no reader (and no reopen) finds part of a failed call, even when no clean-up can run.
     pub fn append_encoded(&mut self, encoded: &mut Vec<u8>, records: &[(u64, i32)]) -> Result<()> {
         debug_assert!(!self.sealed && self.writable);
-        debug_assert!(encoded.len() >= END_MARKER.len() && self.size.is_multiple_of(4));
+        debug_assert!(encoded.len() >= END_MARKER.len());
+        debug_assert!(self.dialect != Dialect::Spec || self.size.is_multiple_of(4));
         encoded.extend_from_slice(&END_MARKER);
         let head = END_MARKER.len();
         self.file
@@ -1386,6 +1426,8 @@ pub type FileBytes = SegmentBytes;
 /// Everything a first look at a segment file tells.
 pub struct FileScan {
     pub file: File,
+    /// The framing its records were read in.
+    pub dialect: Dialect,
     /// The file's length when it was opened (a `.log.z`'s compressed length).
     pub file_len: u64,
     /// The segment's bytes: mapped, read, or decompressed from a `.log.z`.
@@ -1413,6 +1455,9 @@ impl FileScan {
     /// a record marker followed by nothing but zeros reads as an empty record of term 0. That
     /// cannot be a real record (its term would decrease), so it is a torn write, not corruption.
     pub fn stop_is_torn_header(&self) -> bool {
+        if self.dialect != Dialect::Spec {
+            return false; // only the spec's term field can read as a decreasing 0
+        }
         match self.stop {
             ScanStop::Term {
                 offset, term: 0, ..
@@ -1428,7 +1473,9 @@ impl FileScan {
             return false;
         };
         let at = self.index.offset(last) as usize;
-        self.end as usize == at + record::HEADER_LEN && self.zero_after(at as u64 + 8)
+        with_framing!(self.dialect, F => F::EMPTY_CHECKSUM_IS_ZERO
+            && self.end as usize == at + F::HEADER_LEN
+            && self.zero_after((at + F::CRC_AT) as u64))
     }
 
     fn zero_after(&self, offset: u64) -> bool {
@@ -1456,6 +1503,7 @@ impl FileScan {
 /// mapped segment's index counts its records without their offsets ([`RecordIndex::counting`]):
 /// enough for a report, not for reads.
 pub fn scan_file(
+    dialect: Dialect,
     path: &Path,
     writable: bool,
     map: bool,
@@ -1463,6 +1511,7 @@ pub fn scan_file(
     build_index: bool,
 ) -> Result<FileScan> {
     scan_file_keeping(
+        dialect,
         path,
         writable,
         map,
@@ -1487,6 +1536,7 @@ pub enum ActiveBytes {
 
 /// [`scan_file`] choosing what a scan of the active segment keeps ([`ActiveBytes`]).
 pub fn scan_file_keeping(
+    dialect: Dialect,
     path: &Path,
     writable: bool,
     map: bool,
@@ -1495,6 +1545,7 @@ pub fn scan_file_keeping(
     active: ActiveBytes,
 ) -> Result<FileScan> {
     scan_file_with(
+        dialect,
         path,
         writable,
         map,
@@ -1511,12 +1562,14 @@ pub fn scan_file_keeping(
 /// the segment right after its scan ([`crate::steps`]), when its records are long enough for
 /// steps to pay (`steps_pay`). Same findings, same index.
 pub fn scan_file_stepping(
+    dialect: Dialect,
     path: &Path,
     previous_term: i32,
     build_index: bool,
     steps: Vec<Step>,
 ) -> Result<FileScan> {
     scan_file_with(
+        dialect,
         path,
         false,
         true,
@@ -1532,6 +1585,7 @@ pub fn scan_file_stepping(
 /// writing a sealed segment's replay steps into `steps` when given ([`scan_file_stepping`]).
 #[allow(clippy::too_many_arguments)]
 fn scan_file_with(
+    dialect: Dialect,
     path: &Path,
     writable: bool,
     map: bool,
@@ -1549,8 +1603,10 @@ fn scan_file_with(
     let len = file.metadata().ctx("stat segment", path)?.len();
     let plain_active = !map && !segbytes::is_compressed(path);
     if plain_active && active == ActiveBytes::Dropped {
-        if let Some(w) = scan_windowed(&file, path, len, chunk, previous_term, build_index)? {
+        let windowed = scan_windowed(dialect, &file, path, len, chunk, previous_term, build_index)?;
+        if let Some(w) = windowed {
             return Ok(FileScan {
+                dialect,
                 file_len: len,
                 bytes: SegmentBytes::empty(),
                 header: header::Header::Valid,
@@ -1605,6 +1661,7 @@ fn scan_file_with(
         )
     };
     let mut scan = FileScan {
+        dialect,
         file_len: len,
         bytes,
         header: head,
@@ -1640,22 +1697,25 @@ fn scan_file_with(
         match reading.as_mut() {
             Some(read) => {
                 let visit = |offset, term, _: &[u8]| index.push(offset, term);
-                read.scan(&scan.file, previous_term, visit)?
+                read.scan(dialect, &scan.file, previous_term, visit)?
             }
-            None => match steps.filter(|_| steps_pay(&scan.bytes)) {
+            None => match steps.filter(|_| steps_pay(dialect, &scan.bytes)) {
                 Some(buffer) => {
                     let mut writer = StepWriter::new(buffer, scan.bytes.len() as u64);
                     let visit = |offset: u64, term, data| {
                         index.push(offset, term);
-                        writer.note(offset as usize + record::HEADER_LEN, data);
+                        let header_len = with_framing!(dialect, F => F::HEADER_LEN);
+                        writer.note(offset as usize + header_len, data);
                     };
-                    let walked = scan_records(&scan.bytes, previous_term, visit);
+                    let at = header::HEADER_LEN;
+                    let walked = scan_records_from(dialect, &scan.bytes, at, previous_term, visit);
                     scan.steps = Some(writer.finish());
                     walked
                 }
                 None => {
                     let visit = |offset, term, _: &[u8]| index.push(offset, term);
-                    scan_records(&scan.bytes, previous_term, visit)
+                    let at = header::HEADER_LEN;
+                    scan_records_from(dialect, &scan.bytes, at, previous_term, visit)
                 }
             },
         }
@@ -1667,8 +1727,14 @@ fn scan_file_with(
             last = Some(term);
         };
         let r = match reading.as_mut() {
-            Some(read) => read.scan(&scan.file, previous_term, visit)?,
-            None => scan_records(&scan.bytes, previous_term, visit),
+            Some(read) => read.scan(dialect, &scan.file, previous_term, visit)?,
+            None => scan_records_from(
+                dialect,
+                &scan.bytes,
+                header::HEADER_LEN,
+                previous_term,
+                visit,
+            ),
         };
         scan.last_term = last;
         r
@@ -1693,9 +1759,9 @@ fn scan_file_with(
 /// ([`crate::steps::MIN_AVERAGE`]), judged on its first [`crate::steps::PROBE`] records; a
 /// segment with fewer records (or whose first ones do not frame: the scan will say why) gets
 /// them.
-fn steps_pay(bytes: &[u8]) -> bool {
+fn steps_pay(dialect: Dialect, bytes: &[u8]) -> bool {
     use crate::steps::{MIN_AVERAGE, PROBE};
-    walk(bytes, header::HEADER_LEN, PROBE)
+    walk_in(dialect, bytes, header::HEADER_LEN, PROBE)
         .is_none_or(|end| (end - header::HEADER_LEN) / PROBE >= MIN_AVERAGE)
 }
 
@@ -1716,6 +1782,7 @@ struct Windowed {
 /// may read all of it: how far garbage reaches, whether only zeros follow). Reads with
 /// positioned reads, so the file's cursor stays at the start for that scan.
 fn scan_windowed(
+    dialect: Dialect,
     file: &File,
     path: &Path,
     len: u64,
@@ -1738,7 +1805,7 @@ fn scan_windowed(
     // may end just after it, and the next one then visits no record before the end marker.
     let mut last_empty = false;
     let clean_end = loop {
-        let (end, stop) = scan_records_from(&buf[..filled], at, previous, |o, t, d| {
+        let (end, stop) = scan_records_from(dialect, &buf[..filled], at, previous, |o, t, d| {
             last_empty = d.is_empty();
             if build_index {
                 index.push(base + o, t);
@@ -1879,6 +1946,7 @@ impl<'p> ActiveRead<'p> {
     /// header, docs/format.md log decision 2).
     fn scan(
         &mut self,
+        dialect: Dialect,
         file: &File,
         mut previous_term: i32,
         mut visit: impl FnMut(u64, i32, &[u8]),
@@ -1887,7 +1955,7 @@ impl<'p> ActiveRead<'p> {
         let mut last_empty = false;
         loop {
             let mut last_term = None;
-            let (end, stop) = scan_records_from(&self.buf, at, previous_term, |o, t, d| {
+            let (end, stop) = scan_records_from(dialect, &self.buf, at, previous_term, |o, t, d| {
                 last_empty = d.is_empty();
                 last_term = Some(t);
                 visit(o, t, d);
@@ -1925,8 +1993,16 @@ impl Segment {
     ) -> Segment {
         let size = scan.end.max(header::HEADER_LEN as u64);
         let file = storage.adopt(scan.file, &path);
-        let mut seg =
-            Segment::from_scan(storage, path, first_lsn, file, writable, scan.index, size);
+        let mut seg = Segment::from_scan(
+            storage,
+            scan.dialect,
+            path,
+            first_lsn,
+            file,
+            writable,
+            scan.index,
+            size,
+        );
         seg.compressed = scan.compressed;
         // Every record the scan indexed, it checked (framing and CRC) in `file`, kept above.
         seg.checked_at_open = seg.index.len();
@@ -2029,6 +2105,7 @@ mod tests {
         scan_file, scan_file_with, scan_records, ActiveBytes, ActiveRead, FileScan, RecordIndex,
         ScanStop,
     };
+    use crate::format::dialect::Dialect;
     use crate::format::record::{self, BadRecord};
     use crate::format::segment as header;
     use crate::recovery::{scan_segment, FindingKind, Position, ScanOptions};
@@ -2097,7 +2174,7 @@ mod tests {
         let path = dir.path().join("0000000000000000000.log");
         std::fs::write(&path, bytes).unwrap();
         let scan = |chunk, active| {
-            scan_file_with(&path, false, false, 0, build_index, chunk, active, None).unwrap()
+            scan_file_with(Dialect::Spec, &path, false, false, 0, build_index, chunk, active, None).unwrap()
         };
         let whole = scan(u64::MAX, ActiveBytes::Kept);
         let chunked = scan(chunk, ActiveBytes::Kept);
@@ -2160,7 +2237,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("0000000000000000000.log");
             std::fs::write(&path, &bytes).unwrap();
-            let scan = scan_file(&path, false, false, 0, true).unwrap();
+            let scan = scan_file(Dialect::Spec, &path, false, false, 0, true).unwrap();
             assert_eq!((scan.end, &scan.stop), (end as u64, &ScanStop::Clean));
         }
     }
@@ -2209,7 +2286,7 @@ mod tests {
                 let dir = tempfile::tempdir().unwrap();
                 let path = dir.path().join("0000000000000000000.log");
                 std::fs::write(&path, &bytes).unwrap();
-                let scan = scan_file(&path, false, false, 0, true).unwrap();
+                let scan = scan_file(Dialect::Spec, &path, false, false, 0, true).unwrap();
                 let ScanStop::Bad { offset, reason } = &scan.stop else {
                     panic!("{:?}", scan.stop)
                 };
@@ -2236,7 +2313,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("0000000000000000000.log");
             std::fs::write(&path, &bytes).unwrap();
-            let scan = scan_file(&path, false, false, 0, true).unwrap();
+            let scan = scan_file(Dialect::Spec, &path, false, false, 0, true).unwrap();
             assert_eq!(scan.ends_with_ambiguous_empty_record(), garbage.is_none());
         }
     }

@@ -19,6 +19,7 @@ use crate::durability::{spawn_interval, GroupCommit, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::files;
 use crate::format::delta::DeltaRef;
+use crate::format::dialect::Dialect;
 use crate::format::metadata::Metadata;
 use crate::log::{Log, LogOptions, SyncPolicy};
 use crate::recovery::{Parallelism, RecoveryMode};
@@ -43,6 +44,9 @@ pub struct StoreOptions {
     /// scanned at open ([`crate::replay::Replayer`]); `OneCore` scans the whole log, then
     /// replays it. Same outcome either way. Defaults to [`Parallelism::from_env`].
     pub parallelism: Parallelism,
+    /// The dialect asked for (spec section 11): `None` detects it from the files (a new
+    /// directory is `spec`); a choice the files contradict is refused.
+    pub dialect: Option<Dialect>,
 }
 
 impl Default for StoreOptions {
@@ -53,6 +57,7 @@ impl Default for StoreOptions {
             space: Arc::new(Statvfs),
             lock_timeout: None,
             parallelism: Parallelism::from_env(),
+            dialect: None,
         }
     }
 }
@@ -160,18 +165,19 @@ impl Store {
             storage,
             space,
             parallelism,
+            dialect,
             ..
         } = opts;
-        let layout = Layout::new(base);
         base::require_kind(base, base::Kind::Store)?;
-        crate::dialect::require_spec(&crate::dialect::base_says(layout.dialect_files())?)?;
+        // Before anything is read as data: a directory of the other dialect is never damage.
+        let layout = Layout::detect(base, dialect)?;
         // A read-only look goes on past a bad settings file (Settings::load_for_reading).
         let (settings, settings_warning) = if readonly {
             Settings::load_for_reading(base, overrides)?
         } else {
             (Settings::load(base, overrides)?, None)
         };
-        let log_opts = log_options(&settings, readonly, &storage);
+        let log_opts = log_options(&settings, readonly, &storage, layout.dialect);
         // Validate first, create after: an existing log is locked and scanned (no writes)
         // before anything is read, and nothing is created or cut until every check passed.
         let existing = readonly || layout.log.is_dir();
@@ -204,7 +210,7 @@ impl Store {
         if let Some(p) = &pending {
             p.check()?;
         }
-        let metadata = files::read_metadata(&layout.metadata)?;
+        let metadata = files::read_metadata_in(&layout.metadata, layout.dialect)?;
         let keep = replayer.is_some() && base::snapshot_identity(&layout) == early_id;
         let fresh = match keep {
             true => None,
@@ -226,7 +232,7 @@ impl Store {
         base::check_log(&layout, pending.scan(), &metadata, snapshot)?;
         let mut log = pending.open()?;
         if !readonly {
-            let temp = crate::fsutil::temp_dir_in(&*storage, &layout.data)?;
+            let temp = crate::fsutil::temp_dir_named(&*storage, &layout.data, layout.dialect.temp_dir())?;
             // Snapshots and metadata of writers killed before their rename.
             crate::fsutil::remove_dead_temp_files(&*storage, &temp)?;
         }
@@ -883,7 +889,7 @@ impl Store {
         let mut inner = self.inner()?;
         let seen = inner.log.last_index().max(inner.snapshot_index);
         if !inner.stale {
-            let opts = log_options(&self.settings, true, &self.storage);
+            let opts = log_options(&self.settings, true, &self.storage, self.layout.dialect);
             let mut log = Log::prepare(&self.layout.log, opts)?.open()?;
             // The log still holds everything after what this store applied: replay the rest.
             if log.start_index() <= seen + 1 && log.last_index() >= seen {
@@ -962,7 +968,7 @@ impl Store {
         // The snapshot must never be ahead of a durable log: sync first.
         inner.log.sync()?;
         let snap = inner.state.to_snapshot(last, term);
-        files::write_snapshot(&*self.storage, &self.layout.snapshot, &snap)?;
+        files::write_snapshot_in(&*self.storage, &self.layout.snapshot, &snap, self.layout.dialect)?;
         inner.snapshot_index = last;
         inner.log.compact(last)?;
         Ok(true)
@@ -1036,7 +1042,12 @@ impl Store {
 }
 
 /// How the store opens its log.
-fn log_options(settings: &Settings, readonly: bool, storage: &Arc<dyn Storage>) -> LogOptions {
+fn log_options(
+    settings: &Settings,
+    readonly: bool,
+    storage: &Arc<dyn Storage>,
+    dialect: Dialect,
+) -> LogOptions {
     LogOptions {
         soft_limit: settings.log_file_soft_limit,
         hard_limit: settings.log_file_hard_limit,
@@ -1047,8 +1058,10 @@ fn log_options(settings: &Settings, readonly: bool, storage: &Arc<dyn Storage>) 
         recovery: RecoveryMode::TolerateTornTail,
         readonly,
         commit_index: None,
-        empty_entries: base::store_scan_options(RecoveryMode::TolerateTornTail).empty_entries,
+        empty_entries: base::store_scan_options(RecoveryMode::TolerateTornTail, dialect)
+            .empty_entries,
         storage: Arc::clone(storage),
+        dialect: Some(dialect),
     }
 }
 

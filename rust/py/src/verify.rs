@@ -255,7 +255,7 @@ fn verify_base(py: Python<'_>, base: PathBuf, replay: bool) -> PyResult<PyBaseRe
     } else {
         core_base::VerifyDepth::Files
     };
-    let options = core_base::VerifyOptions { depth };
+    let options = core_base::VerifyOptions { depth, dialect: None };
     let report = py.detach(|| core_base::verify_base(&base, options).map_err(Fail::from));
     py_result(py, report).map(|inner| PyBaseReport { inner })
 }

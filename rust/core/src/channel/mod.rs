@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::durability::{spawn_interval, GroupCommit, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
+use crate::format::dialect::Dialect;
 use crate::fsutil;
 use crate::log::{Log, LogOptions, SyncPolicy};
 use crate::recovery::RecoveryMode;
@@ -200,6 +201,11 @@ impl Channel {
         opts.validate()?;
         crate::base::require_kind(base, crate::base::Kind::Channel)?;
         let layout = ChannelLayout::new(base);
+        if layout.log.is_dir() {
+            // Channels exist only in the spec dialect (spec section 11).
+            let (segments, _) = fsutil::list_segments(&layout.log)?;
+            crate::dialect::log_dialect(&segments, Some(Dialect::Spec))?;
+        }
         let log = if opts.readonly {
             if !layout.log.is_dir() {
                 return Err(Error::io(
@@ -224,6 +230,9 @@ impl Channel {
                 // Messages are never empty: an empty record at the tail is a torn header.
                 empty_entries: false,
                 storage: Arc::clone(&opts.storage),
+                // Channels exist only in the spec dialect (spec section 11): a taskflux log
+                // here is refused, never read as damage.
+                dialect: Some(Dialect::Spec),
             };
             let mut log = Log::open(&layout.log, log_opts)?;
             fsutil::create_dir_durable(storage, &layout.cursors)?;

@@ -58,6 +58,14 @@ impl Dialect {
             })
     }
 
+    /// The name of the temp directory in `data/` (spec section 11).
+    pub fn temp_dir(self) -> &'static str {
+        match self {
+            Dialect::Spec => "temp",
+            Dialect::Taskflux => "temporary",
+        }
+    }
+
     /// Length of the metadata file.
     pub fn metadata_len(self) -> u64 {
         match self {

@@ -1,41 +1,205 @@
-//! Record framing inside a log segment (spec section 3).
+//! Record framing inside a log segment, in either dialect (spec sections 3 and 11).
 //!
 //! ```text
-//! { marker AA F5 34 C4 | term Int32 | crc UInt32 | len Int32 | data[len] | 0..3 zero bytes }
+//! spec:      { marker AA F5 34 C4 | term Int32 | crc UInt32 | len Int32 | data[len] | 0..3 zero bytes }
+//! taskflux:  { marker AA F5 34 C4 | term Int64 | crc UInt32 | len Int32 | data[len] }
 //! ```
-//! The CRC covers the data bytes only. Every record starts on a 4-byte boundary and occupies
-//! `16 + len + pad(len)` bytes. A zero word where a record could start is the end marker.
+//! The checksum covers the data bytes only: CRC-32 (zlib's) in the spec dialect, CRC-32/MPEG-2
+//! in TaskFlux's. A spec record starts on a 4-byte boundary and occupies `16 + len + pad(len)`
+//! bytes; a taskflux record `20 + len`. A zero word where a record could start is the end
+//! marker in both.
+//!
+//! [`Framing`] is the one seam: each dialect is a type whose constants and two small functions
+//! say its layout, and every walker is generic over it, so the hot loops are compiled once per
+//! dialect with the layout folded in (no per-record branch on the dialect).
 
-use crate::codec::{be_i32, be_u32, crc32};
+use super::dialect::Dialect;
+use crate::codec::{be_i32, be_u32, crc32, crc32_mpeg2};
 
 pub const RECORD_MARKER: [u8; 4] = [0xAA, 0xF5, 0x34, 0xC4];
 pub const END_MARKER: [u8; 4] = [0; 4];
-pub const HEADER_LEN: usize = 16;
+/// The spec dialect's header length (kept for code that only ever reads the spec dialect:
+/// channels).
+pub const HEADER_LEN: usize = Spec::HEADER_LEN;
 const TERM_AT: usize = 4;
-const CRC_AT: usize = 8;
-const LEN_AT: usize = 12;
 
-/// Zero bytes that follow `len` data bytes so the next record is 4-byte aligned.
+/// The largest term a record can carry in tflux. The spec's term field is an Int32; TaskFlux's
+/// is an Int64, of which tflux reads terms up to this value (docs/format.md, "taskflux terms"):
+/// a larger one is reported as a bad record, never narrowed.
+pub const MAX_TERM: i64 = i32::MAX as i64;
+
+/// One dialect's record layout.
+pub trait Framing: Send + Sync + 'static {
+    const DIALECT: Dialect;
+    /// Bytes before the data.
+    const HEADER_LEN: usize;
+    const CRC_AT: usize;
+    const LEN_AT: usize;
+    /// Whether records are zero-padded to a 4-byte boundary.
+    const PADDED: bool;
+    /// Whether an empty record's checksum is zero (CRC-32 of nothing), so that a header torn
+    /// after its term is indistinguishable from an empty record (spec's "torn header" rule).
+    const EMPTY_CHECKSUM_IS_ZERO: bool;
+
+    /// The checksum of a record's data.
+    fn checksum(data: &[u8]) -> u32;
+
+    /// The term of a whole header (at least `HEADER_LEN` bytes); `Err` when out of range for
+    /// this dialect (the spec's negative terms are the scan's term rule, not framing).
+    fn term(header: &[u8]) -> Result<i32, BadRecord>;
+
+    /// Appends the term field.
+    fn put_term(out: &mut Vec<u8>, term: i32);
+
+    /// Zero bytes that follow `len` data bytes.
+    #[inline(always)]
+    fn padding(len: usize) -> usize {
+        if Self::PADDED {
+            padding(len)
+        } else {
+            0
+        }
+    }
+
+    /// Bytes occupied on disk by a record carrying `len` data bytes.
+    #[inline(always)]
+    fn record_len(len: usize) -> usize {
+        Self::HEADER_LEN + len + Self::padding(len)
+    }
+
+    /// Appends one framed record to `out`.
+    fn encode(out: &mut Vec<u8>, term: i32, data: &[u8]) {
+        debug_assert!(term >= 0 && data.len() <= i32::MAX as usize);
+        out.extend_from_slice(&RECORD_MARKER);
+        Self::put_term(out, term);
+        out.extend_from_slice(&Self::checksum(data).to_be_bytes());
+        out.extend_from_slice(&(data.len() as i32).to_be_bytes());
+        out.extend_from_slice(data);
+        out.extend_from_slice(&[0u8; 3][..Self::padding(data.len())]);
+    }
+
+    /// The data length of a record whose header starts `header` (already validated by a scan).
+    #[inline]
+    fn data_len(header: &[u8]) -> usize {
+        be_i32(header, Self::LEN_AT).unwrap_or_default().max(0) as usize
+    }
+
+    /// The stored checksum of a record whose header starts `header`.
+    #[inline]
+    fn stored_checksum(header: &[u8]) -> u32 {
+        be_u32(header, Self::CRC_AT).unwrap_or_default()
+    }
+
+    /// `Err(BadChecksum)` unless `data` has the checksum `stored`.
+    #[inline]
+    fn check(stored: u32, data: &[u8]) -> Result<(), BadRecord> {
+        let computed = Self::checksum(data);
+        if computed == stored {
+            Ok(())
+        } else {
+            Err(BadRecord::BadChecksum { stored, computed })
+        }
+    }
+}
+
+/// The format document's framing (sections 1-10).
+#[derive(Debug)]
+pub enum Spec {}
+
+/// TaskFlux's framing (section 11).
+#[derive(Debug)]
+pub enum Taskflux {}
+
+impl Framing for Spec {
+    const DIALECT: Dialect = Dialect::Spec;
+    const HEADER_LEN: usize = 16;
+    const CRC_AT: usize = 8;
+    const LEN_AT: usize = 12;
+    const PADDED: bool = true;
+    const EMPTY_CHECKSUM_IS_ZERO: bool = true;
+
+    #[inline(always)]
+    fn checksum(data: &[u8]) -> u32 {
+        crc32(data)
+    }
+
+    #[inline(always)]
+    fn term(header: &[u8]) -> Result<i32, BadRecord> {
+        Ok(be_i32(header, TERM_AT).unwrap_or_default())
+    }
+
+    fn put_term(out: &mut Vec<u8>, term: i32) {
+        out.extend_from_slice(&term.to_be_bytes());
+    }
+}
+
+impl Framing for Taskflux {
+    const DIALECT: Dialect = Dialect::Taskflux;
+    const HEADER_LEN: usize = 20;
+    const CRC_AT: usize = 12;
+    const LEN_AT: usize = 16;
+    const PADDED: bool = false;
+    const EMPTY_CHECKSUM_IS_ZERO: bool = false;
+
+    #[inline(always)]
+    fn checksum(data: &[u8]) -> u32 {
+        crc32_mpeg2(data)
+    }
+
+    #[inline(always)]
+    fn term(header: &[u8]) -> Result<i32, BadRecord> {
+        let high = be_u32(header, TERM_AT).unwrap_or_default();
+        let low = be_u32(header, TERM_AT + 4).unwrap_or_default();
+        let term = (u64::from(high) << 32 | u64::from(low)) as i64;
+        if (1..=MAX_TERM).contains(&term) {
+            Ok(term as i32)
+        } else {
+            Err(BadRecord::TermOutOfRange { term })
+        }
+    }
+
+    fn put_term(out: &mut Vec<u8>, term: i32) {
+        out.extend_from_slice(&i64::from(term).to_be_bytes());
+    }
+}
+
+/// Runs `$body` with `$F` naming the [`Framing`] of `$dialect`: the one place a run-time
+/// dialect becomes a compile-time layout.
+#[macro_export]
+macro_rules! with_framing {
+    ($dialect:expr, $F:ident => $body:expr) => {
+        match $dialect {
+            $crate::format::dialect::Dialect::Spec => {
+                #[allow(unused_imports)]
+                use $crate::format::record::Framing as _;
+                type $F = $crate::format::record::Spec;
+                $body
+            }
+            $crate::format::dialect::Dialect::Taskflux => {
+                #[allow(unused_imports)]
+                use $crate::format::record::Framing as _;
+                type $F = $crate::format::record::Taskflux;
+                $body
+            }
+        }
+    };
+}
+
+/// Zero bytes that follow `len` data bytes so the next spec record is 4-byte aligned.
 #[inline]
 pub fn padding(len: usize) -> usize {
     (4 - len % 4) % 4
 }
 
-/// Bytes occupied on disk by a record carrying `len` data bytes.
+/// Bytes occupied on disk by a spec record carrying `len` data bytes.
 #[inline]
 pub fn record_len(len: usize) -> usize {
-    HEADER_LEN + len + padding(len)
+    Spec::record_len(len)
 }
 
-/// Appends one framed record to `out`.
+/// Appends one spec-framed record to `out`.
 pub fn encode(out: &mut Vec<u8>, term: i32, data: &[u8]) {
-    debug_assert!(term >= 0 && data.len() <= i32::MAX as usize);
-    out.extend_from_slice(&RECORD_MARKER);
-    out.extend_from_slice(&term.to_be_bytes());
-    out.extend_from_slice(&crc32(data).to_be_bytes());
-    out.extend_from_slice(&(data.len() as i32).to_be_bytes());
-    out.extend_from_slice(data);
-    out.extend_from_slice(&[0u8; 3][..padding(data.len())]);
+    Spec::encode(out, term, data)
 }
 
 /// [`encode`] with any term, negative ones included (what a damaged or hostile file may hold;
@@ -74,6 +238,11 @@ pub enum BadRecord {
         stored: u32,
         computed: u32,
     },
+    /// A taskflux record whose Int64 term is below 1 (TaskFlux's own rule) or above
+    /// [`MAX_TERM`].
+    TermOutOfRange {
+        term: i64,
+    },
 }
 
 impl std::fmt::Display for BadRecord {
@@ -98,6 +267,13 @@ impl std::fmt::Display for BadRecord {
                 f,
                 "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
             ),
+            BadRecord::TermOutOfRange { term } if *term < 1 => {
+                write!(f, "term {term} below 1 (a taskflux record's term is at least 1)")
+            }
+            BadRecord::TermOutOfRange { term } => write!(
+                f,
+                "term {term} above {MAX_TERM}, the largest term tflux supports"
+            ),
         }
     }
 }
@@ -116,38 +292,50 @@ pub enum Frame<'a> {
     Bad(BadRecord),
 }
 
-/// Parses the frame at `at` in `buf` (a whole segment, or a window ending at the file's end).
-/// Never trusts the length field: it is checked against the bytes actually present.
+/// Parses the spec frame at `at` in `buf` (a whole segment, or a window ending at the file's
+/// end). Never trusts the length field: it is checked against the bytes actually present.
 #[inline]
 pub fn parse(buf: &[u8], at: usize) -> Frame<'_> {
-    parse_with::<true>(buf, at)
+    parse_in::<Spec, true>(buf, at)
 }
 
 /// Like [`parse`], with the checksum check optional: replay re-reads records that the scan at
 /// open (or this process's own write) has already checked, and skips the second CRC.
+#[inline(always)]
+pub fn parse_with<const CHECK_CRC: bool>(buf: &[u8], at: usize) -> Frame<'_> {
+    parse_in::<Spec, CHECK_CRC>(buf, at)
+}
+
+/// Parses the frame of dialect `F` at `at`, checking the checksum when `CHECK_CRC`.
 /// Always inlined: left to itself the compiler called it from the scan's walk, and returning
 /// each `Frame` through memory cost 27 instructions per record (`verify` 1.16x less CPU).
 #[inline(always)]
-pub fn parse_with<const CHECK_CRC: bool>(buf: &[u8], at: usize) -> Frame<'_> {
-    parse_checking::<CHECK_CRC, true>(buf, at)
+pub fn parse_in<F: Framing, const CHECK_CRC: bool>(buf: &[u8], at: usize) -> Frame<'_> {
+    parse_checking::<F, CHECK_CRC, true>(buf, at)
 }
 
-/// Like [`parse`], checking only what walking needs (marker, length within the bytes), not
-/// the padding nor the CRC: for bytes a scan already accepted whole, as the replay right after
-/// open reads them (`Log::replay_rechecks_crc` has the argument). Reading each record's last
-/// word for its padding was a second cache line per record at 1 KiB.
+/// Like [`parse_in`], checking only what walking needs (marker, length within the bytes, the
+/// term's range), not the padding nor the checksum: for bytes a scan already accepted whole,
+/// as the replay right after open reads them (`Log::replay_rechecks_crc` has the argument).
+/// Reading each record's last word for its padding was a second cache line per record at 1 KiB.
+#[inline]
+pub fn parse_framing_in<F: Framing>(buf: &[u8], at: usize) -> Frame<'_> {
+    parse_checking::<F, false, false>(buf, at)
+}
+
+/// [`parse_framing_in`] of the spec dialect.
 #[inline]
 pub fn parse_framing(buf: &[u8], at: usize) -> Frame<'_> {
-    parse_checking::<false, false>(buf, at)
+    parse_framing_in::<Spec>(buf, at)
 }
 
 #[inline(always)]
-fn parse_checking<const CHECK_CRC: bool, const PADDING: bool>(buf: &[u8], at: usize) -> Frame<'_> {
+fn parse_checking<F: Framing, const CHECK_CRC: bool, const PADDING: bool>(
+    buf: &[u8],
+    at: usize,
+) -> Frame<'_> {
     // The common case, a whole header in place, with one bounds check for all of it.
-    let Some((header, _)) = buf
-        .get(at..)
-        .and_then(|b| b.split_first_chunk::<HEADER_LEN>())
-    else {
+    let Some(header) = buf.get(at..).and_then(|b| b.get(..F::HEADER_LEN)) else {
         return parse_short(buf, at, buf.len().saturating_sub(at));
     };
     let word =
@@ -156,40 +344,45 @@ fn parse_checking<const CHECK_CRC: bool, const PADDING: bool>(buf: &[u8], at: us
     if marker != u32::from_be_bytes(RECORD_MARKER) {
         return end_or_bad_marker(marker);
     }
-    let len = word(LEN_AT) as i32;
+    let len = word(F::LEN_AT) as i32;
     if len < 0 {
         return Frame::Bad(BadRecord::NegativeLength { len });
     }
     let len = len as usize;
     // The record's bytes, padding included, sliced once: every later index is inside them.
     let rest = &buf[at..];
-    let Some(record) = rest.get(..record_len(len)) else {
+    let Some(record) = rest.get(..F::record_len(len)) else {
         let available = rest.len();
         return Frame::Bad(BadRecord::PastEnd { len, available });
     };
-    let term = word(TERM_AT) as i32;
+    let term = match F::term(header) {
+        Ok(term) => term,
+        Err(bad) => return Frame::Bad(bad),
+    };
     let next = at + record.len();
-    let data = &record[HEADER_LEN..HEADER_LEN + len];
+    let data = &record[F::HEADER_LEN..F::HEADER_LEN + len];
     if !PADDING {
         return Frame::Record { term, data, next };
     }
-    // The padding is the low `padding(len)` bytes of the record's last (big-endian) word; a
-    // record is at least a header long, so that word is in place. Shifting it left by the
-    // other bytes' width leaves only the padding (a shift of 32 leaves nothing: no padding).
-    let last = &record[record.len() - 4..];
-    let last = u64::from(u32::from_be_bytes([last[0], last[1], last[2], last[3]]));
-    if (last << (32 - 8 * padding(len))) as u32 != 0 {
-        return Frame::Bad(BadRecord::NonZeroPadding);
+    if F::PADDED {
+        // The padding is the low `padding(len)` bytes of the record's last (big-endian) word;
+        // a record is at least a header long, so that word is in place. Shifting it left by
+        // the other bytes' width leaves only the padding (a shift of 32 leaves nothing).
+        let last = &record[record.len() - 4..];
+        let last = u64::from(u32::from_be_bytes([last[0], last[1], last[2], last[3]]));
+        if (last << (32 - 8 * padding(len))) as u32 != 0 {
+            return Frame::Bad(BadRecord::NonZeroPadding);
+        }
     }
     if CHECK_CRC {
-        if let Err(bad) = check_crc(word(CRC_AT), data) {
+        if let Err(bad) = F::check(word(F::CRC_AT), data) {
             return Frame::Bad(bad);
         }
     }
     Frame::Record { term, data, next }
 }
 
-/// [`parse_with`] where fewer than a header's bytes are left: the end, or a short header.
+/// [`parse_checking`] where fewer than a header's bytes are left: the end, or a short header.
 #[cold]
 fn parse_short(buf: &[u8], at: usize, available: usize) -> Frame<'_> {
     if available == 0 {
@@ -216,30 +409,25 @@ fn end_or_bad_marker(word: u32) -> Frame<'static> {
     }
 }
 
-/// Reads the data length of a record whose header starts at `at` (already validated by a scan).
+/// Reads the data length of a spec record whose header starts at `at` (validated by a scan).
 #[inline]
 pub fn data_len(header: &[u8]) -> usize {
-    be_i32(header, LEN_AT).unwrap_or_default().max(0) as usize
+    Spec::data_len(header)
 }
 
-/// Reads the stored checksum of a record whose header starts at the beginning of `header`.
+/// Reads the stored checksum of a spec record whose header starts `header`.
 #[inline]
 pub fn stored_crc(header: &[u8]) -> u32 {
-    be_u32(header, CRC_AT).unwrap_or_default()
+    Spec::stored_checksum(header)
 }
 
-/// `Err(BadChecksum)` unless `data` has the checksum `stored`.
+/// `Err(BadChecksum)` unless `data` has the spec checksum `stored`.
 #[inline]
 pub fn check_crc(stored: u32, data: &[u8]) -> Result<(), BadRecord> {
-    let computed = crc32(data);
-    if computed == stored {
-        Ok(())
-    } else {
-        Err(BadRecord::BadChecksum { stored, computed })
-    }
+    Spec::check(stored, data)
 }
 
-/// Reads the term of a record whose header starts at the beginning of `header`.
+/// Reads the term of a spec record whose header starts at the beginning of `header`.
 #[inline]
 pub fn term(header: &[u8]) -> i32 {
     be_i32(header, TERM_AT).unwrap_or_default()
@@ -331,7 +519,7 @@ mod tests {
         if available < HEADER_LEN {
             return Frame::Bad(BadRecord::ShortHeader { available });
         }
-        let len = int(LEN_AT);
+        let len = int(Spec::LEN_AT);
         if len >= 1 << 31 {
             let len = (len - (1 << 32)) as i32;
             return Frame::Bad(BadRecord::NegativeLength { len });
@@ -346,7 +534,7 @@ mod tests {
             return Frame::Bad(BadRecord::NonZeroPadding);
         }
         let data = &buf[at + 16..at + 16 + len];
-        let stored = int(CRC_AT) as u32;
+        let stored = int(Spec::CRC_AT) as u32;
         let computed = crc32fast::hash(data);
         if stored != computed {
             return Frame::Bad(BadRecord::BadChecksum { stored, computed });
@@ -382,7 +570,7 @@ mod tests {
             buf[hit] = byte;
             if let Some(len) = length {
                 let start = starts[hit % starts.len()];
-                buf[start + LEN_AT..start + LEN_AT + 4].copy_from_slice(&len.to_be_bytes());
+                buf[start + Spec::LEN_AT..start + Spec::LEN_AT + 4].copy_from_slice(&len.to_be_bytes());
             }
             buf.truncate(buf.len() - cut.index(buf.len() + 1) / 3);
             let at = at.index(buf.len() + 2);

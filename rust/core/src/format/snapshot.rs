@@ -13,6 +13,12 @@
 //! The narrow layout is written whenever index and term fit Int32 (byte-identical to the seed);
 //! the wide one only when they do not. Readers accept both. Nothing may follow the checksum.
 //!
+//! The taskflux dialect (spec section 11) has one layout, TaskFlux's:
+//! ```text
+//! taskflux: Marker B6 38 0F C9 | Int64 last index | Int64 last term | Buffer state
+//!           | UInt32 CRC-32/MPEG-2(state bytes)
+//! ```
+//!
 //! Every rule a restore enforces (spec 4 and 7) lives in [`Snapshot::check`]: [`decode`] reports
 //! a violation as corruption at the offending field's offset, [`encode`] refuses it, and
 //! `QueueState::from_snapshot` refuses it too, so whatever one accepts the others accept.
@@ -23,7 +29,8 @@ use std::path::Path;
 
 use super::cursor::{put_buffer, put_key_range, put_name, validate_queue_name, Cursor, Decoded};
 use super::queue::QueueConfig;
-use crate::codec::crc32_of;
+use super::dialect::Dialect;
+use crate::codec::{crc32_mpeg2, crc32_of};
 use crate::error::{Error, Result};
 
 /// Marker of the narrow layout (Int32 index and term, spec 4).
@@ -40,17 +47,19 @@ const MIN_QUEUE_LEN: usize = 1 + 4 + 8 + 4 + 4 + 1 + 4;
 /// Smallest QueueRecord: empty data.
 const MIN_RECORD_LEN: usize = 8 + 8 + 4;
 
-/// The two header layouts (spec 4 and 4.1).
+/// The header layouts (spec 4 and 4.1, and TaskFlux's, section 11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
     /// Int32 index and term: the seed's layout.
     Narrow,
     /// Int64 index and term, checksummed with the state.
     Wide,
+    /// TaskFlux's: the narrow marker, Int64 index and term, CRC-32/MPEG-2 of the state.
+    Taskflux,
 }
 
 impl Layout {
-    /// The layout a writer uses: narrow whenever both values fit Int32, wide otherwise.
+    /// The layout a spec writer uses: narrow whenever both values fit Int32, wide otherwise.
     pub fn for_header(last_index: i64, last_term: i64) -> Layout {
         let fits = |v: i64| i32::try_from(v).is_ok();
         if fits(last_index) && fits(last_term) {
@@ -60,16 +69,34 @@ impl Layout {
         }
     }
 
+    /// The layout a writer of `dialect` uses for this header.
+    pub fn for_dialect(dialect: Dialect, last_index: i64, last_term: i64) -> Layout {
+        match dialect {
+            Dialect::Spec => Layout::for_header(last_index, last_term),
+            Dialect::Taskflux => Layout::Taskflux,
+        }
+    }
+
+    /// The layout of a file of `dialect` that starts with `marker`, if any.
+    fn of_marker(dialect: Dialect, marker: &[u8]) -> Option<Layout> {
+        match dialect {
+            Dialect::Spec if marker == MARKER => Some(Layout::Narrow),
+            Dialect::Spec if marker == WIDE_MARKER => Some(Layout::Wide),
+            Dialect::Taskflux if marker == MARKER => Some(Layout::Taskflux),
+            _ => None,
+        }
+    }
+
     const fn width(self) -> usize {
         match self {
             Layout::Narrow => 4,
-            Layout::Wide => 8,
+            Layout::Wide | Layout::Taskflux => 8,
         }
     }
 
     const fn marker(self) -> [u8; 4] {
         match self {
-            Layout::Narrow => MARKER,
+            Layout::Narrow | Layout::Taskflux => MARKER,
             Layout::Wide => WIDE_MARKER,
         }
     }
@@ -286,8 +313,13 @@ impl Snapshot {
 /// order, records in ascending id order. Refuses (with `InvalidArgument`) whatever
 /// [`Snapshot::check`] refuses, and a state longer than Int32::MAX bytes.
 pub fn encode(s: &Snapshot) -> Result<Vec<u8>> {
+    encode_in(s, Dialect::Spec)
+}
+
+/// The file's bytes in `dialect` ([`encode`] for the spec; TaskFlux's one layout for taskflux).
+pub fn encode_in(s: &Snapshot, dialect: Dialect) -> Result<Vec<u8>> {
     s.validate()?;
-    let layout = s.layout();
+    let layout = Layout::for_dialect(dialect, s.last_index, s.last_term);
     let state_at = layout.state_at();
     let mut out = Vec::with_capacity(state_at + CRC_LEN + state_len_hint(s));
     out.extend_from_slice(&layout.marker());
@@ -296,7 +328,7 @@ pub fn encode(s: &Snapshot) -> Result<Vec<u8>> {
             out.extend_from_slice(&(s.last_index as i32).to_be_bytes());
             out.extend_from_slice(&(s.last_term as i32).to_be_bytes());
         }
-        Layout::Wide => {
+        Layout::Wide | Layout::Taskflux => {
             out.extend_from_slice(&s.last_index.to_be_bytes());
             out.extend_from_slice(&s.last_term.to_be_bytes());
         }
@@ -342,6 +374,7 @@ fn checksum(layout: Layout, header: &[u8], state: &[u8]) -> u32 {
     match layout {
         Layout::Narrow => crc32_of(&[state]),
         Layout::Wide => crc32_of(&[header, state]),
+        Layout::Taskflux => crc32_mpeg2(state),
     }
 }
 
@@ -364,20 +397,26 @@ fn state_len_hint(s: &Snapshot) -> usize {
 /// Decodes and checks a whole snapshot file (either layout); errors name `path` and the
 /// offending offset.
 pub fn decode(bytes: &[u8], path: &Path) -> Result<Snapshot> {
+    decode_in(bytes, path, Dialect::Spec)
+}
+
+/// Decodes and checks a whole snapshot file of `dialect`; errors name `path` and the
+/// offending offset.
+pub fn decode_in(bytes: &[u8], path: &Path, dialect: Dialect) -> Result<Snapshot> {
     let at =
         |e: super::cursor::DecodeError| Error::corruption(path, Some(e.offset as u64), e.reason);
     let mut c = Cursor::new(bytes);
     let marker = c.take(4, "snapshot marker").map_err(at)?;
-    let layout = if marker == MARKER {
-        Layout::Narrow
-    } else if marker == WIDE_MARKER {
-        Layout::Wide
-    } else {
+    let Some(layout) = Layout::of_marker(dialect, marker) else {
+        let expected = match dialect {
+            Dialect::Spec => "B6 38 0F C9, or B6 38 0F CA for the wide layout",
+            Dialect::Taskflux => "B6 38 0F C9 in the taskflux dialect",
+        };
         return Err(Error::corruption(
             path,
             Some(0),
             format!(
-                "bad snapshot marker {} (expected B6 38 0F C9, or B6 38 0F CA for the wide layout)",
+                "bad snapshot marker {} (expected {expected})",
                 hex_words(marker)
             ),
         ));
@@ -387,7 +426,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Snapshot> {
             c.i32("last index").map_err(at)?.into(),
             c.i32("last term").map_err(at)?.into(),
         ),
-        Layout::Wide => (
+        Layout::Wide | Layout::Taskflux => (
             c.i64("last index").map_err(at)?,
             c.i64("last term").map_err(at)?,
         ),
