@@ -30,6 +30,7 @@ def open(
     *,
     readonly: bool = False,
     lock_timeout: float | None = None,
+    dialect: str | None = None,
     **settings: Any,
 ) -> Store:
     """Open (creating it if needed) the TaskFlux base directory ``base_dir``.
@@ -49,11 +50,17 @@ def open(
     ``lock_timeout`` (seconds; ``None`` = fail at once) makes a writable open wait for another
     process to release the writer lock, retrying with a growing pause, before raising
     :class:`tflux.LockedError`. ``float("inf")`` waits as long as it takes.
+
+    ``dialect`` is how the files are laid out (spec section 11): ``"spec"`` (the format
+    document, tflux's own) or ``"taskflux"`` (what TaskFlux's own code writes). ``None``
+    detects it from the files (a new directory is ``"spec"``); files that disagree with each
+    other or with the choice raise :class:`tflux.DialectError` and nothing is changed.
+    ``store.dialect`` says which it is.
     """
     if base_dir is None:
         raise TypeError("open() needs the base directory (e.g. tflux.open('path/to/base'))")
     base, overrides = _resolve(base_dir, settings, "open")
-    store = Store._open(base, overrides, readonly, lock_timeout)
+    store = Store._open(base, overrides, readonly, lock_timeout, dialect)
     if store.settings_warning is not None:  # read-only only: writers refuse a bad file
         warnings.warn(
             f"{store.settings_warning} (ignored by this read-only open: the defaults are used)",

@@ -12,6 +12,7 @@ __version__: str
 
 # The store's words (LogSyncPolicy); "batch" is another name for "interval".
 SyncPolicy = Literal["always", "interval", "never", "batch"]
+Dialect = Literal["spec", "taskflux"]
 
 @final
 class Entry:
@@ -214,8 +215,13 @@ class Log:
         commit_index: int | None = None,
         empty_entries: bool = True,
         sync_interval_ms: int = 100,
+        dialect: Dialect | None = None,
     ) -> Log:
         """Open (or create) the log in ``path``.
+
+        ``dialect`` is how its records are framed (spec section 11): ``None`` detects it from
+        the first segment (a new or empty log is ``"spec"``); a choice the files contradict
+        raises ``DialectError``.
 
         ``sync`` uses the store's words (``LogSyncPolicy``): ``"always"`` (fsync before each
         append returns), ``"interval"`` (fsync at roll-over, close and ``sync()``, and in the
@@ -281,6 +287,9 @@ class Log:
     def readonly(self) -> bool:
         """True when opened with ``readonly=True`` (writes are refused)."""
     @property
+    def dialect(self) -> Dialect:
+        """How its records are framed: ``"spec"`` or ``"taskflux"`` (spec section 11)."""
+    @property
     def start_index(self) -> int:
         """LSN of the first entry held (of the first segment, even when it is empty)."""
     @property
@@ -307,6 +316,9 @@ def verify(path: str | PathLike[str]) -> VerifyReport:
 
 def crc32(data: bytes) -> int:
     """CRC-32 (ISO-HDLC) as used by every tflux checksum."""
+
+def crc32_mpeg2(data: bytes) -> int:
+    """CRC-32/MPEG-2, the checksum of the taskflux dialect (spec section 11)."""
 
 # ----- queues -----
 
@@ -455,8 +467,12 @@ class Store:
         settings_json: str | None = None,
         readonly: bool = False,
         lock_timeout: float | None = None,
+        dialect: Dialect | None = None,
     ) -> Store:
         """Use ``tflux.open``; ``settings_json`` holds the PascalCase setting overrides."""
+    @property
+    def dialect(self) -> Dialect:
+        """The base directory's dialect: ``"spec"`` or ``"taskflux"`` (spec section 11)."""
     def create_queue(
         self,
         name: str,
@@ -658,16 +674,23 @@ class Snapshot:
         """The queues, in file order."""
     def __eq__(self, other: object, /) -> bool: ...
 
-def read_snapshot(path: str | PathLike[str]) -> Snapshot | None:
-    """Read a snapshot file; ``None`` when it is absent or empty (0 bytes)."""
+def read_snapshot(path: str | PathLike[str], *, dialect: Dialect | None = None) -> Snapshot | None:
+    """Read a snapshot file; ``None`` when it is absent or empty (0 bytes). ``dialect=None``
+    reads the dialect its header says (else ``"spec"``)."""
 
 def write_snapshot(
-    path: str | PathLike[str], last_index: int, last_term: int, queues: Iterable[SnapshotQueue]
+    path: str | PathLike[str],
+    last_index: int,
+    last_term: int,
+    queues: Iterable[SnapshotQueue],
+    *,
+    dialect: Dialect = "spec",
 ) -> None:
-    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed).
+    """Atomically replace ``path`` (written under ``<parent>/temp/``, or ``temporary/`` in the
+    taskflux dialect; fsynced, renamed).
 
     Refuses (``ValueError``) every snapshot ``tflux.open`` would refuse. Index and term are
-    ``0..2**63-1``; past Int32 the wide layout (spec 4.1) is written."""
+    ``0..2**63-1``; past Int32 the spec dialect writes the wide layout (spec 4.1)."""
 
 @final
 class Metadata:
@@ -683,12 +706,19 @@ class Metadata:
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
-def read_metadata(path: str | PathLike[str]) -> Metadata:
-    """Read a metadata file; absent or empty means term 1, no vote."""
+def read_metadata(path: str | PathLike[str], *, dialect: Dialect | None = None) -> Metadata:
+    """Read a metadata file; absent or empty means term 1, no vote. ``dialect=None`` reads the
+    dialect its length and checksum say (24 bytes: ``"taskflux"``), else ``"spec"``."""
 
-def write_metadata(path: str | PathLike[str], term: int, voted_for: int | None = None) -> None:
-    """Atomically replace ``path`` (written under ``<parent>/temp/``, fsynced, renamed, directory
-    fsynced)."""
+def write_metadata(
+    path: str | PathLike[str],
+    term: int,
+    voted_for: int | None = None,
+    *,
+    dialect: Dialect = "spec",
+) -> None:
+    """Atomically replace ``path`` (written under ``<parent>/temp/``, or ``temporary/`` in the
+    taskflux dialect; fsynced, renamed, directory fsynced): 20 bytes, or TaskFlux's 24."""
 
 # ----- columnar (Arrow) views -----
 
@@ -751,17 +781,27 @@ def read_segment_deltas(
     from_lsn: int | None = None,
     to_lsn: int | None = None,
     raw: bool = False,
+    dialect: Dialect | None = None,
 ) -> DeltaBatch:
-    """Decode one segment file alone (no log opened); ``to_lsn`` is inclusive."""
+    """Decode one segment file alone (no log opened); ``to_lsn`` is inclusive. ``dialect=None``
+    reads the dialect its first record says (else ``"spec"``)."""
 
-def read_snapshot_batch(path: str | PathLike[str]) -> SnapshotBatch | None:
+def read_snapshot_batch(
+    path: str | PathLike[str], *, dialect: Dialect | None = None
+) -> SnapshotBatch | None:
     """Read a snapshot file into columns; ``None`` when absent or empty."""
 
 @final
 class Layout:
-    """The paths of a base directory (spec section 1); nothing is checked or created."""
+    """The paths of a base directory (spec section 1) in its dialect; nothing is created.
 
-    def __new__(cls, base: str | PathLike[str]) -> Layout: ...
+    ``dialect=None`` uses the dialect the directory's files say (``"spec"`` when they say
+    nothing); files that disagree raise ``DialectError``."""
+
+    def __new__(cls, base: str | PathLike[str], dialect: Dialect | None = None) -> Layout: ...
+    @property
+    def dialect(self) -> Dialect:
+        """``"spec"`` or ``"taskflux"``: says the temp directory and the files' layouts."""
     @property
     def base(self) -> str:
         """The base directory, as given."""
@@ -773,7 +813,8 @@ class Layout:
         """``<base>/data/log``: the segments."""
     @property
     def temp(self) -> str:
-        """``<base>/data/temp``: files being written, and files repair moved aside."""
+        """``<base>/data/temp`` (``data/temporary`` in the taskflux dialect): files being
+        written, and files repair moved aside."""
     @property
     def snapshot(self) -> str:
         """``<base>/data/tflux.snapshot``."""
@@ -794,6 +835,9 @@ class BaseReport:
     @property
     def layout(self) -> Layout:
         """The paths of that directory."""
+    @property
+    def dialect(self) -> Dialect:
+        """The dialect it was checked in: ``"spec"`` or ``"taskflux"``."""
     @property
     def ok(self) -> bool:
         """True exactly when a read-only ``tflux.open`` succeeds (and, with replay, restores)."""
@@ -836,8 +880,11 @@ class BaseReport:
     def replay_seconds(self) -> float:
         """Seconds spent replaying the log (0 without a replay)."""
 
-def verify_base(base: str | PathLike[str], *, replay: bool = True) -> BaseReport:
-    """Check a base directory exactly as a restore does, reading only."""
+def verify_base(
+    base: str | PathLike[str], *, replay: bool = True, dialect: Dialect | None = None
+) -> BaseReport:
+    """Check a base directory exactly as a restore does, reading only (``dialect=None``:
+    detected from its files)."""
 
 def base_kind(base: str | PathLike[str]) -> Literal["store", "channel"] | None:
     """What ``base`` is: ``"store"`` (it holds a metadata file or a snapshot), ``"channel"``

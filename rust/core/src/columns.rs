@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::format::delta::{self, fields, DeltaRef};
+use crate::format::dialect::Dialect;
 use crate::log::{Log, SpanReader, SpanStart, Split};
 use crate::pool;
 use crate::recovery::Parallelism;
@@ -700,12 +701,14 @@ impl DeltaColumns {
 /// it belongs to: the recovery scanner classifies it ([`crate::recovery::scan_segment`]), so a
 /// torn tail ends the records of the last segment (`Position::Last`) and anything else the
 /// scanner finds fatal is a `CorruptionError`. Entries outside `from..=to` are skipped.
+#[allow(clippy::too_many_arguments)]
 pub fn read_segment_deltas(
     path: &std::path::Path,
     position: crate::recovery::Position,
     from: Option<i64>,
     to: Option<i64>,
     raw: bool,
+    dialect: Option<Dialect>,
 ) -> Result<DeltaColumns> {
     use crate::format::record::{self, Frame};
     use crate::format::segment as seg_format;
@@ -739,8 +742,12 @@ pub fn read_segment_deltas(
         ));
     }
     // Deltas are never empty: a trailing empty record is a torn header (as the store opens).
+    // Read in the dialect asked for, or the one its first record says (spec section 11): a
+    // segment of the other dialect is never read as damage.
+    let dialect = crate::dialect::file_dialect(crate::dialect::plain_segment_says(path)?, dialect)?;
     let options = ScanOptions {
         empty_entries: false,
+        dialect: Some(dialect),
         ..ScanOptions::default()
     };
     let (scan, finding) = scan_segment(path, position, 0, &options)?;
@@ -760,8 +767,9 @@ pub fn read_segment_deltas(
     let mut at = seg_format::HEADER_LEN;
     for i in 0..hi {
         // Checked by the scan just now: framing only.
-        let Frame::Record { term, data, next } = record::parse_with::<false>(&scan.bytes, at)
-        else {
+        let frame =
+            crate::with_framing!(dialect, F => record::parse_in::<F, false>(&scan.bytes, at));
+        let Frame::Record { term, data, next } = frame else {
             let e = Error::corruption(path, Some(at as u64), "record changed while it was read");
             return Err(e);
         };

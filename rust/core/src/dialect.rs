@@ -46,6 +46,15 @@ pub fn segment_says(segment: &SegmentFile) -> Result<Option<Found>> {
     if segment.kind != EntryKind::Regular {
         return Ok(None);
     }
+    plain_segment_says(path)
+}
+
+/// What the first record of the plain (`.log`) segment file at `path` says: [`segment_says`]
+/// of one file (`None` for a `.log.z`, which exists only in the spec dialect).
+pub fn plain_segment_says(path: &Path) -> Result<Option<Found>> {
+    if is_compressed(path) {
+        return Ok(None);
+    }
     let file = File::open(path).ctx("open segment", path)?;
     let len = file.metadata().ctx("stat segment", path)?.len();
     let Some(available) = len.checked_sub(HEADER_LEN as u64) else {
@@ -62,7 +71,7 @@ pub fn segment_says(segment: &SegmentFile) -> Result<Option<Found>> {
     let got = read_full_at(&file, path, "read segment", &mut record, HEADER_LEN as u64)?;
     Ok(first_record_says(&record[..got]).map(|says| Found {
         says,
-        path: path.clone(),
+        path: path.to_path_buf(),
     }))
 }
 
@@ -74,42 +83,54 @@ pub struct BaseFiles<'a> {
     pub log: &'a Path,
 }
 
+/// What a metadata file says (`None`: absent, not a regular file, or saying nothing).
+pub fn metadata_file_says(path: &Path) -> Result<Option<Found>> {
+    let Some(len) = regular_len(path)?.filter(|&l| l <= 24) else {
+        return Ok(None);
+    };
+    let file = File::open(path).ctx("open metadata", path)?;
+    let mut bytes = [0u8; 24];
+    let got = read_full_at(&file, path, "read metadata", &mut bytes[..len as usize], 0)?;
+    Ok(metadata_says(&bytes[..got]).map(|says| Found {
+        says,
+        path: path.to_path_buf(),
+    }))
+}
+
+/// What a snapshot file says (`None`: absent, not a regular file, or saying nothing).
+pub fn snapshot_file_says(path: &Path) -> Result<Option<Found>> {
+    let Some(len) = regular_len(path)? else {
+        return Ok(None);
+    };
+    // A small snapshot is read whole, so that its checksum is checked too; a large one by its
+    // header's lengths alone (it is read again, whole, by its own reader).
+    let file = File::open(path).ctx("open snapshot", path)?;
+    let mut head = vec![
+        0u8;
+        if len <= WHOLE_SNAPSHOT {
+            len as usize
+        } else {
+            SNAPSHOT_PROBE
+        }
+    ];
+    let got = read_full_at(&file, path, "read snapshot", &mut head, 0)?;
+    Ok(snapshot_says(&head[..got], len).map(|says| Found {
+        says,
+        path: path.to_path_buf(),
+    }))
+}
+
+/// The dialect a lone file is read in: `chosen`, else what it says, else `spec` (whose reader
+/// then reports what is wrong with it). For `tflux.read_metadata` and `tflux.read_snapshot`.
+pub fn file_dialect(found: Option<Found>, chosen: Option<Dialect>) -> Result<Dialect> {
+    decide(&Vec::from_iter(found), chosen)
+}
+
 /// What the metadata file, the snapshot and the first log segment of a base directory say.
 pub fn base_says(layout: BaseFiles<'_>) -> Result<Vec<Found>> {
     let mut found = Vec::new();
-    if let Some(len) = regular_len(layout.metadata)?.filter(|&l| l <= 24) {
-        let file = File::open(layout.metadata).ctx("open metadata", layout.metadata)?;
-        let mut bytes = [0u8; 24];
-        let got = read_full_at(
-            &file,
-            layout.metadata,
-            "read metadata",
-            &mut bytes[..len as usize],
-            0,
-        )?;
-        found.extend(metadata_says(&bytes[..got]).map(|says| Found {
-            says,
-            path: layout.metadata.to_path_buf(),
-        }));
-    }
-    if let Some(len) = regular_len(layout.snapshot)? {
-        // A small snapshot is read whole, so that its checksum is checked too; a large one
-        // by its header's lengths alone (it is read again, whole, by its own reader).
-        let file = File::open(layout.snapshot).ctx("open snapshot", layout.snapshot)?;
-        let mut head = vec![
-            0u8;
-            if len <= WHOLE_SNAPSHOT {
-                len as usize
-            } else {
-                SNAPSHOT_PROBE
-            }
-        ];
-        let got = read_full_at(&file, layout.snapshot, "read snapshot", &mut head, 0)?;
-        found.extend(snapshot_says(&head[..got], len).map(|says| Found {
-            says,
-            path: layout.snapshot.to_path_buf(),
-        }));
-    }
+    found.extend(metadata_file_says(layout.metadata)?);
+    found.extend(snapshot_file_says(layout.snapshot)?);
     if layout.log.is_dir() {
         let (segments, _) = crate::fsutil::list_segments(layout.log)?;
         if let Some(first) = segments.first() {

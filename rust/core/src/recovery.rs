@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
+use crate::format::dialect::Dialect;
 use crate::format::record;
 use crate::format::segment::Header;
 use crate::fsutil::{self, EntryKind, SegmentFile};
-use crate::format::dialect::Dialect;
 use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
 use crate::steps::{Step, Steps};
 use crate::storage::Storage;
@@ -437,9 +437,13 @@ fn scan_segment_keeping(
     // Sealed segments are mapped; the last one is read (it is about to be written).
     let offsets = is_last || options.keep == Keep::Reads;
     let mut scan = match steps {
-        Some(buffer) if !is_last => {
-            crate::segment::scan_file_stepping(options.framing(), path, previous_term, offsets, buffer)?
-        }
+        Some(buffer) if !is_last => crate::segment::scan_file_stepping(
+            options.framing(),
+            path,
+            previous_term,
+            offsets,
+            buffer,
+        )?,
         _ => scan_file_keeping(
             options.framing(),
             path,

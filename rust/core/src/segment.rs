@@ -13,13 +13,13 @@ use crate::error::{Error, IoContext, Result};
 use crate::format::compressed::{self, BadCompressed};
 use crate::format::dialect::Dialect;
 use crate::format::record::{self, BadRecord, Frame, Framing, END_MARKER};
-use crate::with_framing;
 use crate::format::segment as header;
 use crate::mmap::map_readonly;
 use crate::segbytes;
 pub use crate::segbytes::SegmentBytes;
 use crate::steps::{Step, StepWriter, Steps};
 use crate::storage::{Open, Rename, Storage, StorageFile};
+use crate::with_framing;
 
 /// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
 /// an entry (the next LSN, the start of a log emptied after it), so that every LSN the log
@@ -1699,16 +1699,16 @@ fn scan_file_with(
                 let visit = |offset, term, _: &[u8]| index.push(offset, term);
                 read.scan(dialect, &scan.file, previous_term, visit)?
             }
-            None => match steps.filter(|_| steps_pay(dialect, &scan.bytes)) {
+            // Steps pack their kind into the low bits of a 4-byte aligned offset: spec
+            // records only (a taskflux segment is replayed the general way).
+            None => match steps.filter(|_| dialect == Dialect::Spec && steps_pay(&scan.bytes)) {
                 Some(buffer) => {
                     let mut writer = StepWriter::new(buffer, scan.bytes.len() as u64);
                     let visit = |offset: u64, term, data| {
                         index.push(offset, term);
-                        let header_len = with_framing!(dialect, F => F::HEADER_LEN);
-                        writer.note(offset as usize + header_len, data);
+                        writer.note(offset as usize + record::HEADER_LEN, data);
                     };
-                    let at = header::HEADER_LEN;
-                    let walked = scan_records_from(dialect, &scan.bytes, at, previous_term, visit);
+                    let walked = scan_records(&scan.bytes, previous_term, visit);
                     scan.steps = Some(writer.finish());
                     walked
                 }
@@ -1759,9 +1759,9 @@ fn scan_file_with(
 /// ([`crate::steps::MIN_AVERAGE`]), judged on its first [`crate::steps::PROBE`] records; a
 /// segment with fewer records (or whose first ones do not frame: the scan will say why) gets
 /// them.
-fn steps_pay(dialect: Dialect, bytes: &[u8]) -> bool {
+fn steps_pay(bytes: &[u8]) -> bool {
     use crate::steps::{MIN_AVERAGE, PROBE};
-    walk_in(dialect, bytes, header::HEADER_LEN, PROBE)
+    walk::<record::Spec>(bytes, header::HEADER_LEN, PROBE)
         .is_none_or(|end| (end - header::HEADER_LEN) / PROBE >= MIN_AVERAGE)
 }
 
@@ -1955,11 +1955,12 @@ impl<'p> ActiveRead<'p> {
         let mut last_empty = false;
         loop {
             let mut last_term = None;
-            let (end, stop) = scan_records_from(dialect, &self.buf, at, previous_term, |o, t, d| {
-                last_empty = d.is_empty();
-                last_term = Some(t);
-                visit(o, t, d);
-            });
+            let (end, stop) =
+                scan_records_from(dialect, &self.buf, at, previous_term, |o, t, d| {
+                    last_empty = d.is_empty();
+                    last_term = Some(t);
+                    visit(o, t, d);
+                });
             let marker_read = end + END_MARKER.len() as u64 <= self.buf.len() as u64;
             if self.complete() || (stop == ScanStop::Clean && marker_read && !last_empty) {
                 return Ok((end, stop));
@@ -2174,7 +2175,18 @@ mod tests {
         let path = dir.path().join("0000000000000000000.log");
         std::fs::write(&path, bytes).unwrap();
         let scan = |chunk, active| {
-            scan_file_with(Dialect::Spec, &path, false, false, 0, build_index, chunk, active, None).unwrap()
+            scan_file_with(
+                Dialect::Spec,
+                &path,
+                false,
+                false,
+                0,
+                build_index,
+                chunk,
+                active,
+                None,
+            )
+            .unwrap()
         };
         let whole = scan(u64::MAX, ActiveBytes::Kept);
         let chunked = scan(chunk, ActiveBytes::Kept);

@@ -232,7 +232,8 @@ impl Store {
         base::check_log(&layout, pending.scan(), &metadata, snapshot)?;
         let mut log = pending.open()?;
         if !readonly {
-            let temp = crate::fsutil::temp_dir_named(&*storage, &layout.data, layout.dialect.temp_dir())?;
+            let temp =
+                crate::fsutil::temp_dir_named(&*storage, &layout.data, layout.dialect.temp_dir())?;
             // Snapshots and metadata of writers killed before their rename.
             crate::fsutil::remove_dead_temp_files(&*storage, &temp)?;
         }
@@ -968,7 +969,12 @@ impl Store {
         // The snapshot must never be ahead of a durable log: sync first.
         inner.log.sync()?;
         let snap = inner.state.to_snapshot(last, term);
-        files::write_snapshot_in(&*self.storage, &self.layout.snapshot, &snap, self.layout.dialect)?;
+        files::write_snapshot_in(
+            &*self.storage,
+            &self.layout.snapshot,
+            &snap,
+            self.layout.dialect,
+        )?;
         inner.snapshot_index = last;
         inner.log.compact(last)?;
         Ok(true)

@@ -389,14 +389,19 @@ impl PySnapshotBatch {
 }
 
 /// Reads a snapshot file into columns; None when absent or empty. Corruption raises
-/// `CorruptionError` as `read_snapshot` does.
+/// `CorruptionError` as `read_snapshot` does (`dialect=None`: the one its header says).
 #[pyfunction]
+#[pyo3(signature = (path, *, dialect=None))]
 fn read_snapshot_batch(
     py: Python<'_>,
     path: std::path::PathBuf,
+    dialect: Option<&str>,
 ) -> PyResult<Option<PySnapshotBatch>> {
+    let chosen = crate::dialect_arg(dialect)?;
     let r = py.detach(|| {
-        let snap = tflux_core::files::read_snapshot(&path)?;
+        let found = tflux_core::dialect::snapshot_file_says(&path)?;
+        let dialect = tflux_core::dialect::file_dialect(found, chosen)?;
+        let snap = tflux_core::files::read_snapshot_in(&path, dialect)?;
         snap.map(|s| SnapshotColumns::from_snapshot(&s)).transpose()
     });
     let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
@@ -405,9 +410,11 @@ fn read_snapshot_batch(
 
 /// Decodes one segment file on its own (no log is opened): the Spark source reads one segment
 /// per task this way. `last=True` treats a torn tail as the end (the active segment); in a
-/// sealed segment it is `CorruptionError`.
+/// sealed segment it is `CorruptionError`. `dialect=None` reads the dialect its first record
+/// says (else `spec`); the Spark sources pass the log's.
 #[pyfunction]
-#[pyo3(signature = (path, *, last=false, from_lsn=None, to_lsn=None, raw=false))]
+#[pyo3(signature = (path, *, last=false, from_lsn=None, to_lsn=None, raw=false, dialect=None))]
+#[allow(clippy::too_many_arguments)]
 fn read_segment_deltas(
     py: Python<'_>,
     path: std::path::PathBuf,
@@ -415,7 +422,9 @@ fn read_segment_deltas(
     from_lsn: Option<i64>,
     to_lsn: Option<i64>,
     raw: bool,
+    dialect: Option<&str>,
 ) -> PyResult<PyDeltaBatch> {
+    let dialect = crate::dialect_arg(dialect)?;
     use tflux_core::recovery::Position;
     let position = if last {
         Position::Last
@@ -423,7 +432,7 @@ fn read_segment_deltas(
         Position::Sealed
     };
     let r = py.detach(|| {
-        tflux_core::columns::read_segment_deltas(&path, position, from_lsn, to_lsn, raw)
+        tflux_core::columns::read_segment_deltas(&path, position, from_lsn, to_lsn, raw, dialect)
     });
     let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
     PyDeltaBatch::new(py, cols)

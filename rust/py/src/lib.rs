@@ -27,6 +27,25 @@ mod store;
 mod tools;
 mod verify;
 
+/// The `dialect=` argument of every open and reader: `None` (detect), `"spec"` or `"taskflux"`.
+pub(crate) fn dialect_arg(
+    name: Option<&str>,
+) -> PyResult<Option<tflux_core::format::dialect::Dialect>> {
+    name.map(|n| {
+        tflux_core::format::dialect::Dialect::parse(n).map_err(|e| match e {
+            tflux_core::Error::InvalidArgument(m) => errors::argument_error(m),
+            other => errors::argument_error(other.to_string()),
+        })
+    })
+    .transpose()
+}
+
+#[pyfunction]
+/// CRC-32/MPEG-2, the checksum of the taskflux dialect (spec section 11).
+fn crc32_mpeg2(py: Python<'_>, data: pyo3::pybacked::PyBackedBytes) -> u32 {
+    py.detach(|| tflux_core::codec::crc32_mpeg2(&data))
+}
+
 #[pyfunction]
 /// CRC-32 (ISO-HDLC), the checksum of every tflux file.
 fn crc32(py: Python<'_>, data: pyo3::pybacked::PyBackedBytes) -> u32 {
@@ -37,6 +56,7 @@ fn crc32(py: Python<'_>, data: pyo3::pybacked::PyBackedBytes) -> u32 {
 fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(crc32, m)?)?;
+    m.add_function(wrap_pyfunction!(crc32_mpeg2, m)?)?;
     buffer::register(m)?;
     log::register(m)?;
     columns::register(m)?;

@@ -550,7 +550,7 @@ impl PyLog {
     #[staticmethod]
     #[pyo3(signature = (path, *, soft_limit=16 << 20, hard_limit=32 << 20, preallocate=true,
                         sync="always", repair=false, readonly=false, commit_index=None,
-                        empty_entries=true, sync_interval_ms=100))]
+                        empty_entries=true, sync_interval_ms=100, dialect=None))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -564,7 +564,9 @@ impl PyLog {
         commit_index: Option<i64>,
         empty_entries: bool,
         sync_interval_ms: u64,
+        dialect: Option<&str>,
     ) -> PyResult<PyLog> {
+        let dialect = crate::dialect_arg(dialect)?;
         let (sync, interval) = py_result(py, sync_policy(sync, sync_interval_ms))?;
         let opts = core::LogOptions {
             soft_limit,
@@ -579,6 +581,7 @@ impl PyLog {
             readonly,
             commit_index,
             empty_entries,
+            dialect,
             ..core::LogOptions::default()
         };
         let display = path.display().to_string();
@@ -820,6 +823,12 @@ impl PyLog {
     #[getter]
     fn readonly(&self) -> bool {
         self.readonly
+    }
+
+    /// The dialect its records are framed in (`"spec"` or `"taskflux"`, spec section 11).
+    #[getter]
+    fn dialect(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.peek(py, |log| log.dialect().name())
     }
 
     #[getter]

@@ -75,25 +75,37 @@ impl PyMetadata {
     }
 }
 
-/// Read `tflux.metadata`; an absent or empty file is term 1, no vote.
+/// Read `tflux.metadata`; an absent or empty file is term 1, no vote. `dialect=None` reads the
+/// dialect the file's length and checksum say (24 bytes: taskflux), else `spec`.
 #[pyfunction]
-fn read_metadata(py: Python<'_>, path: PathBuf) -> PyResult<PyMetadata> {
-    let r = py.detach(|| files::read_metadata(&path).map_err(Fail::Core));
+#[pyo3(signature = (path, *, dialect=None))]
+fn read_metadata(py: Python<'_>, path: PathBuf, dialect: Option<&str>) -> PyResult<PyMetadata> {
+    let chosen = crate::dialect_arg(dialect)?;
+    let r = py.detach(|| {
+        let found = tflux_core::dialect::metadata_file_says(&path)?;
+        let dialect = tflux_core::dialect::file_dialect(found, chosen)?;
+        files::read_metadata_in(&path, dialect)
+    });
+    let r = r.map_err(Fail::Core);
     py_result(py, r).map(|inner| PyMetadata { inner })
 }
 
-/// Replace `tflux.metadata` atomically (temp file, fsync, rename, directory fsync).
+/// Replace `tflux.metadata` atomically (temp file, fsync, rename, directory fsync), in
+/// `dialect` (`"spec"`, 20 bytes, or `"taskflux"`, 24 bytes through `temporary/`).
 #[pyfunction]
-#[pyo3(signature = (path, term, voted_for=None))]
+#[pyo3(signature = (path, term, voted_for=None, *, dialect="spec"))]
 fn write_metadata(
     py: Python<'_>,
     path: PathBuf,
     term: &Bound<'_, PyAny>,
     voted_for: Option<&Bound<'_, PyAny>>,
+    dialect: &str,
 ) -> PyResult<()> {
     let m = metadata(term, voted_for)?;
+    let dialect = crate::dialect_arg(Some(dialect))?.unwrap_or_default();
     let r = py.detach(|| {
-        files::write_metadata(&tflux_core::storage::RealStorage, &path, &m).map_err(Fail::Core)
+        let fs = tflux_core::storage::RealStorage;
+        files::write_metadata_in(&fs, &path, &m, dialect).map_err(Fail::Core)
     });
     py_result(py, r)
 }

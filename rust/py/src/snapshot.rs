@@ -259,24 +259,41 @@ impl PySnapshot {
 }
 
 /// Read `tflux.snapshot`; `None` when the file is absent or empty (nothing written yet).
+/// `dialect=None` reads the dialect its header says, else `spec`.
 #[pyfunction]
-fn read_snapshot(py: Python<'_>, path: PathBuf) -> PyResult<Option<PySnapshot>> {
-    let r = py.detach(|| files::read_snapshot(&path).map_err(Fail::Core));
+#[pyo3(signature = (path, *, dialect=None))]
+fn read_snapshot(
+    py: Python<'_>,
+    path: PathBuf,
+    dialect: Option<&str>,
+) -> PyResult<Option<PySnapshot>> {
+    let chosen = crate::dialect_arg(dialect)?;
+    let r = py.detach(|| {
+        let found = tflux_core::dialect::snapshot_file_says(&path)?;
+        let dialect = tflux_core::dialect::file_dialect(found, chosen)?;
+        files::read_snapshot_in(&path, dialect)
+    });
+    let r = r.map_err(Fail::Core);
     Ok(py_result(py, r)?.map(|inner| PySnapshot { inner }))
 }
 
-/// Replace `tflux.snapshot` atomically (temp file under `temp/`, fsync, rename, directory fsync).
+/// Replace `tflux.snapshot` atomically (temp file under `temp/`, or `temporary/` in the
+/// taskflux dialect; fsync, rename, directory fsync).
 #[pyfunction]
+#[pyo3(signature = (path, last_index, last_term, queues, *, dialect="spec"))]
 fn write_snapshot(
     py: Python<'_>,
     path: PathBuf,
     last_index: &Bound<'_, PyAny>,
     last_term: &Bound<'_, PyAny>,
     queues: &Bound<'_, PyAny>,
+    dialect: &str,
 ) -> PyResult<()> {
     let s = snapshot_arg(py, last_index, last_term, queues)?;
+    let dialect = crate::dialect_arg(Some(dialect))?.unwrap_or_default();
     let r = py.detach(|| {
-        files::write_snapshot(&tflux_core::storage::RealStorage, &path, &s).map_err(Fail::Core)
+        let fs = tflux_core::storage::RealStorage;
+        files::write_snapshot_in(&fs, &path, &s, dialect).map_err(Fail::Core)
     });
     py_result(py, r)
 }

@@ -382,14 +382,16 @@ fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> tflux_core::Result<T> + Send
 impl PyStore {
     /// Use `tflux.open(base_dir, **settings)`; `settings_json` holds the PascalCase overrides.
     #[staticmethod]
-    #[pyo3(signature = (base_dir, settings_json=None, readonly=false, lock_timeout=None))]
+    #[pyo3(signature = (base_dir, settings_json=None, readonly=false, lock_timeout=None, dialect=None))]
     fn _open(
         py: Python<'_>,
         base_dir: std::path::PathBuf,
         settings_json: Option<String>,
         readonly: bool,
         lock_timeout: Option<&Bound<'_, PyAny>>,
+        dialect: Option<&str>,
     ) -> PyResult<PyStore> {
+        let dialect = crate::dialect_arg(dialect)?;
         let path = base_dir.display().to_string();
         let lock_timeout = match lock_timeout {
             None => None,
@@ -401,6 +403,7 @@ impl PyStore {
         let opts = StoreOptions {
             readonly,
             lock_timeout,
+            dialect,
             ..StoreOptions::default()
         };
         let store = run(py, || {
@@ -625,6 +628,12 @@ impl PyStore {
     #[getter]
     fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The dialect of the base directory (`"spec"` or `"taskflux"`, spec section 11).
+    #[getter]
+    fn dialect(&self) -> &'static str {
+        self.inner.layout().dialect.name()
     }
 
     /// Deltas replayed from the log when the store was opened.

@@ -116,11 +116,19 @@ fn path_str(p: &std::path::Path) -> String {
 
 #[pymethods]
 impl PyLayout {
+    /// The layout of `base` in `dialect` (`None`: the dialect its files say, `spec` for a new
+    /// directory; files that disagree raise `DialectError`).
     #[new]
-    fn new(base: PathBuf) -> Self {
-        PyLayout {
-            inner: core_base::Layout::new(&base),
-        }
+    #[pyo3(signature = (base, dialect=None))]
+    fn new(py: Python<'_>, base: PathBuf, dialect: Option<&str>) -> PyResult<Self> {
+        let chosen = crate::dialect_arg(dialect)?;
+        let inner = py.detach(|| core_base::Layout::detect(&base, chosen).map_err(Fail::from));
+        py_result(py, inner).map(|inner| PyLayout { inner })
+    }
+    /// `"spec"` or `"taskflux"` (spec section 11).
+    #[getter]
+    fn dialect(&self) -> &'static str {
+        self.inner.dialect.name()
     }
     #[getter]
     fn base(&self) -> String {
@@ -172,6 +180,11 @@ impl PyBaseReport {
         PyLayout {
             inner: self.inner.layout.clone(),
         }
+    }
+    /// The dialect the directory was checked in (`"spec"` or `"taskflux"`).
+    #[getter]
+    fn dialect(&self) -> &'static str {
+        self.inner.layout.dialect.name()
     }
     #[getter]
     fn ok(&self) -> bool {
@@ -248,14 +261,20 @@ impl PyBaseReport {
 /// Checks a base directory exactly as a restore does (settings, metadata, snapshot, every
 /// segment, how they agree and, with `replay`, the rebuilt state), reading only.
 #[pyfunction]
-#[pyo3(signature = (base, *, replay=true))]
-fn verify_base(py: Python<'_>, base: PathBuf, replay: bool) -> PyResult<PyBaseReport> {
+#[pyo3(signature = (base, *, replay=true, dialect=None))]
+fn verify_base(
+    py: Python<'_>,
+    base: PathBuf,
+    replay: bool,
+    dialect: Option<&str>,
+) -> PyResult<PyBaseReport> {
+    let dialect = crate::dialect_arg(dialect)?;
     let depth = if replay {
         core_base::VerifyDepth::Replay
     } else {
         core_base::VerifyDepth::Files
     };
-    let options = core_base::VerifyOptions { depth, dialect: None };
+    let options = core_base::VerifyOptions { depth, dialect };
     let report = py.detach(|| core_base::verify_base(&base, options).map_err(Fail::from));
     py_result(py, report).map(|inner| PyBaseReport { inner })
 }

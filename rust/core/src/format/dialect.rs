@@ -27,9 +27,10 @@ use crate::codec::{be_i32, be_u32, crc32, crc32_mpeg2};
 use crate::error::{Error, Result};
 
 /// How a directory's files are laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Dialect {
     /// The format document's layout (sections 1-10): tflux's own, the default.
+    #[default]
     Spec,
     /// What TaskFlux's C# storage code writes (section 11).
     Taskflux,

@@ -148,10 +148,18 @@ fn decode_taskflux(bytes: &[u8], path: &Path) -> Result<Metadata> {
         Error::corruption(
             path,
             Some(TERM_AT as u64),
-            format!("term {wide} outside 0..={} (the terms tflux supports)", i32::MAX),
+            format!(
+                "term {wide} outside 0..={} (the terms tflux supports)",
+                i32::MAX
+            ),
         )
     })?;
-    fields_checked(term, be_i32(bytes, TASKFLUX_VOTE_AT).unwrap_or_default(), path, TASKFLUX_VOTE_AT)
+    fields_checked(
+        term,
+        be_i32(bytes, TASKFLUX_VOTE_AT).unwrap_or_default(),
+        path,
+        TASKFLUX_VOTE_AT,
+    )
 }
 
 /// Decodes a metadata file's bytes; errors name `path` and the offending field's offset.

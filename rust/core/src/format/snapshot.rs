@@ -28,8 +28,8 @@ use std::fmt;
 use std::path::Path;
 
 use super::cursor::{put_buffer, put_key_range, put_name, validate_queue_name, Cursor, Decoded};
-use super::queue::QueueConfig;
 use super::dialect::Dialect;
+use super::queue::QueueConfig;
 use crate::codec::{crc32_mpeg2, crc32_of};
 use crate::error::{Error, Result};
 
