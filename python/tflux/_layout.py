@@ -15,19 +15,25 @@ from tflux._tflux import Layout as _CoreLayout
 
 # A segment, plain or compressed (``NNN.log.z``, spec section 9).
 SEGMENT_NAME = re.compile(r"^[0-9]{19}\.log(\.z)?$")
-SETTINGS_FILE = Path(_CoreLayout(".").settings).name
+SETTINGS_FILE = Path(_CoreLayout(".", "spec").settings).name
 
 
 class Layout:
-    """The files of the base directory ``base``."""
+    """The files of the base directory ``base`` in ``dialect`` (``None``: the one its files
+    say, ``"spec"`` when they say nothing; files that disagree raise ``DialectError``)."""
 
     __slots__ = ("_core",)
 
-    def __init__(self, base: str | Path) -> None:
-        self._core = _CoreLayout(base)
+    def __init__(self, base: str | Path, dialect: str | None = None) -> None:
+        self._core = _CoreLayout(base, dialect)
 
     def __repr__(self) -> str:
-        return f"Layout({self._core.base!r})"
+        return f"Layout({self._core.base!r}, {self._core.dialect!r})"
+
+    @property
+    def dialect(self) -> str:
+        """``tflux.Layout.dialect``: ``"spec"`` or ``"taskflux"``."""
+        return self._core.dialect
 
     @property
     def base(self) -> Path:
@@ -68,12 +74,12 @@ class Layout:
     def of_data(cls, data: str | Path) -> Layout | None:
         """The layout whose ``data`` directory is ``data``; None if there is none."""
         data = Path(data)
-        layout = cls(data.parent)
+        layout = cls(data.parent, "spec")  # only paths are compared: no file is read
         return layout if layout.data == data else None
 
     @classmethod
     def of_log(cls, log: str | Path) -> Layout | None:
         """The layout whose log directory is ``log``; None for a log directory outside a base."""
         log = Path(log)
-        layout = cls(log.parent.parent)
+        layout = cls(log.parent.parent, "spec")  # only paths are compared: no file is read
         return layout if layout.log == log else None

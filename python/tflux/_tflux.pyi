@@ -141,6 +141,9 @@ class VerifyReport:
     def path(self) -> str:
         """The log directory that was checked."""
     @property
+    def dialect(self) -> Dialect:
+        """The dialect its records were read in: ``"spec"`` or ``"taskflux"``."""
+    @property
     def segments(self) -> list[SegmentInfo]:
         """Every segment file scanned, in LSN order."""
     @property
@@ -311,8 +314,9 @@ class Log:
     def __enter__(self) -> Log: ...
     def __exit__(self, *exc: object) -> None: ...
 
-def verify(path: str | PathLike[str]) -> VerifyReport:
-    """Check every record of every segment without writing anything."""
+def verify(path: str | PathLike[str], *, dialect: Dialect | None = None) -> VerifyReport:
+    """Check every record of every segment without writing anything (``dialect=None``: the
+    dialect the first segment says, ``"spec"`` when it says nothing)."""
 
 def crc32(data: bytes) -> int:
     """CRC-32 (ISO-HDLC) as used by every tflux checksum."""
@@ -886,6 +890,11 @@ def verify_base(
     """Check a base directory exactly as a restore does, reading only (``dialect=None``:
     detected from its files)."""
 
+def dialect_of(path: str | PathLike[str], *, dialect: Dialect | None = None) -> Dialect:
+    """The dialect of ``path`` (a base directory, a log directory or one file), agreeing with
+    ``dialect`` (spec section 11): what its files say, else ``dialect``, else ``"spec"``.
+    Files that disagree raise ``DialectError``."""
+
 def base_kind(base: str | PathLike[str]) -> Literal["store", "channel"] | None:
     """What ``base`` is: ``"store"`` (it holds a metadata file or a snapshot), ``"channel"``
     (it holds ``data/cursors``) or None (neither yet). Both at once raises ``CorruptionError``;
@@ -914,7 +923,9 @@ class RepairPlan:
     def moved(self) -> list[str]:
         """Segment files moved whole into the temp directory."""
 
-def plan_repair(log_dir: str | PathLike[str], *, empty_entries: bool = True) -> RepairPlan | None:
+def plan_repair(
+    log_dir: str | PathLike[str], *, empty_entries: bool = True, dialect: Dialect | None = None
+) -> RepairPlan | None:
     """The plan ``Log.open(log_dir, repair=True)`` would execute; None if nothing to repair."""
 
 # ----- channels (the file-channel face of the log) -----

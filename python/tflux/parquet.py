@@ -44,6 +44,7 @@ def export(
     *,
     raw: bool = False,
     compression: str = "zstd",
+    dialect: str | None = None,
 ) -> dict[str, int]:
     """Write ``OUT/log.parquet`` and ``OUT/snapshot.parquet``; returns the row counts
     (``{"log": n, "snapshot": m}``). Needs pyarrow (``pip install 'tflux[parquet]'``)."""
@@ -52,7 +53,7 @@ def export(
 
     from tflux.spark import _columns, _paths
 
-    sources = _paths.resolve(os.fspath(base))
+    sources = _paths.resolve(os.fspath(base), dialect)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = {"log": 0, "snapshot": 0}
@@ -94,12 +95,13 @@ def export(
                     sealed=sealed,
                     expected_end=end,
                     raw=raw,
+                    dialect=src.dialect,
                 )
 
     def snapshot_batches():
         for src in sources:
             if src.snapshot:
-                yield from _columns.read_snapshot(src.base, src.snapshot)
+                yield from _columns.read_snapshot(src.base, src.snapshot, src.dialect)
 
     counts["log"] = write("log.parquet", _columns.log_schema(raw), log_batches())
     counts["snapshot"] = write("snapshot.parquet", _columns.snapshot_schema(), snapshot_batches())

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
 from rich.markup import escape
 
 import tflux
@@ -15,6 +17,27 @@ from tflux._store import settings_for_reading
 from tflux.cli._render import CliError, err
 from tflux.errors import SettingsWarning
 
+DIALECTS = ("spec", "taskflux")
+
+
+def dialect_option(command: Callable[..., None]) -> Callable[..., None]:
+    """The ``--dialect`` option every verb takes (spec section 11)."""
+    return click.option(
+        "--dialect",
+        type=click.Choice(DIALECTS),
+        default=None,
+        help="The directory's dialect: spec (the format document, tflux's own) or taskflux "
+        "(what TaskFlux's own code writes). Default: detected from its files; a choice the "
+        "files contradict is an error (exit 2) and nothing is read as damage.",
+    )(command)
+
+
+def _dialect(base: Path | None, dialect: str | None) -> str | None:
+    """The dialect a verb reads a base directory's log in: the one the base's files say,
+    agreeing with ``dialect`` (the core decides: ``tflux.Layout``); for a log alone, the
+    choice (``None``: its first segment says)."""
+    return Layout(base, dialect).dialect if base is not None else dialect
+
 
 def _log_dir(path: Path) -> Path:
     """The log directory of ``path``: a base directory (holding ``data/log``) or a log directory."""
@@ -22,7 +45,7 @@ def _log_dir(path: Path) -> Path:
         raise CliError(f"{path}: no such directory")
     if not path.is_dir():
         raise CliError(f"{path}: not a directory (give a base directory or its data/log directory)")
-    candidate = Layout(path).log
+    candidate = Layout(path, "spec").log  # only the path: no file is read
     if candidate.is_dir():  # a base directory: an empty log is the store's to judge
         return candidate
     log_dir = path
@@ -58,7 +81,7 @@ def _base_dir(path: Path) -> tuple[Path, Path]:
     return base, log_dir
 
 
-def _open_store(base: Path) -> tflux.Store:
+def _open_store(base: Path, dialect: str | None = None) -> tflux.Store:
     """``tflux.open(base, readonly=True)``: restore without the writer lock, write nothing.
 
     A bad settings file does not stop it (the defaults are used); the verbs say so once, through
@@ -66,7 +89,7 @@ def _open_store(base: Path) -> tflux.Store:
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SettingsWarning)
-        return tflux.open(base, readonly=True)
+        return tflux.open(base, readonly=True, dialect=dialect)
 
 
 def _settings_for_reading(base: Path) -> tuple[dict[str, Any], str | None]:

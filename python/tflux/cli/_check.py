@@ -220,7 +220,9 @@ def _segment_bytes(log_dir: Path) -> int:
     return total
 
 
-def _check(base: Path | None, log_dir: Path, *, replay: bool = False) -> Checked:
+def _check(
+    base: Path | None, log_dir: Path, *, replay: bool = False, dialect: str | None = None
+) -> Checked:
     """Check ``log_dir`` alone (a log outside a base directory) or the whole base directory.
 
     Only renders: the checks are the core's (``tflux.verify`` for a log directory,
@@ -232,11 +234,11 @@ def _check(base: Path | None, log_dir: Path, *, replay: bool = False) -> Checked
         with stage("checking", log_bytes * (2 if replay else 1)):
             if base is None:
                 with _stopwatch() as log_seconds:
-                    log_report = tflux.verify(log_dir)
+                    log_report = tflux.verify(log_dir, dialect=dialect)
                 checked = Checked(log_report, None)
                 checked.log_seconds = log_seconds()
             else:
-                report = tflux.verify_base(base, replay=replay)
+                report = tflux.verify_base(base, replay=replay, dialect=dialect)
                 checked = Checked(report, base)
                 checked.log_seconds = report.log_seconds
     segments = checked.report.segments
@@ -259,7 +261,7 @@ def _notes(checked: Checked, report: tflux.BaseReport, replay: bool) -> None:
     snap = report.snapshot
     if snap is not None:
         try:  # inspect and demo show the snapshot's queues
-            checked.snapshot = tflux.read_snapshot(layout.snapshot)
+            checked.snapshot = tflux.read_snapshot(layout.snapshot, dialect=layout.dialect)
         except tflux.TfluxError:
             checked.snapshot = None
         last_index, last_term, queues, records = snap

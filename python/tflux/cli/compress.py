@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 import tflux
-from tflux.cli._base import _locate
+from tflux.cli._base import _dialect, _locate, dialect_option
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     _plural,
@@ -33,7 +33,8 @@ from tflux.cli._render import (
     help="zstd: smaller files; lz4: faster to compress and to read back.",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the summary.")
-def compress(path: Path, method: str, as_json: bool) -> None:
+@dialect_option
+def compress(path: Path, method: str, as_json: bool, dialect: str | None) -> None:
     """Replace every sealed segment of BASE not yet compressed by a compressed copy
     (NNN.log.z, spec section 9). The active segment is never compressed.
 
@@ -41,6 +42,9 @@ def compress(path: Path, method: str, as_json: bool) -> None:
     renamed beside the original and only then is the original deleted: a crash at any point
     loses nothing, and the next open cleans up. Every reader of tflux (the store, verify, dump,
     inspect, export, Spark) reads compressed segments.
+
+    Compressed segments exist only in the spec dialect: a taskflux directory is refused
+    (exit 2) and left as it is.
 
     The writer lock is taken: stop the process using BASE first (a store can compress on its
     own with the setting LogCompressSealedSegments).
@@ -57,7 +61,8 @@ def compress(path: Path, method: str, as_json: bool) -> None:
       tflux compress ./base --method lz4 && tflux inspect ./base
     """
     base, log_dir = _locate(path)
-    with tflux.Log.open(log_dir, empty_entries=base is None) as log:
+    dialect = _dialect(base, dialect)
+    with tflux.Log.open(log_dir, empty_entries=base is None, dialect=dialect) as log:
         todo = log.compressible()
         before = {s.start_lsn: s.size + 4 for s in log.segments if s.start_lsn in set(todo)}
         made: list[str] = []

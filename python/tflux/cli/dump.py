@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 import tflux
-from tflux.cli._base import _is_channel, _locate, _settings_for_reading
+from tflux._layout import Layout
+from tflux.cli._base import _dialect, _is_channel, _locate, _settings_for_reading, dialect_option
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_CORRUPT,
@@ -136,6 +137,7 @@ def _dump_decoded_json(lsn: int, term: int, fields: dict[str, Any]) -> str:
     show_default=True,
     help="With --raw: how the data bytes are printed.",
 )
+@dialect_option
 def dump(
     path: Path,
     as_json: bool,
@@ -144,6 +146,7 @@ def dump(
     raw: bool,
     full: bool,
     encoding: str,
+    dialect: str | None,
 ) -> None:
     """Print the records of a log, one line each: lsn, term and the decoded delta.
 
@@ -157,10 +160,12 @@ def dump(
 
     A channel directory (one with data/cursors) is always dumped raw.
 
-    With --raw, each line is lsn, term, length, crc (CRC-32 of the data) and the data bytes
-    (hex or base64), whatever they hold. With --json each line is a JSON object with the same
-    keys, and add_record lines also carry message_b64: the whole message, base64 (message stays
-    the preview; --full makes it the whole message as text, in both forms). Output stops
+    With --raw, each line is lsn, term, length, crc (the checksum stored in the record:
+    CRC-32 in the spec dialect, CRC-32/MPEG-2 in the taskflux one, where the term is the
+    record's Int64 field) and the data bytes (hex or base64), whatever they hold. With
+    --json each line is a JSON object with the same keys, and add_record lines also carry
+    message_b64: the whole message, base64 (message stays the preview; --full makes it the
+    whole message as text, in both forms). Output stops
     quietly when the reader goes away (e.g. `| head`).
 
     \b
@@ -183,13 +188,15 @@ def dump(
     if base is not None:  # the log alone is read, but a bad settings file is still worth a word
         _settings_for_reading(base)
         raw = raw or _is_channel(base)  # a channel's records are messages, not deltas
-    with tflux.Log.open(log_dir, readonly=True) as log:
+    dialect = _dialect(base, dialect)
+    with tflux.Log.open(log_dir, readonly=True, dialect=dialect) as log:
+        temp = Layout(log_dir.parent.parent, log.dialect).temp.name
         torn = log.recovery
         if torn.truncated:  # said, not hidden (issue 30 item 23); the records before it print
             err.print(
                 f"note: {torn.cut_path} ends in a torn tail at offset {torn.cut_offset} "
                 f"({torn.reason}): {torn.bytes_cut:,} bytes after the last whole record are not "
-                "printed (the next writable open cuts them, keeping a copy in data/temp)"
+                f"printed (the next writable open cuts them, keeping a copy in data/{temp})"
             )
         start = max(first if first is not None else 0, log.start_index)
         end = min(last + 1 if last is not None else log.last_index + 1, log.last_index + 1)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tflux.cli._base import _locate
+from tflux.cli._base import _dialect, _locate, dialect_option
 from tflux.cli._render import CONTEXT_SETTINGS, CliError, _print_json
 from tflux.parquet import _require_pyarrow
 from tflux.parquet import export as export_parquet
@@ -20,7 +20,8 @@ from tflux.parquet import export as export_parquet
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--raw", is_flag=True, help="Add the undecoded bytes of each record (column data).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
-def export(base: Path, out: Path, raw: bool, as_json: bool) -> None:
+@dialect_option
+def export(base: Path, out: Path, raw: bool, as_json: bool, dialect: str | None) -> None:
     """Write OUT/log.parquet (every log record, decoded) and OUT/snapshot.parquet (the
     snapshot's records), read-only, through pyarrow: for data lakes without Spark.
 
@@ -37,12 +38,13 @@ def export(base: Path, out: Path, raw: bool, as_json: bool) -> None:
     \b
     Exit codes: 0 written, 1 corrupt data (file and offset named), 2 usage or I/O error.
     """
-    _locate(base)  # the same checks, errors and exit codes as dump and verify
+    located, _ = _locate(base)  # the same checks, errors and exit codes as dump and verify
+    dialect = _dialect(located, dialect)
     try:
         _require_pyarrow()
     except ImportError as exc:  # pyarrow is an extra, not a core dependency
         raise CliError(str(exc)) from exc
-    counts = export_parquet(base, out, raw=raw)
+    counts = export_parquet(base, out, raw=raw, dialect=dialect)
     if as_json:
         _print_json(
             {

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 import tflux
 from tflux._layout import SETTINGS_FILE, Layout
-from tflux.cli._base import _base_dir, _is_channel, _settings_for_reading
+from tflux.cli._base import _base_dir, _is_channel, _settings_for_reading, dialect_option
 from tflux.cli._check import Checked, _check, _finding_json, _print_findings, _segment_json
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -39,7 +39,8 @@ from tflux.cli._render import (
 )
 @click.argument("base", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
-def inspect(base: Path, as_json: bool) -> None:
+@dialect_option
+def inspect(base: Path, as_json: bool, dialect: str | None) -> None:
     """Show the settings in force, the metadata, the snapshot and the log segments of BASE.
 
     Nothing is written and the state is not replayed (tflux replay does that). Checksums of
@@ -48,12 +49,14 @@ def inspect(base: Path, as_json: bool) -> None:
     A bad settings file is a warning (naming it) and the defaults are shown, as a read-only
     open uses them.
 
-    With --json, one object: base, settings (in force, PascalCase keys, typed values),
+    With --json, one object: base, dialect ("spec" or "taskflux", spec section 11), settings
+    (in force, PascalCase keys, typed values),
     settings_file (the keys set by taskflux.settings.json, or null), settings_warning (why
     the file was ignored, or null), metadata ({term, voted_for} or null when
     corrupt), snapshot (null or {last_index, last_term, bytes, queues: [{name, implementation,
     records, last_id, max_size, max_message_size, key_range}]}), segments ([{name, first_lsn,
-    last_lsn, records, bytes, file_bytes, sealed}]), temp (file names under data/temp) and
+    last_lsn, records, bytes, file_bytes, sealed}]), temp (file names under data/temp, or
+    data/temporary in the taskflux dialect) and
     problems ([{fatal, kind, path, offset, message}]).
 
     \b
@@ -65,12 +68,12 @@ def inspect(base: Path, as_json: bool) -> None:
     Exit codes: 0 all readable, 1 a file is corrupt, 2 usage or I/O error.
     """
     base, log_dir = _base_dir(base)
-    files = Layout(base)
+    files = Layout(base, dialect)
     settings, ignored = _settings_for_reading(base)
     from_file = None if ignored is not None else _settings_file(files.settings)
     # A channel holds opaque messages: segment checks only, no snapshot/log continuity (collection
     # deletes the oldest segments), exactly as verify treats it.
-    checked = _check(None if _is_channel(base) else base, log_dir)
+    checked = _check(None if _is_channel(base) else base, log_dir, dialect=files.dialect)
     temp = sorted(os.listdir(files.temp)) if files.temp.is_dir() else []
     receivers = _receivers(base)
     if as_json:

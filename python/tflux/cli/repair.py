@@ -10,7 +10,8 @@ import click
 from rich.markup import escape
 
 import tflux
-from tflux.cli._base import _locate
+from tflux._layout import Layout
+from tflux.cli._base import _dialect, _locate, dialect_option
 from tflux.cli._check import Checked, _check, _checked_json, _print_findings, _print_notes
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -48,7 +49,8 @@ def _print_plan(plan: tflux.RepairPlan, checked: Checked, temp: Path) -> None:
     is_flag=True,
     help="One JSON object; never asks (without --yes: a dry run).",
 )
-def repair(path: Path, yes: bool, as_json: bool) -> None:
+@dialect_option
+def repair(path: Path, yes: bool, as_json: bool, dialect: str | None) -> None:
     """Cut the log of BASE at its first bad record, moving the segment files after it aside.
 
     First the checks of `tflux verify` run and their findings are printed, then the plan
@@ -85,14 +87,17 @@ def repair(path: Path, yes: bool, as_json: bool) -> None:
       tflux repair ./base --yes && tflux verify ./base --replay
     """
     base, log_dir = _locate(path)
-    temp = log_dir.parent / "temp"
-    checked = _check(base, log_dir)
+    dialect = _dialect(base, dialect)
+    checked = _check(base, log_dir, dialect=dialect)
     report = checked.report
-    plan = tflux.plan_repair(log_dir, empty_entries=base is None)
+    dialect = report.dialect  # a log alone: the one its first segment says
+    temp = log_dir.parent / Layout(log_dir.parent.parent, dialect).temp.name
+    plan = tflux.plan_repair(log_dir, empty_entries=base is None, dialect=dialect)
     others = [f for f in checked.findings if f.fatal and not f.in_log]
     result: dict[str, Any] = {
         "path": str(path),
         "base": None if base is None else str(base),
+        "dialect": dialect,
         "before": _checked_json(checked),
         "plan": _plan_json(plan),
         "repaired": False,
@@ -127,10 +132,10 @@ def repair(path: Path, yes: bool, as_json: bool) -> None:
             if not click.confirm("Repair now?", default=False, err=True):
                 out.print("nothing changed")
                 sys.exit(EXIT_CORRUPT)
-    with tflux.Log.open(log_dir, repair=True, empty_entries=base is None) as log:
+    with tflux.Log.open(log_dir, repair=True, empty_entries=base is None, dialect=dialect) as log:
         recovery = log.recovery
         bounds = (log.start_index, log.last_index)
-    after = _check(base, log_dir)
+    after = _check(base, log_dir, dialect=dialect)
     if as_json:
         result["repaired"] = True
         result["recovery"] = {

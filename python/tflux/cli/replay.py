@@ -8,7 +8,13 @@ import click
 from rich.markup import escape
 
 import tflux
-from tflux.cli._base import _base_dir, _open_store, _settings_for_reading
+from tflux.cli._base import (
+    _base_dir,
+    _dialect,
+    _open_store,
+    _settings_for_reading,
+    dialect_option,
+)
 from tflux.cli._check import _lsn_location
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -31,14 +37,15 @@ from tflux.errors import ReplayError
 )
 @click.argument("base", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
-def replay(base: Path, as_json: bool) -> None:
+@dialect_option
+def replay(base: Path, as_json: bool, dialect: str | None) -> None:
     """Restore BASE (snapshot + replay of the log after it) and print its queues.
 
     BASE is opened read-only, as tflux.open(BASE, readonly=True): without the writer lock
     (a running writer is fine) and without writing anything, not even the trim of a torn tail.
     Records that were in flight when the writer stopped are back in their queues.
 
-    With --json, one object: base, seconds, snapshot_index (null without a snapshot),
+    With --json, one object: base, dialect, seconds, snapshot_index (null without a snapshot),
     replayed (deltas applied after the snapshot), log_start, log_last and queues, a list of
     objects with name, implementation, count (ready records), in_flight, last_id, max_size,
     max_message_size (null: no limit) and key_range ([min, max] or null).
@@ -55,14 +62,16 @@ def replay(base: Path, as_json: bool) -> None:
     base, log_dir = _base_dir(base)
     _settings_for_reading(base)  # a bad settings file: a warning, then the defaults
     try:
-        with _stopwatch() as elapsed, _open_store(base) as store:
+        with _stopwatch() as elapsed, _open_store(base, dialect) as store:
             queues = store.queues()
+            dialect = store.dialect
             replayed, snapshot_index = store.replayed, store.restored_snapshot_index
             start, last, _ = store.log_bounds
     except ReplayError as exc:  # name the file and offset of the bad delta too
         path, offset = None, None
         if exc.lsn is not None:
-            path, offset = _lsn_location(tflux.verify(log_dir).segments, exc.lsn)
+            segments = tflux.verify(log_dir, dialect=_dialect(base, dialect)).segments
+            path, offset = _lsn_location(segments, exc.lsn)
         where = "" if path is None else f" (file {path}, offset {offset})"
         raise CliError(f"{exc.message}{where}", EXIT_CORRUPT) from exc
     seconds = elapsed()
@@ -70,6 +79,7 @@ def replay(base: Path, as_json: bool) -> None:
         _print_json(
             {
                 "base": str(base),
+                "dialect": dialect,
                 "seconds": round(seconds, 6),
                 "snapshot_index": snapshot_index,
                 "replayed": replayed,

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from tflux.cli._base import _is_channel, _locate
+from tflux.cli._base import _is_channel, _locate, dialect_option
 from tflux.cli._check import _check, _checked_json, _print_findings, _print_notes
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -38,7 +38,8 @@ from tflux.cli._render import (
 )
 @click.option("-v", "--verbose", is_flag=True, help="List the segments too.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
-def verify(path: Path, full: bool, verbose: bool, as_json: bool) -> None:
+@dialect_option
+def verify(path: Path, full: bool, verbose: bool, as_json: bool, dialect: str | None) -> None:
     """Check every record of every segment, the metadata and snapshot files, and how they agree.
 
     PATH is a base directory (holding data/log) or a log directory. Nothing is written.
@@ -57,7 +58,8 @@ def verify(path: Path, full: bool, verbose: bool, as_json: bool) -> None:
     it. A log directory (PATH naming data/log itself, or a log outside a base directory) gets
     the segment checks only, as a raw Raft log.
 
-    With --json, one object: path, base (null for a log directory checked alone), ok,
+    With --json, one object: path, base (null for a log directory checked alone), dialect
+    ("spec" or "taskflux", spec section 11), ok,
     replay (whether the state was rebuilt), segments ([{name, first_lsn, last_lsn, records,
     bytes, file_bytes, sealed}]), records, bytes, log_seconds, log ({first_lsn, last_lsn} or
     null), metadata ({term, voted_for, present} or null), snapshot ({last_index, last_term,
@@ -84,12 +86,13 @@ def verify(path: Path, full: bool, verbose: bool, as_json: bool) -> None:
         base = None
     if base is not None and _is_channel(base):
         base = None  # a channel: opaque messages, no snapshot or deltas (segment checks only)
-    checked = _check(base, log_dir, replay=full)
+    checked = _check(base, log_dir, replay=full, dialect=dialect)
     if as_json:
         _print_json(
             {
                 "path": str(path),
                 "base": None if base is None else str(base),
+                "dialect": checked.report.dialect,
                 "replay": full and base is not None,
                 **_checked_json(checked),
             }
@@ -99,7 +102,8 @@ def verify(path: Path, full: bool, verbose: bool, as_json: bool) -> None:
     # "checked", not "verified", when something is wrong (issue 30 item 23).
     said = "checked" if checked.fatal else "verified"
     out.print(
-        f"{said} {escape(str(base if base is not None else log_dir))}: "
+        f"{said} {escape(str(base if base is not None else log_dir))} "
+        f"({checked.report.dialect} dialect): "
         f"{_plural(len(report.segments), 'segment')}, {_plural(report.records, 'record')}, "
         f"{_size(report.bytes)} of log in {seconds:.3f} s "
         f"({_rate(report.bytes / MB, seconds)} MB/s)"

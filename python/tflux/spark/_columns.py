@@ -90,8 +90,10 @@ def read_segment(
     expected_end: int | None = None,
     raw: bool = False,
     add_counts: bool = False,
+    dialect: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Entries ``first..last`` (inclusive; ``last`` None: to the end) of one segment file.
+    """Entries ``first..last`` (inclusive; ``last`` None: to the end) of one segment file, in
+    ``dialect`` (the log's; ``None``: what the file's first record says).
 
     The core decodes the file alone (``tflux.read_segment_deltas``: no other segment is opened),
     checking every record's framing and CRC. A sealed segment must hold every record up to
@@ -103,7 +105,7 @@ def read_segment(
     schema = log_schema(raw)
     path = os.path.join(log_dir, name)
     table = tflux.read_segment_deltas(
-        path, last=not sealed, from_lsn=first, to_lsn=last, raw=raw
+        path, last=not sealed, from_lsn=first, to_lsn=last, raw=raw, dialect=dialect
     ).to_arrow()
     lsns = table.column("lsn")
     got_last = lsns[-1].as_py() if table.num_rows else first - 1
@@ -175,9 +177,9 @@ def read_messages(
             start += n
 
 
-def read_snapshot(source: str, path: str) -> Iterator[pa.RecordBatch]:
+def read_snapshot(source: str, path: str, dialect: str | None = None) -> Iterator[pa.RecordBatch]:
     """The records of one snapshot file, with its last index and term on every row."""
-    batch = tflux.read_snapshot_batch(path)
+    batch = tflux.read_snapshot_batch(path, dialect=dialect)
     if batch is None:
         return
     schema = snapshot_schema()

@@ -18,6 +18,17 @@ def flag(options, name: str, default: bool = False) -> bool:
     raise ValueError(f"tflux: option {name}={value!r} is not a boolean (true/false)")
 
 
+def dialect_option(options) -> str | None:
+    """The ``dialect`` option: ``spec``, ``taskflux`` or unset (detect)."""
+    value = options.get("dialect")
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip().lower()
+    if text not in ("spec", "taskflux"):
+        raise ValueError(f"tflux: option dialect={value!r} is not spec or taskflux")
+    return text
+
+
 def lsn_option(options, name: str) -> int | None:
     value = options.get(name)
     if value is None or str(value).strip() == "":

@@ -26,6 +26,8 @@ class Source:
     base: str
     log_dir: str | None
     snapshot: str | None
+    # "spec" or "taskflux" (spec section 11): what the node's files say (``tflux.dialect_of``).
+    dialect: str = "spec"
 
 
 def is_channel(base: str) -> bool:
@@ -59,9 +61,11 @@ def split_paths(path: str | Sequence[str] | None) -> list[str]:
     return out
 
 
-def resolve(path: str | Sequence[str] | None) -> list[Source]:
+def resolve(path: str | Sequence[str] | None, dialect: str | None = None) -> list[Source]:
     """Base directories, log directories (``<base>/data/log`` or a bare log dir) and snapshot
-    files -> one :class:`Source` each (duplicates merged, first occurrence wins the order)."""
+    files -> one :class:`Source` each (duplicates merged, first occurrence wins the order),
+    each in the dialect its files say, agreeing with ``dialect`` (``None``: detected; files
+    that disagree raise :class:`tflux.DialectError`)."""
     sources: dict[str, Source] = {}
     for p in split_paths(path):
         p = os.path.abspath(p)
@@ -73,8 +77,8 @@ def resolve(path: str | Sequence[str] | None) -> list[Source]:
             else:
                 log_dir = str(layout.log) if layout.log.is_dir() else None
                 src = Source(str(layout.base), log_dir, p)
-        elif Layout(p).data.is_dir():
-            layout = Layout(p)
+        elif Layout(p, "spec").data.is_dir():
+            layout = Layout(p, dialect)
             src = Source(
                 p,
                 str(layout.log) if layout.log.is_dir() else None,
@@ -85,7 +89,13 @@ def resolve(path: str | Sequence[str] | None) -> list[Source]:
             base = str(layout.base) if layout is not None else p
             snap = layout.snapshot if layout is not None else None
             src = Source(base, p, str(snap) if snap is not None and snap.is_file() else None)
-        sources.setdefault(src.base, src)
+        if src.base not in sources:
+            # The base decides when there is one; a log alone by its first segment; a lone
+            # snapshot file by its header.
+            has_base = src.log_dir is None or Layout.of_log(src.log_dir) is not None
+            where = src.base if has_base and os.path.isdir(src.base) else (src.log_dir or p)
+            found = tflux.dialect_of(where, dialect=dialect)
+            sources[src.base] = Source(src.base, src.log_dir, src.snapshot, found)
     return list(sources.values())
 
 
@@ -118,7 +128,9 @@ def _remap(err: CorruptionError, view: str, real: str) -> CorruptionError:
 
 
 @contextlib.contextmanager
-def open_view(log_dir: str, names: Sequence[str]) -> Iterator[tflux.Log]:
+def open_view(
+    log_dir: str, names: Sequence[str], dialect: str | None = None
+) -> Iterator[tflux.Log]:
     """A read-only :class:`tflux.Log` over ``names`` only (symlinked into a private directory).
 
     Opening a log checks the CRC of every record of every segment, so a task that opened the
@@ -133,7 +145,7 @@ def open_view(log_dir: str, names: Sequence[str]) -> Iterator[tflux.Log]:
         for name in names:
             os.symlink(os.path.join(log_dir, name), os.path.join(view, name))
         try:
-            log = tflux.Log.open(view, readonly=True)
+            log = tflux.Log.open(view, readonly=True, dialect=dialect)
         except CorruptionError as err:
             raise _remap(err, view, log_dir) from err
         seen = {os.path.basename(seg.path) for seg in log.segments}

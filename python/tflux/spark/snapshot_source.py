@@ -17,13 +17,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from tflux.spark import _columns, _paths
+from tflux.spark._options import dialect_option
 
 
 class SnapshotPartition(InputPartition):
-    def __init__(self, source: str, path: str) -> None:
+    def __init__(self, source: str, path: str, dialect: str = "spec") -> None:
         super().__init__(path)
         self.source = source
         self.path = path
+        self.dialect = dialect
 
 
 class TfluxSnapshotDataSource(DataSource):
@@ -40,13 +42,17 @@ class TfluxSnapshotDataSource(DataSource):
 
 class SnapshotReader(DataSourceReader):
     def __init__(self, options) -> None:
-        self.sources = _paths.resolve(options.get("path") or options.get("paths"))
+        self.sources = _paths.resolve(
+            options.get("path") or options.get("paths"), dialect_option(options)
+        )
 
     def partitions(self) -> list[SnapshotPartition]:
-        return [SnapshotPartition(s.base, s.snapshot) for s in self.sources if s.snapshot]
+        return [
+            SnapshotPartition(s.base, s.snapshot, s.dialect) for s in self.sources if s.snapshot
+        ]
 
     def read(self, partition: SnapshotPartition) -> Iterator:
-        yield from _columns.read_snapshot(partition.source, partition.path)
+        yield from _columns.read_snapshot(partition.source, partition.path, partition.dialect)
 
 
 class TfluxSnapshotPythonDataSource(TfluxSnapshotDataSource):

@@ -21,6 +21,8 @@ Options (strings, as Spark passes them):
                the few you need, e.g. ``lsn,kind,key``, makes scans several times cheaper).
 ``arrow``      ``false`` yields Python tuples instead of Arrow batches (slower; kept as the
                baseline of the benchmark).
+``dialect``    ``spec`` or ``taskflux`` (spec section 11): how the files are laid out. Default:
+               detected from each source's files; a choice they contradict is an error.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pyspark.sql.types import StructType
 
 import tflux
 from tflux.spark import _columns, _paths
-from tflux.spark._options import column_names, flag, lsn_option, select
+from tflux.spark._options import column_names, dialect_option, flag, lsn_option, select
 
 
 def verify_sources(sources) -> None:
@@ -43,7 +45,7 @@ def verify_sources(sources) -> None:
     for src in sources:
         if src.log_dir is None:
             continue
-        report = tflux.verify(src.log_dir)
+        report = tflux.verify(src.log_dir, dialect=src.dialect)
         for problem in report.problems:
             if problem.fatal:
                 where = problem.path + (f" at offset {problem.offset}" if problem.offset else "")
@@ -65,9 +67,11 @@ class SegmentPartition(InputPartition):
         sealed: bool,
         expected_end: int | None,
         channel: bool = False,
+        dialect: str = "spec",
     ) -> None:
         super().__init__(name)
         self.channel = channel  # a channel's messages: not decoded as deltas
+        self.dialect = dialect
         self.source = source
         self.log_dir = log_dir
         self.name = name
@@ -102,7 +106,15 @@ def plan_segments(sources, first: int | None, last: int | None) -> list[SegmentP
             hi = end if last is None else (last if end is None else min(end, last))
             parts.append(
                 SegmentPartition(
-                    src.base, src.log_dir, name, max(first, start), hi, sealed, end, channel
+                    src.base,
+                    src.log_dir,
+                    name,
+                    max(first, start),
+                    hi,
+                    sealed,
+                    end,
+                    channel,
+                    src.dialect,
                 )
             )
     return parts
@@ -135,7 +147,9 @@ class TfluxDataSource(DataSource):
 
 class LogReader(DataSourceReader):
     def __init__(self, options) -> None:
-        self.sources = _paths.resolve(options.get("path") or options.get("paths"))
+        self.sources = _paths.resolve(
+            options.get("path") or options.get("paths"), dialect_option(options)
+        )
         self.first = lsn_option(options, "fromLsn")
         self.last = lsn_option(options, "toLsn")
         if self.first is not None and self.last is not None and self.first > self.last:
@@ -163,7 +177,8 @@ class LogReader(DataSourceReader):
         if partition.channel:
             decode, extra = _columns.read_messages, {}
         else:
-            decode, extra = _columns.read_segment, {"raw": self.raw}
+            decode = _columns.read_segment
+            extra = {"raw": self.raw, "dialect": partition.dialect}
         batches = decode(
             partition.source,
             partition.log_dir,

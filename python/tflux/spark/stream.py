@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 import tflux
 from tflux.spark import _columns, _paths
-from tflux.spark._options import column_names, flag, lsn_option, select
+from tflux.spark._options import column_names, dialect_option, flag, lsn_option, select
 
 try:  # Spark >= 4.2: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -50,7 +50,9 @@ class StreamPartition(InputPartition):
 
 class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options) -> None:
-        sources = [s for s in _paths.resolve(options.get("path")) if s.log_dir]
+        sources = [
+            s for s in _paths.resolve(options.get("path"), dialect_option(options)) if s.log_dir
+        ]
         if len(sources) != 1:
             raise ValueError(
                 f"tflux: a stream reads exactly one log, PATH names {len(sources)} "
@@ -58,6 +60,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         self.source = sources[0].base
         self.log_dir = sources[0].log_dir
+        self.dialect = sources[0].dialect
         self.from_lsn = lsn_option(options, "fromLsn")
         self.max_rows = lsn_option(options, "maxRecordsPerTrigger")
         if self.max_rows == 0:
@@ -85,7 +88,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tail = names[names.index(keep[-1]) :] if names else []
         if not tail:
             return start
-        with _paths.open_view(self.log_dir, tail) as log:
+        with _paths.open_view(self.log_dir, tail, self.dialect) as log:
             if start < log.start_index:
                 raise tflux.CorruptionError(
                     f"{self.log_dir}: the stream needs LSN {start} but the log starts at "
@@ -157,6 +160,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             partition.last,
             sealed=False,
             raw=self.raw,
+            dialect=self.dialect,
         )
         yield from select(batches, self.names)
 

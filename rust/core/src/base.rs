@@ -70,6 +70,38 @@ impl Layout {
     }
 }
 
+/// The dialect of whatever `path` is, agreeing with `chosen` (spec section 11): a base
+/// directory (what its metadata, snapshot and first segment say), a log directory (its first
+/// segment), or one file (a segment's first record, a metadata file's length, a snapshot's
+/// header). What says nothing is `chosen`, else `spec`. For readers handed a path (Spark,
+/// export) that must read it in the dialect its owner would.
+pub fn dialect_of(path: &Path, chosen: Option<Dialect>) -> Result<Dialect> {
+    let layout = Layout::new(path);
+    if layout.data.is_dir() {
+        return Ok(Layout::detect(path, chosen)?.dialect);
+    }
+    if path.is_dir() {
+        let (segments, _) = crate::fsutil::list_segments(path)?;
+        return crate::dialect::log_dialect(&segments, chosen);
+    }
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let found = if crate::format::segment::parse_file_name(name).is_some() {
+        crate::dialect::plain_segment_says(path)?
+    } else if Some(name) == layout_name(|l| &l.metadata) {
+        crate::dialect::metadata_file_says(path)?
+    } else {
+        crate::dialect::snapshot_file_says(path)?
+    };
+    crate::dialect::file_dialect(found, chosen)
+}
+
+/// The file name of one of [`Layout`]'s files (the one place that names them).
+fn layout_name(file: impl Fn(&Layout) -> &PathBuf) -> Option<&'static str> {
+    static LAYOUT: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
+    let layout = LAYOUT.get_or_init(|| Layout::new(Path::new("")));
+    file(layout).file_name().and_then(|n| n.to_str())
+}
+
 /// What a base directory holds: a store's (its metadata file or snapshot), a channel's (its
 /// `data/cursors`, spec section 10), or neither yet (a new directory, or a log alone). The one
 /// place this is decided: each open refuses the other's directory, and verify never lowers its

@@ -1040,12 +1040,13 @@ mod tests {
             .find(|s| s.count > 9)
             .expect("a long sealed segment");
         let position = crate::recovery::Position::Sealed;
-        let all = read_segment_deltas(&seg.path, position, None, None, false).unwrap();
+        let all = read_segment_deltas(&seg.path, position, None, None, false, None).unwrap();
         let lsns: Vec<i64> = (seg.start_lsn..seg.start_lsn + seg.count as i64).collect();
         assert_eq!(all.lsn, lsns);
         assert_eq!(all.key.values, lsns);
         let (from, to) = (seg.start_lsn + 3, seg.start_lsn + 8);
-        let some = read_segment_deltas(&seg.path, position, Some(from), Some(to), false).unwrap();
+        let some =
+            read_segment_deltas(&seg.path, position, Some(from), Some(to), false, None).unwrap();
         assert_eq!(some.lsn, (from..=to).collect::<Vec<_>>());
         assert_eq!(some.key.values, (from..=to).collect::<Vec<_>>());
     }

@@ -40,4 +40,4 @@ pub use log::{
     Entry, EntryBatch, Log, LogOptions, PendingOpen, RecoveryReport, SegmentInfo, SyncPolicy,
 };
 pub use recovery::{Finding, FindingKind, RecoveryMode, RepairPlan, ScanOptions};
-pub use verify::{verify, Problem, ProblemKind, VerifyReport};
+pub use verify::{verify, verify_in, Problem, ProblemKind, VerifyReport};

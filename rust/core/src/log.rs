@@ -1468,6 +1468,20 @@ impl Log {
     }
 
     /// First LSNs of the sealed segments not yet compressed (never the active segment).
+    /// Compressed segments (spec section 9) exist only in the spec dialect (section 11): a
+    /// taskflux log refuses to compress, so TaskFlux can still open every file.
+    fn check_compressible_dialect(&self) -> Result<()> {
+        match self.dialect {
+            Dialect::Spec => Ok(()),
+            Dialect::Taskflux => Err(Error::Dialect {
+                path: self.dir.clone(),
+                reason: "this log is in the taskflux dialect: compressed segments (spec \
+                         section 9) exist only in the spec dialect, so nothing was compressed"
+                    .into(),
+            }),
+        }
+    }
+
     pub fn compressible(&self) -> Vec<i64> {
         let sealed = &self.segments[..self.segments.len().saturating_sub(1)];
         sealed
@@ -1487,6 +1501,7 @@ impl Log {
     /// never touched.
     pub fn compress_one(&mut self, first_lsn: i64, method: Method) -> Result<Option<PathBuf>> {
         self.check_writable()?;
+        self.check_compressible_dialect()?;
         let log = self;
         {
             let last = log.segments.len().saturating_sub(1);
@@ -1512,6 +1527,7 @@ impl Log {
     /// Compresses every sealed segment not yet compressed; returns the new `.log.z` files.
     pub fn compress(&mut self, method: Method) -> Result<Vec<PathBuf>> {
         self.check_writable()?;
+        self.check_compressible_dialect()?;
         let mut made = Vec::new();
         for first in self.compressible() {
             made.extend(self.compress_one(first, method)?);

@@ -1066,10 +1066,15 @@ impl RepairPlan {
 }
 
 /// The plan `Log::open(dir, repair)` would execute, computed without writing anything.
-pub fn plan_repair(dir: &Path, empty_entries: bool) -> Result<Option<RepairPlan>> {
+pub fn plan_repair(
+    dir: &Path,
+    empty_entries: bool,
+    dialect: Option<Dialect>,
+) -> Result<Option<RepairPlan>> {
     let options = ScanOptions {
         mode: RecoveryMode::Repair,
         empty_entries,
+        dialect,
         ..ScanOptions::default()
     };
     let scan = scan_dir(dir, options, &crate::storage::real())?;

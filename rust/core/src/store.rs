@@ -177,6 +177,18 @@ impl Store {
         } else {
             (Settings::load(base, overrides)?, None)
         };
+        if layout.dialect == Dialect::Taskflux
+            && settings.log_compress_sealed_segments.is_some()
+            && !readonly
+        {
+            return Err(Error::Dialect {
+                path: layout.base.clone(),
+                reason: "LogCompressSealedSegments is set, but this store is in the taskflux \
+                         dialect, where compressed segments do not exist (spec section 11): \
+                         unset it to open the store"
+                    .into(),
+            });
+        }
         let log_opts = log_options(&settings, readonly, &storage, layout.dialect);
         // Validate first, create after: an existing log is locked and scanned (no writes)
         // before anything is read, and nothing is created or cut until every check passed.
@@ -236,6 +248,14 @@ impl Store {
                 crate::fsutil::temp_dir_named(&*storage, &layout.data, layout.dialect.temp_dir())?;
             // Snapshots and metadata of writers killed before their rename.
             crate::fsutil::remove_dead_temp_files(&*storage, &temp)?;
+            if layout.dialect == Dialect::Taskflux
+                && std::fs::symlink_metadata(&layout.metadata).is_err()
+            {
+                // A new taskflux directory says its dialect from the start (an empty log and
+                // no snapshot say nothing, and would reopen as spec), as TaskFlux creates its
+                // metadata file: the defaults, which every entry's term satisfies (checked).
+                files::write_metadata_in(&*storage, &layout.metadata, &metadata, layout.dialect)?;
+            }
         }
         let snapshot_index = snapshot.map_or(-1, |s| s.0);
         let mut report = OpenReport {

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::format::dialect::Dialect;
 use crate::recovery::SegmentInfo;
 use crate::recovery::{scan_dir, Finding, FindingKind, Keep, RecoveryMode, ScanOptions};
 
@@ -15,6 +16,8 @@ pub type ProblemKind = FindingKind;
 #[derive(Debug, Clone, Default)]
 pub struct VerifyReport {
     pub dir: PathBuf,
+    /// The dialect its records were read in (spec section 11).
+    pub dialect: Dialect,
     pub segments: Vec<SegmentInfo>,
     pub records: u64,
     pub bytes: u64,
@@ -38,8 +41,13 @@ pub fn resolve_log_dir(path: &Path) -> PathBuf {
 }
 
 /// Checks every byte of the log at `path` (a base directory or a log directory) as a raw Raft
-/// log (empty entries allowed).
+/// log (empty entries allowed), in the dialect its first segment says.
 pub fn verify(path: impl AsRef<Path>) -> Result<VerifyReport> {
+    verify_in(path, None)
+}
+
+/// [`verify`] in the dialect `chosen` (`None`: the one its first segment says).
+pub fn verify_in(path: impl AsRef<Path>, chosen: Option<Dialect>) -> Result<VerifyReport> {
     let dir = resolve_log_dir(path.as_ref());
     verify_log_dir(
         &dir,
@@ -47,6 +55,7 @@ pub fn verify(path: impl AsRef<Path>) -> Result<VerifyReport> {
             mode: RecoveryMode::ReportOnly,
             empty_entries: true,
             keep: Keep::Report,
+            dialect: chosen,
             ..ScanOptions::default()
         },
     )
@@ -64,6 +73,7 @@ pub fn verify_log_dir(dir: &Path, options: ScanOptions) -> Result<VerifyReport> 
     let scan = scan_dir(dir, options, &crate::storage::real())?;
     Ok(VerifyReport {
         dir: dir.to_path_buf(),
+        dialect: scan.dialect,
         records: scan.records(),
         bytes: scan.bytes(),
         segments: scan.files.iter().map(|f| f.info.clone()).collect(),

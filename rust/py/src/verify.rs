@@ -60,6 +60,11 @@ impl PyVerifyReport {
     fn path(&self) -> String {
         self.inner.dir.display().to_string()
     }
+    /// The dialect its records were read in (`"spec"` or `"taskflux"`).
+    #[getter]
+    fn dialect(&self) -> &'static str {
+        self.inner.dialect.name()
+    }
     #[getter]
     fn segments(&self) -> Vec<PySegmentInfo> {
         segment_infos(&self.inner.segments)
@@ -96,10 +101,13 @@ fn segment_infos(segments: &[tflux_core::SegmentInfo]) -> Vec<PySegmentInfo> {
     segments.iter().cloned().map(PySegmentInfo::from).collect()
 }
 
-/// Checks every record of every segment under `path` (base or log directory) without writing.
+/// Checks every record of every segment under `path` (base or log directory) without writing,
+/// in `dialect` (`None`: the one its first segment says).
 #[pyfunction]
-fn verify(py: Python<'_>, path: PathBuf) -> PyResult<PyVerifyReport> {
-    let report = py.detach(|| core::verify(&path).map_err(Fail::from));
+#[pyo3(signature = (path, *, dialect=None))]
+fn verify(py: Python<'_>, path: PathBuf, dialect: Option<&str>) -> PyResult<PyVerifyReport> {
+    let dialect = crate::dialect_arg(dialect)?;
+    let report = py.detach(|| core::verify_in(&path, dialect).map_err(Fail::from));
     py_result(py, report).map(|inner| PyVerifyReport { inner })
 }
 
@@ -279,6 +287,17 @@ fn verify_base(
     py_result(py, report).map(|inner| PyBaseReport { inner })
 }
 
+/// The dialect of `path` (a base directory, a log directory or one file), agreeing with
+/// `dialect`: `"spec"` or `"taskflux"` (spec section 11). Files that disagree raise
+/// `DialectError`; what says nothing is `dialect`, else `"spec"`.
+#[pyfunction]
+#[pyo3(signature = (path, *, dialect=None))]
+fn dialect_of(py: Python<'_>, path: PathBuf, dialect: Option<&str>) -> PyResult<&'static str> {
+    let chosen = crate::dialect_arg(dialect)?;
+    let found = py.detach(|| core_base::dialect_of(&path, chosen).map_err(Fail::from));
+    py_result(py, found).map(|d| d.name())
+}
+
 /// What the base directory `base` is: "store" (it holds a metadata file or a snapshot),
 /// "channel" (it holds data/cursors) or None (neither yet). Both at once is `CorruptionError`.
 #[pyfunction]
@@ -335,14 +354,17 @@ impl PyRepairPlan {
 /// The plan `Log.open(log_dir, repair=True, empty_entries=...)` would execute, computed
 /// without writing anything; None when there is nothing to repair.
 #[pyfunction]
-#[pyo3(signature = (log_dir, *, empty_entries=true))]
+#[pyo3(signature = (log_dir, *, empty_entries=true, dialect=None))]
 fn plan_repair(
     py: Python<'_>,
     log_dir: PathBuf,
     empty_entries: bool,
+    dialect: Option<&str>,
 ) -> PyResult<Option<PyRepairPlan>> {
-    let plan =
-        py.detach(|| core_recovery::plan_repair(&log_dir, empty_entries).map_err(Fail::from));
+    let dialect = crate::dialect_arg(dialect)?;
+    let plan = py.detach(|| {
+        core_recovery::plan_repair(&log_dir, empty_entries, dialect).map_err(Fail::from)
+    });
     py_result(py, plan).map(|p| p.map(|inner| PyRepairPlan { inner }))
 }
 
@@ -355,6 +377,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(verify_base, m)?)?;
     m.add_function(wrap_pyfunction!(base_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(dialect_of, m)?)?;
     m.add_function(wrap_pyfunction!(plan_repair, m)?)?;
     Ok(())
 }
