@@ -15,17 +15,18 @@ from tflux._tflux import Layout as _CoreLayout
 
 # A segment, plain or compressed (``NNN.log.z``, spec section 9).
 SEGMENT_NAME = re.compile(r"^[0-9]{19}\.log(\.z)?$")
-SETTINGS_FILE = Path(_CoreLayout(".", "spec").settings).name
+SETTINGS_FILE = Path(_CoreLayout(".", detect=False).settings).name
 
 
 class Layout:
     """The files of the base directory ``base`` in ``dialect`` (``None``: the one its files
-    say, ``"spec"`` when they say nothing; files that disagree raise ``DialectError``)."""
+    say, ``"spec"`` when they say nothing; files that disagree raise ``DialectError``).
+    ``detect=False`` reads no file (for path look-ups, where the dialect does not matter)."""
 
     __slots__ = ("_core",)
 
-    def __init__(self, base: str | Path, dialect: str | None = None) -> None:
-        self._core = _CoreLayout(base, dialect)
+    def __init__(self, base: str | Path, dialect: str | None = None, *, detect: bool = True):
+        self._core = _CoreLayout(base, dialect, detect=detect)
 
     def __repr__(self) -> str:
         return f"Layout({self._core.base!r}, {self._core.dialect!r})"
@@ -74,12 +75,12 @@ class Layout:
     def of_data(cls, data: str | Path) -> Layout | None:
         """The layout whose ``data`` directory is ``data``; None if there is none."""
         data = Path(data)
-        layout = cls(data.parent, "spec")  # only paths are compared: no file is read
+        layout = cls(data.parent, detect=False)  # only paths are compared
         return layout if layout.data == data else None
 
     @classmethod
     def of_log(cls, log: str | Path) -> Layout | None:
         """The layout whose log directory is ``log``; None for a log directory outside a base."""
         log = Path(log)
-        layout = cls(log.parent.parent, "spec")  # only paths are compared: no file is read
+        layout = cls(log.parent.parent, detect=False)  # only paths are compared
         return layout if layout.log == log else None

@@ -802,7 +802,10 @@ class Layout:
     ``dialect=None`` uses the dialect the directory's files say (``"spec"`` when they say
     nothing); files that disagree raise ``DialectError``."""
 
-    def __new__(cls, base: str | PathLike[str], dialect: Dialect | None = None) -> Layout: ...
+    def __new__(
+        cls, base: str | PathLike[str], dialect: Dialect | None = None, *, detect: bool = True
+    ) -> Layout:
+        """``detect=False`` reads no file: the paths of ``dialect`` (``"spec"`` when None)."""
     @property
     def dialect(self) -> Dialect:
         """``"spec"`` or ``"taskflux"``: says the temp directory and the files' layouts."""

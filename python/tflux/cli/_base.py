@@ -45,7 +45,7 @@ def _log_dir(path: Path) -> Path:
         raise CliError(f"{path}: no such directory")
     if not path.is_dir():
         raise CliError(f"{path}: not a directory (give a base directory or its data/log directory)")
-    candidate = Layout(path, "spec").log  # only the path: no file is read
+    candidate = Layout(path, detect=False).log  # only the path: no file is read
     if candidate.is_dir():  # a base directory: an empty log is the store's to judge
         return candidate
     log_dir = path

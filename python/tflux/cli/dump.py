@@ -190,7 +190,7 @@ def dump(
         raw = raw or _is_channel(base)  # a channel's records are messages, not deltas
     dialect = _dialect(base, dialect)
     with tflux.Log.open(log_dir, readonly=True, dialect=dialect) as log:
-        temp = Layout(log_dir.parent.parent, log.dialect).temp.name
+        temp = Layout(log_dir.parent.parent, log.dialect, detect=False).temp.name
         torn = log.recovery
         if torn.truncated:  # said, not hidden (issue 30 item 23); the records before it print
             err.print(

@@ -150,10 +150,11 @@ def _inspect_json(
     checked: Checked,
     temp: list[str],
 ) -> dict[str, Any]:
-    files = Layout(base)
+    files = Layout(base, checked.report.dialect)
     meta, snap = checked.metadata, checked.snapshot
     return {
         "base": str(base),
+        "dialect": checked.report.dialect,
         "settings": settings,
         "settings_file": from_file,
         "settings_warning": ignored,
@@ -173,8 +174,9 @@ def _inspect_text(
     checked: Checked,
     temp: list[str],
 ) -> None:
-    files = Layout(base)
+    files = Layout(base, checked.report.dialect)
     out.print(f"[bold]base[/]      {escape(str(base))}")
+    out.print(f"[bold]dialect[/]   {checked.report.dialect}")
     if ignored is not None:
         source = f"defaults ({SETTINGS_FILE} ignored: see the warning)"
     elif from_file is not None:

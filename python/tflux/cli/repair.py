@@ -91,7 +91,7 @@ def repair(path: Path, yes: bool, as_json: bool, dialect: str | None) -> None:
     checked = _check(base, log_dir, dialect=dialect)
     report = checked.report
     dialect = report.dialect  # a log alone: the one its first segment says
-    temp = log_dir.parent / Layout(log_dir.parent.parent, dialect).temp.name
+    temp = log_dir.parent / Layout(log_dir.parent.parent, dialect, detect=False).temp.name
     plan = tflux.plan_repair(log_dir, empty_entries=base is None, dialect=dialect)
     others = [f for f in checked.findings if f.fatal and not f.in_log]
     result: dict[str, Any] = {

@@ -77,7 +77,7 @@ def resolve(path: str | Sequence[str] | None, dialect: str | None = None) -> lis
             else:
                 log_dir = str(layout.log) if layout.log.is_dir() else None
                 src = Source(str(layout.base), log_dir, p)
-        elif Layout(p, "spec").data.is_dir():
+        elif Layout(p, detect=False).data.is_dir():
             layout = Layout(p, dialect)
             src = Source(
                 p,

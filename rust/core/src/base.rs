@@ -84,7 +84,10 @@ pub fn dialect_of(path: &Path, chosen: Option<Dialect>) -> Result<Dialect> {
         let (segments, _) = crate::fsutil::list_segments(path)?;
         return crate::dialect::log_dialect(&segments, chosen);
     }
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     let found = if crate::format::segment::parse_file_name(name).is_some() {
         crate::dialect::plain_segment_says(path)?
     } else if Some(name) == layout_name(|l| &l.metadata) {

@@ -125,11 +125,16 @@ fn path_str(p: &std::path::Path) -> String {
 #[pymethods]
 impl PyLayout {
     /// The layout of `base` in `dialect` (`None`: the dialect its files say, `spec` for a new
-    /// directory; files that disagree raise `DialectError`).
+    /// directory; files that disagree with each other or with `dialect` raise `DialectError`).
+    /// `detect=False` reads no file: the paths of `dialect` (`spec` when `None`).
     #[new]
-    #[pyo3(signature = (base, dialect=None))]
-    fn new(py: Python<'_>, base: PathBuf, dialect: Option<&str>) -> PyResult<Self> {
+    #[pyo3(signature = (base, dialect=None, *, detect=true))]
+    fn new(py: Python<'_>, base: PathBuf, dialect: Option<&str>, detect: bool) -> PyResult<Self> {
         let chosen = crate::dialect_arg(dialect)?;
+        if !detect {
+            let inner = core_base::Layout::in_dialect(&base, chosen.unwrap_or_default());
+            return Ok(PyLayout { inner });
+        }
         let inner = py.detach(|| core_base::Layout::detect(&base, chosen).map_err(Fail::from));
         py_result(py, inner).map(|inner| PyLayout { inner })
     }
