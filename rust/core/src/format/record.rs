@@ -590,6 +590,127 @@ mod tests {
         });
     }
 
+    /// TaskFlux's reading of one frame, written plainly from section 11 (byte by byte, wide
+    /// arithmetic, a bitwise CRC-32/MPEG-2), for holding `parse_in::<Taskflux>` to it.
+    fn taskflux_parse(buf: &[u8], at: usize) -> Frame<'_> {
+        let available = buf.len().saturating_sub(at);
+        let byte = |k: usize| buf[at + k];
+        let int = |k: usize, n: usize| (0..n).fold(0u64, |v, i| v << 8 | u64::from(byte(k + i)));
+        if available == 0 || (available >= 4 && int(0, 4) == 0) {
+            return Frame::End;
+        }
+        if available >= 4 && (0..4).any(|k| byte(k) != RECORD_MARKER[k]) {
+            let found = [byte(0), byte(1), byte(2), byte(3)];
+            return Frame::Bad(BadRecord::BadMarker { found });
+        }
+        if available < 20 {
+            return Frame::Bad(BadRecord::ShortHeader { available });
+        }
+        let len = int(16, 4) as u32 as i32;
+        if len < 0 {
+            return Frame::Bad(BadRecord::NegativeLength { len });
+        }
+        let len = len as usize;
+        if 20 + len > available {
+            return Frame::Bad(BadRecord::PastEnd { len, available });
+        }
+        let term = int(4, 8) as i64;
+        if !(1..=MAX_TERM).contains(&term) {
+            return Frame::Bad(BadRecord::TermOutOfRange { term });
+        }
+        let data = &buf[at + 20..at + 20 + len];
+        let mut computed = 0xFFFF_FFFFu32;
+        for &b in data {
+            computed ^= u32::from(b) << 24;
+            for _ in 0..8 {
+                computed = if computed & 0x8000_0000 != 0 {
+                    computed << 1 ^ 0x04C1_1DB7
+                } else {
+                    computed << 1
+                };
+            }
+        }
+        let stored = int(12, 4) as u32;
+        if stored != computed {
+            return Frame::Bad(BadRecord::BadChecksum { stored, computed });
+        }
+        Frame::Record {
+            term: term as i32,
+            data,
+            next: at + 20 + len,
+        }
+    }
+
+    #[test]
+    fn taskflux_records_are_unpadded_with_an_int64_term_and_the_mpeg2_checksum() {
+        let mut buf = Vec::new();
+        Taskflux::encode(&mut buf, 7, b"hello");
+        let mut want = RECORD_MARKER.to_vec();
+        want.extend(7i64.to_be_bytes());
+        want.extend(crate::codec::crc32_mpeg2(b"hello").to_be_bytes());
+        want.extend(5i32.to_be_bytes());
+        want.extend(b"hello");
+        assert_eq!(buf, want);
+        assert_eq!(
+            parse_in::<Taskflux, true>(&buf, 0),
+            Frame::Record {
+                term: 7,
+                data: b"hello",
+                next: 25
+            }
+        );
+        // An empty record's checksum is 0xFFFFFFFF: a zeroed header never reads as one.
+        let mut empty = Vec::new();
+        Taskflux::encode(&mut empty, 1, b"");
+        assert_eq!(&empty[12..16], &[0xFF; 4]);
+        let torn = [&RECORD_MARKER[..], &[0u8; 16]].concat();
+        assert_eq!(
+            parse_in::<Taskflux, true>(&torn, 0),
+            Frame::Bad(BadRecord::TermOutOfRange { term: 0 })
+        );
+    }
+
+    /// `parse_in::<Taskflux>` finds what TaskFlux's plain reading finds, at any offset of
+    /// records with any byte changed, a length rewritten, a term out of range or the bytes cut.
+    #[test]
+    fn taskflux_parse_reads_each_frame_as_section_11_does() {
+        use proptest::prelude::*;
+        let records = prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..6);
+        let length = prop_oneof![
+            Just(None),
+            any::<i32>().prop_map(Some),
+            (-3i32..80).prop_map(Some)
+        ];
+        let term = prop_oneof![
+            Just(None),
+            any::<i64>().prop_map(Some),
+            (-2i64..3).prop_map(Some)
+        ];
+        proptest!(ProptestConfig::with_cases(2000), |(records in records,
+                    hit in any::<prop::sample::Index>(), byte in any::<u8>(),
+                    length in length, term in term, cut in any::<prop::sample::Index>(),
+                    at in any::<prop::sample::Index>())| {
+            let mut buf = Vec::new();
+            let mut starts = Vec::new();
+            for (t, data) in records.iter().enumerate() {
+                starts.push(buf.len());
+                Taskflux::encode(&mut buf, t as i32 + 1, data);
+            }
+            let hit = hit.index(buf.len());
+            buf[hit] = byte;
+            let start = starts[hit % starts.len()];
+            if let Some(len) = length {
+                buf[start + 16..start + 20].copy_from_slice(&len.to_be_bytes());
+            }
+            if let Some(t) = term {
+                buf[start + 4..start + 12].copy_from_slice(&t.to_be_bytes());
+            }
+            buf.truncate(buf.len() - cut.index(buf.len() + 1) / 3);
+            let at = at.index(buf.len() + 2);
+            prop_assert_eq!(parse_in::<Taskflux, true>(&buf, at), taskflux_parse(&buf, at));
+        });
+    }
+
     #[test]
     fn absurd_length_is_refused_without_allocating() {
         let mut buf = Vec::new();
