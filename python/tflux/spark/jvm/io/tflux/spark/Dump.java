@@ -13,7 +13,10 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * the golden vectors and the core without starting Spark:
  *
  * <pre>
- * Dump segment PATH FIRST_LSN sealed|last [SPLIT_OFFSET...]   records: lsn, term, data (hex)
+ * Dump segment PATH FIRST_LSN sealed|last [SPLIT_OFFSET...]   records: lsn, term, data (hex);
+ *                                                             framed in the dialect its first
+ *                                                             record says ($TFLUX_DIALECT chooses)
+ * Dump crc32-mpeg2 HEX...                                     each input's CRC-32/MPEG-2
  * Dump delta HEX...                                           each delta's columns (or error)
  * Dump snapshot PATH                                          header and records
  * </pre>
@@ -41,6 +44,12 @@ public final class Dump {
         case "snapshot":
           snapshot(args[1], out);
           break;
+        case "crc32-mpeg2":
+          for (int i = 1; i < args.length; i++) {
+            byte[] data = unhex(args[i]);
+            out.append(String.format("{\"crc\": \"%08x\"}%n", Crc32Mpeg2.of(data)));
+          }
+          break;
         default:
           throw new IllegalArgumentException("unknown mode " + args[0]);
       }
@@ -61,10 +70,16 @@ public final class Dump {
     for (int i = 4; i < args.length; i++) {
       cuts.add(Long.parseLong(args[i]));
     }
+    Dialect dialect = Dialect.parse(System.getenv("TFLUX_DIALECT"));
+    if (dialect == null) {
+      Dialect said = Dialect.segmentSays(java.nio.file.Paths.get(path));
+      dialect = said != null ? said : Dialect.SPEC;
+    }
     for (int i = 0; i < cuts.size(); i++) {
       long start = cuts.get(i);
       long end = i + 1 < cuts.size() ? cuts.get(i + 1) : Long.MAX_VALUE;
-      SegmentReader r = new SegmentReader(path, first, last, start, end, Long.MIN_VALUE).open();
+      SegmentReader r =
+          new SegmentReader(dialect, path, first, last, start, end, Long.MIN_VALUE).open();
       SegmentReader.Visitor v = (lsn, term, at, len, off) -> {
         out.append("{\"lsn\": ").append(lsn).append(", \"term\": ").append(term)
             .append(", \"offset\": ").append(off).append(", \"data\": \"")
@@ -76,11 +91,16 @@ public final class Dump {
     }
   }
 
-  private static void delta(String hexData, StringBuilder out) {
+  private static byte[] unhex(String hexData) {
     byte[] data = new byte[hexData.length() / 2];
     for (int i = 0; i < data.length; i++) {
       data[i] = (byte) Integer.parseInt(hexData.substring(2 * i, 2 * i + 2), 16);
     }
+    return data;
+  }
+
+  private static void delta(String hexData, StringBuilder out) {
+    byte[] data = unhex(hexData);
     List<StructField> fields = new ArrayList<>();
     for (int i = 2; i < LogColumns.QUEUE_ADDS; i++) {
       fields.add(DataTypes.createStructField(LogColumns.NAMES[i], LogColumns.TYPES[i], true));
@@ -88,7 +108,7 @@ public final class Dump {
     StructType schema = DataTypes.createStructType(fields);
     LogColumns cols = new LogColumns(schema, 1);
     cols.reset();
-    cols.add(0, 0, 0, ByteBuffer.wrap(data), 0, data.length, "<delta>", -16);
+    cols.add(0, 0, 0, ByteBuffer.wrap(data), 0, data.length, "<delta>", 0);
     ColumnarBatch b = cols.finish(1);
     out.append("{");
     for (int i = 0; i < fields.size(); i++) {

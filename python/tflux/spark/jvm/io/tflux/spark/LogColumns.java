@@ -219,12 +219,12 @@ final class LogColumns {
   }
 
   /**
-   * Decodes the delta in {@code buf[at, at + len)} (the data of the record at {@code
-   * fileOffset} of {@code path}) into row {@code row}. A delta that does not follow the spec is
+   * Decodes the delta in {@code buf[at, at + len)} (the record data at file offset {@code
+   * dataOffset} of {@code path}) into row {@code row}. A delta that does not follow the spec is
    * a {@link CorruptException} naming the file and the offset of the bad field.
    */
   void add(int row, long lsn, int term, ByteBuffer buf, int at, int len, String path,
-      long fileOffset) {
+      long dataOffset) {
     WritableColumnVector[] v = vec;
     if (v[LSN] != null) {
       v[LSN].putLong(row, lsn);
@@ -344,7 +344,7 @@ final class LogColumns {
         }
       }
     } catch (Cursor.DecodeError e) {
-      throw new CorruptException(path, fileOffset + SegmentReader.RECORD_HEADER + e.offset,
+      throw new CorruptException(path, dataOffset + e.offset,
           "undecodable delta at LSN " + lsn + ": " + e.display());
     }
   }

@@ -56,7 +56,7 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   private void open(LogSource.Chunk c) {
     if (c.segment == null) {
       // A source the driver could not list (node-local): plan it here, unsplit.
-      Sources.Source src = new Sources.Source(c.source, c.logDir, null, true);
+      Sources.Source src = new Sources.Source(c.source, c.logDir, null, true, c.dialect);
       Sources.checkHere(src);
       List<LogSource.Chunk> local = Planner.chunks(src, from, to, Long.MAX_VALUE);
       for (int i = local.size() - 1; i >= 0; i--) {
@@ -69,8 +69,8 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
     if (path.endsWith(".log") && java.nio.file.Files.exists(Paths.get(path + ".z"))) {
       path += ".z"; // compressed since the driver listed it
     }
-    cur = new SegmentReader(path, Sources.startLsn(c.segment), c.last, c.start, c.end,
-        c.wantLast);
+    cur = new SegmentReader(c.dialect(path), path, Sources.startLsn(c.segment), c.last, c.start,
+        c.end, c.wantLast);
     try {
       if (cols.adds == null) {
         cur.open();
@@ -91,7 +91,8 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
     if (lsn < from || lsn > to) {
       return;
     }
-    cols.add(rows++, lsn, term, cur.buf, dataAt, dataLen, cur.path, fileOffset);
+    cols.add(rows++, lsn, term, cur.buf, dataAt, dataLen, cur.path,
+        fileOffset + cur.dialect.header);
   }
 
   private void countBefore(long lsn, int term, int dataAt, int dataLen, long fileOffset) {

@@ -197,9 +197,12 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     final long start;
     final long end;
     final long wantLast;
+    /** "spec" or "taskflux"; null: the segment's own first record says (a remote source). */
+    final String dialect;
 
     Chunk(String source, String logDir, String segment, boolean last, long start, long end,
-        long wantLast) {
+        long wantLast, String dialect) {
+      this.dialect = dialect;
       this.source = source;
       this.logDir = logDir;
       this.segment = segment;
@@ -207,6 +210,19 @@ public final class LogSource implements TableProvider, DataSourceRegister {
       this.start = start;
       this.end = end;
       this.wantLast = wantLast;
+    }
+
+    /** How the segment at {@code path} (this chunk's file) is framed. */
+    Dialect dialect(String path) {
+      if (dialect != null) {
+        return Dialect.parse(dialect);
+      }
+      try {
+        Dialect said = Dialect.segmentSays(Paths.get(path));
+        return said != null ? said : Dialect.SPEC;
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException("tflux: cannot read " + path, e);
+      }
     }
 
     long size() {
@@ -318,7 +334,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
         String[] prefer = host == null ? new String[0] : new String[] {host};
         if (src.remote) {
           Chunk whole = new Chunk(src.base, src.logDir, null, false, 0, Long.MAX_VALUE,
-              Long.MIN_VALUE);
+              Long.MIN_VALUE, src.dialect);
           parts.add(new LogPartition(new Chunk[] {whole}, prefer));
           continue;
         }

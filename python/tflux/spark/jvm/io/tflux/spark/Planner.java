@@ -88,6 +88,12 @@ final class Planner {
    */
   static List<LogSource.Chunk> chunks(Sources.Source src, long from, long to, long splitBytes) {
     List<LogSource.Chunk> out = new ArrayList<>();
+    String dialect;
+    try {
+      dialect = src.dialect != null ? src.dialect : Dialect.of(src, null).label;
+    } catch (IOException e) {
+      throw new UncheckedIOException("tflux: cannot read " + src.base, e);
+    }
     List<String> names = Sources.segmentNames(src.logDir);
     for (int i = 0; i < names.size(); i++) {
       String name = names.get(i);
@@ -105,27 +111,28 @@ final class Planner {
       long at = SegmentReader.HEADER_LEN;
       if (name.endsWith(".z")) { // a compressed segment decodes whole: one task
         out.add(new LogSource.Chunk(src.base, src.logDir, name, !sealed, at, Long.MAX_VALUE,
-            want));
+            want, dialect));
         continue;
       }
       if (sealed) {
         while (size - at > splitBytes + splitBytes / 4) {
           out.add(new LogSource.Chunk(src.base, src.logDir, name, false, at, at + splitBytes,
-              Long.MIN_VALUE));
+              Long.MIN_VALUE, dialect));
           at += splitBytes;
         }
       } else if (size - at > splitBytes + splitBytes / 4) {
         // The active segment's checked records, cut at record starts; its last chunk reads on
         // from there as the unsplit segment would (a torn tail ends it, appends are read).
-        long[] cuts = checkedCuts(Paths.get(src.logDir, name).toString(), start, splitBytes);
+        long[] cuts = checkedCuts(Dialect.parse(dialect), Paths.get(src.logDir, name).toString(),
+            start, splitBytes);
         for (long cut : cuts) {
           out.add(new LogSource.Chunk(src.base, src.logDir, name, false, at, cut,
-              Long.MIN_VALUE));
+              Long.MIN_VALUE, dialect));
           at = cut;
         }
       }
       out.add(new LogSource.Chunk(src.base, src.logDir, name, !sealed, at, Long.MAX_VALUE,
-          want));
+          want, dialect));
     }
     return out;
   }
@@ -139,8 +146,8 @@ final class Planner {
    * range cut here never starts past that end or inside a record. The last cut is kept a
    * quarter split short of the checked end so that the tail's chunk is not tiny.
    */
-  static long[] checkedCuts(String path, long firstLsn, long splitBytes) {
-    SegmentReader r = new SegmentReader(path, firstLsn, true, SegmentReader.HEADER_LEN,
+  static long[] checkedCuts(Dialect dialect, String path, long firstLsn, long splitBytes) {
+    SegmentReader r = new SegmentReader(dialect, path, firstLsn, true, SegmentReader.HEADER_LEN,
         Long.MAX_VALUE, Long.MIN_VALUE);
     try {
       r.open();
@@ -229,8 +236,9 @@ final class Planner {
         boolean sealed = i + 1 < names.size();
         long next = sealed ? Sources.startLsn(names.get(i + 1)) : Long.MIN_VALUE;
         String path = Paths.get(src.logDir, names.get(i)).toString();
-        SegmentReader r = new SegmentReader(path, Sources.startLsn(names.get(i)), !sealed,
-            SegmentReader.HEADER_LEN, Long.MAX_VALUE, sealed ? next - 1 : Long.MIN_VALUE);
+        SegmentReader r = new SegmentReader(Dialect.parse(src.dialect), path,
+            Sources.startLsn(names.get(i)), !sealed, SegmentReader.HEADER_LEN, Long.MAX_VALUE,
+            sealed ? next - 1 : Long.MIN_VALUE);
         try {
           r.open();
         } catch (IOException e) {

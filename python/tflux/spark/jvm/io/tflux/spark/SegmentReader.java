@@ -27,7 +27,6 @@ final class SegmentReader {
   static final int VERSION = 1;
   static final int HEADER_LEN = 8;
   static final int RECORD_MARKER = 0xAAF534C4;
-  static final int RECORD_HEADER = 16;
 
   /** One decoded record: its LSN, term and where its data lies in {@link #buf}. */
   interface Visitor {
@@ -35,6 +34,8 @@ final class SegmentReader {
   }
 
   final String path;
+  /** How the records are framed (spec section 11). */
+  final Dialect dialect;
   final long firstLsn;
   /** The active (last) segment: a torn tail ends its data instead of failing. */
   final boolean last;
@@ -51,6 +52,7 @@ final class SegmentReader {
   boolean done;
   /** A compressed segment's last LSN from its header (checked at its end), or MIN_VALUE. */
   long zLast = Long.MIN_VALUE;
+
   private final CRC32 crc = new CRC32();
   private ByteBuffer dup;
 
@@ -60,8 +62,9 @@ final class SegmentReader {
   private int next;
   private String bad;
 
-  SegmentReader(String path, long firstLsn, boolean last, long ownStart, long ownEnd,
-      long wantLast) {
+  SegmentReader(Dialect dialect, String path, long firstLsn, boolean last, long ownStart,
+      long ownEnd, long wantLast) {
+    this.dialect = dialect;
     this.path = path;
     this.firstLsn = firstLsn;
     this.last = last;
@@ -194,8 +197,9 @@ final class SegmentReader {
   void step(boolean checkCrc, Visitor visitor) {
     int kind = parse(at, checkCrc);
     if (kind == RECORD) {
+      boolean spec = dialect == Dialect.SPEC;
       if (term < prevTerm || term < 0) {
-        if (last && term == 0 && zeroFrom(buf, at + 4, len)) {
+        if (spec && last && term == 0 && zeroFrom(buf, at + 4, len)) {
           finish(); // a header torn after its marker reads as an empty record of term 0
           return;
         }
@@ -203,12 +207,12 @@ final class SegmentReader {
             : "term " + term + " lower than the previous record's term " + prevTerm;
         throw new CorruptException(path, at, why);
       }
-      if (last && dataLen == 0 && zeroFrom(buf, at + 8, len)) {
+      if (spec && last && dataLen == 0 && zeroFrom(buf, at + 8, len)) {
         finish(); // an empty record followed by zeros: a header torn after its term
         return;
       }
       if (visitor != null) {
-        visitor.record(lsn, term, at + RECORD_HEADER, dataLen, at);
+        visitor.record(lsn, term, at + dialect.header, dataLen, at);
       }
       prevTerm = term;
       lsn++;
@@ -239,7 +243,7 @@ final class SegmentReader {
   static final int END = 1;
   static final int BAD = 2;
 
-  /** The core's {@code record::parse_with}: never trusts the length field. */
+  /** The core's {@code record::parse_in}: never trusts the length field. */
   private int parse(int at, boolean checkCrc) {
     int available = len - at;
     if (available <= 0) {
@@ -259,24 +263,38 @@ final class SegmentReader {
           buf.get(at + 3) & 0xFF);
       return BAD;
     }
-    if (available < RECORD_HEADER) {
+    if (available < dialect.header) {
       bad = "incomplete record header (" + available + " bytes before end of file)";
       return BAD;
     }
-    term = buf.getInt(at + 4);
-    int stored = buf.getInt(at + 8);
-    int n = buf.getInt(at + 12);
+    int stored = buf.getInt(at + dialect.crcAt);
+    int n = buf.getInt(at + dialect.lenAt);
     if (n < 0) {
       bad = "negative data length field " + n;
       return BAD;
     }
-    long total = (long) RECORD_HEADER + n + ((4 - n % 4) % 4);
+    long total = dialect.recordLen(n);
     if (total > available) {
       bad = "data length field " + n + " runs past end of file (" + available
           + " bytes available)";
       return BAD;
     }
-    int dataAt = at + RECORD_HEADER;
+    if (dialect == Dialect.TASKFLUX) {
+      long wide = buf.getLong(at + 4);
+      if (wide < 1) {
+        bad = "term " + wide + " below 1 (a taskflux record's term is at least 1)";
+        return BAD;
+      }
+      if (wide > Integer.MAX_VALUE) {
+        bad = "term " + wide + " above " + Integer.MAX_VALUE
+            + ", the largest term tflux supports";
+        return BAD;
+      }
+      term = (int) wide;
+    } else {
+      term = buf.getInt(at + 4);
+    }
+    int dataAt = at + dialect.header;
     for (int p = dataAt + n; p < at + total; p++) {
       if (buf.get(p) != 0) {
         bad = "non-zero padding byte";
@@ -284,14 +302,8 @@ final class SegmentReader {
       }
     }
     if (checkCrc) {
-      crc.reset();
-      if (dup == null) {
-        dup = buf.duplicate();
-      }
-      dup.limit(dataAt + n);
-      dup.position(dataAt);
-      crc.update(dup);
-      int computed = (int) crc.getValue();
+      int computed = dialect == Dialect.SPEC ? zlibCrc(dataAt, n)
+          : Crc32Mpeg2.of(buf, dataAt, dataAt + n);
       if (computed != stored) {
         bad = String.format("checksum mismatch (stored 0x%08x, computed 0x%08x)", stored,
             computed);
@@ -301,5 +313,17 @@ final class SegmentReader {
     dataLen = n;
     next = (int) (at + total);
     return RECORD;
+  }
+
+  /** CRC-32 (zlib's) of {@code n} bytes at {@code at}, with one checksum object reused. */
+  private int zlibCrc(int at, int n) {
+    crc.reset();
+    if (dup == null) {
+      dup = buf.duplicate();
+    }
+    dup.limit(at + n);
+    dup.position(at);
+    crc.update(dup);
+    return (int) crc.getValue();
   }
 }

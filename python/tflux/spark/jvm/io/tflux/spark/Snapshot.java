@@ -138,8 +138,11 @@ final class Snapshot {
       c.take(4, "snapshot marker");
       int marker = buf.getInt(0);
       boolean wide;
+      // TaskFlux's header shares the narrow marker: the layout whose lengths and checksum fit
+      // the file says which (the core's snapshot_says, spec section 11).
+      taskflux = marker == MARKER && Dialect.snapshotSays(buf, len) == Dialect.TASKFLUX;
       if (marker == MARKER) {
-        wide = false;
+        wide = taskflux;
       } else if (marker == WIDE_MARKER) {
         wide = true;
       } else {
@@ -163,16 +166,21 @@ final class Snapshot {
         throw new CorruptException(path, c.pos(), c.left()
             + " trailing bytes after the checksum");
       }
-      CRC32 crc = new CRC32();
-      ByteBuffer d = buf.duplicate();
-      if (wide) {
-        d.limit(stateLenAt).position(4);
+      int computed;
+      if (taskflux) {
+        computed = Crc32Mpeg2.of(buf, stateAt, stateAt + stateLen);
+      } else {
+        CRC32 crc = new CRC32();
+        ByteBuffer d = buf.duplicate();
+        if (wide) {
+          d.limit(stateLenAt).position(4);
+          crc.update(d);
+        }
+        d = buf.duplicate();
+        d.limit(stateAt + stateLen).position(stateAt);
         crc.update(d);
+        computed = (int) crc.getValue();
       }
-      d = buf.duplicate();
-      d.limit(stateAt + stateLen).position(stateAt);
-      crc.update(d);
-      int computed = (int) crc.getValue();
       if (computed != stored) {
         throw new CorruptException(path, crcAt, String.format(
             "checksum mismatch (stored 0x%08x, computed 0x%08x)", stored, computed));
@@ -188,8 +196,11 @@ final class Snapshot {
   }
 
   private int stateAtOf() {
-    return buf.getInt(0) == WIDE_MARKER ? 24 : 16;
+    return buf.getInt(0) == WIDE_MARKER || taskflux ? 24 : 16;
   }
+
+  /** Whether the file has TaskFlux's header (Int64 index and term, CRC-32/MPEG-2). */
+  boolean taskflux;
 
   private void decodeState(Cursor c, int stateAt) throws Cursor.DecodeError {
     try {

@@ -264,7 +264,7 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
     public boolean next() {
       if (snap == null) {
         if (part.remote) {
-          Sources.checkHere(new Sources.Source(part.source, null, part.path, true));
+          Sources.checkHere(new Sources.Source(part.source, null, part.path, true, null));
           if (!java.nio.file.Files.exists(java.nio.file.Paths.get(part.path))) {
             return false; // that node has no snapshot
           }

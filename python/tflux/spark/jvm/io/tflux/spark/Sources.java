@@ -32,16 +32,30 @@ final class Sources {
     final String snapshot;
     /** Named in the {@code locations} option and absent here: listed by its task on its host. */
     final boolean remote;
+    /**
+     * "spec" or "taskflux" (spec section 11), as its files say ({@link Dialect#of}); null for a
+     * remote source not chosen by the option (its task decides where the files are).
+     */
+    final String dialect;
 
     Source(String base, String logDir, String snapshot) {
-      this(base, logDir, snapshot, false);
+      this(base, logDir, snapshot, false, null);
     }
 
-    Source(String base, String logDir, String snapshot, boolean remote) {
+    Source(String base, String logDir, String snapshot, boolean remote, String dialect) {
       this.base = base;
       this.logDir = logDir;
       this.snapshot = snapshot;
       this.remote = remote;
+      this.dialect = dialect;
+    }
+
+    /** This source in the dialect its files say, agreeing with the option (a remote one as is). */
+    Source detected(Dialect chosen) throws IOException {
+      if (remote) {
+        return new Source(base, logDir, snapshot, true, chosen == null ? null : chosen.label);
+      }
+      return new Source(base, logDir, snapshot, false, Dialect.of(this, chosen).label);
     }
   }
 
@@ -189,7 +203,7 @@ final class Sources {
         // A base directory on another node (see the locations option).
         Path data = p.resolve("data");
         src = new Source(p.toString(), data.resolve("log").toString(),
-            data.resolve("tflux.snapshot").toString(), true);
+            data.resolve("tflux.snapshot").toString(), true, null);
       } else if (Files.isRegularFile(p)) {
         Path parent = p.getParent();
         if (parent.getFileName() != null && parent.getFileName().toString().equals("data")
@@ -220,7 +234,13 @@ final class Sources {
           src = new Source(p.toString(), p.toString(), null);
         }
       }
-      sources.putIfAbsent(src.base, src);
+      if (!sources.containsKey(src.base)) {
+        try {
+          sources.put(src.base, src.detected(Dialect.parse(options.get("dialect"))));
+        } catch (IOException e) {
+          throw new java.io.UncheckedIOException("tflux: cannot read " + src.base, e);
+        }
+      }
     }
     return new ArrayList<>(sources.values());
   }
