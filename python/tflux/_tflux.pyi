@@ -1,7 +1,7 @@
 """Type stubs of the native module ``tflux._tflux`` (the Rust core's Python face)."""
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal, final
 
@@ -892,6 +892,60 @@ def verify_base(
 ) -> BaseReport:
     """Check a base directory exactly as a restore does, reading only (``dialect=None``:
     detected from its files)."""
+
+@final
+class ConvertReport:
+    """What :func:`convert` did."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def destination(self) -> str: ...
+    @property
+    def from_dialect(self) -> Dialect:
+        """The source's dialect."""
+    @property
+    def to_dialect(self) -> Dialect:
+        """The destination's dialect."""
+    @property
+    def entries(self) -> int: ...
+    @property
+    def segments(self) -> int: ...
+    @property
+    def bytes_read(self) -> int:
+        """Bytes of the source's segments (records)."""
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of the destination's segments."""
+    @property
+    def snapshot(self) -> bool:
+        """Whether a snapshot was written."""
+    @property
+    def metadata(self) -> bool:
+        """Whether a metadata file was written."""
+    @property
+    def torn_tail(self) -> tuple[str, int] | None:
+        """``(path, offset)`` of the source's torn tail, which was not converted."""
+    @property
+    def fingerprint(self) -> int:
+        """CRC-64 of every entry (LSN, term, length, data): equal in the source and the copy."""
+    @property
+    def seconds(self) -> float: ...
+
+def convert(
+    src: str | PathLike[str],
+    dst: str | PathLike[str],
+    *,
+    to: Dialect,
+    dialect: Dialect | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> ConvertReport:
+    """Write the base directory ``src`` again as the new base directory ``dst`` in the dialect
+    ``to`` (log, snapshot, metadata, settings); ``src`` is only read (``dialect``: its
+    dialect, ``None`` detects it). ``dst`` must not exist; the copy is built beside it,
+    fsynced, verified and compared with the source before it is renamed into place, so a
+    failure (or an exception raised by ``progress(done, total)``, called after each segment
+    with bytes of the log) leaves no ``dst``."""
 
 def dialect_of(path: str | PathLike[str], *, dialect: Dialect | None = None) -> Dialect:
     """The dialect of ``path`` (a base directory, a log directory or one file), agreeing with

@@ -11,6 +11,7 @@ import tflux
 from tflux.cli._render import CONTEXT_SETTINGS, EXIT_OK, _error_for, _silence_stdout
 from tflux.cli.bench import bench
 from tflux.cli.compress import compress
+from tflux.cli.convert import convert
 from tflux.cli.demo import demo
 from tflux.cli.dump import dump
 from tflux.cli.export import export
@@ -53,10 +54,11 @@ def cli() -> None:
       tflux bench                 headline ratios of docs/benchmarks.md on this machine (< 1 min)
       tflux export BASE OUT       the log and snapshot as Parquet files (needs pyarrow)
       tflux compress BASE         compress the sealed segments (NNN.log -> NNN.log.z)
+      tflux convert SRC DST --to taskflux   the base written again in the other dialect
     """
 
 
-for _verb in (demo, replay, inspect, dump, verify, repair, bench, export, compress):
+for _verb in (demo, replay, inspect, dump, verify, repair, bench, export, compress, convert):
     cli.add_command(_verb)
 
 

@@ -11,6 +11,7 @@ pub mod channel;
 pub mod codec;
 pub mod columns;
 pub mod compress;
+pub mod convert;
 pub mod deliveries;
 pub mod dialect;
 pub mod durability;

@@ -383,6 +383,127 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify_base, m)?)?;
     m.add_function(wrap_pyfunction!(base_kind, m)?)?;
     m.add_function(wrap_pyfunction!(dialect_of, m)?)?;
+    m.add_class::<PyConvertReport>()?;
+    m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(plan_repair, m)?)?;
     Ok(())
+}
+
+/// What `tflux.convert` did.
+#[pyclass(module = "tflux", name = "ConvertReport", frozen)]
+pub struct PyConvertReport {
+    inner: tflux_core::convert::ConvertReport,
+}
+
+#[pymethods]
+impl PyConvertReport {
+    #[getter]
+    fn source(&self) -> String {
+        path_str(&self.inner.source)
+    }
+    #[getter]
+    fn destination(&self) -> String {
+        path_str(&self.inner.destination)
+    }
+    /// The source's dialect.
+    #[getter(from_dialect)]
+    fn source_dialect(&self) -> &'static str {
+        self.inner.from.name()
+    }
+    /// The destination's dialect.
+    #[getter]
+    fn to_dialect(&self) -> &'static str {
+        self.inner.to.name()
+    }
+    #[getter]
+    fn entries(&self) -> u64 {
+        self.inner.entries
+    }
+    #[getter]
+    fn segments(&self) -> usize {
+        self.inner.segments
+    }
+    #[getter]
+    fn bytes_read(&self) -> u64 {
+        self.inner.bytes_read
+    }
+    #[getter]
+    fn bytes_written(&self) -> u64 {
+        self.inner.bytes_written
+    }
+    #[getter]
+    fn snapshot(&self) -> bool {
+        self.inner.snapshot
+    }
+    #[getter]
+    fn metadata(&self) -> bool {
+        self.inner.metadata
+    }
+    /// `(path, offset)` of the source's torn tail, which was not converted; None without one.
+    #[getter]
+    fn torn_tail(&self) -> Option<(String, u64)> {
+        self.inner
+            .torn_tail
+            .as_ref()
+            .map(|(p, o)| (path_str(p), *o))
+    }
+    /// CRC-64 of every entry (LSN, term, length, data), equal in the source and the copy.
+    #[getter]
+    fn fingerprint(&self) -> u64 {
+        self.inner.fingerprint
+    }
+    #[getter]
+    fn seconds(&self) -> f64 {
+        self.inner.seconds
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "ConvertReport(source={:?}, destination={:?}, {} -> {}, entries={}, segments={})",
+            self.source(),
+            self.destination(),
+            self.source_dialect(),
+            self.to_dialect(),
+            self.inner.entries,
+            self.inner.segments
+        )
+    }
+}
+
+/// Converts the base directory `src` into a new base directory `dst` in the dialect `to`
+/// (`"spec"` or `"taskflux"`): log, snapshot, metadata and settings. The source is only read
+/// (`dialect`: its dialect, `None` detects it); `dst` must not exist, and a failure leaves
+/// none. `progress(done, total)` is called with bytes of the log converted after each segment.
+#[pyfunction]
+#[pyo3(signature = (src, dst, *, to, dialect=None, progress=None))]
+fn convert(
+    py: Python<'_>,
+    src: PathBuf,
+    dst: PathBuf,
+    to: &str,
+    dialect: Option<&str>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<PyConvertReport> {
+    let to = crate::dialect_arg(Some(to))?.unwrap_or_default();
+    let from = crate::dialect_arg(dialect)?;
+    let mut failed: Option<PyErr> = None;
+    let report = py.detach(|| {
+        let mut tell = |done: u64, total: u64| {
+            let Some(cb) = &progress else {
+                return true;
+            };
+            // An exception in the callback (KeyboardInterrupt included) stops the conversion.
+            Python::attach(|py| match cb.call1(py, (done, total)) {
+                Ok(_) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            })
+        };
+        tflux_core::convert::convert_base(&src, &dst, to, from, &mut tell).map_err(Fail::from)
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    py_result(py, report).map(|inner| PyConvertReport { inner })
 }

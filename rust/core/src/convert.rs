@@ -1,0 +1,312 @@
+//! `tflux convert`: a whole base directory (log, snapshot, metadata, settings) rewritten in the
+//! other dialect (spec section 11). The deltas and the snapshot state are the same bytes in
+//! both dialects, so converting re-frames each record and re-heads the snapshot and metadata;
+//! every segment keeps its name (its first LSN), so the log's shape is the source's.
+//!
+//! The source is only read (a read-only open: every checksum checked, nothing cut). The copy is
+//! built in a fresh directory beside the destination, fsynced, verified as an open would check
+//! it (`base::verify_base`: every record's framing and checksum, terms, snapshot, metadata and
+//! how they agree) and checked against the source (the entries' LSNs, terms and data through a
+//! CRC-64 fingerprint of both logs, the snapshot and the metadata decoded and compared), and
+//! only then renamed to the destination (which must not exist): a failure at any point leaves
+//! no destination, and removes the half-built copy. The state is not replayed: the deltas are
+//! the source's bytes, so the copy restores exactly when the source does.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::base::{self, Layout, VerifyDepth, VerifyOptions};
+use crate::error::{Error, IoContext, Result};
+use crate::files;
+use crate::format::dialect::Dialect;
+use crate::format::record::END_MARKER;
+use crate::format::segment as seg_format;
+use crate::log::{Log, LogOptions};
+use crate::storage::{self, Rename, Storage};
+use crate::with_framing;
+
+/// What a conversion did.
+#[derive(Debug, Clone)]
+pub struct ConvertReport {
+    pub source: PathBuf,
+    pub destination: PathBuf,
+    pub from: Dialect,
+    pub to: Dialect,
+    pub entries: u64,
+    pub segments: usize,
+    /// Bytes of the source's segments (records, as read) and of the destination's.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub snapshot: bool,
+    pub metadata: bool,
+    /// A torn tail of the source's last segment: not converted (the source keeps it).
+    pub torn_tail: Option<(PathBuf, u64)>,
+    /// CRC-64 of every entry's LSN, term, length and data, in order: equal in both copies.
+    pub fingerprint: u64,
+    pub seconds: f64,
+}
+
+/// Told how far a conversion is (bytes of the source's log converted so far, of the total)
+/// after each segment; false stops it (nothing is left behind, as for any failure).
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64) -> bool;
+
+/// Converts the base directory `src` (in `from`, or the dialect its files say) into a new base
+/// directory `dst` in `to`. `dst` must not exist; its parent must.
+pub fn convert_base(
+    src: &Path,
+    dst: &Path,
+    to: Dialect,
+    from: Option<Dialect>,
+    progress: Progress<'_>,
+) -> Result<ConvertReport> {
+    let started = Instant::now();
+    base::require_kind(src, base::Kind::Store)?;
+    let source = Layout::detect(src, from)?;
+    if std::fs::symlink_metadata(dst).is_ok() {
+        return Err(Error::InvalidArgument(format!(
+            "{} exists: convert writes a new base directory and never overwrites one",
+            dst.display()
+        )));
+    }
+    let parent = match dst.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = dst.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        Error::InvalidArgument(format!("{}: not a directory name", dst.display()))
+    })?;
+    let fs = storage::real();
+    // A fresh name beside the destination (same file system: the final rename is atomic).
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let temp = parent.join(format!(".{name}.converting-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&temp).ctx("create conversion directory", &temp)?;
+    let built = build(&source, &temp, to, &*fs, progress).and_then(|mut report| {
+        fs.rename(&temp, dst, Rename::NoReplace)
+            .ctx("rename converted directory to", dst)?;
+        crate::fsutil::sync_dir(&*fs, &parent)?;
+        report.source = src.to_path_buf();
+        report.destination = dst.to_path_buf();
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    });
+    if built.is_err() {
+        // Only the directory this call created, never the destination or the source.
+        let _ = std::fs::remove_dir_all(&temp);
+    }
+    built
+}
+
+/// Writes the converted copy of `source` into the empty directory `out`, then checks it.
+fn build(
+    source: &Layout,
+    out: &Path,
+    to: Dialect,
+    fs: &dyn Storage,
+    progress: Progress<'_>,
+) -> Result<ConvertReport> {
+    let from = source.dialect;
+    let target = Layout::in_dialect(out, to);
+    crate::fsutil::create_dir_durable(fs, &target.log)?;
+    let mut report = ConvertReport {
+        source: source.base.clone(),
+        destination: out.to_path_buf(),
+        from,
+        to,
+        entries: 0,
+        segments: 0,
+        bytes_read: 0,
+        bytes_written: 0,
+        snapshot: false,
+        metadata: false,
+        torn_tail: None,
+        fingerprint: Fingerprint::new().finish(),
+        seconds: 0.0,
+    };
+    if let Ok(bytes) = std::fs::read(&source.settings) {
+        write_file(&target.settings, &bytes)?;
+    }
+    // Metadata: the same term and vote; a taskflux copy always has one, so that it says its
+    // dialect even with an empty log (as a new taskflux store writes it).
+    let metadata_present = std::fs::symlink_metadata(&source.metadata).is_ok();
+    let metadata = files::read_metadata_in(&source.metadata, from)?;
+    if metadata_present || to == Dialect::Taskflux {
+        let bytes = crate::format::metadata::encode_in(&metadata, to);
+        write_file(&target.metadata, &bytes)?;
+        report.metadata = true;
+    }
+    // Snapshot: the same state under the target's header; TaskFlux's "no snapshot yet" empty
+    // file stays an empty file.
+    let snapshot = files::read_snapshot_in(&source.snapshot, from)?;
+    match &snapshot {
+        Some(s) => {
+            write_file(
+                &target.snapshot,
+                &crate::format::snapshot::encode_in(s, to)?,
+            )?;
+            report.snapshot = true;
+        }
+        None if std::fs::symlink_metadata(&source.snapshot).is_ok() => {
+            write_file(&target.snapshot, &[])?;
+        }
+        None => {}
+    }
+    // The log, segment by segment, each record re-framed.
+    if source.log.is_dir() {
+        let opts = LogOptions {
+            readonly: true,
+            empty_entries: false,
+            dialect: Some(from),
+            ..LogOptions::default()
+        };
+        let mut log = Log::open(&source.log, opts)?;
+        if log.recovery().truncated() {
+            let r = log.recovery();
+            report.torn_tail = r.cut_path.clone().zip(r.cut_offset);
+        }
+        let segments = log.segments();
+        let total: u64 = segments.iter().map(|s| s.size).sum();
+        let mut fingerprint = Fingerprint::new();
+        let mut buf = Vec::with_capacity(4 << 20);
+        for info in &segments {
+            let path = target.log.join(seg_format::file_name(info.start_lsn));
+            let mut file = File::create_new(&path).ctx("create segment", &path)?;
+            buf.clear();
+            buf.extend_from_slice(&seg_format::header());
+            let end = info.start_lsn + info.count as i64;
+            let mut written = 0u64;
+            let mut failed = None;
+            log.scan(info.start_lsn, end, |lsn, term, data| {
+                fingerprint.add(lsn, term, data);
+                with_framing!(to, F => F::encode(&mut buf, term, data));
+                if buf.len() >= 4 << 20 {
+                    if let Err(e) = file.write_all(&buf) {
+                        failed = Some(e);
+                        return false;
+                    }
+                    written += buf.len() as u64;
+                    buf.clear();
+                }
+                true
+            })?;
+            if let Some(e) = failed {
+                return Err(Error::io("write segment", &path, e));
+            }
+            buf.extend_from_slice(&END_MARKER);
+            file.write_all(&buf).ctx("write segment", &path)?;
+            written += buf.len() as u64;
+            file.sync_all().ctx("fsync segment", &path)?;
+            report.entries += info.count;
+            report.segments += 1;
+            report.bytes_read += info.size;
+            report.bytes_written += written;
+            if !progress(report.bytes_read, total) {
+                return Err(Error::InvalidArgument(
+                    "the conversion was stopped (nothing was written to the destination)".into(),
+                ));
+            }
+        }
+        report.fingerprint = fingerprint.finish();
+    }
+    for dir in [&target.log, &target.data, &target.base] {
+        crate::fsutil::sync_dir(fs, dir)?;
+    }
+    check(source, out, to, &report, snapshot.as_ref(), &metadata)?;
+    Ok(report)
+}
+
+/// Creates `path` with `bytes`, fsynced (its directory is synced by the caller).
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = File::create_new(path).ctx("create", path)?;
+    file.write_all(bytes).ctx("write", path)?;
+    file.sync_all().ctx("fsync", path)
+}
+
+/// A CRC-64 over a log's entries (LSN, term, length, data), in order.
+struct Fingerprint(crc_fast::Digest);
+
+impl Fingerprint {
+    fn new() -> Fingerprint {
+        Fingerprint(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc64Nvme))
+    }
+
+    fn add(&mut self, lsn: i64, term: i32, data: &[u8]) {
+        let mut head = [0u8; 16];
+        head[..8].copy_from_slice(&lsn.to_be_bytes());
+        head[8..12].copy_from_slice(&term.to_be_bytes());
+        head[12..].copy_from_slice(&(data.len() as u32).to_be_bytes());
+        self.0.update(&head);
+        self.0.update(data);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.finalize()
+    }
+}
+
+/// The copy opens as the source does (`verify_base` in `to`: every record's framing and
+/// checksum, terms, snapshot, metadata and how they agree) and holds what the source holds:
+/// the same log bounds and entries (fingerprint), snapshot and metadata.
+fn check(
+    source: &Layout,
+    out: &Path,
+    to: Dialect,
+    report: &ConvertReport,
+    snapshot: Option<&crate::format::snapshot::Snapshot>,
+    metadata: &crate::format::metadata::Metadata,
+) -> Result<()> {
+    let options = VerifyOptions {
+        depth: VerifyDepth::Files,
+        dialect: Some(to),
+    };
+    let verified = base::verify_base(out, options)?;
+    if let Some(bad) = verified.problems.iter().find(|p| p.fatal) {
+        return Err(Error::corruption(
+            &bad.path,
+            bad.offset,
+            format!("the converted copy does not verify: {}", bad.message),
+        ));
+    }
+    let target = Layout::in_dialect(out, to);
+    let differs = |what: &str| {
+        Error::corruption(
+            out,
+            None,
+            format!("the converted copy differs from the source: {what}"),
+        )
+    };
+    if files::read_snapshot_in(&target.snapshot, to)?.as_ref() != snapshot {
+        return Err(differs("snapshot"));
+    }
+    if &files::read_metadata_in(&target.metadata, to)? != metadata {
+        return Err(differs("metadata"));
+    }
+    if !source.log.is_dir() {
+        return Ok(());
+    }
+    let mut log = Log::open(
+        &target.log,
+        LogOptions {
+            readonly: true,
+            empty_entries: false,
+            dialect: Some(to),
+            ..LogOptions::default()
+        },
+    )?;
+    if log.len() != report.entries || log.recovery().truncated() {
+        return Err(differs("the number of entries"));
+    }
+    let mut fingerprint = Fingerprint::new();
+    let (start, end) = (log.start_index(), log.last_index() + 1);
+    log.scan(start, end, |lsn, term, data| {
+        fingerprint.add(lsn, term, data);
+        true
+    })?;
+    if fingerprint.finish() != report.fingerprint {
+        return Err(differs("the entries (LSN, term or data)"));
+    }
+    Ok(())
+}

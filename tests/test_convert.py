@@ -1,0 +1,164 @@
+"""``tflux convert`` / :func:`tflux.convert`: a whole base directory written again in the other
+dialect (spec section 11). Same logical content both ways (entries, terms, queues, records,
+snapshot, metadata); the source never changes; a failure leaves no destination."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tflux
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_taskflux_dialect import FIXTURES, contents, queues_of, real_dir
+
+
+def restore(base: Path) -> dict:
+    with tflux.open(base, readonly=True) as store:
+        return {"dialect": store.dialect, "queues": queues_of(store), "term": store.term}
+
+
+def entries(base: Path) -> list[tuple[int, int, bytes]]:
+    with tflux.Log.open(base / "data" / "log", readonly=True) as log:
+        return [(e.lsn, e.term, bytes(e.data)) for e in log.entries()]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tflux", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_every_real_directory_converts_to_spec_and_back_to_the_same_bytes(name, tmp_path):
+    src = real_dir(name, tmp_path)
+    before = contents(src)
+    want = restore(src)
+    spec = tmp_path / "spec"
+    report = tflux.convert(src, spec, to="spec")
+    assert (report.from_dialect, report.to_dialect) == ("taskflux", "spec")
+    assert contents(src) == before  # the source is only read
+    got = restore(spec)
+    assert got["dialect"] == "spec" and got["queues"] == want["queues"]
+    assert got["term"] == want["term"]
+    assert entries(spec) == entries(src)
+    assert tflux.verify_base(spec).ok
+    back = tmp_path / "back"
+    again = tflux.convert(spec, back, to="taskflux")
+    assert again.fingerprint == report.fingerprint and again.entries == report.entries
+    # The log and metadata come back byte for byte (TaskFlux's own bytes); a torn tail is
+    # not converted, so those logs come back without it.
+    for segment in sorted((src / "data" / "log").iterdir()):
+        original = segment.read_bytes()
+        converted = (back / "data" / "log" / segment.name).read_bytes()
+        if report.torn_tail is None:
+            assert converted == original.rstrip(b"\0") + b"\0\0\0\0" or converted == original
+        else:
+            assert original.startswith(converted[:-4])
+    assert (back / "data" / "tflux.metadata").read_bytes() == (
+        src / "data" / "tflux.metadata"
+    ).read_bytes()
+    assert restore(back) == want
+
+
+def test_a_torn_source_tail_is_named_and_not_converted(tmp_path):
+    src = real_dir("torn-tail-bad-crc", tmp_path)
+    report = tflux.convert(src, tmp_path / "out", to="spec")
+    assert report.torn_tail is not None and report.torn_tail[1] == 2647
+    assert report.entries == 52
+
+
+def test_a_failure_leaves_no_destination_and_no_half_built_copy(tmp_path):
+    src = real_dir("follower-segmented", tmp_path)
+    before = contents(src)
+
+    def stop(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tflux.convert(src, tmp_path / "out", to="spec", progress=stop)
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["follower-segmented"]
+    assert contents(src) == before
+    # A corrupt sealed segment in the source: nothing written either.
+    seg = sorted((src / "data" / "log").iterdir())[1]
+    data = bytearray(seg.read_bytes())
+    data[40] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    with pytest.raises(tflux.CorruptionError):
+        tflux.convert(src, tmp_path / "out", to="spec")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["follower-segmented"]
+
+
+def test_an_existing_destination_is_refused_and_left_alone(tmp_path):
+    src = real_dir("leader-single-segment", tmp_path)
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "keep").write_text("mine")
+    with pytest.raises(tflux.ArgumentError, match="never overwrites"):
+        tflux.convert(src, dst, to="spec")
+    assert (dst / "keep").read_text() == "mine"
+    done = cli("convert", str(src), str(dst), "--to", "spec")
+    assert done.returncode == 2 and "never overwrites" in done.stderr
+
+
+def test_the_cli_converts_with_json_and_says_the_dialects(tmp_path):
+    src = real_dir("snapshot-compacted", tmp_path)
+    done = cli("convert", str(src), str(tmp_path / "spec"), "--to", "spec", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["from"], doc["to"], doc["entries"], doc["snapshot"]) == (
+        "taskflux",
+        "spec",
+        6,
+        True,
+    )
+    done = cli("verify", "--json", str(tmp_path / "spec"))
+    assert done.returncode == 0 and json.loads(done.stdout)["dialect"] == "spec"
+    done = cli("convert", str(src), str(tmp_path / "x"), "--to", "spec", "--dialect", "spec")
+    assert done.returncode == 2 and "dialect" in done.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "take", "snap"]), st.integers(-5, 5), st.binary(max_size=200)
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+    soft=st.sampled_from([512, 4096, 1 << 20]),
+)
+def test_spec_to_taskflux_to_spec_keeps_the_same_logical_content(tmp_path_factory, ops, soft):
+    root = tmp_path_factory.mktemp("convert")
+    src = root / "src"
+    with tflux.open(src, log_file_soft_limit=soft, log_file_hard_limit=soft * 4) as store:
+        store.create_queue("q")
+        for op, key, payload in ops:
+            if op == "add":
+                store.enqueue("q", key, payload)
+            elif op == "take":
+                got = store.dequeue("q", timeout=0)
+                if got is not None:
+                    store.ack(got)
+            else:
+                store.snapshot()
+    want = restore(src)
+    tflux.convert(src, root / "tf", to="taskflux")
+    tflux.convert(root / "tf", root / "back", to="spec")
+    assert restore(root / "tf") == {**want, "dialect": "taskflux"}
+    assert restore(root / "back") == want
+    assert entries(root / "back") == entries(src) == entries(root / "tf")
+    a, b = src / "data" / "tflux.snapshot", root / "back" / "data" / "tflux.snapshot"
+    assert a.exists() == b.exists() and (not a.exists() or a.read_bytes() == b.read_bytes())
+    # An absent metadata file is the defaults; the taskflux copy writes them (so that it says
+    # its dialect), and they come back as a file holding the same values.
+    meta = [tflux.read_metadata(p / "data" / "tflux.metadata") for p in (src, root / "back")]
+    assert meta[0] == meta[1]
