@@ -26,7 +26,11 @@ SEGMENT_SUFFIX = ".log"
 GOLDEN = Path(__file__).parent / "data"
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text())
 EMPTY_SEGMENT = bytes.fromhex("1276AD550000000100000000")  # header, then the end marker
-VERBS = ["demo", "replay", "inspect", "dump", "verify", "repair", "bench", "compress"]
+VERBS = [
+    "demo", "replay", "inspect", "dump", "verify", "repair", "bench", "compress", "export",
+    "convert",
+]  # fmt: skip
+DIALECT_VERBS = ["replay", "inspect", "dump", "verify", "repair", "compress", "export", "convert"]
 
 
 def run_cli(
@@ -1043,6 +1047,13 @@ def test_every_verb_has_help_with_examples_and_exit_codes(verb):
     assert "Examples:" in result.stdout
     assert f"tflux {verb}" in result.stdout
     assert "Exit codes" in result.stdout
+
+
+@pytest.mark.parametrize("verb", DIALECT_VERBS)
+def test_every_verb_that_reads_a_base_takes_the_dialect_option(verb):
+    """Spec section 11: every verb can be told the dialect (default: detected)."""
+    text = run_cli(verb, "--help").stdout
+    assert "--dialect [spec|taskflux]" in text
 
 
 def test_top_level_help_lists_every_verb():
