@@ -35,8 +35,107 @@ pub fn crc32_of(parts: &[&[u8]]) -> u32 {
 /// CRC-32/MPEG-2 of `data`: the taskflux dialect's checksum (spec section 11; poly 0x04C11DB7,
 /// init 0xFFFFFFFF, no reflection, no final xor). Check values: `b"123456789"` gives
 /// `0x0376_E6E7`, the empty input `0xFFFF_FFFF`.
+///
+/// Computed by crc32fast through the identity between the two checksums: CRC-32/MPEG-2 is
+/// CRC-32's polynomial unreflected, so it is the bit-reversed raw CRC-32 (init all ones, no
+/// final xor) of the bytes with their bits reversed. The bytes are reversed [`BLOCK`] at a
+/// time into a buffer on the stack (one table shuffle per 16 bytes, SSSE3) and checked by
+/// crc32fast's carry-less multiply kernel. crc-fast's own CRC-32/MPEG-2 costs about 27 ns per
+/// call before its first byte and byte-swaps every block (64-byte records: 35 ns against
+/// crc32fast's 8 for CRC-32), which made a taskflux `verify` 1.7x slower than a spec one
+/// (`examples/crc_dialects.rs`; docs/benchmarks.md, "Dialects"). Without SSSE3, crc-fast. The
+/// tests hold every path to crc-fast's result ([`crc32_mpeg2_reference`]). From [`LONG`]
+/// bytes on, crc-fast itself (as fast as crc32fast there).
 #[inline]
 pub fn crc32_mpeg2(data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if data.len() < LONG && std::arch::is_x86_feature_detected!("ssse3") {
+        let mut h = hasher();
+        // Not zeroed first: that memset cost more than a short record's checksum.
+        let mut reversed = std::mem::MaybeUninit::<[u8; BLOCK]>::uninit();
+        for chunk in data.chunks(BLOCK) {
+            let out = reversed.as_mut_ptr().cast::<u8>();
+            // SAFETY: SSSE3 is present (checked above); the buffer holds BLOCK >= chunk.len()
+            // bytes, and its first chunk.len() bytes are written before they are read.
+            let out = unsafe {
+                bits::reverse_each_byte(chunk, out);
+                std::slice::from_raw_parts(out, chunk.len())
+            };
+            h.update(out);
+        }
+        return (!h.finalize()).reverse_bits();
+    }
+    crc32_mpeg2_reference(data)
+}
+
+/// Bytes reversed at a time by [`crc32_mpeg2`] (a stack buffer that stays in L1).
+const BLOCK: usize = 2048;
+
+/// From this length on crc-fast's own kernel is as fast as crc32fast (its cost per call no
+/// longer counts, and the identity's second pass over the bytes does): it takes the data.
+/// Measured crossover: 1-4 KiB (`examples/crc_dialects.rs`).
+const LONG: usize = 2048;
+
+#[cfg(target_arch = "x86_64")]
+mod bits {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_loadu_si128, _mm_or_si128, _mm_set1_epi8, _mm_shuffle_epi8,
+        _mm_srli_epi16, _mm_storeu_si128,
+    };
+
+    /// `reverse4(i) << 4` and `reverse4(i)` for each nibble `i`.
+    const LOW_TO_HIGH: [u8; 16] = [
+        0x00, 0x80, 0x40, 0xC0, 0x20, 0xA0, 0x60, 0xE0, 0x10, 0x90, 0x50, 0xD0, 0x30, 0xB0, 0x70,
+        0xF0,
+    ];
+    const HIGH_TO_LOW: [u8; 16] = [
+        0x0, 0x8, 0x4, 0xC, 0x2, 0xA, 0x6, 0xE, 0x1, 0x9, 0x5, 0xD, 0x3, 0xB, 0x7, 0xF,
+    ];
+
+    /// `out[i] = data[i].reverse_bits()`: each byte's two nibbles looked up in a 16-entry
+    /// table of reversed nibbles, 16 bytes per shuffle.
+    ///
+    /// # Safety
+    /// The CPU has SSSE3; `out` is valid for writes of `data.len()` bytes.
+    #[target_feature(enable = "ssse3")]
+    pub unsafe fn reverse_each_byte(data: &[u8], out: *mut u8) {
+        let low_to_high = _mm_loadu_si128(LOW_TO_HIGH.as_ptr().cast::<__m128i>());
+        let high_to_low = _mm_loadu_si128(HIGH_TO_LOW.as_ptr().cast::<__m128i>());
+        let nibble = _mm_set1_epi8(0x0F);
+        let reverse = |x: __m128i| {
+            let low = _mm_and_si128(x, nibble);
+            let high = _mm_and_si128(_mm_srli_epi16(x, 4), nibble);
+            _mm_or_si128(
+                _mm_shuffle_epi8(low_to_high, low),
+                _mm_shuffle_epi8(high_to_low, high),
+            )
+        };
+        let whole = data.len() / 16 * 16;
+        let mut i = 0;
+        while i < whole {
+            let x = _mm_loadu_si128(data.as_ptr().add(i).cast::<__m128i>());
+            _mm_storeu_si128(out.add(i).cast::<__m128i>(), reverse(x));
+            i += 16;
+        }
+        // The last 1-15 bytes: the vector of the last 16 bytes again (overlapping what is
+        // done, with the same result), rather than a scalar bit reversal (a dozen instructions
+        // per byte) or a copy through a buffer (a store-forwarding stall).
+        if whole < data.len() {
+            if data.len() >= 16 {
+                let at = data.len() - 16;
+                let x = _mm_loadu_si128(data.as_ptr().add(at).cast::<__m128i>());
+                _mm_storeu_si128(out.add(at).cast::<__m128i>(), reverse(x));
+            } else {
+                for (k, b) in data.iter().enumerate() {
+                    out.add(k).write(b.reverse_bits());
+                }
+            }
+        }
+    }
+}
+
+/// CRC-32/MPEG-2 as crc-fast computes it: the reference [`crc32_mpeg2`] is held to.
+pub fn crc32_mpeg2_reference(data: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Mpeg2, data) as u32
 }
 
@@ -85,6 +184,15 @@ mod tests {
                 reference(&data[..len]),
                 "len {len}"
             );
+        }
+    }
+
+    proptest::proptest! {
+        /// The crc32fast identity equals crc-fast's own CRC-32/MPEG-2 on any bytes, at any
+        /// length (the 256-byte chunks' edges included).
+        #[test]
+        fn crc32_mpeg2_equals_crc_fasts(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2000)) {
+            proptest::prop_assert_eq!(crc32_mpeg2(&data), crc32_mpeg2_reference(&data));
         }
     }
 

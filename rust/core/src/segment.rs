@@ -1699,16 +1699,16 @@ fn scan_file_with(
                 let visit = |offset, term, _: &[u8]| index.push(offset, term);
                 read.scan(dialect, &scan.file, previous_term, visit)?
             }
-            // Steps pack their kind into the low bits of a 4-byte aligned offset: spec
-            // records only (a taskflux segment is replayed the general way).
-            None => match steps.filter(|_| dialect == Dialect::Spec && steps_pay(&scan.bytes)) {
+            None => match steps.filter(|_| steps_pay(dialect, &scan.bytes)) {
                 Some(buffer) => {
                     let mut writer = StepWriter::new(buffer, scan.bytes.len() as u64);
+                    let header_len = with_framing!(dialect, F => F::HEADER_LEN);
                     let visit = |offset: u64, term, data| {
                         index.push(offset, term);
-                        writer.note(offset as usize + record::HEADER_LEN, data);
+                        writer.note(offset as usize + header_len, data);
                     };
-                    let walked = scan_records(&scan.bytes, previous_term, visit);
+                    let at = header::HEADER_LEN;
+                    let walked = scan_records_from(dialect, &scan.bytes, at, previous_term, visit);
                     scan.steps = Some(writer.finish());
                     walked
                 }
@@ -1759,9 +1759,9 @@ fn scan_file_with(
 /// ([`crate::steps::MIN_AVERAGE`]), judged on its first [`crate::steps::PROBE`] records; a
 /// segment with fewer records (or whose first ones do not frame: the scan will say why) gets
 /// them.
-fn steps_pay(bytes: &[u8]) -> bool {
+fn steps_pay(dialect: Dialect, bytes: &[u8]) -> bool {
     use crate::steps::{MIN_AVERAGE, PROBE};
-    walk::<record::Spec>(bytes, header::HEADER_LEN, PROBE)
+    walk_in(dialect, bytes, header::HEADER_LEN, PROBE)
         .is_none_or(|end| (end - header::HEADER_LEN) / PROBE >= MIN_AVERAGE)
 }
 

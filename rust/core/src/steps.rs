@@ -20,13 +20,17 @@ use crate::format::delta::fields;
 pub struct Step {
     /// AddRecord: the key (as bits); RemoveRecord: the id; else 0.
     word: u64,
-    /// Offset of the record's data in the segment's bytes (a multiple of 4: records are
-    /// 4-byte aligned after an 8-byte header, and a record's header is 16 bytes), with the
-    /// kind in its low two bits: [`GENERAL`], [`ADD`] or [`REMOVE`].
-    at_kind: u32,
-    /// The record's data length.
-    len: u32,
+    /// Offset of the record's data in the segment's bytes (any offset: taskflux records are
+    /// not aligned).
+    at: u32,
+    /// The record's data length (below [`MAX_LEN`]), with the kind in its top two bits:
+    /// [`GENERAL`], [`ADD`] or [`REMOVE`].
+    len_kind: u32,
 }
+
+/// Where the kind sits in [`Step`]'s length word, and the lengths below it.
+const KIND_SHIFT: u32 = 30;
+const MAX_LEN: u32 = (1 << KIND_SHIFT) - 1;
 
 /// A record the applying thread decodes itself.
 pub const GENERAL: u8 = 0;
@@ -39,7 +43,7 @@ impl Step {
     /// The step's kind: [`GENERAL`], [`ADD`] or [`REMOVE`].
     #[inline(always)]
     pub fn kind(&self) -> u8 {
-        (self.at_kind & 3) as u8
+        (self.len_kind >> KIND_SHIFT) as u8
     }
 
     /// AddRecord: the key; RemoveRecord: the id (as bits).
@@ -51,8 +55,8 @@ impl Step {
     /// The record's data in the segment's bytes the step was made from.
     #[inline(always)]
     pub fn range(&self) -> std::ops::Range<usize> {
-        let at = (self.at_kind & !3) as usize;
-        at..at + self.len as usize
+        let at = self.at as usize;
+        at..at + (self.len_kind & MAX_LEN) as usize
     }
 }
 
@@ -118,16 +122,17 @@ impl<'a> StepWriter<'a> {
                 (GENERAL, 0)
             }
         };
-        debug_assert_eq!(at & 3, 0, "record data is 4-byte aligned");
         let list = &mut self.steps.list;
-        if list.len() == list.capacity() && list.try_reserve(1).is_err() {
+        // A record of 1 GiB or more has no room for its kind: the segment goes the general way.
+        let room = list.len() < list.capacity() || list.try_reserve(1).is_ok();
+        if !room || data.len() > MAX_LEN as usize {
             self.steps.whole = false;
             return;
         }
         self.steps.list.push(Step {
             word,
-            at_kind: at as u32 | u32::from(kind),
-            len: data.len() as u32,
+            at: at as u32,
+            len_kind: data.len() as u32 | u32::from(kind) << KIND_SHIFT,
         });
     }
 

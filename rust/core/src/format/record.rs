@@ -148,9 +148,9 @@ impl Framing for Taskflux {
 
     #[inline(always)]
     fn term(header: &[u8]) -> Result<i32, BadRecord> {
-        let high = be_u32(header, TERM_AT).unwrap_or_default();
-        let low = be_u32(header, TERM_AT + 4).unwrap_or_default();
-        let term = (u64::from(high) << 32 | u64::from(low)) as i64;
+        let term = header
+            .get(TERM_AT..TERM_AT + 8)
+            .map_or(0, |b| i64::from_be_bytes(b.try_into().expect("8 bytes")));
         if (1..=MAX_TERM).contains(&term) {
             Ok(term as i32)
         } else {
