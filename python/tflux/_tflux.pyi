@@ -928,7 +928,8 @@ class ConvertReport:
         """``(path, offset)`` of the source's torn tail, which was not converted."""
     @property
     def fingerprint(self) -> int:
-        """CRC-64 of every entry (LSN, term, length, data): equal in the source and the copy."""
+        """A hash of every entry's LSN, term, length and data checksum (in the destination's
+        dialect), computed from the source and found again in the copy."""
     @property
     def seconds(self) -> float: ...
 

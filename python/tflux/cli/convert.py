@@ -52,7 +52,8 @@ def convert(src: Path, dst: Path, to: str, as_json: bool, dialect: str | None) -
 
     With --json, one object: source, destination, from, to, entries, segments, bytes_read,
     bytes_written, snapshot, metadata (whether each was written), torn_tail ({path, offset}
-    or null), fingerprint (CRC-64 of every entry, equal in both) and seconds.
+    or null), fingerprint (a hash of every entry's LSN, term, length and checksum, computed from
+    SRC and found again in DST) and seconds.
 
     \b
     Examples:

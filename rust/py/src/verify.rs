@@ -447,7 +447,8 @@ impl PyConvertReport {
             .as_ref()
             .map(|(p, o)| (path_str(p), *o))
     }
-    /// CRC-64 of every entry (LSN, term, length, data), equal in the source and the copy.
+    /// A hash of every entry's LSN, term, length and data checksum (in the destination's
+    /// dialect), computed from the source and found again in the copy.
     #[getter]
     fn fingerprint(&self) -> u64 {
         self.inner.fingerprint

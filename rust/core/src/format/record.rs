@@ -67,15 +67,17 @@ pub trait Framing: Send + Sync + 'static {
         Self::HEADER_LEN + len + Self::padding(len)
     }
 
-    /// Appends one framed record to `out`.
-    fn encode(out: &mut Vec<u8>, term: i32, data: &[u8]) {
+    /// Appends one framed record to `out`; returns its checksum.
+    fn encode(out: &mut Vec<u8>, term: i32, data: &[u8]) -> u32 {
         debug_assert!(term >= 0 && data.len() <= i32::MAX as usize);
+        let checksum = Self::checksum(data);
         out.extend_from_slice(&RECORD_MARKER);
         Self::put_term(out, term);
-        out.extend_from_slice(&Self::checksum(data).to_be_bytes());
+        out.extend_from_slice(&checksum.to_be_bytes());
         out.extend_from_slice(&(data.len() as i32).to_be_bytes());
         out.extend_from_slice(data);
         out.extend_from_slice(&[0u8; 3][..Self::padding(data.len())]);
+        checksum
     }
 
     /// The data length of a record whose header starts `header` (already validated by a scan).
@@ -199,7 +201,7 @@ pub fn record_len(len: usize) -> usize {
 
 /// Appends one spec-framed record to `out`.
 pub fn encode(out: &mut Vec<u8>, term: i32, data: &[u8]) {
-    Spec::encode(out, term, data)
+    Spec::encode(out, term, data);
 }
 
 /// [`encode`] with any term, negative ones included (what a damaged or hostile file may hold;
