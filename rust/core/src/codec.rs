@@ -38,13 +38,13 @@ pub fn crc32_of(parts: &[&[u8]]) -> u32 {
 ///
 /// Computed by crc32fast through the identity between the two checksums: CRC-32/MPEG-2 is
 /// CRC-32's polynomial unreflected, so it is the bit-reversed raw CRC-32 (init all ones, no
-/// final xor) of the bytes with their bits reversed. The bytes are reversed [`BLOCK`] at a
+/// final xor) of the bytes with their bits reversed. The bytes are reversed `BLOCK` (2 KiB) at a
 /// time into a buffer on the stack (one table shuffle per 16 bytes, SSSE3) and checked by
 /// crc32fast's carry-less multiply kernel. crc-fast's own CRC-32/MPEG-2 costs about 27 ns per
 /// call before its first byte and byte-swaps every block (64-byte records: 35 ns against
 /// crc32fast's 8 for CRC-32), which made a taskflux `verify` 1.7x slower than a spec one
 /// (`examples/crc_dialects.rs`; docs/benchmarks.md, "Dialects"). Without SSSE3, crc-fast. The
-/// tests hold every path to crc-fast's result ([`crc32_mpeg2_reference`]). From [`LONG`]
+/// tests hold every path to crc-fast's result ([`crc32_mpeg2_reference`]). From `LONG` (2 KiB)
 /// bytes on, crc-fast itself (as fast as crc32fast there).
 #[inline]
 pub fn crc32_mpeg2(data: &[u8]) -> u32 {
