@@ -159,6 +159,26 @@ def test_verify_passes_every_real_directory_and_names_its_dialect(name, tmp_path
     assert done.returncode == 0 and json.loads(done.stdout)["dialect"] == "taskflux"
 
 
+@pytest.mark.parametrize("name", FIXTURES)
+def test_the_plain_reader_reads_every_real_directory_as_its_json_says(name, tmp_path):
+    """The byte checks tflux's own taskflux output is held to (``_taskflux_bytes``) pass on
+    what TaskFlux wrote: the checks are TaskFlux's, not tflux's."""
+    base = real_dir(name, tmp_path)
+    doc = expected(name)
+    log = [(i, t, d.hex()) for i, t, d in read_log(base / "data" / "log")]
+    assert log == entries_expected(doc)
+    term, vote = read_metadata(base / "data" / "tflux.metadata")
+    assert (term, None if vote == -1 else vote) == (
+        doc["metadata"]["term"],
+        doc["metadata"]["voted_for"],
+    )
+    snap = read_snapshot(base / "data" / "tflux.snapshot")
+    if doc["snapshot"] is None:
+        assert snap is None
+    else:
+        assert snap[:2] == (doc["snapshot"]["last_index"], doc["snapshot"]["last_term"])
+
+
 @pytest.mark.parametrize("name", TORN)
 def test_a_torn_fixture_loses_its_last_record_only_and_keeps_a_copy_of_it(name, tmp_path):
     """``after-taskflux-repair`` (which TaskFlux itself can no longer open: term 0 where its

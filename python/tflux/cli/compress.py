@@ -63,6 +63,7 @@ def compress(path: Path, method: str, as_json: bool, dialect: str | None) -> Non
     base, log_dir = _locate(path)
     dialect = _dialect(base, dialect)
     with tflux.Log.open(log_dir, empty_entries=base is None, dialect=dialect) as log:
+        dialect = log.dialect
         todo = log.compressible()
         before = {s.start_lsn: s.size + 4 for s in log.segments if s.start_lsn in set(todo)}
         made: list[str] = []
@@ -80,6 +81,7 @@ def compress(path: Path, method: str, as_json: bool, dialect: str | None) -> Non
         _print_json(
             {
                 "path": str(path),
+                "dialect": dialect,
                 "method": method,
                 "segments": made,
                 "original_bytes": original,

@@ -28,7 +28,8 @@ def export(base: Path, out: Path, raw: bool, as_json: bool, dialect: str | None)
     BASE is a base directory (holding data/log) or a log directory, as for tflux dump and
     verify (and refused as they refuse it). pyarrow is an extra: pip install 'tflux[parquet]'.
 
-    With --json, one object: base, out, log and snapshot, each {path, rows}.
+    With --json, one object: base, dialect (of a base directory; null for a log read alone),
+    out, log and snapshot, each {path, rows}.
 
     \b
     Examples:
@@ -49,6 +50,7 @@ def export(base: Path, out: Path, raw: bool, as_json: bool, dialect: str | None)
         _print_json(
             {
                 "base": str(base),
+                "dialect": dialect,
                 "out": str(out),
                 "log": {"path": str(out / "log.parquet"), "rows": counts["log"]},
                 "snapshot": {"path": str(out / "snapshot.parquet"), "rows": counts["snapshot"]},
