@@ -10,7 +10,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::format::dialect::{
+use crate::format::detect::{
     first_record_reach, first_record_says, metadata_says, snapshot_says, Says, RECORD_PROBE_HEADER,
     SNAPSHOT_PROBE,
 };

@@ -3,6 +3,7 @@
 pub mod compressed;
 pub mod cursor;
 pub mod delta;
+pub mod detect;
 pub mod dialect;
 pub mod framed;
 pub mod metadata;
