@@ -1,6 +1,6 @@
 //! Which dialect a directory is in (spec section 11), found from its files before anything
 //! reads them as data: the metadata file's length, the snapshot's header and the first record
-//! of the log, each checked by `format::dialect`. Files that disagree are an error that names
+//! of the log, each checked by `format::detect`. Files that disagree are an error that names
 //! them; a directory whose files say nothing (new, empty) is `spec` unless the caller chose.
 //!
 //! Detection comes before recovery: a log of the other dialect must never be read as one
