@@ -898,9 +898,11 @@ class ConvertReport:
     """What :func:`convert` did."""
 
     @property
-    def source(self) -> str: ...
+    def source(self) -> str:
+        """The base directory that was read."""
     @property
-    def destination(self) -> str: ...
+    def destination(self) -> str:
+        """The base directory that was written."""
     @property
     def from_dialect(self) -> Dialect:
         """The source's dialect."""
@@ -908,9 +910,11 @@ class ConvertReport:
     def to_dialect(self) -> Dialect:
         """The destination's dialect."""
     @property
-    def entries(self) -> int: ...
+    def entries(self) -> int:
+        """Log entries converted."""
     @property
-    def segments(self) -> int: ...
+    def segments(self) -> int:
+        """Segment files written (each keeps its source's name)."""
     @property
     def bytes_read(self) -> int:
         """Bytes of the source's segments (records)."""
@@ -931,7 +935,8 @@ class ConvertReport:
         """A hash of every entry's LSN, term, length and data checksum (in the destination's
         dialect), computed from the source and found again in the copy."""
     @property
-    def seconds(self) -> float: ...
+    def seconds(self) -> float:
+        """Wall time of the whole conversion, verification included."""
 
 def convert(
     src: str | PathLike[str],
