@@ -152,3 +152,40 @@ def test_spark_reads_what_tflux_writes_in_taskflux_split_into_small_ranges(spark
     assert read_log(spark, fmt, base) == want
     if fmt == "tflux":
         assert read_log(spark, fmt, base, splitBytes="700") == want
+
+
+def test_a_stream_reads_a_real_taskflux_log_and_what_tflux_appends_to_it(spark, tmp_path):
+    """``readStream.format("tflux")`` over TaskFlux's own segmented log, then over what a
+    taskflux store appended to it: every entry once, in LSN order, with its term."""
+    base = real_dir("follower-segmented", tmp_path)
+    doc = expected("follower-segmented")
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run() -> list[tuple[int, int]]:
+        query = (
+            spark.readStream.format("tflux")
+            .option("maxRecordsPerTrigger", 7)
+            .load(str(base))
+            .select("lsn", "term")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(out)
+        lsns, terms = table.column("lsn").to_pylist(), table.column("term").to_pylist()
+        return sorted(zip(lsns, terms, strict=True))
+
+    assert run() == [(i, t) for i, t, _ in entries_expected(doc)]
+    with tflux.open(base) as store:
+        assert store.dialect == "taskflux"
+        store.enqueue("jobs:high", 3, b"appended by tflux")
+        last = store.log_bounds[1]
+    got = run()
+    assert [lsn for lsn, _ in got] == list(range(last + 1))
+    assert got[-1] == (last, 3)
