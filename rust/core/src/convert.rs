@@ -304,30 +304,30 @@ fn check(
     if !source.log.is_dir() {
         return Ok(());
     }
-    // verify checked every record's framing and checksum: walk the headers for the rest.
-    let (segments, _) = crate::fsutil::list_segments(&target.log)?;
+    // verify checked every record's framing and checksum, and counted each segment's
+    // records: the segment walker (framing only) hands each header's fields to the
+    // fingerprint.
     let mut fingerprint = Fingerprint::new();
     let mut entries = 0u64;
-    for seg in &segments {
+    for seg in verified.segments.iter().filter(|s| s.count > 0) {
         let file = File::open(&seg.path).ctx("open segment", &seg.path)?;
         let len = file.metadata().ctx("stat segment", &seg.path)?.len();
         let map = crate::mmap::map_readonly(&file, len).ctx("map segment", &seg.path)?;
         let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
-        let mut at = seg_format::HEADER_LEN;
-        let mut lsn = seg.first_lsn;
-        loop {
-            let frame = with_framing!(to, F => match crate::format::record::parse_framing_in::<F>(bytes, at) {
-                crate::format::record::Frame::Record { term, data, next } => {
-                    Some((term, data.len(), F::stored_checksum(&bytes[at..]), next))
-                }
-                _ => None,
-            });
-            let Some((term, len, checksum, next)) = frame else {
-                break;
-            };
-            fingerprint.add(lsn, term, len, checksum);
-            (lsn, at, entries) = (lsn + 1, next, entries + 1);
-        }
+        let last = seg.start_lsn + seg.count as i64 - 1;
+        let walked = with_framing!(to, F => crate::segment::walk_framing::<F>(
+            bytes,
+            seg_format::HEADER_LEN,
+            seg.start_lsn,
+            seg.start_lsn,
+            last,
+            |lsn, term, data, at| {
+                fingerprint.add(lsn, term, data.len(), F::stored_checksum(&bytes[at..]));
+                Ok(true)
+            },
+        ));
+        walked.map_err(|(at, why)| Error::corruption(&seg.path, Some(at as u64), why))?;
+        entries += seg.count;
     }
     if entries != report.entries {
         return Err(differs("the number of entries"));
