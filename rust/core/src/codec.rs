@@ -79,9 +79,63 @@ const LONG: usize = 2048;
 #[cfg(target_arch = "x86_64")]
 mod bits {
     use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_loadu_si128, _mm_or_si128, _mm_set1_epi8, _mm_shuffle_epi8,
-        _mm_srli_epi16, _mm_storeu_si128,
+        __m128i, _mm512_gf2p8affine_epi64_epi8, _mm512_loadu_si512, _mm512_mask_storeu_epi8,
+        _mm512_maskz_loadu_epi8, _mm512_set1_epi64, _mm512_storeu_si512, _mm_and_si128,
+        _mm_loadu_si128, _mm_or_si128, _mm_set1_epi8, _mm_shuffle_epi8, _mm_srli_epi16,
+        _mm_storeu_si128,
     };
+
+    /// Whether [`reverse_into`] has a vector kernel here (else the caller takes crc-fast).
+    #[inline]
+    pub fn can_reverse() -> bool {
+        std::arch::is_x86_feature_detected!("ssse3")
+    }
+
+    /// Replaces `out` with `data`, each byte's bits reversed: GFNI's bit-matrix multiply (one
+    /// instruction per 64 bytes) where the CPU has it with AVX-512, else SSSE3's nibble shuffle.
+    /// Callers check [`can_reverse`] first.
+    pub fn reverse_into(data: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(data.len());
+        let gfni = std::arch::is_x86_feature_detected!("gfni")
+            && std::arch::is_x86_feature_detected!("avx512bw");
+        // SAFETY: the features each kernel needs were detected (SSSE3 by the caller, through
+        // `can_reverse`); `out` has room for `data.len()` bytes, all written before `set_len`.
+        unsafe {
+            if gfni {
+                reverse_each_byte_gfni(data, out.as_mut_ptr());
+            } else {
+                reverse_each_byte(data, out.as_mut_ptr());
+            }
+            out.set_len(data.len());
+        }
+    }
+
+    /// `out[i] = data[i].reverse_bits()`, 64 bytes per GF(2) affine transform by the matrix that
+    /// reverses a byte's bits; the last 0-63 bytes through a masked load and store.
+    ///
+    /// # Safety
+    /// The CPU has GFNI and AVX-512 (F, BW); `out` is valid for writes of `data.len()` bytes.
+    #[target_feature(enable = "gfni,avx512f,avx512bw")]
+    unsafe fn reverse_each_byte_gfni(data: &[u8], out: *mut u8) {
+        const REVERSE: i64 = 0x8040_2010_0804_0201_u64 as i64;
+        let matrix = _mm512_set1_epi64(REVERSE);
+        let whole = data.len() / 64 * 64;
+        let mut i = 0;
+        while i < whole {
+            let x = _mm512_loadu_si512(data.as_ptr().add(i).cast());
+            let y = _mm512_gf2p8affine_epi64_epi8::<0>(x, matrix);
+            _mm512_storeu_si512(out.add(i).cast(), y);
+            i += 64;
+        }
+        let rest = data.len() - whole;
+        if rest > 0 {
+            let mask = (1u64 << rest) - 1;
+            let x = _mm512_maskz_loadu_epi8(mask, data.as_ptr().add(whole).cast());
+            let y = _mm512_gf2p8affine_epi64_epi8::<0>(x, matrix);
+            _mm512_mask_storeu_epi8(out.add(whole).cast(), mask, y);
+        }
+    }
 
     /// `reverse4(i) << 4` and `reverse4(i)` for each nibble `i`.
     const LOW_TO_HIGH: [u8; 16] = [
@@ -133,6 +187,89 @@ mod bits {
         }
     }
 }
+
+/// CRC-32/MPEG-2 of ranges of one buffer asked for in increasing order (a scan's records): the
+/// identity of [`crc32_mpeg2`] with the bytes reversed a `WINDOW` at a time, ahead of the ranges,
+/// instead of once per range. Per range, [`crc32_mpeg2`] reverses into a buffer it reads back at
+/// once, a stall per record that cost a taskflux verify of 64-byte records 0.8x a spec verify's
+/// throughput; here the reversed bytes were written a window earlier, and the reversal streams
+/// through the buffer (64 bytes per instruction with GFNI). docs/benchmarks.md, "Dialects".
+///
+/// Tied to its buffer by its lifetime, so a window can never be reused for other bytes.
+pub struct Mpeg2Run<'a> {
+    buf: &'a [u8],
+    /// `buf[start..start + reversed.len()]` with each byte's bits reversed.
+    reversed: Vec<u8>,
+    start: usize,
+    /// Whether the bytes can be reversed here (detected once per run, not per range).
+    vector: bool,
+    fresh: crc32fast::Hasher,
+}
+
+impl<'a> Mpeg2Run<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Mpeg2Run {
+            buf,
+            reversed: Vec::new(),
+            start: 0,
+            vector: bits::can_reverse(),
+            fresh: hasher(),
+        }
+    }
+
+    /// CRC-32/MPEG-2 of `buf[range]` (panics, like slicing, when `range` is not inside `buf`).
+    #[inline]
+    pub fn checksum(&mut self, range: std::ops::Range<usize>) -> u32 {
+        match self.reversed_raw(range.clone()) {
+            Some(raw) => (!raw).reverse_bits(),
+            None => crc32_mpeg2(&self.buf[range]),
+        }
+    }
+
+    /// Whether `buf[range]` has the CRC-32/MPEG-2 `expected`: compared in the reflected
+    /// checksum's terms, so the comparison does not wait on a bit reversal of the result.
+    #[inline]
+    pub fn matches(&mut self, range: std::ops::Range<usize>, expected: u32) -> bool {
+        match self.reversed_raw(range.clone()) {
+            Some(raw) => raw == !expected.reverse_bits(),
+            None => crc32_mpeg2(&self.buf[range]) == expected,
+        }
+    }
+
+    /// crc32fast's checksum of the reversed bytes of `range` (the identity's middle step), or
+    /// `None` where the range is longer than a window or nothing reverses bytes here.
+    #[inline(always)]
+    fn reversed_raw(&mut self, range: std::ops::Range<usize>) -> Option<u32> {
+        if range.len() > WINDOW || !self.vector || range.end > self.buf.len() {
+            return None;
+        }
+        let end = self.start + self.reversed.len();
+        if range.start < self.start || range.end > end {
+            let upto = self.buf.len().min(range.start + WINDOW);
+            bits::reverse_into(&self.buf[range.start..upto], &mut self.reversed);
+            self.start = range.start;
+        }
+        let mut h = self.fresh.clone();
+        h.update(&self.reversed[range.start - self.start..range.end - self.start]);
+        Some(h.finalize())
+    }
+}
+
+/// Where no vector kernel exists, [`Mpeg2Run`] hands every range to [`crc32_mpeg2`].
+#[cfg(not(target_arch = "x86_64"))]
+mod bits {
+    pub fn can_reverse() -> bool {
+        false
+    }
+
+    pub fn reverse_into(_data: &[u8], _out: &mut Vec<u8>) {
+        unreachable!("can_reverse() is false")
+    }
+}
+
+/// Bytes reversed ahead at a time by [`Mpeg2Run`]: a third of a 48 KiB L1 data cache, so the
+/// window is still there when its records are checked.
+const WINDOW: usize = 16 * 1024;
 
 /// CRC-32/MPEG-2 as crc-fast computes it: the reference [`crc32_mpeg2`] is held to.
 pub fn crc32_mpeg2_reference(data: &[u8]) -> u32 {
@@ -193,6 +330,49 @@ mod tests {
         #[test]
         fn crc32_mpeg2_equals_crc_fasts(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2000)) {
             proptest::prop_assert_eq!(crc32_mpeg2(&data), crc32_mpeg2_reference(&data));
+        }
+    }
+
+    proptest::proptest! {
+        /// A run gives every range [`crc32_mpeg2`]'s checksum, and `matches` agrees with it,
+        /// whatever the ranges: in order or not, crossing a window's end, longer than a window.
+        #[test]
+        fn mpeg2_runs_equal_crc32_mpeg2(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..3 * WINDOW),
+            cuts in proptest::collection::vec((0.0..1.0f64, 0.0..1.0f64), 1..40),
+            bad in proptest::prelude::any::<u32>(),
+        ) {
+            let mut run = Mpeg2Run::new(&data);
+            for (a, b) in cuts {
+                let (a, b) = ((a * data.len() as f64) as usize, (b * data.len() as f64) as usize);
+                let range = a.min(b)..a.max(b);
+                let want = crc32_mpeg2(&data[range.clone()]);
+                proptest::prop_assert_eq!(run.checksum(range.clone()), want);
+                proptest::prop_assert!(run.matches(range.clone(), want));
+                proptest::prop_assert_eq!(run.matches(range, bad), bad == want);
+            }
+        }
+
+        /// Both byte-reversal kernels reverse every byte, at every length and alignment.
+        #[test]
+        fn reversal_kernels_reverse_each_byte(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            skip in 0usize..64,
+        ) {
+            let data = &data[skip.min(data.len())..];
+            let want: Vec<u8> = data.iter().map(|b| b.reverse_bits()).collect();
+            if bits::can_reverse() {
+                let mut out = vec![0xA5; 3];
+                bits::reverse_into(data, &mut out);
+                proptest::prop_assert_eq!(&out, &want);
+            }
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("ssse3") {
+                let mut out = vec![0u8; data.len()];
+                // SAFETY: SSSE3 is present and `out` holds data.len() bytes.
+                unsafe { bits::reverse_each_byte(data, out.as_mut_ptr()) };
+                proptest::prop_assert_eq!(&out, &want);
+            }
         }
     }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::error::{Error, IoContext, Result};
 use crate::format::compressed::{self, BadCompressed};
 use crate::format::dialect::Dialect;
-use crate::format::record::{self, BadRecord, Frame, Framing, END_MARKER};
+use crate::format::record::{self, BadRecord, ChecksumRun, Frame, Framing, END_MARKER};
 use crate::format::segment as header;
 use crate::mmap::map_readonly;
 use crate::segbytes;
@@ -96,10 +96,19 @@ pub fn scan_records_in<'a, F: Framing>(
     mut previous_term: i32,
     mut visit: impl FnMut(u64, i32, &'a [u8]),
 ) -> (u64, ScanStop) {
+    let mut checksums = F::checksum_run(buf);
     loop {
         prefetch_ahead(buf, at);
-        match record::parse_in::<F, true>(buf, at) {
+        // Framing first, then the checksum (the order `parse_in::<F, true>` checks them in),
+        // through the run, which may do better knowing the records come in order.
+        match record::parse_in::<F, false>(buf, at) {
             Frame::Record { term, data, next } => {
+                let from = at + F::HEADER_LEN;
+                let stored = F::stored_checksum(&buf[at..]);
+                if let Err(reason) = checksums.check(from..from + data.len(), stored) {
+                    let offset = at as u64;
+                    return (offset, ScanStop::Bad { offset, reason });
+                }
                 // Neither negative nor below the term before (one comparison: after the first
                 // record the term before is never negative).
                 if term < previous_term.max(0) {

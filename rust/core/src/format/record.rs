@@ -14,7 +14,7 @@
 //! dialect with the layout folded in (no per-record branch on the dialect).
 
 use super::dialect::Dialect;
-use crate::codec::{be_i32, be_u32, crc32, crc32_mpeg2};
+use crate::codec::{be_i32, be_u32, crc32, crc32_mpeg2, Mpeg2Run};
 
 pub const RECORD_MARKER: [u8; 4] = [0xAA, 0xF5, 0x34, 0xC4];
 pub const END_MARKER: [u8; 4] = [0; 4];
@@ -43,6 +43,12 @@ pub trait Framing: Send + Sync + 'static {
 
     /// The checksum of a record's data.
     fn checksum(data: &[u8]) -> u32;
+
+    /// Checksums of the records of one buffer, asked for in order (the scan's).
+    type Run<'a>: ChecksumRun;
+
+    /// A [`ChecksumRun`] over `buf`.
+    fn checksum_run(buf: &[u8]) -> Self::Run<'_>;
 
     /// The term of a whole header (at least `HEADER_LEN` bytes); `Err` when out of range for
     /// this dialect (the spec's negative terms are the scan's term rule, not framing).
@@ -104,6 +110,51 @@ pub trait Framing: Send + Sync + 'static {
     }
 }
 
+/// The checksums of ranges of one buffer, asked for in increasing order: what a scan computes,
+/// with whatever the dialect's checksum gains from seeing the records one after another.
+pub trait ChecksumRun {
+    /// The checksum of `range` of the run's buffer.
+    fn checksum(&mut self, range: std::ops::Range<usize>) -> u32;
+
+    /// `Err(BadChecksum)` unless `range` of the run's buffer has the checksum `stored`.
+    #[inline(always)]
+    fn check(&mut self, range: std::ops::Range<usize>, stored: u32) -> Result<(), BadRecord> {
+        let computed = self.checksum(range);
+        if computed == stored {
+            Ok(())
+        } else {
+            Err(BadRecord::BadChecksum { stored, computed })
+        }
+    }
+}
+
+/// The spec dialect's [`ChecksumRun`]: crc32fast range by range (nothing to gain from order).
+pub struct Crc32Run<'a>(&'a [u8]);
+
+impl ChecksumRun for Crc32Run<'_> {
+    #[inline(always)]
+    fn checksum(&mut self, range: std::ops::Range<usize>) -> u32 {
+        crc32(&self.0[range])
+    }
+}
+
+impl ChecksumRun for Mpeg2Run<'_> {
+    #[inline(always)]
+    fn checksum(&mut self, range: std::ops::Range<usize>) -> u32 {
+        Mpeg2Run::checksum(self, range)
+    }
+
+    #[inline(always)]
+    fn check(&mut self, range: std::ops::Range<usize>, stored: u32) -> Result<(), BadRecord> {
+        if self.matches(range.clone(), stored) {
+            Ok(())
+        } else {
+            let computed = self.checksum(range);
+            Err(BadRecord::BadChecksum { stored, computed })
+        }
+    }
+}
+
 /// The format document's framing (sections 1-10).
 #[derive(Debug)]
 pub enum Spec {}
@@ -123,6 +174,13 @@ impl Framing for Spec {
     #[inline(always)]
     fn checksum(data: &[u8]) -> u32 {
         crc32(data)
+    }
+
+    type Run<'a> = Crc32Run<'a>;
+
+    #[inline(always)]
+    fn checksum_run(buf: &[u8]) -> Crc32Run<'_> {
+        Crc32Run(buf)
     }
 
     #[inline(always)]
@@ -146,6 +204,13 @@ impl Framing for Taskflux {
     #[inline(always)]
     fn checksum(data: &[u8]) -> u32 {
         crc32_mpeg2(data)
+    }
+
+    type Run<'a> = Mpeg2Run<'a>;
+
+    #[inline(always)]
+    fn checksum_run(buf: &[u8]) -> Mpeg2Run<'_> {
+        Mpeg2Run::new(buf)
     }
 
     #[inline(always)]
