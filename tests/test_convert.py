@@ -93,6 +93,43 @@ def test_a_failure_leaves_no_destination_and_no_half_built_copy(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["follower-segmented"]
 
 
+WRITE_FAILS = r"""
+import json, resource, signal, sys
+import tflux
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+try:
+    tflux.convert(sys.argv[1], sys.argv[2], to="taskflux")
+except OSError as e:
+    print(json.dumps({"type": type(e).__name__, "errno": e.errno, "msg": str(e)}))
+"""
+
+
+def test_a_write_that_fails_midway_is_named_and_leaves_nothing(tmp_path):
+    # Segments are written by a second thread, 4 MiB at a time: a file-size limit of 1 MiB
+    # (no test-only hook: the kernel's own EFBIG) fails the first buffer of the first segment
+    # with more than 1 MiB of records, while the encoder is already filling the next.
+    import errno
+
+    src = tmp_path / "src"
+    with tflux.open(src, log_sync_policy="never", snapshot_creation_segments_threshold=0) as s:
+        s.create_queue("q")
+        s.enqueue_many("q", [(k, bytes([k % 251]) * 1024) for k in range(9000)])
+    before = contents(src)
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_FAILS, str(src), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    failure = json.loads(done.stdout)
+    assert failure["type"] == "TfluxIOError" and failure["errno"] == errno.EFBIG
+    assert "write segment" in failure["msg"] and ".log" in failure["msg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    assert contents(src) == before
+
+
 def test_an_existing_destination_is_refused_and_left_alone(tmp_path):
     src = real_dir("leader-single-segment", tmp_path)
     dst = tmp_path / "dst"

@@ -20,6 +20,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::base::{self, Layout, VerifyDepth, VerifyOptions};
@@ -177,51 +178,74 @@ fn build(
         let total: u64 = segments.iter().map(|s| s.size).sum();
         let mut fingerprint = Fingerprint::new();
         let mut written_files = Vec::with_capacity(segments.len());
-        let mut buf = Vec::with_capacity(4 << 20);
-        for info in &segments {
-            let path = target.log.join(seg_format::file_name(info.start_lsn));
-            let mut file = File::create_new(&path).ctx("create segment", &path)?;
-            buf.clear();
-            buf.extend_from_slice(&seg_format::header());
-            let end = info.start_lsn + info.count as i64;
-            let mut written = 0u64;
-            let mut failed = None;
-            // The open checked every record's checksum: not again here.
-            log.scan_checked_at_open(info.start_lsn, end, |lsn, term, data, _| {
-                let checksum = with_framing!(to, F => F::encode(&mut buf, term, data));
-                fingerprint.add(lsn, term, data.len(), checksum);
-                if buf.len() >= 4 << 20 {
-                    if let Err(e) = file.write_all(&buf) {
-                        failed = Some(e);
-                        return false;
+        // The kernel's copy into the page cache (a third of a conversion's time) runs on a
+        // second thread, behind the encoding of the next buffer (docs/benchmarks.md, "Dialects").
+        let outcome = std::thread::scope(|scope| -> Result<()> {
+            let (writes, written_back, writer) = spawn_writer(scope);
+            // A buffer the writer is done with, or a new one (at most four exist).
+            let spare = || {
+                let mut b = written_back.try_recv().unwrap_or_default();
+                b.clear();
+                b.reserve(WRITE_BUFFER);
+                b
+            };
+            let mut buf = Vec::with_capacity(WRITE_BUFFER);
+            let mut failed = false;
+            for info in &segments {
+                let path = target.log.join(seg_format::file_name(info.start_lsn));
+                let file = Arc::new(File::create_new(&path).ctx("create segment", &path)?);
+                let path = Arc::new(path);
+                buf.extend_from_slice(&seg_format::header());
+                let end = info.start_lsn + info.count as i64;
+                let mut written = 0u64;
+                // The open checked every record's checksum: not again here.
+                log.scan_checked_at_open(info.start_lsn, end, |lsn, term, data, _| {
+                    let checksum = with_framing!(to, F => F::encode(&mut buf, term, data));
+                    fingerprint.add(lsn, term, data.len(), checksum);
+                    if buf.len() >= WRITE_BUFFER {
+                        written += buf.len() as u64;
+                        let full = std::mem::replace(&mut buf, spare());
+                        if writes.send((file.clone(), path.clone(), full)).is_err() {
+                            failed = true; // the writer stopped on an error: it says which
+                            return false;
+                        }
                     }
-                    written += buf.len() as u64;
-                    buf.clear();
+                    true
+                })?;
+                if failed {
+                    break;
                 }
-                true
-            })?;
-            if let Some(e) = failed {
-                return Err(Error::io("write segment", &path, e));
+                buf.extend_from_slice(&END_MARKER);
+                written += buf.len() as u64;
+                let last = std::mem::replace(&mut buf, spare());
+                if writes.send((file.clone(), path.clone(), last)).is_err() {
+                    break;
+                }
+                // Synced once all are written: the kernel writes the earlier ones back
+                // meanwhile (one fsync after each file waited for each in turn).
+                written_files.push((file, path));
+                report.entries += info.count;
+                report.segments += 1;
+                report.bytes_read += info.size;
+                report.bytes_written += written;
+                if !progress(report.bytes_read, total) {
+                    return Err(Error::InvalidArgument(
+                        "the conversion was stopped (nothing was written to the destination)"
+                            .into(),
+                    ));
+                }
             }
-            buf.extend_from_slice(&END_MARKER);
-            file.write_all(&buf).ctx("write segment", &path)?;
-            written += buf.len() as u64;
-            // Synced once all are written: the kernel writes the earlier ones back meanwhile
-            // (one fsync after each file waited for each in turn).
-            written_files.push((file, path));
-            report.entries += info.count;
-            report.segments += 1;
-            report.bytes_read += info.size;
-            report.bytes_written += written;
-            if !progress(report.bytes_read, total) {
-                return Err(Error::InvalidArgument(
-                    "the conversion was stopped (nothing was written to the destination)".into(),
-                ));
-            }
-        }
+            drop(writes);
+            writer.join().unwrap_or_else(|_| {
+                Err(Error::InvalidArgument(
+                    "the conversion's writer thread panicked".into(),
+                ))
+            })
+        });
+        outcome?;
         report.fingerprint = fingerprint.finish();
         for (file, path) in written_files {
-            file.sync_all().ctx("fsync segment", &path)?;
+            file.sync_all().ctx("fsync segment", path.as_path())?;
         }
     }
     for dir in [&target.log, &target.data, &target.base] {
@@ -229,6 +253,38 @@ fn build(
     }
     check(source, out, to, &report, snapshot.as_ref(), &metadata)?;
     Ok(report)
+}
+
+/// Bytes handed to the writer thread at a time.
+const WRITE_BUFFER: usize = 4 << 20;
+
+/// A buffer for the writer thread: the file it goes on the end of, that file's path (for the
+/// error), the bytes.
+type WriteJob = (Arc<File>, Arc<PathBuf>, Vec<u8>);
+
+/// Starts the thread that appends each job's bytes to its file, in the order sent; it stops at
+/// the first error (the sender's `send` then fails) and returns it from `join`. Each buffer
+/// written comes back on the second channel, to be filled again (new buffers cost a page fault
+/// per 4 KiB); two may wait, so memory stays bounded whatever the disk's speed.
+fn spawn_writer<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+) -> (
+    std::sync::mpsc::SyncSender<WriteJob>,
+    std::sync::mpsc::Receiver<Vec<u8>>,
+    std::thread::ScopedJoinHandle<'scope, Result<()>>,
+) {
+    let (send, receive) = std::sync::mpsc::sync_channel::<WriteJob>(2);
+    let (give_back, written_back) = std::sync::mpsc::channel::<Vec<u8>>();
+    let writer = scope.spawn(move || -> Result<()> {
+        for (file, path, bytes) in receive {
+            (&*file)
+                .write_all(&bytes)
+                .ctx("write segment", path.as_path())?;
+            let _ = give_back.send(bytes); // the encoder may be done: then it is dropped
+        }
+        Ok(())
+    });
+    (send, written_back, writer)
 }
 
 /// Creates `path` with `bytes`, fsynced (its directory is synced by the caller).
