@@ -130,6 +130,45 @@ def test_a_write_that_fails_midway_is_named_and_leaves_nothing(tmp_path):
     assert contents(src) == before
 
 
+DIES_MIDWAY = r"""
+import os, signal, sys
+import tflux
+
+def die(done, total):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+tflux.convert(sys.argv[1], sys.argv[2], to="taskflux", progress=die)
+"""
+
+
+def test_a_killed_conversions_leftover_is_removed_by_the_next_and_a_live_ones_is_not(tmp_path):
+    import fcntl
+    import os
+
+    src = real_dir("follower-segmented", tmp_path)
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-c", DIES_MIDWAY, str(src), str(out)], timeout=120)
+    assert done.returncode == -9
+    leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(".out.converting-")]
+    assert len(leftovers) == 1 and (leftovers[0] / "data" / "log").is_dir()
+    # Beside it: a live conversion's copy (its lock held), a symlink and a look-alike name.
+    live = tmp_path / ".out.converting-1-2"
+    live.mkdir()
+    held = os.open(live, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    (tmp_path / ".out.converting-3-4").symlink_to(live)
+    (tmp_path / ".out.converting-x").mkdir()
+    try:
+        report = tflux.convert(src, out, to="taskflux")
+    finally:
+        os.close(held)
+    assert report.leftovers_removed == [str(leftovers[0])]
+    assert not leftovers[0].exists()
+    assert live.is_dir() and (tmp_path / ".out.converting-3-4").is_symlink()
+    assert (tmp_path / ".out.converting-x").is_dir()
+    assert restore(out) == {**restore(src), "dialect": "taskflux"}
+
+
 def test_an_existing_destination_is_refused_and_left_alone(tmp_path):
     src = real_dir("leader-single-segment", tmp_path)
     dst = tmp_path / "dst"

@@ -931,6 +931,10 @@ class ConvertReport:
     def torn_tail(self) -> tuple[str, int] | None:
         """``(path, offset)`` of the source's torn tail, which was not converted."""
     @property
+    def leftovers_removed(self) -> list[str]:
+        """Half-built copies of the destination that conversions killed before cleaning up
+        left beside it (no process held their lock): removed before this one started."""
+    @property
     def fingerprint(self) -> int:
         """A hash of every entry's LSN, term, length and data checksum (in the destination's
         dialect), computed from the source and found again in the copy."""

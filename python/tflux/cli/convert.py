@@ -52,8 +52,9 @@ def convert(src: Path, dst: Path, to: str, as_json: bool, dialect: str | None) -
 
     With --json, one object: source, destination, from, to, entries, segments, bytes_read,
     bytes_written, snapshot, metadata (whether each was written), torn_tail ({path, offset}
-    or null), fingerprint (a hash of every entry's LSN, term, length and checksum, computed from
-    SRC and found again in DST) and seconds.
+    or null), leftovers_removed (half-built copies of DST that killed conversions left beside
+    it, removed first), fingerprint (a hash of every entry's LSN, term, length and checksum,
+    computed from SRC and found again in DST) and seconds.
 
     \b
     Examples:
@@ -87,11 +88,14 @@ def convert(src: Path, dst: Path, to: str, as_json: bool, dialect: str | None) -
                 "snapshot": report.snapshot,
                 "metadata": report.metadata,
                 "torn_tail": None if torn is None else {"path": torn[0], "offset": torn[1]},
+                "leftovers_removed": report.leftovers_removed,
                 "fingerprint": f"{report.fingerprint:016x}",
                 "seconds": round(report.seconds, 6),
             }
         )
         return
+    for leftover in report.leftovers_removed:
+        err.print(f"note: removed {escape(leftover)}, left by a conversion that died")
     if torn is not None:
         err.print(
             f"note: {escape(torn[0])} ends in a torn tail at offset {torn[1]}: it was not "

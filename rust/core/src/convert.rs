@@ -49,6 +49,9 @@ pub struct ConvertReport {
     pub metadata: bool,
     /// A torn tail of the source's last segment: not converted (the source keeps it).
     pub torn_tail: Option<(PathBuf, u64)>,
+    /// Half-built copies of the destination left by conversions that died before cleaning up
+    /// (their lock free), removed before this one started.
+    pub leftovers_removed: Vec<PathBuf>,
     /// A hash of every entry's LSN, term, length and data checksum (in the destination's
     /// dialect), in order: what the destination's own records give back.
     pub fingerprint: u64,
@@ -89,9 +92,18 @@ pub fn convert_base(
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let temp = parent.join(format!(".{name}.converting-{}-{nanos}", std::process::id()));
+    let leftovers = remove_dead_conversions(&*fs, &parent, name);
+    let temp = parent.join(format!(
+        "{}{}-{nanos}",
+        hidden_prefix(name),
+        std::process::id()
+    ));
     std::fs::create_dir(&temp).ctx("create conversion directory", &temp)?;
+    // Held until the copy is renamed (or removed): what tells a later conversion this one is
+    // alive. The kernel drops it when the process dies, kill -9 included.
+    let _alive = crate::fsutil::lock_dir(&*fs, &temp)?;
     let built = build(&source, &temp, to, &*fs, progress).and_then(|mut report| {
+        report.leftovers_removed = leftovers;
         fs.rename(&temp, dst, Rename::NoReplace)
             .ctx("rename converted directory to", dst)?;
         crate::fsutil::sync_dir(&*fs, &parent)?;
@@ -105,6 +117,47 @@ pub fn convert_base(
         let _ = std::fs::remove_dir_all(&temp);
     }
     built
+}
+
+/// The start of the name of a half-built copy of `name` (then the pid and a time).
+fn hidden_prefix(name: &str) -> String {
+    format!(".{name}.converting-")
+}
+
+/// Removes the half-built copies of `name` in `parent` that a conversion killed before it could
+/// clean up (kill -9, power loss) left behind: those whose directory lock nobody holds (a live
+/// conversion holds its own; the kernel releases a dead one's, whatever its pid namespace).
+/// They only ever hold bytes the source still has. Returns what was removed; one that cannot be
+/// examined or removed is left as it is.
+fn remove_dead_conversions(fs: &dyn Storage, parent: &Path, name: &str) -> Vec<PathBuf> {
+    let prefix = hidden_prefix(name);
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let stale = entry.file_name().to_str().is_some_and(|n| {
+            n.strip_prefix(prefix.as_str()).is_some_and(|rest| {
+                !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+            })
+        });
+        // A directory itself, never a symlink to one.
+        if !stale || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(lock) = crate::fsutil::lock_dir(fs, &path) else {
+            continue; // alive (or unreadable): not ours to touch
+        };
+        if std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+        drop(lock);
+    }
+    if !removed.is_empty() {
+        let _ = crate::fsutil::sync_dir(fs, parent);
+    }
+    removed
 }
 
 /// Writes the converted copy of `source` into the empty directory `out`, then checks it.
@@ -130,6 +183,7 @@ fn build(
         snapshot: false,
         metadata: false,
         torn_tail: None,
+        leftovers_removed: Vec::new(),
         fingerprint: Fingerprint::new().finish(),
         seconds: 0.0,
     };

@@ -447,6 +447,15 @@ impl PyConvertReport {
             .as_ref()
             .map(|(p, o)| (path_str(p), *o))
     }
+    /// Half-built copies of the destination that dead conversions left (removed first).
+    #[getter]
+    fn leftovers_removed(&self) -> Vec<String> {
+        self.inner
+            .leftovers_removed
+            .iter()
+            .map(|p| path_str(p))
+            .collect()
+    }
     /// A hash of every entry's LSN, term, length and data checksum (in the destination's
     /// dialect), computed from the source and found again in the copy.
     #[getter]
