@@ -120,12 +120,18 @@ def test_spark_replay_of_a_real_directory_equals_its_restore(spark, name, tmp_pa
     base = real_dir(name, tmp_path)
     with tflux.open(base, readonly=True) as store:
         local = queues_of(store)
-    df = tflux.spark.replay(spark, str(base))
-    got: dict[str, list] = {}
-    for r in df.collect():
-        got.setdefault(r.queue, []).append((r.record_id, r.key, bytes(r.message).hex()))
-    for queue, q in local.items():
-        assert sorted(got.get(queue, [])) == sorted(q["records"]), queue
+    for dialect in (None, "taskflux"):
+        df = tflux.spark.replay(spark, str(base), dialect=dialect)
+        got: dict[str, list] = {}
+        for r in df.collect():
+            got.setdefault(r.queue, []).append((r.record_id, r.key, bytes(r.message).hex()))
+        for queue, q in local.items():
+            assert sorted(got.get(queue, [])) == sorted(q["records"]), queue
+    # A dialect the files contradict is refused before any job, naming the conflict.
+    with pytest.raises(tflux.DialectError, match="spec"):
+        tflux.spark.replay(spark, str(base), dialect="spec")
+    with pytest.raises(tflux.DialectError):
+        tflux.spark.queue_summary(spark, str(base), dialect="spec")
 
 
 @pytest.mark.parametrize("fmt", ["tflux", "tflux_python"])

@@ -99,21 +99,24 @@ def register(spark: SparkSession) -> SparkSession:
     return spark
 
 
-def replay(spark: SparkSession, path, validate: bool = False) -> DataFrame:
+def replay(
+    spark: SparkSession, path, validate: bool = False, dialect: str | None = None
+) -> DataFrame:
     """The live records of every queue after snapshot + log (see :mod:`tflux.spark.rebuild`);
-    ``validate=True`` raises :class:`tflux.ReplayError` where the local restore would."""
+    ``validate=True`` raises :class:`tflux.ReplayError` where the local restore would;
+    ``dialect`` ("spec"/"taskflux", default: what the files say) as for :func:`tflux.open`."""
     _require_spark()
     from tflux.spark.rebuild import replay as _replay
 
-    return _replay(spark, path, validate)
+    return _replay(spark, path, validate, dialect)
 
 
-def queue_summary(spark: SparkSession, path) -> DataFrame:
+def queue_summary(spark: SparkSession, path, dialect: str | None = None) -> DataFrame:
     """One row per live queue: implementation, count of ready records, last id."""
     _require_spark()
     from tflux.spark.rebuild import queue_summary as _summary
 
-    return _summary(spark, path)
+    return _summary(spark, path, dialect)
 
 
 def export_parquet(base, out) -> dict[str, int]:

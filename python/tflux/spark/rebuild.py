@@ -104,10 +104,15 @@ class _Name:
 class _Frames:
     """The DataFrames replay and the summary are built from (one small job runs here)."""
 
-    def __init__(self, spark: SparkSession, path, fmt: str = "tflux") -> None:
+    def __init__(
+        self, spark: SparkSession, path, fmt: str = "tflux", dialect: str | None = None
+    ) -> None:
         register(spark)
         self.spark = spark
-        self.sources = _paths.resolve(path)
+        # Each source's dialect, detected (files that disagree with each other or with
+        # ``dialect`` raise DialectError here, before any job) and handed to every reader.
+        self.sources = _paths.resolve(path, dialect)
+        self.dialects = {src.log_dir: src.dialect for src in self.sources if src.log_dir}
         names: dict[tuple[str, str], _Name] = defaultdict(_Name)
         logs, snaps = [], []
         describe = _snapshot_describer(spark, fmt)
@@ -142,7 +147,8 @@ class _Frames:
         if logs:
             # Both scans read the same LSNs: the second stops where the first did (a live store
             # may append meanwhile), so their queue_adds agree.
-            last, removes = self._collect_events(union(spark, logs, {}, cols, fmt), names)
+            scan = union(spark, logs, {}, cols, fmt, dialects=self.dialects)
+            last, removes = self._collect_events(scan, names)
             logs = [(d, first) for d, first in logs if d in last]  # the others had no entries
             ends = {d: str(last[d]) for d, _ in logs}
         seg_rows, inc_rows, summary_rows, keys = self._plan(names)
@@ -158,7 +164,7 @@ class _Frames:
         first_names = sum(1 for row in inc_rows if row[3] == -1)
         self.keyed = in_scan and keys is not None and (not snaps or first_names <= CASE_NAMES)
         plan = replay_plan(seg_rows, inc_rows, keys) if in_scan else None
-        log = union(spark, logs, ends, cols, fmt, plan) if logs else None
+        log = union(spark, logs, ends, cols, fmt, plan, self.dialects) if logs else None
         if log is None:
             log = _small(spark, [], logs_schema(spark))
         add_rows = log.filter(F.col("kind") == "add_record")
@@ -533,10 +539,12 @@ def union(
     cols: list[str],
     fmt: str = "tflux",
     plan: str | None = None,
+    dialects: dict[str, str] | None = None,
 ) -> DataFrame:
     """The log entries of every (log directory, first LSN), up to ``ends[dir]`` when given,
     with a ``log_dir`` column and the ``queue_adds`` counts (and, given a ``plan`` for the
-    JVM reader, ``inc`` and ``replay_id``)."""
+    JVM reader, ``inc`` and ``replay_id``), each directory read in ``dialects[dir]`` when
+    given (else the dialect its files say)."""
     out = None
     if plan is not None:
         cols = [*cols, "inc", "replay_id", "replay_key"]
@@ -546,6 +554,8 @@ def union(
             reader = reader.option("toLsn", ends[log_dir])
         if plan is not None:
             reader = reader.option("replayPlan", plan)
+        if dialects and dialects.get(log_dir):
+            reader = reader.option("dialect", dialects[log_dir])
         df = reader.load(log_dir).select(F.lit(log_dir).alias("log_dir"), *cols)
         out = df if out is None else out.unionByName(df)
     return out
@@ -562,7 +572,9 @@ def logs_schema(spark: SparkSession) -> StructType:
     return StructType([StructField("log_dir", StringType())] + [full[name] for name in keep])
 
 
-def replay(spark: SparkSession, path, validate: bool = False) -> DataFrame:
+def replay(
+    spark: SparkSession, path, validate: bool = False, dialect: str | None = None
+) -> DataFrame:
     """Live records per queue: ``queue``, ``record_id``, ``key``, ``message`` (ready records, as
     ``tflux.open(base, readonly=True).records(queue)`` returns them; in-flight records of a
     running store are ready after a restore). Order by ``queue, key, record_id`` for dequeue
@@ -571,16 +583,20 @@ def replay(spark: SparkSession, path, validate: bool = False) -> DataFrame:
     ``validate=True`` first checks what the local restore checks for removals (a RemoveRecord
     of a missing or already removed record raises :class:`tflux.ReplayError` with its LSN); it
     costs two extra Spark jobs, so it is off by default.
+
+    ``dialect`` ("spec" or "taskflux") says which dialect the sources are in; by default each
+    is read in the one its files say. Files that disagree with it, or with each other, raise
+    :class:`tflux.DialectError` before any job runs.
     """
-    frames = _Frames(spark, path)
+    frames = _Frames(spark, path, dialect=dialect)
     if validate:
         frames.check()
     return frames.output(frames.live())
 
 
-def queue_summary(spark: SparkSession, path) -> DataFrame:
+def queue_summary(spark: SparkSession, path, dialect: str | None = None) -> DataFrame:
     """One row per queue alive after the replay: ``queue``, ``implementation`` (heap/array),
     ``count`` (live records), ``last_id`` -- the fields of ``store.queues()`` (with ``source``
-    first when PATH named several sources)."""
-    frames = _Frames(spark, path)
+    first when PATH named several sources); ``dialect`` as for :func:`replay`."""
+    frames = _Frames(spark, path, dialect=dialect)
     return frames.output(frames.summary())
