@@ -189,11 +189,12 @@ mod bits {
 }
 
 /// CRC-32/MPEG-2 of ranges of one buffer asked for in increasing order (a scan's records): the
-/// identity of [`crc32_mpeg2`] with the bytes reversed a `WINDOW` at a time, ahead of the ranges,
-/// instead of once per range. Per range, [`crc32_mpeg2`] reverses into a buffer it reads back at
-/// once, a stall per record that cost a taskflux verify of 64-byte records 0.8x a spec verify's
-/// throughput; here the reversed bytes were written a window earlier, and the reversal streams
-/// through the buffer (64 bytes per instruction with GFNI). docs/benchmarks.md, "Dialects".
+/// identity of [`crc32_mpeg2`] with the bytes reversed `FILL` at a time, ahead of the ranges,
+/// instead of once per range. Per range, [`crc32_mpeg2`] writes the reversed bytes and reads
+/// them straight back (a taskflux verify of 64-byte records ran at 0.75-0.8x a spec verify's
+/// throughput); here one pass (64 bytes per instruction with GFNI) reverses a kilobyte the scan's
+/// prefetch hints have already asked for, and each record's checksum reads bytes reversed
+/// earlier. docs/benchmarks.md, "Dialects".
 ///
 /// Tied to its buffer by its lifetime, so a window can never be reused for other bytes.
 pub struct Mpeg2Run<'a> {
@@ -228,7 +229,7 @@ impl<'a> Mpeg2Run<'a> {
 
     /// Whether `buf[range]` has the CRC-32/MPEG-2 `expected`: compared in the reflected
     /// checksum's terms, so the comparison does not wait on a bit reversal of the result.
-    #[inline]
+    #[inline(always)]
     pub fn matches(&mut self, range: std::ops::Range<usize>, expected: u32) -> bool {
         match self.reversed_raw(range.clone()) {
             Some(raw) => raw == !expected.reverse_bits(),
@@ -245,13 +246,20 @@ impl<'a> Mpeg2Run<'a> {
         }
         let end = self.start + self.reversed.len();
         if range.start < self.start || range.end > end {
-            let upto = self.buf.len().min(range.start + WINDOW);
-            bits::reverse_into(&self.buf[range.start..upto], &mut self.reversed);
-            self.start = range.start;
+            self.refill(range.start, range.len());
         }
         let mut h = self.fresh.clone();
         h.update(&self.reversed[range.start - self.start..range.end - self.start]);
         Some(h.finalize())
+    }
+
+    /// Reverses the window that starts at `from`, at least `at_least` bytes long (once per
+    /// `FILL` bytes: kept out of line, so that the per-record path inlines into the scan).
+    #[inline(never)]
+    fn refill(&mut self, from: usize, at_least: usize) {
+        let upto = self.buf.len().min(from + FILL.max(at_least));
+        bits::reverse_into(&self.buf[from..upto], &mut self.reversed);
+        self.start = from;
     }
 }
 
@@ -267,9 +275,15 @@ mod bits {
     }
 }
 
-/// Bytes reversed ahead at a time by [`Mpeg2Run`]: a third of a 48 KiB L1 data cache, so the
-/// window is still there when its records are checked.
+/// The longest range [`Mpeg2Run`] reverses (longer ones go to [`crc32_mpeg2`], where crc-fast
+/// takes them): a third of a 48 KiB L1 data cache.
 const WINDOW: usize = 16 * 1024;
+
+/// Bytes reversed at a time by [`Mpeg2Run`] (or the range, if longer): the distance the scan's
+/// prefetch hints run ahead (`segment::PREFETCH_DISTANCE`), so the window's bytes are on their
+/// way when it is reversed. 16 KiB windows made a taskflux verify of 64-byte records 1.09x
+/// slower, 512 B and 2 KiB 1.06x and 1.02x (`farm-bench`, docs/benchmarks.md, "Dialects").
+const FILL: usize = 1024;
 
 /// CRC-32/MPEG-2 as crc-fast computes it: the reference [`crc32_mpeg2`] is held to.
 pub fn crc32_mpeg2_reference(data: &[u8]) -> u32 {
