@@ -34,12 +34,14 @@ import tflux.spark  # noqa: E402
 from tflux.spark import _jvm  # noqa: E402
 
 
-def dump(jar: str, *args: str) -> tuple[list[dict], str | None]:
-    """Runs the JVM decoders on a file; returns the rows and the error message (or None)."""
+def dump(jar: str, *args: str, heap: str | None = None) -> tuple[list[dict], str | None]:
+    """Runs the JVM decoders on a file (in a heap of ``heap``, e.g. "256m", when given);
+    returns the rows and the error message (or None)."""
     cp = os.pathsep.join([jar, str(_jvm._spark_home() / "jars" / "*")])
     java = shutil.which("java") or str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
+    opts = [f"-Xmx{heap}"] if heap else []
     out = subprocess.run(
-        [java, "-cp", cp, "io.tflux.spark.Dump", *args], capture_output=True, text=True
+        [java, *opts, "-cp", cp, "io.tflux.spark.Dump", *args], capture_output=True, text=True
     )
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     error = lines.pop()["error"] if out.returncode and lines and "error" in lines[-1] else None
@@ -132,6 +134,27 @@ def test_absurd_lengths_fail_with_the_file_and_offset_without_allocating(jar, tm
     seg.write_bytes(bytes(buf))
     _, error = dump(jar, "segment", str(seg), "0", "sealed")
     assert str(seg) in error and f"at offset {second}" in error and "runs past end" in error
+
+
+def test_a_decompression_bomb_fails_the_read_not_the_jvm(jar, tmp_path):
+    """Issue 30, item 4: a 60 KB `.log.z` declaring (and decoding to) 1.9 GB was decoded into
+    a growing array until OutOfMemoryError killed the Spark driver. Now the header's length is
+    checked against the JVM's free memory before decoding (and a failed allocation would be
+    the file's error too); one declaring more than the format allows is refused as the core
+    refuses it."""
+    from test_hostile_input import z_header, zeros_zstd
+
+    seg = tmp_path / "0000000000000000000.log.z"
+    total = 1811 << 20  # 1.9 GB of zeros: about 60 KB of zstd
+    seg.write_bytes(z_header(total) + zeros_zstd(total))
+    assert seg.stat().st_size < 1 << 20
+    rows, error = dump(jar, "segment", str(seg), "0", "sealed", heap="256m")
+    assert rows == [] and error is not None
+    assert str(seg) in error and "at offset 25" in error and "free" in error, error
+    seg.write_bytes(z_header(3 << 30) + zeros_zstd(1 << 20))
+    rows, error = dump(jar, "segment", str(seg), "0", "sealed", heap="256m")
+    assert error is not None and "original length 3221225472" in error, error
+    assert "outside [12, 2147483648]" in error, error
 
 
 # --- the JVM reader against the Python (Rust-backed) source --------------------------------

@@ -11,13 +11,17 @@ import java.util.zip.CRC32;
  * bytes, the JVM twin of the core's {@code format/compressed.rs}: the same header checks and
  * wording, zstd through zstd-jni and lz4 frames through lz4-java (both ship with Spark). The
  * output grows with the decoded data and stops past the header's original length, so a lying
- * header allocates nothing by itself.
+ * header allocates nothing by itself. Memory is checked before decoding (what the header
+ * declares, against what this JVM has free) and an allocation that fails anyway is this file's
+ * error: a decompression bomb fails the query, never the driver or the executor.
  */
 final class Compressed {
   static final int FILE_MARKER = 0x1276AD5A;
   static final int HEADER_LEN = 37;
   static final long MIN_ORIGINAL_LEN = 12;
-  static final long MAX_ORIGINAL_LEN = 1L << 40;
+  /** The core's {@code format::compressed::MAX_ORIGINAL_LEN}: a sealed segment is at most its
+   * hard limit plus one record, and a larger one is never compressed. */
+  static final long MAX_ORIGINAL_LEN = 1L << 31;
 
   final ByteBuffer original;
   final long lastLsn;
@@ -68,14 +72,23 @@ final class Compressed {
       throw bad(path, 25, "original length " + want
           + " is larger than the JVM reader decodes (2 GiB); use format tflux_python");
     }
+    // Growing to `want` holds at most half of it twice over (the old array and its copy).
+    long needs = want + want / 2;
+    long free = headroom();
+    if (needs > free) {
+      throw bad(path, 25, "original length " + want + " at offset 25 needs " + needs
+          + " bytes to decode and this JVM has " + free + " free (give it more memory, or read"
+          + " with format tflux_python)");
+    }
     int crcWant = file.getInt(33);
     ByteBuffer payload = file.duplicate();
     payload.position(HEADER_LEN);
-    byte[] out = new byte[(int) Math.min(want, 32L << 20)];
+    byte[] out;
     int n = 0;
     try (InputStream in = method == 1
         ? new com.github.luben.zstd.ZstdInputStream(new BufferInput(payload))
         : new net.jpountz.lz4.LZ4FrameInputStream(new BufferInput(payload))) {
+      out = new byte[(int) Math.min(want, 32L << 20)];
       while (true) {
         if (n == out.length) {
           if (n > want) {
@@ -95,6 +108,11 @@ final class Compressed {
     } catch (IOException | RuntimeException e) {
       throw bad(path, HEADER_LEN, "payload at offset 37 does not decode (" + e.getMessage()
           + ")");
+    } catch (OutOfMemoryError e) {
+      // A failed array allocation leaves the heap as it was: the query fails, the JVM goes on.
+      throw bad(path, 25, "original length " + want + " at offset 25: out of memory after "
+          + "decoding " + n + " bytes (give the JVM more memory, or read with format "
+          + "tflux_python)");
     }
     if (n != want) {
       throw bad(path, 25, "payload decodes to " + (n > want ? "more than " + want : n)
@@ -108,6 +126,12 @@ final class Compressed {
           + " says %08x", got, crcWant));
     }
     return new Compressed(ByteBuffer.wrap(out, 0, n).slice(), last);
+  }
+
+  /** Bytes this JVM can still allocate: its maximum heap less what is in use. */
+  static long headroom() {
+    Runtime rt = Runtime.getRuntime();
+    return rt.maxMemory() - (rt.totalMemory() - rt.freeMemory());
   }
 
   private static CorruptException bad(String path, long offset, String why) {
