@@ -592,14 +592,47 @@ def test_dump_into_a_closed_pipe_stops_quietly(tmp_path):
     assert stderr == ""
 
 
-def test_dump_of_a_corrupt_sealed_segment_fails_with_one_error_line(tmp_path):
-    log_dir, _ = sealed_log_with_known_offsets(tmp_path)
-    first = segment_files(log_dir)[0]
-    flip(first, 8 + 16 + 3)
-    result = run_cli("dump", tmp_path, "--raw")
+def record_offsets_in(segment: Path) -> list[int]:
+    """Start offsets of the records of a spec segment written by tflux (plain walk)."""
+    data, at, out = segment.read_bytes(), 8, []
+    while at + 16 <= len(data) and data[at : at + 4] == bytes.fromhex("AAF534C4"):
+        out.append(at)
+        length = int.from_bytes(data[at + 12 : at + 16], "big")
+        at += 16 + length + (4 - length % 4) % 4
+    return out
+
+
+def test_dump_of_a_damaged_sealed_segment_prints_what_is_readable_then_the_damage(tmp_path):
+    """Issue 30, item 16: one damaged sealed segment made dump print nothing at all."""
+    log_dir, records = sealed_log_with_known_offsets(tmp_path)
+    segs = segment_files(log_dir)
+    with tflux.Log.open(log_dir, readonly=True) as log:
+        firsts = [s.start_lsn for s in log.segments]
+    damaged = segs[1]
+    third = record_offsets_in(damaged)[2]
+    flip(damaged, third + 16 + 3)  # the third record's data: its checksum fails
+    result = run_cli("dump", tmp_path, "--raw", "--json")
     assert result.returncode == 1
-    (message,) = result.stderr.splitlines()
-    assert message.startswith("error:") and first.name in message
+    got = [(r["lsn"], bytes.fromhex(r["data"])) for r in json_lines(result.stdout)]
+    lost = set(range(firsts[1] + 2, firsts[2]))  # from the damaged record to the segment's end
+    want = [(lsn, data) for lsn, (_, data) in enumerate(records) if lsn not in lost]
+    assert got == want
+    assert f"corrupt {damaged} at offset {third}" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("error:")
+    # A range inside a healthy segment prints, and the exit code still says the log is damaged.
+    ranged = run_cli("dump", tmp_path, "--raw", "--json", "--from", "1", "--to", "3")
+    assert [r["lsn"] for r in json_lines(ranged.stdout)] == [1, 2, 3]
+    assert ranged.returncode == 1
+    # One segment file alone: its records (the healthy one), or what is readable, then exit 1.
+    alone = run_cli("dump", segs[0], "--raw", "--json")
+    assert alone.returncode == 0, alone.stderr
+    assert [r["lsn"] for r in json_lines(alone.stdout)] == list(range(firsts[0], firsts[1]))
+    alone = run_cli("dump", damaged, "--raw", "--json")
+    assert alone.returncode == 1
+    assert [r["lsn"] for r in json_lines(alone.stdout)] == [firsts[1], firsts[1] + 1]
+    assert f"at offset {third}" in alone.stderr
+    missing = run_cli("dump", log_dir / "0000000000000009999.log")
+    assert missing.returncode == 2
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 import tflux
-from tflux._layout import Layout
+from tflux._layout import SEGMENT_NAME, Layout
+from tflux._view import open_view
 from tflux.cli._base import _dialect, _is_channel, _locate, _settings_for_reading, dialect_option
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -23,7 +24,8 @@ from tflux.cli._render import (
     _silence_stdout,
     err,
 )
-from tflux.errors import TfluxError
+from tflux.errors import CorruptionError, TfluxError
+from tflux.spark._paths import segment_names, start_lsn
 
 
 def _dump_line_text(lsn: int, term: int, data: bytes, encode: Callable[[bytes], str]) -> str:
@@ -150,8 +152,12 @@ def dump(
 ) -> None:
     """Print the records of a log, one line each: lsn, term and the decoded delta.
 
-    PATH is a base directory (holding data/log) or a log directory. The log is opened
-    read-only. Each line has lsn, term, kind (create_queue, delete_queue, add_record,
+    PATH is a base directory (holding data/log), a log directory, or one segment file
+    (NNN...N.log or .log.z: that segment alone). The log is opened read-only. When it does not
+    open (a damaged sealed segment), each segment is read on its own: everything readable is
+    printed, then what stopped each damaged segment, and the exit code is 1.
+
+    Each line has lsn, term, kind (create_queue, delete_queue, add_record,
     remove_record) and queue ("" is the default queue), then by kind: implementation,
     max_size, max_message_size, key_range (none = no limit / no range); key, message_length
     and message (the first 32 bytes as text, other bytes as \\xNN, "..." when longer);
@@ -184,12 +190,83 @@ def dump(
     raw_line = _dump_line_json if as_json else _dump_line_text
     decoded_line = _dump_decoded_json if as_json else _dump_decoded_text
     bad: list[tuple[int, str]] = []  # (lsn, error) of undecodable records
+    only: str | None = None  # PATH is one segment file: that segment alone
+    if path.is_file() and SEGMENT_NAME.match(path.name):
+        only, path = path.name, path.parent
     base, log_dir = _locate(path)
     if base is not None:  # the log alone is read, but a bad settings file is still worth a word
         _settings_for_reading(base)
         raw = raw or _is_channel(base)  # a channel's records are messages, not deltas
     dialect = _dialect(base, dialect)
-    with tflux.Log.open(log_dir, readonly=True, dialect=dialect) as log:
+    lines: list[str] = []
+    write = sys.stdout.write
+
+    def emit(entry: tflux.Entry) -> None:
+        if raw:
+            lines.append(raw_line(entry.lsn, entry.term, entry.data, encode))
+        else:
+            fields = _decoded(entry.data, full=full, b64=as_json)
+            if fields["kind"] == "undecodable":
+                bad.append((entry.lsn, fields["error"]))
+            lines.append(decoded_line(entry.lsn, entry.term, fields))
+        if len(lines) >= 1000:
+            write("".join(lines))
+            lines.clear()
+
+    damage: list[str] = []  # what stopped a segment-by-segment read, in order
+    try:
+        if only is None:
+            refused = _dump_log(log_dir, dialect, first, last, emit)
+            if refused is not None:
+                # Kafka's dump-log reads each file on its own: so does this, when the log as a
+                # whole does not open (nothing was printed yet).
+                exc = refused
+                err.print(
+                    f"note: the log does not open ({exc}); "
+                    "what each segment holds is printed, then what stopped it"
+                )
+                damage = _dump_segments(log_dir, None, dialect, first, last, emit)
+                if not damage:  # the damage is outside the range asked for: still said
+                    damage = [f"{exc} (every record asked for was printed)"]
+        else:
+            damage = _dump_segments(log_dir, only, dialect, first, last, emit)
+        write("".join(lines))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return
+    except TfluxError:
+        write("".join(lines))  # what was read before the bad record, then the error
+        sys.stdout.flush()
+        raise
+    if damage:
+        more = f" (and {_plural(len(damage) - 1, 'more segment')})" if len(damage) > 1 else ""
+        for problem in damage[1:]:
+            err.print(f"error: {problem}")
+        raise CliError(f"{damage[0]}{more}", EXIT_CORRUPT)
+    if bad:
+        lsn, message = bad[0]
+        raise CliError(
+            f"{_plural(len(bad), 'record')} could not be decoded as a delta "
+            f"(first at LSN {lsn}: {message}); --raw prints the bytes",
+            EXIT_CORRUPT,
+        )
+
+
+def _dump_log(
+    log_dir: Path,
+    dialect: str | None,
+    first: int | None,
+    last: int | None,
+    emit: Callable[[tflux.Entry], None],
+) -> CorruptionError | None:
+    """Every entry of ``first..last`` of the log, opened whole (read-only); the error when the
+    log does not open (before anything is emitted)."""
+    try:
+        whole = tflux.Log.open(log_dir, readonly=True, dialect=dialect)
+    except CorruptionError as exc:
+        return exc
+    with whole as log:
         temp = Layout(log_dir.parent.parent, log.dialect, detect=False).temp.name
         torn = log.recovery
         if torn.truncated:  # said, not hidden (issue 30 item 23); the records before it print
@@ -204,34 +281,57 @@ def dump(
             err.print(
                 f"note: nothing in range; the log holds LSNs {log.start_index}..{log.last_index}"
             )
-            return
-        write = sys.stdout.write
-        lines: list[str] = []
+            return None
+        for entry in log.entries(start, end):
+            emit(entry)
+    return None
+
+
+def _dump_segments(
+    log_dir: Path,
+    only: str | None,
+    dialect: str | None,
+    first: int | None,
+    last: int | None,
+    emit: Callable[[tflux.Entry], None],
+) -> list[str]:
+    """The entries of ``first..last`` segment by segment (``only``: that segment file alone),
+    each read on its own by the core's recovery scan: a damaged segment gives the records
+    before its damage. Returns what stopped each segment that did not end cleanly (a sealed
+    segment's damage; the last segment's torn tail is a note, as for a whole log)."""
+    names = segment_names(str(log_dir))
+    if only is not None and only not in names and only + ".z" not in names:
+        raise CliError(f"{log_dir / only}: not a segment file of {log_dir}")
+    damage: list[str] = []
+    for i, name in enumerate(names):
+        if only is not None and name != only and name != only + ".z":
+            continue
+        seg_first = start_lsn(name)
+        following = start_lsn(names[i + 1]) if i + 1 < len(names) else None
+        if last is not None and seg_first > last:
+            break
+        if first is not None and following is not None and following <= first:
+            continue
+        sealed = following is not None
+        path = log_dir / name
         try:
-            for entry in log.entries(start, end):
-                if raw:
-                    lines.append(raw_line(entry.lsn, entry.term, entry.data, encode))
-                else:
-                    fields = _decoded(entry.data, full=full, b64=as_json)
-                    if fields["kind"] == "undecodable":
-                        bad.append((entry.lsn, fields["error"]))
-                    lines.append(decoded_line(entry.lsn, entry.term, fields))
-                if len(lines) >= 1000:
-                    write("".join(lines))
-                    lines.clear()
-            write("".join(lines))
-            sys.stdout.flush()
-        except BrokenPipeError:
-            _silence_stdout()
-            return
-        except TfluxError:
-            write("".join(lines))  # what was read before the bad record, then the error
-            sys.stdout.flush()
-            raise
-    if bad:
-        lsn, message = bad[0]
-        raise CliError(
-            f"{_plural(len(bad), 'record')} could not be decoded as a delta "
-            f"(first at LSN {lsn}: {message}); --raw prints the bytes",
-            EXIT_CORRUPT,
-        )
+            with open_view(str(log_dir), [name], dialect) as log:
+                start = max(first if first is not None else 0, log.start_index)
+                end = log.last_index + 1 if last is None else min(last + 1, log.last_index + 1)
+                for entry in log.entries(start, end):
+                    emit(entry)
+                cut = log.recovery
+                if cut.truncated:
+                    where = f"{path} at offset {cut.cut_offset} ({cut.reason})"
+                    if sealed:
+                        damage.append(f"corrupt {where}: the records after it are not printed")
+                    else:
+                        err.print(f"note: {where} ends in a torn tail: not printed")
+                elif sealed and log.last_index + 1 < following:
+                    damage.append(
+                        f"{path}: holds entries up to LSN {log.last_index}, the next segment "
+                        f"starts at {following} (a gap)"
+                    )
+        except CorruptionError as exc:
+            damage.append(str(exc))
+    return damage
