@@ -874,6 +874,11 @@ class BaseReport:
     def snapshot(self) -> tuple[int, int, int, int] | None:
         """``(last_index, last_term, queues, records)``; None without a snapshot."""
     @property
+    def snapshot_queues(self) -> list[dict[str, Any]] | None:
+        """The snapshot's queues by name, without their records: name, implementation,
+        records (a count), last_id, max_queue_size, max_message_size (None: no limit) and
+        key_range; None without a snapshot."""
+    @property
     def queues(self) -> list[QueueInfo] | None:
         """The rebuilt queues (``replay=True`` and no fatal finding before the replay), else
         ``None``."""

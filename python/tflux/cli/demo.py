@@ -342,7 +342,7 @@ def _demo_json(
         "restore": {
             "seconds": round(seconds, 6),
             "snapshot_index": snapshot_index,
-            "snapshot_records": sum(len(q.records) for q in snap.queues) if snap else 0,
+            "snapshot_records": sum(q.records for q in snap.queues) if snap else 0,
             "replayed": replayed,
         },
         "verify": _checked_json(checked),
@@ -472,7 +472,7 @@ def _demo_summary(
 
     seconds, replayed, snapshot_index = restore
     read = snapshot_bytes + used
-    loaded = sum(len(q.records) for q in snap.queues) if snap is not None else 0
+    loaded = sum(q.records for q in snap.queues) if snap is not None else 0
     since = f"snapshot at LSN {snapshot_index:,}" if snapshot_index is not None else "no snapshot"
     out.print(
         f"[bold]restore[/]    {seconds:.3f} s: {since} ({loaded:,} records) + {replayed:,} deltas "

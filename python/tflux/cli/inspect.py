@@ -14,7 +14,14 @@ from rich.markup import escape
 import tflux
 from tflux._layout import SETTINGS_FILE, Layout
 from tflux.cli._base import _base_dir, _is_channel, _settings_for_reading, dialect_option
-from tflux.cli._check import Checked, _check, _finding_json, _print_findings, _segment_json
+from tflux.cli._check import (
+    Checked,
+    SnapshotView,
+    _check,
+    _finding_json,
+    _print_findings,
+    _segment_json,
+)
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_CORRUPT,
@@ -122,7 +129,7 @@ def _settings_file(path: Path) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def _snapshot_json(snap: tflux.Snapshot, nbytes: int) -> dict[str, Any]:
+def _snapshot_json(snap: SnapshotView, nbytes: int) -> dict[str, Any]:
     return {
         "last_index": snap.last_index,
         "last_term": snap.last_term,
@@ -131,7 +138,7 @@ def _snapshot_json(snap: tflux.Snapshot, nbytes: int) -> dict[str, Any]:
             {
                 "name": q.name,
                 "implementation": _implementation(q.implementation),
-                "records": len(q.records),
+                "records": q.records,
                 "last_id": q.last_id,
                 "max_size": q.max_queue_size,
                 "max_message_size": q.max_message_size,
@@ -202,7 +209,7 @@ def _inspect_text(
         corrupt = any(f.path == str(files.snapshot) for f in checked.findings)
         out.print(f"[bold]snapshot[/]  {'unreadable (see below)' if corrupt else 'none'}")
     else:
-        records = sum(len(q.records) for q in snap.queues)
+        records = sum(q.records for q in snap.queues)
         out.print(
             f"[bold]snapshot[/]  last index {snap.last_index:,}, last term {snap.last_term}, "
             f"{_plural(len(snap.queues), 'queue')}, {_plural(records, 'record')}, "
@@ -224,7 +231,7 @@ def _inspect_text(
                 escape(_queue_label(q.name)),
                 _implementation(q.implementation),
                 _key_range(q.key_range),
-                f"{len(q.records):,}",
+                f"{q.records:,}",
                 f"{q.last_id:,}",
                 _limit(q.max_queue_size),
                 _limit(q.max_message_size),

@@ -315,6 +315,22 @@ pub struct SnapshotSummary {
     pub last_term: i64,
     pub queues: u64,
     pub records: u64,
+    /// Each queue's settings and record count, by name (what `inspect` shows: counted here,
+    /// where the snapshot is decoded anyway, not by reading it again into Python objects).
+    pub queue_list: Vec<SnapshotQueueSummary>,
+}
+
+/// One queue of a snapshot, without its records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotQueueSummary {
+    pub name: Vec<u8>,
+    pub implementation: i32,
+    pub last_id: u64,
+    /// -1: no limit (as on disk).
+    pub max_queue_size: i32,
+    pub max_message_size: i32,
+    pub key_range: Option<(i64, i64)>,
+    pub records: u64,
 }
 
 /// Everything `verify_base` found.
@@ -409,6 +425,23 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
                 last_term: s.last_term,
                 queues: s.queues.len() as u64,
                 records: s.queues.iter().map(|q| q.records.len() as u64).sum(),
+                queue_list: {
+                    let mut list: Vec<_> = s
+                        .queues
+                        .iter()
+                        .map(|q| SnapshotQueueSummary {
+                            name: q.name.clone(),
+                            implementation: q.implementation,
+                            last_id: q.last_id,
+                            max_queue_size: q.max_queue_size,
+                            max_message_size: q.max_message_size,
+                            key_range: q.key_range,
+                            records: q.records.len() as u64,
+                        })
+                        .collect();
+                    list.sort_by(|a, b| a.name.cmp(&b.name));
+                    list
+                },
             });
             // The same function the store restores with (it reads the file again: small).
             load_snapshot(&layout)

@@ -240,6 +240,37 @@ impl PyBaseReport {
             .as_ref()
             .map(|s| (s.last_index, s.last_term, s.queues, s.records))
     }
+    /// The snapshot's queues, by name, without their records: dicts with name, implementation,
+    /// records (a count), last_id, max_queue_size and max_message_size (None = no limit) and
+    /// key_range; None without a snapshot.
+    #[getter]
+    fn snapshot_queues<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Option<Bound<'py, pyo3::types::PyList>>> {
+        let Some(s) = self.inner.snapshot.as_ref() else {
+            return Ok(None);
+        };
+        let out = pyo3::types::PyList::empty(py);
+        for q in &s.queue_list {
+            let d = pyo3::types::PyDict::new(py);
+            d.set_item("name", String::from_utf8_lossy(&q.name))?;
+            d.set_item("implementation", q.implementation)?;
+            d.set_item("records", q.records)?;
+            d.set_item("last_id", q.last_id)?;
+            d.set_item(
+                "max_queue_size",
+                (q.max_queue_size >= 0).then_some(q.max_queue_size),
+            )?;
+            d.set_item(
+                "max_message_size",
+                (q.max_message_size >= 0).then_some(q.max_message_size),
+            )?;
+            d.set_item("key_range", q.key_range)?;
+            out.append(d)?;
+        }
+        Ok(Some(out))
+    }
     #[getter]
     fn queues(&self) -> Option<Vec<PyQueueInfo>> {
         self.inner
