@@ -432,6 +432,28 @@ def test_inspect_and_verify_tables_fit_80_columns(tmp_path):
         assert "\u2026" not in text, text
 
 
+def test_at_60_columns_names_stay_whole_optional_columns_go_and_prose_wraps_at_spaces(tmp_path):
+    """Issue 30, item 22: at 60 columns queue names were cut mid-word while optional columns
+    stayed, a segment's file name was folded, and the terminal wrapped prose mid-number."""
+    base = tmp_path / "base"
+    queues = long_named_store(base)
+    with tflux.open(base) as store:
+        store.snapshot()
+    code, text = tty_run("inspect", base, columns=60)
+    assert code == 0, text
+    lines = text.splitlines()
+    assert all(len(line) <= 60 for line in lines), text
+    for q in queues:
+        assert any(q.name in line for line in lines), (q.name, text)  # on one line, whole
+    assert any("0000000000000000000.log" in line for line in lines), text
+    assert "not shown at this width" in text
+    # The prose lines' numbers (read at 200 columns, where nothing wraps) are whole at 60.
+    _, wide = tty_run("inspect", base, columns=200)
+    prose = [line for line in wide.splitlines() if line.startswith(("snapshot", "log "))]
+    assert len(prose) == 2, wide
+    assert numbers_in("\n".join(prose)) <= numbers_in(text), (prose, text)
+
+
 # ---------------------------------------------------------------------------------------------
 # defect 9: --json for verify, repair, demo, export; dump --json carries whole messages
 

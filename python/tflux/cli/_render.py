@@ -51,10 +51,13 @@ class _Stdout(Console):
         raise SystemExit(EXIT_OK)
 
 
-out = _Stdout(highlight=False, soft_wrap=True)
+# On a terminal rich wraps prose at spaces (the terminal itself would cut a line anywhere, a
+# number included: issue 30 item 22); off one, lines stay whole for grep and friends.
+out = _Stdout(highlight=False, soft_wrap=False)
 if not out.is_terminal:
     out = _Stdout(highlight=False, soft_wrap=True, width=200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False)
+err.soft_wrap = not err.is_terminal
 
 
 # ----------------------------------------------------------------------------------------------
@@ -179,8 +182,9 @@ class _FitTable(Table):
 
     Rich would shorten a too-wide table by cutting cells (``3,...``). Here the widths are
     chosen at print time: a right-aligned (numeric) column keeps its widest cell whole (its
-    header may wrap at spaces), a text column folds onto more lines, and when even that does
-    not fit, the optional columns are dropped (in the order given) and named in a note.
+    header may wrap at spaces); when the cells do not fit whole, the optional columns are
+    dropped (in the order given) and named in a note, and only then does a text column fold
+    onto more lines.
     """
 
     def __init__(
@@ -198,12 +202,18 @@ class _FitTable(Table):
             return max(cells, header)
         return min(max(cells, cell_len(str(column.header))), max(_TEXT_MIN, header))
 
-    def _widths(self, columns: list[Column], width: int) -> list[int] | None:
-        """Widths that fit ``width`` (each at least its minimum), or None."""
+    def _widths(self, columns: list[Column], width: int, fold: bool) -> list[int] | None:
+        """Widths that fit ``width`` (each at least its minimum; without ``fold``, text cells
+        whole too), or None."""
         natural = [
             max(cell_len(str(c.header)), *(_cell_width(x) for x in c._cells)) for c in columns
         ]
         minimum = [self._minimum(c) for c in columns]
+        if not fold:  # only the headers of number columns may wrap
+            minimum = [
+                m if c.header in self._whole else n
+                for c, m, n in zip(columns, minimum, natural, strict=True)
+            ]
         available = width - _GAP * (len(columns) - 1)
         if sum(minimum) > available:
             return None
@@ -220,12 +230,16 @@ class _FitTable(Table):
         return widths
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        # Optional columns go before any name is folded (a queue name cut mid-word while the
+        # key range stayed: issue 30 item 22); folding is the last resort.
         columns = list(self.columns)
         droppable = [c for name in self._optional for c in columns if c.header == name]
-        widths = self._widths(columns, options.max_width)
+        widths = self._widths(columns, options.max_width, fold=False)
         while widths is None and droppable:
             columns.remove(droppable.pop(0))
-            widths = self._widths(columns, options.max_width)
+            widths = self._widths(columns, options.max_width, fold=False)
+        if widths is None:
+            widths = self._widths(columns, options.max_width, fold=True)
         fitted = Table(box=box.SIMPLE, pad_edge=False, show_edge=False)
         for column, w in zip(columns, widths or [None] * len(columns), strict=True):
             fitted.add_column(
