@@ -168,3 +168,33 @@ def test_the_pristine_store_verifies_and_opens(pristine):
     result = CliRunner().invoke(cli, ["verify", str(pristine)])
     assert result.exit_code == 0, result.output
     assert opens_and_restores(pristine)
+
+
+def test_verify_base_reports_its_scan_as_it_goes_and_raises_what_the_callback_raised(tmp_path):
+    """Issue 30, item 21: verify's bar sat at 0 for the whole check (the core reported
+    nothing) and its total was twice the log. ``progress`` now counts the segment files'
+    bytes as the scan reads them, up to exactly their total."""
+    base = tmp_path / "base"
+    opts = dict(
+        log_file_soft_limit=64 << 10,
+        log_sync_policy="never",
+        snapshot_creation_segments_threshold=0,
+    )
+    with tflux.open(base, **opts) as store:
+        store.create_queue("q")
+        for k in range(3000):
+            store.enqueue("q", k, bytes(200))
+    log = base / "data" / "log"
+    total = sum(p.stat().st_size for p in log.iterdir())
+    assert len(list(log.iterdir())) > 5
+    for replay in (False, True):
+        seen: list[int] = []
+        report = tflux.verify_base(base, replay=replay, progress=seen.append)
+        assert report.ok and seen, seen
+        assert seen == sorted(seen) and seen[-1] == total, (seen, total)
+
+    def stop(done: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tflux.verify_base(base, progress=stop)

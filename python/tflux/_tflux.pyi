@@ -893,10 +893,16 @@ class BaseReport:
         """Seconds spent replaying the log (0 without a replay)."""
 
 def verify_base(
-    base: str | PathLike[str], *, replay: bool = True, dialect: Dialect | None = None
+    base: str | PathLike[str],
+    *,
+    replay: bool = True,
+    dialect: Dialect | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> BaseReport:
     """Check a base directory exactly as a restore does, reading only (``dialect=None``:
-    detected from its files)."""
+    detected from its files). ``progress`` is called on this thread about ten times a second
+    with the bytes of segment files the log's scan has read (an exception it raises is raised
+    once the check is done)."""
 
 @final
 class ConvertReport:

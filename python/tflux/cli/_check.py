@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,33 +205,36 @@ class Checked:
             self.findings.append(finding)
 
 
+class _Bar:
+    """A bar in bytes on stderr, only on a terminal and only for large directories:
+    ``bar.set(done)`` as the core reports its scan (``verify_base(progress=...)``), then
+    ``bar.stage("replaying")`` with the bar full while the replay (not counted) runs."""
+
+    def __init__(self, total: int) -> None:
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description:<9}"),
+            BarColumn(),
+            DownloadColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not (err.is_terminal and total >= LARGE),
+        )
+        self.task = self.progress.add_task("checking", total=max(total, 1))
+
+    def set(self, done: int) -> None:
+        self.progress.update(self.task, completed=done)
+
+    def stage(self, name: str) -> None:
+        self.progress.update(self.task, description=name)
+
+
 @contextmanager
-def _stages(total: int) -> Iterator[Callable[[str, int], Any]]:
-    """``with _stages(total_bytes) as stage: with stage("snapshot", nbytes): ...``.
-
-    A bar in bytes on stderr, only on a terminal and only for large directories. The Rust calls
-    report no progress of their own, so the bar advances stage by stage while a spinner turns.
-    """
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description:<9}"),
-        BarColumn(),
-        DownloadColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not (err.is_terminal and total >= LARGE),
-    )
-
-    @contextmanager
-    def stage(name: str, nbytes: int) -> Iterator[None]:
-        progress.update(task, description=name)
-        yield
-        progress.advance(task, nbytes)
-
-    with progress:
-        task = progress.add_task("checking", total=max(total, 1))
-        yield stage
+def _bar(total: int) -> Iterator[_Bar]:
+    bar = _Bar(total)
+    with bar.progress:
+        yield bar
 
 
 def _segment_bytes(log_dir: Path) -> int:
@@ -252,17 +255,22 @@ def _check(
     """
     log_bytes = _segment_bytes(log_dir)
     started = time.perf_counter()
-    with _stages(log_bytes * (2 if replay else 1)) as stage:
-        with stage("checking", log_bytes * (2 if replay else 1)):
-            if base is None:
-                with _stopwatch() as log_seconds:
-                    log_report = tflux.verify(log_dir, dialect=dialect)
-                checked = Checked(log_report, None)
-                checked.log_seconds = log_seconds()
-            else:
-                report = tflux.verify_base(base, replay=replay, dialect=dialect)
-                checked = Checked(report, base)
-                checked.log_seconds = report.log_seconds
+    with _bar(log_bytes) as bar:
+        if base is None:
+            with _stopwatch() as log_seconds:
+                log_report = tflux.verify(log_dir, dialect=dialect)
+            checked = Checked(log_report, None)
+            checked.log_seconds = log_seconds()
+        else:
+
+            def scanned(done: int) -> None:
+                bar.set(done)
+                if replay and done >= log_bytes:
+                    bar.stage("replaying")
+
+            report = tflux.verify_base(base, replay=replay, dialect=dialect, progress=scanned)
+            checked = Checked(report, base)
+            checked.log_seconds = report.log_seconds
     segments = checked.report.segments
     checked.findings = [_finding_from_problem(p, segments) for p in checked.report.problems]
     if isinstance(checked.report, tflux.BaseReport):
@@ -386,6 +394,7 @@ def _checked_json(checked: Checked) -> dict[str, Any]:
         "records": report.records,
         "bytes": report.bytes,
         "log_seconds": round(checked.log_seconds, 6),
+        "seconds": round(checked.seconds, 6),  # every check: settings to replay
         "log": None if bounds is None else {"first_lsn": bounds[0], "last_lsn": bounds[1]},
         "metadata": None
         if meta is None

@@ -61,11 +61,11 @@ def verify(path: Path, full: bool, verbose: bool, as_json: bool, dialect: str | 
     With --json, one object: path, base (null for a log directory checked alone), dialect
     ("spec" or "taskflux", spec section 11), ok,
     replay (whether the state was rebuilt), segments ([{name, first_lsn, last_lsn, records,
-    bytes, file_bytes, sealed}]), records, bytes, log_seconds, log ({first_lsn, last_lsn} or
-    null), metadata ({term, voted_for, present} or null), snapshot ({last_index, last_term,
-    queues, records} or null), replayed (deltas, or null), queues (as tflux replay --json, or
-    null) and problems ([{fatal, kind, path, offset, message}], warnings included). The exit
-    code is the same as without --json.
+    bytes, file_bytes, sealed}]), records, bytes, log_seconds, seconds (every check), log
+    ({first_lsn, last_lsn} or null), metadata ({term, voted_for, present} or null), snapshot
+    ({last_index, last_term, queues, records} or null), replayed (deltas, or null), queues
+    (as tflux replay --json, or null) and problems ([{fatal, kind, path, offset, message}],
+    warnings included). The exit code is the same as without --json.
 
     \b
     Exit codes:
@@ -106,7 +106,7 @@ def verify(path: Path, full: bool, verbose: bool, as_json: bool, dialect: str | 
         f"({checked.report.dialect} dialect): "
         f"{_plural(len(report.segments), 'segment')}, {_plural(report.records, 'record')}, "
         f"{_size(report.bytes)} of log in {seconds:.3f} s "
-        f"({_rate(report.bytes / MB, seconds)} MB/s)"
+        f"({_rate(report.bytes / MB, seconds)} MB/s); every check: {checked.seconds:.3f} s"
     )
     _print_notes(checked)
     if verbose:

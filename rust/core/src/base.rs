@@ -200,7 +200,10 @@ impl Restored {
 /// Reads the snapshot and rebuilds the state it describes; a snapshot whose content a restore
 /// refuses (spec sections 4 and 7) is corruption of the snapshot file.
 pub fn load_snapshot(layout: &Layout) -> Result<Restored> {
-    restore_snapshot(layout, files::read_snapshot_in(&layout.snapshot, layout.dialect)?)
+    restore_snapshot(
+        layout,
+        files::read_snapshot_in(&layout.snapshot, layout.dialect)?,
+    )
 }
 
 /// The state a decoded snapshot (or none) describes, as a restore rebuilds it: content a
@@ -308,11 +311,14 @@ pub enum VerifyDepth {
     Replay,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct VerifyOptions {
     pub depth: VerifyDepth,
     /// The dialect asked for (`None`: detect it from the files).
     pub dialect: Option<Dialect>,
+    /// Raised by each segment's file size as the log's scan reads it: a progress bar's count,
+    /// out of the segment files' total (the replay after it is not counted).
+    pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// What a snapshot holds, for the report.
@@ -481,7 +487,10 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         return Ok(report);
     }
     let started = Instant::now();
-    let scan_options = store_scan_options(RecoveryMode::ReportOnly, layout.dialect);
+    let scan_options = ScanOptions {
+        progress: options.progress.clone(),
+        ..store_scan_options(RecoveryMode::ReportOnly, layout.dialect)
+    };
     let scan = scan_dir(&layout.log, scan_options, &crate::storage::real())?;
     report.log_seconds = started.elapsed().as_secs_f64();
     report.records = scan.records();

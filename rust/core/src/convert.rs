@@ -388,6 +388,7 @@ fn check(
     let options = VerifyOptions {
         depth: VerifyDepth::Files,
         dialect: Some(to),
+        progress: None,
     };
     let verified = base::verify_base(out, options)?;
     if let Some(bad) = verified.problems.iter().find(|p| p.fatal) {

@@ -70,7 +70,7 @@ pub enum RecoveryMode {
 }
 
 /// How a log directory is scanned.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ScanOptions {
     pub mode: RecoveryMode,
     /// Whether the log may hold empty entries; when not, a trailing empty record followed only
@@ -88,6 +88,9 @@ pub struct ScanOptions {
     /// The dialect the caller chose or already decided for the directory (`None`: the first
     /// segment says, else `spec`). The scan refuses a first segment that says another one.
     pub dialect: Option<Dialect>,
+    /// Raised by each segment's file size once it is scanned (a progress bar's count: `tflux
+    /// verify` on a terminal); nothing else reads it.
+    pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl ScanOptions {
@@ -106,6 +109,7 @@ impl Default for ScanOptions {
             keep: Keep::Reads,
             steps: false,
             dialect: None,
+            progress: None,
         }
     }
 }
@@ -645,7 +649,8 @@ impl<'a> ScanAhead<'a> {
             if !matches!(entry.kind, EntryKind::Regular) {
                 continue;
             }
-            let (path, position, options) = (entry.path.clone(), self.position(j), *self.options);
+            let (path, position, options) =
+                (entry.path.clone(), self.position(j), self.options.clone());
             let sender = self.sender.clone();
             let buffers =
                 (options.steps && position == Position::Sealed).then(|| Arc::clone(&self.buffers));
@@ -749,7 +754,7 @@ pub fn scan_dir_feeding(
     let mut scan = LogScan {
         dir: dir.to_path_buf(),
         dialect,
-        options,
+        options: options.clone(),
         files: Vec::with_capacity(entries.len()),
         findings: Vec::new(),
         ignored: ignored.clone(),
@@ -952,6 +957,9 @@ pub fn scan_dir_feeding(
         for mut f in found {
             f.file = Some(k);
             scan.findings.push(f);
+        }
+        if let Some(progress) = &scan.options.progress {
+            progress.fetch_add(info.file_size, std::sync::atomic::Ordering::Relaxed);
         }
         scan.files.push(ScannedFile {
             file: entry,

@@ -296,15 +296,16 @@ fn a_fed_segment_is_replayed_from_its_scans_map_and_then_unmapped() {
     let storage = tflux_core::storage::real();
     let options = tflux_core::recovery::ScanOptions::default();
     let mut fed = 0;
-    let scan = tflux_core::recovery::scan_dir_feeding(dir.path(), options, &storage, &mut |seg| {
-        assert!(
-            seg.is_mapped(),
-            "{} fed without the scan's map",
-            seg.path().display()
-        );
-        fed += 1;
-    })
-    .unwrap();
+    let scan =
+        tflux_core::recovery::scan_dir_feeding(dir.path(), options.clone(), &storage, &mut |seg| {
+            assert!(
+                seg.is_mapped(),
+                "{} fed without the scan's map",
+                seg.path().display()
+            );
+            fed += 1;
+        })
+        .unwrap();
     assert!(fed >= 2, "the log has sealed segments ({fed} fed)");
     for scan in [
         scan,

@@ -303,14 +303,18 @@ impl PyBaseReport {
 }
 
 /// Checks a base directory exactly as a restore does (settings, metadata, snapshot, every
-/// segment, how they agree and, with `replay`, the rebuilt state), reading only.
+/// segment, how they agree and, with `replay`, the rebuilt state), reading only. `progress`,
+/// when given, is called on the calling thread about ten times a second with the bytes of
+/// segment files the log's scan has read so far (the core runs on a thread of its own
+/// meanwhile); an exception it raises is raised once the check is done.
 #[pyfunction]
-#[pyo3(signature = (base, *, replay=true, dialect=None))]
+#[pyo3(signature = (base, *, replay=true, dialect=None, progress=None))]
 fn verify_base(
     py: Python<'_>,
     base: PathBuf,
     replay: bool,
     dialect: Option<&str>,
+    progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<PyBaseReport> {
     let dialect = crate::dialect_arg(dialect)?;
     let depth = if replay {
@@ -318,8 +322,53 @@ fn verify_base(
     } else {
         core_base::VerifyDepth::Files
     };
-    let options = core_base::VerifyOptions { depth, dialect };
-    let report = py.detach(|| core_base::verify_base(&base, options).map_err(Fail::from));
+    let Some(callback) = progress else {
+        let options = core_base::VerifyOptions {
+            depth,
+            dialect,
+            progress: None,
+        };
+        let report = py.detach(|| core_base::verify_base(&base, options).map_err(Fail::from));
+        return py_result(py, report).map(|inner| PyBaseReport { inner });
+    };
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let options = core_base::VerifyOptions {
+        depth,
+        dialect,
+        progress: Some(done.clone()),
+    };
+    let (send, mut receive) = std::sync::mpsc::channel();
+    let mut raised: Option<PyErr> = None;
+    let report = std::thread::scope(|scope| {
+        let base = &base;
+        scope.spawn(move || {
+            let _ = send.send(core_base::verify_base(base, options).map_err(Fail::from));
+        });
+        loop {
+            let tick = std::time::Duration::from_millis(100);
+            // Moved in and back out: a receiver is Send, not Sync.
+            let (got, back) = py.detach(move || (receive.recv_timeout(tick), receive));
+            receive = back;
+            if raised.is_none() {
+                let bytes = done.load(std::sync::atomic::Ordering::Relaxed);
+                if let Err(e) = callback.call1((bytes,)) {
+                    raised = Some(e);
+                }
+            }
+            match got {
+                Ok(report) => break report,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    break Err(Fail::from(tflux_core::Error::InvalidArgument(
+                        "the verify thread stopped without a report".into(),
+                    )))
+                }
+            }
+        }
+    });
+    if let Some(e) = raised {
+        return Err(e);
+    }
     py_result(py, report).map(|inner| PyBaseReport { inner })
 }
 
