@@ -1120,7 +1120,7 @@ impl Log {
                 Error::Closed("log")
             }
         })?;
-        Ok((active.shared_file(), self.last_index()))
+        Ok((active.shared_file()?, self.last_index()))
     }
 
     /// Drops the memory maps of sealed segments (remade on demand).

@@ -1178,7 +1178,7 @@ pub(crate) fn recover(
             // The active segment is written from here on: dense index, no map, writable file.
             last.unseal()?;
             if uninitialised.as_deref() == Some(last.path()) {
-                segment::initialise(&*last.shared_file(), last.path())?;
+                segment::initialise(&*last.shared_file()?, last.path())?;
             }
         }
     }
@@ -1273,7 +1273,7 @@ fn keep_cut_bytes(
 /// first zero word is the new end marker, and no discarded record can be read back.
 fn cut_segment(seg: &mut Segment, offset: u64, reach: u64) -> Result<()> {
     seg.unseal()?;
-    let file = seg.shared_file();
+    let file = seg.shared_file()?;
     let marker_end = offset + record::END_MARKER.len() as u64;
     segment::zero_range(&*file, seg.path(), offset, reach.max(marker_end))?;
     file.sync_data().ctx("fsync segment", seg.path())

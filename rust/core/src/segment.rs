@@ -429,8 +429,11 @@ pub struct Segment {
     index: RecordIndex,
     /// Offset just past the last record (header included, end marker excluded).
     size: u64,
-    /// Shared so that a group-commit fsync can run on it outside the log's lock.
-    file: Arc<dyn StorageFile>,
+    /// Its file: open (shared so that a group-commit fsync can run on it outside the log's
+    /// lock), or closed while the segment is sealed ([`Handle`]).
+    file: Handle,
+    /// Whether its open file counts against [`sealed_budget`] (a sealed segment's).
+    budgeted: bool,
     /// Where a read-only segment reopens itself for writing (`unseal`).
     storage: Arc<dyn Storage>,
     writable: bool,
@@ -463,10 +466,75 @@ pub struct Segment {
 /// The largest scratch buffer a segment keeps between reads.
 const SCRATCH_KEPT: usize = 64 << 10;
 
+/// A segment's file, held open or closed. Sealed segments hold a descriptor only within a
+/// process-wide budget ([`sealed_budget`]; issue 30 item 9: one per segment made a log of
+/// 1,500 segments unopenable under the usual limit of 1,024 open files). Past it a sealed
+/// segment's file is closed: its bytes are read through a map, which outlives the descriptor it
+/// was made from, and a read that needs the file opens it again by name, for that read only,
+/// refused unless the name still names the inode the scan at open checked
+/// ([`Segment::with_file`]): the consistency argument of `crate::mmap` (a segment reads the
+/// inode its scan checked) holds for a closed file too. What a closed file cannot do is keep a
+/// reader's view of a segment a writer has replaced since (copy-on-truncate) once its map is
+/// dropped: that read is a `StaleRead` (reopen the log), where a held descriptor still reads
+/// the old inode. The budget keeps that to logs of hundreds of segments.
+#[derive(Debug)]
+enum Handle {
+    Open(Arc<dyn StorageFile>),
+    Closed(Identity),
+}
+
+/// Which file a closed segment is, and how long it was when it was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+}
+
+/// Descriptors of sealed segments this process may hold open at once: a quarter of its soft
+/// limit of open files (256 of the usual 1,024), or `TFLUX_OPEN_SEALED_SEGMENTS`.
+fn sealed_budget() -> &'static std::sync::atomic::AtomicI64 {
+    static LEFT: std::sync::OnceLock<std::sync::atomic::AtomicI64> = std::sync::OnceLock::new();
+    LEFT.get_or_init(|| {
+        let chosen = std::env::var("TFLUX_OPEN_SEALED_SEGMENTS")
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok());
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given, nothing else.
+        let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+            i64::try_from(limit.rlim_cur).unwrap_or(i64::MAX)
+        } else {
+            1024
+        };
+        std::sync::atomic::AtomicI64::new(chosen.unwrap_or(soft / 4).max(0))
+    })
+}
+
+impl Identity {
+    fn of(file: &File) -> Option<Identity> {
+        use std::os::unix::fs::MetadataExt;
+        let m = file.metadata().ok()?;
+        Some(Identity {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+        })
+    }
+}
+
 /// Bytes of the active segment the replay after open reads at a time (whole records; a record
 /// longer than this is read alone): the scan's window size, so that what one read copies is
 /// still in cache when the replay walks it (2 MiB before).
 const REPLAY_WINDOW: u64 = 256 << 10;
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.release_budget();
+    }
+}
 
 impl Segment {
     /// Wraps an already scanned file (not sealed).
@@ -487,7 +555,8 @@ impl Segment {
             first_lsn,
             index,
             size,
-            file,
+            file: Handle::Open(file),
+            budgeted: false,
             storage: Arc::clone(storage),
             writable,
             sealed: false,
@@ -565,7 +634,83 @@ impl Segment {
     }
 
     pub fn file_size(&self) -> u64 {
-        self.file.file_len().unwrap_or(0)
+        match &self.file {
+            Handle::Open(file) => file.file_len().unwrap_or(0),
+            Handle::Closed(id) => id.len,
+        }
+    }
+
+    /// Runs `f` on the segment's file: the open one, or (closed) the file its name names now,
+    /// opened read-only for this call and refused unless it is the same inode
+    /// ([`Error::StaleRead`]: a writer replaced or removed it since).
+    fn with_file<T>(
+        &self,
+        f: impl FnOnce(&dyn StorageFile) -> std::io::Result<T>,
+    ) -> Result<std::io::Result<T>> {
+        match &self.file {
+            Handle::Open(file) => Ok(f(&**file)),
+            Handle::Closed(id) => {
+                let file = self
+                    .storage
+                    .open(&self.path, Open::Read)
+                    .map_err(|e| self.gone(e))?;
+                match Identity::of(file.file()) {
+                    Some(now) if (now.dev, now.ino) == (id.dev, id.ino) => Ok(f(&*file)),
+                    _ => Err(Error::stale_read(
+                        &self.path,
+                        None,
+                        "the segment file was replaced since the log was opened",
+                    )),
+                }
+            }
+        }
+    }
+
+    /// The error for a closed segment's file that cannot be opened again.
+    fn gone(&self, e: std::io::Error) -> Error {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::stale_read(
+                &self.path,
+                None,
+                "the segment file was removed since the log was opened",
+            )
+        } else {
+            Error::io("reopen segment", &self.path, e)
+        }
+    }
+
+    /// A sealed segment's open file stays open while [`sealed_budget`] allows, else is closed
+    /// (its bytes come from a map, or are decoded again when read). Kept open where its
+    /// identity cannot be read.
+    fn settle_sealed(&mut self) {
+        use std::sync::atomic::Ordering;
+        let (true, false, Handle::Open(file)) = (self.sealed, self.budgeted, &self.file) else {
+            return;
+        };
+        let budget = sealed_budget();
+        if budget.fetch_sub(1, Ordering::Relaxed) > 0 {
+            self.budgeted = true;
+            return;
+        }
+        budget.fetch_add(1, Ordering::Relaxed);
+        if let Some(id) = Identity::of(file.file()) {
+            self.file = Handle::Closed(id);
+        }
+    }
+
+    /// Gives back this segment's share of [`sealed_budget`] (unsealed, dropped).
+    fn release_budget(&mut self) {
+        if std::mem::take(&mut self.budgeted) {
+            sealed_budget().fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The identity of the file the segment reads, for the errors of reads that fail.
+    fn identity(&self) -> Option<Identity> {
+        match &self.file {
+            Handle::Open(file) => Identity::of(file.file()),
+            Handle::Closed(id) => Some(*id),
+        }
     }
 
     pub fn last_term(&self) -> Option<i32> {
@@ -613,7 +758,7 @@ impl Segment {
         }
         let found = walk_in(dialect, map, offset as usize, steps);
         found.map(|o| o as u64).ok_or_else(|| {
-            changed_under_reader(&self.path, self.file.file(), self.size, offset, lsn)
+            changed_under_reader(&self.path, self.identity(), self.size, offset, lsn)
         })
     }
 
@@ -630,13 +775,18 @@ impl Segment {
     /// The bytes of a sealed segment, mapped or decompressed on first use.
     fn mapped(&mut self) -> Result<&[u8]> {
         if self.map.is_none() {
-            self.map = Some(if self.compressed.is_some() {
-                segbytes::decompressed_or_corrupt(&self.path, self.file.file())?.0
-            } else {
-                let map =
-                    map_readonly(self.file.file(), self.size).ctx("map segment", &self.path)?;
-                SegmentBytes::mapped(map)
-            });
+            let (path, size, compressed) =
+                (self.path.clone(), self.size, self.compressed.is_some());
+            let bytes = self.with_file(|file| {
+                Ok(if compressed {
+                    segbytes::decompressed_or_corrupt(&path, file.file()).map(|b| b.0)
+                } else {
+                    map_readonly(file.file(), size)
+                        .ctx("map segment", &path)
+                        .map(SegmentBytes::mapped)
+                })
+            })?;
+            self.map = Some(bytes.map_err(|e| Error::io("read segment", &self.path, e))??);
         }
         Ok(self.map.as_deref().unwrap_or(&[]))
     }
@@ -675,6 +825,7 @@ impl Segment {
     pub fn seal(&mut self) {
         self.sealed = true;
         self.index.sparsify(SEALED_STRIDE);
+        self.settle_sealed();
     }
 
     /// Counts a small (random, as far as the log can tell) read of this segment, and builds its
@@ -752,7 +903,7 @@ impl Segment {
                 dense.push(at as u64, term);
                 let lsn = first_lsn + i as i64;
                 at = walk_in(dialect, map, at, 1).ok_or_else(|| {
-                    changed_under_reader(&self.path, self.file.file(), self.size, at as u64, lsn)
+                    changed_under_reader(&self.path, self.identity(), self.size, at as u64, lsn)
                 })?;
             }
             self.index = dense;
@@ -762,11 +913,22 @@ impl Segment {
         }
         self.map = None;
         self.sealed = false;
-        if !self.writable {
-            self.file = self
+        self.release_budget();
+        if !self.writable || matches!(self.file, Handle::Closed(_)) {
+            let file = self
                 .storage
                 .open(&self.path, Open::ReadWrite)
                 .ctx("reopen segment for writing", &self.path)?;
+            if let (Handle::Closed(id), Some(now)) = (&self.file, Identity::of(file.file())) {
+                if (id.dev, id.ino) != (now.dev, now.ino) {
+                    return Err(Error::stale_read(
+                        &self.path,
+                        None,
+                        "the segment file was replaced since the log was opened",
+                    ));
+                }
+            }
+            self.file = Handle::Open(file);
             self.writable = true;
         }
         Ok(())
@@ -782,14 +944,14 @@ impl Segment {
     /// Fills `buf` from file offset `start` by positioned reads (the active segment).
     fn read_exact_into(&self, buf: &mut [u8], start: u64) -> Result<()> {
         let end = start + buf.len() as u64;
-        match self.file.read_exact_at(buf, start) {
+        match self.with_file(|file| file.read_exact_at(buf, start))? {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 // The records were there at open: the file was shortened since.
                 let reason = format!("the file ends before offset {end}");
                 Err(unreadable(
                     &self.path,
-                    self.file.file(),
+                    self.identity(),
                     self.size,
                     start,
                     reason,
@@ -1133,7 +1295,7 @@ impl Segment {
     /// The error for a record at file `offset` that no longer reads (`reason`): corruption, or
     /// a stale read when the file was replaced or shortened since the open.
     pub fn unreadable_at(&self, offset: u64, reason: String) -> Error {
-        unreadable(&self.path, self.file.file(), self.size, offset, reason)
+        unreadable(&self.path, self.identity(), self.size, offset, reason)
     }
 
     /// Writes already framed records (`encoded`, followed here by the end marker) at the end
@@ -1151,12 +1313,12 @@ impl Segment {
         debug_assert!(self.dialect != Dialect::Spec || self.size.is_multiple_of(4));
         encoded.extend_from_slice(&END_MARKER);
         let head = END_MARKER.len();
-        self.file
-            .write_all_at(&encoded[head..], self.size + head as u64)
+        let file = self.shared_file()?;
+        file.write_all_at(&encoded[head..], self.size + head as u64)
             .map_err(|e| Error::io("write segment", &self.path, e))?;
-        if let Err(e) = self.file.write_all_at(&encoded[..head], self.size) {
+        if let Err(e) = file.write_all_at(&encoded[..head], self.size) {
             // The word may be half written: put the end marker back (best effort).
-            let _ = self.file.write_all_at(&END_MARKER, self.size);
+            let _ = file.write_all_at(&END_MARKER, self.size);
             return Err(Error::io("write segment", &self.path, e));
         }
         encoded.truncate(encoded.len() - END_MARKER.len());
@@ -1179,7 +1341,14 @@ impl Segment {
         }
         debug_assert!(!self.sealed, "cuts happen in the active segment");
         let cut = self.record_offset(lsn)?;
-        self.file = rewrite_prefix(&*self.storage, &*self.file, &self.path, cut, opts)?;
+        let file = self.shared_file()?;
+        self.file = Handle::Open(rewrite_prefix(
+            &*self.storage,
+            &*file,
+            &self.path,
+            cut,
+            opts,
+        )?);
         self.checked_at_open = 0;
         self.writable = true;
         self.index.truncate(keep);
@@ -1187,8 +1356,16 @@ impl Segment {
         Ok(())
     }
 
-    pub fn shared_file(&self) -> Arc<dyn StorageFile> {
-        Arc::clone(&self.file)
+    /// The open file of the active segment (or of one just unsealed); a sealed segment's
+    /// file is closed and has none to share (an error, never a panic).
+    pub fn shared_file(&self) -> Result<Arc<dyn StorageFile>> {
+        match &self.file {
+            Handle::Open(file) => Ok(Arc::clone(file)),
+            Handle::Closed(_) => Err(Error::InvalidArgument(format!(
+                "{}: a sealed segment's file is not held open",
+                self.path.display()
+            ))),
+        }
     }
 
     /// Drops the memory map of a sealed segment (it is made again on the next read), so a
@@ -1203,14 +1380,21 @@ impl Segment {
     }
 
     pub fn sync(&self) -> Result<()> {
-        self.file.sync_data().ctx("fsync segment", &self.path)
+        self.with_file(|file| file.sync_data())?
+            .ctx("fsync segment", &self.path)
     }
 }
 
-fn changed_under_reader(path: &Path, file: &File, size: u64, offset: u64, lsn: i64) -> Error {
+fn changed_under_reader(
+    path: &Path,
+    held: Option<Identity>,
+    size: u64,
+    offset: u64,
+    lsn: i64,
+) -> Error {
     unreadable(
         path,
-        file,
+        held,
         size,
         offset,
         format!("record {lsn} is no longer where the index says"),
@@ -1221,15 +1405,20 @@ fn changed_under_reader(path: &Path, file: &File, size: u64, offset: u64, lsn: i
 /// now: [`Error::StaleRead`] when the file changed under the reader (its path names another
 /// file, none, or a file shorter than the records indexed: a writer cut, replaced or deleted
 /// it), [`Error::Corruption`] when it is the same file, still long enough (damage in place).
-fn unreadable(path: &Path, file: &File, size: u64, offset: u64, reason: String) -> Error {
+fn unreadable(
+    path: &Path,
+    held: Option<Identity>,
+    size: u64,
+    offset: u64,
+    reason: String,
+) -> Error {
     use std::os::unix::fs::MetadataExt;
-    let held = file.metadata().ok();
     let now = std::fs::metadata(path).ok();
     let replaced = match (&held, &now) {
-        (Some(h), Some(n)) => (h.dev(), h.ino()) != (n.dev(), n.ino()) || n.len() < size,
+        (Some(h), Some(n)) => (h.dev, h.ino) != (n.dev(), n.ino()) || n.len() < size,
         _ => true,
     };
-    let shorter = held.is_some_and(|h| h.len() < size);
+    let shorter = held.is_some_and(|h| h.len < size);
     if replaced || shorter {
         Error::stale_read(path, Some(offset), reason)
     } else {
@@ -2025,6 +2214,9 @@ impl Segment {
                 .and_then(|size| scan.bytes.map_prefix(size));
             seg.steps = scan.steps.filter(|s| s.len() == seg.index.len());
         }
+        // Past the budget, reads go through the map (made again from the same inode if
+        // dropped) and no descriptor is held.
+        seg.settle_sealed();
         seg
     }
 
@@ -2054,7 +2246,13 @@ impl Segment {
     fn decompress_in_place(&mut self) -> Result<()> {
         let bytes = match self.map.take() {
             Some(b) => b,
-            None => segbytes::decompressed_or_corrupt(&self.path, self.file.file())?.0,
+            None => {
+                let path = self.path.clone();
+                self.with_file(|file| {
+                    Ok(segbytes::decompressed_or_corrupt(&path, file.file()).map(|b| b.0))
+                })?
+                .map_err(|e| Error::io("read segment", &self.path, e))??
+            }
         };
         let zpath = self.path.clone();
         let plain = self.dir().join(header::file_name(self.first_lsn));
@@ -2077,7 +2275,7 @@ impl Segment {
             .ctx("remove compressed segment", &zpath)?;
         crate::fsutil::sync_dir(&*self.storage, &dir)?;
         self.path = plain;
-        self.file = file;
+        self.file = Handle::Open(file);
         self.checked_at_open = 0;
         self.writable = true;
         self.compressed = None;
@@ -2101,11 +2299,13 @@ impl Segment {
     ) {
         debug_assert!(self.sealed);
         self.path = path;
-        self.file = file;
+        self.file = Handle::Open(file);
         self.checked_at_open = 0;
         self.writable = false;
         self.compressed = Some(header);
         self.map = None;
+        self.release_budget();
+        self.settle_sealed();
     }
 }
 
