@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import html
 import re
 import subprocess
 import sys
@@ -29,6 +30,24 @@ def test_the_site_builds_strict_and_documents_every_public_name(tmp_path):
     anchors = set(re.findall(r'id="([^"]+)"', api))
     missing = [name for name in tflux.__all__ if f"tflux.{name}" not in anchors]
     assert not missing, missing
+    # Issue 30, item 20: signatures carry the stub's types, Sphinx roles are not raw markup, the
+    # names come in reading order (opening a store before the errors), and the guides hold the
+    # README's sections.
+    text = re.sub(r"<[^>]+>", "", api)
+    assert "progress: Callable[[int], object] | None = None" in html.unescape(text)
+    assert not re.search(r":(func|class|meth|attr|mod|exc):", text), "raw Sphinx role"
+    assert api.index('id="tflux.open"') < api.index('id="tflux.TfluxError"')
+    readme = (ROOT / "README.md").read_text()
+    for guide, words in {
+        "queue": "A `queue.Queue`-shaped face and asyncio",
+        "settings": "Unknown keys are errors",
+        "channels": "A channel directory",
+        "spark": "The JVM reader",
+    }.items():
+        built = (tmp_path / "guide" / guide / "index.html").read_text()
+        page = html.unescape(re.sub(r"<[^>]+>", "", built))
+        plain = words.replace("`", "")
+        assert words in readme and plain in page, (guide, words)
 
 
 def _undocumented(nodes: list[ast.stmt], exported: set[str] | None, prefix: str = "") -> list[str]:
