@@ -250,3 +250,19 @@ def test_closing_wakes_waiting_dequeues(base_dir):
             await waiter
 
     asyncio.run(main())
+
+
+def test_the_pickle_serializer_says_what_it_runs_and_json_is_the_safe_choice(base_dir):
+    """Issue 30, item 13: ``serializer="pickle"`` runs ``pickle.loads`` on every payload, so
+    whoever can enqueue (or write the files) runs code in every consumer. Where the option is
+    documented (the docstring and the README) says so and names json as the safe choice for
+    objects; json round-trips objects without running anything."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for text in (" ".join(tflux.Queue.__doc__.split()), " ".join(readme.split())):
+        assert "pickle.loads" in text and "safe" in text and '"json"' in text, text[:200]
+    with tflux.Queue(base_dir, "objects", serializer="json") as q:
+        q.put({"a": [1, 2], "b": None})
+        assert q.get(timeout=1) == {"a": [1, 2], "b": None}
+        q.task_done()
