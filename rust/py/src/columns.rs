@@ -351,20 +351,14 @@ impl PySnapshotBatch {
     fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for q in &self.queues {
-            let d = pyo3::types::PyDict::new(py);
-            d.set_item("name", String::from_utf8_lossy(&q.name))?;
-            d.set_item("implementation", q.implementation)?;
-            d.set_item("last_id", q.last_id)?;
-            d.set_item(
-                "max_queue_size",
-                (q.max_queue_size >= 0).then_some(q.max_queue_size),
-            )?;
-            d.set_item(
-                "max_message_size",
-                (q.max_message_size >= 0).then_some(q.max_message_size),
-            )?;
-            d.set_item("key_range", q.key_range)?;
-            out.append(d)?;
+            out.append(queue_dict(
+                py,
+                &q.name,
+                q.implementation,
+                q.last_id,
+                (q.max_queue_size, q.max_message_size),
+                q.key_range,
+            )?)?;
         }
         Ok(out)
     }
@@ -443,4 +437,31 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDeltaBatch>()?;
     m.add_class::<PySnapshotBatch>()?;
     m.add_function(wrap_pyfunction!(read_snapshot_batch, m)?)
+}
+
+/// A snapshot queue's settings as the dict `SnapshotBatch.queues` and
+/// `BaseReport.snapshot_queues` give: name, implementation, last_id, max_queue_size and
+/// max_message_size (None: no limit, -1 on disk), key_range.
+pub fn queue_dict<'py>(
+    py: Python<'py>,
+    name: &[u8],
+    implementation: i32,
+    last_id: u64,
+    (max_queue_size, max_message_size): (i32, i32),
+    key_range: Option<(i64, i64)>,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("name", String::from_utf8_lossy(name))?;
+    d.set_item("implementation", implementation)?;
+    d.set_item("last_id", last_id)?;
+    d.set_item(
+        "max_queue_size",
+        (max_queue_size >= 0).then_some(max_queue_size),
+    )?;
+    d.set_item(
+        "max_message_size",
+        (max_message_size >= 0).then_some(max_message_size),
+    )?;
+    d.set_item("key_range", key_range)?;
+    Ok(d)
 }

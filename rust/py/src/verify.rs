@@ -253,20 +253,15 @@ impl PyBaseReport {
         };
         let out = pyo3::types::PyList::empty(py);
         for q in &s.queue_list {
-            let d = pyo3::types::PyDict::new(py);
-            d.set_item("name", String::from_utf8_lossy(&q.name))?;
-            d.set_item("implementation", q.implementation)?;
+            let d = crate::columns::queue_dict(
+                py,
+                &q.name,
+                q.implementation,
+                q.last_id,
+                (q.max_queue_size, q.max_message_size),
+                q.key_range,
+            )?;
             d.set_item("records", q.records)?;
-            d.set_item("last_id", q.last_id)?;
-            d.set_item(
-                "max_queue_size",
-                (q.max_queue_size >= 0).then_some(q.max_queue_size),
-            )?;
-            d.set_item(
-                "max_message_size",
-                (q.max_message_size >= 0).then_some(q.max_message_size),
-            )?;
-            d.set_item("key_range", q.key_range)?;
             out.append(d)?;
         }
         Ok(Some(out))
