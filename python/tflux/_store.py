@@ -31,6 +31,7 @@ def open(
     readonly: bool = False,
     lock_timeout: float | None = None,
     dialect: str | None = None,
+    share: bool = True,
     **settings: Any,
 ) -> Store:
     """Open (creating it if needed) the TaskFlux base directory ``base_dir``.
@@ -56,11 +57,25 @@ def open(
     detects it from the files (a new directory is ``"spec"``); files that disagree with each
     other or with the choice raise :class:`tflux.DialectError` and nothing is changed.
     ``store.dialect`` says which it is.
+
+    Several processes can open the same base directory at once (``share=True``, the
+    default). The first writable open becomes the directory's **owner** (``store.is_owner``):
+    it holds the writer lock and serves the others over a Unix socket beside the data
+    (``data/tflux.sock``, this user only). Every other writable open, in this process or
+    another, is a **client** of the owner with the same methods: its enqueues return once the
+    owner made them durable (sharing the owner's fsyncs), a record is delivered to one
+    consumer at a time, and records in flight to a client that closes or dies go back to
+    their queue. If the owner goes, the client's call in flight raises
+    :class:`tflux.OwnerLostError` (retry it) and its next call reconnects to the new owner or
+    becomes the owner itself. A store opened before ``fork()`` becomes a client of the parent
+    in the child. ``share=False`` keeps one process per directory: another writer gets
+    :class:`tflux.LockedError`. Settings given to a client are ignored: the owner's are in
+    force. See the README, "Several processes".
     """
     if base_dir is None:
         raise TypeError("open() needs the base directory (e.g. tflux.open('path/to/base'))")
     base, overrides = _resolve(base_dir, settings, "open")
-    store = Store._open(base, overrides, readonly, lock_timeout, dialect)
+    store = Store._open(base, overrides, readonly, lock_timeout, dialect, share)
     if store.settings_warning is not None:  # read-only only: writers refuse a bad file
         warnings.warn(
             f"{store.settings_warning} (ignored by this read-only open: the defaults are used)",

@@ -472,11 +472,20 @@ class Store:
         readonly: bool = False,
         lock_timeout: float | None = None,
         dialect: Dialect | None = None,
+        share: bool = True,
     ) -> Store:
         """Use ``tflux.open``; ``settings_json`` holds the PascalCase setting overrides."""
     @property
     def dialect(self) -> Dialect:
         """The base directory's dialect: ``"spec"`` or ``"taskflux"`` (spec section 11)."""
+    @property
+    def is_owner(self) -> bool:
+        """True in the process that owns the base directory (holds its writer lock and serves
+        the other processes); False in a client of the owner and in a read-only store. A
+        client becomes the owner by itself when the owner goes."""
+    @property
+    def owner_pid(self) -> int:
+        """The process id of the directory's owner (this process's own when ``is_owner``)."""
     def create_queue(
         self,
         name: str,

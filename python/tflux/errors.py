@@ -20,6 +20,7 @@ __all__ = [
     "LockedError",
     "NotInFlightError",
     "OutOfRangeError",
+    "OwnerLostError",
     "PolicyViolation",
     "QueueExistsError",
     "QueueNotFoundError",
@@ -118,6 +119,14 @@ class DiskFullError(TfluxIOError):
 
 class LockedError(TfluxIOError):
     """Another writer holds the directory's lock (one writer per directory)."""
+
+
+class OwnerLostError(TfluxIOError):
+    """A client of a shared base directory lost its owner in the middle of a call: the owner
+    closed the store or its process died. The call may or may not have taken effect (an
+    enqueue may have been made durable just before); retry it. The next call reconnects to
+    the new owner, or makes this process the owner (restoring the store from disk): the store
+    need not be reopened."""
 
 
 class ReadOnlyError(TfluxError, PermissionError):

@@ -114,6 +114,172 @@ pub enum Error {
     /// Ack or nack of a record that is not in flight.
     #[error("record {id} of queue {} is not in flight", crate::format::delta::display_name(queue.as_bytes()))]
     NotInFlight { queue: String, id: u64 },
+    /// A client of a shared base directory lost its owner (`crate::share`): the owner closed
+    /// the store or its process died. The call may or may not have taken effect; the next
+    /// call finds (or becomes) the new owner.
+    #[error("the owner of {} went away ({reason}); the call may or may not have taken effect: retry it (the next call reconnects, or takes over as the owner)", path.display())]
+    OwnerLost {
+        path: PathBuf,
+        reason: String,
+        /// Whether the request may have reached the owner (false: it surely had no effect).
+        sent: bool,
+    },
+    /// An error the owner of a shared base directory raised for this client's request, as
+    /// the owner worded it.
+    #[error("{}", .0.message)]
+    Remote(Box<RemoteError>),
+}
+
+/// What a client learns of an error raised in the owner (`crate::share::wire`): enough to
+/// raise the same Python exception with the same message and fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteError {
+    pub kind: RemoteKind,
+    pub message: String,
+    pub path: Option<String>,
+    pub offset: Option<u64>,
+    pub errno: Option<i32>,
+    /// The queue named by a queue error.
+    pub queue: String,
+    /// The policy named by a policy error.
+    pub policy: String,
+    pub lsn: Option<i64>,
+}
+
+/// The families of [`Error`], as sent over an owner's socket (their numbers are wire format).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RemoteKind {
+    Corruption = 1,
+    Dialect = 2,
+    StaleRead = 3,
+    Io = 4,
+    Locked = 5,
+    ReadOnly = 6,
+    Forked = 7,
+    DiskFull = 8,
+    Settings = 9,
+    InvalidArgument = 10,
+    OutOfRange = 11,
+    Replay = 12,
+    NoSuchQueue = 13,
+    QueueExists = 14,
+    Policy = 15,
+    Closed = 16,
+    NotInFlight = 17,
+    OwnerLost = 18,
+}
+
+impl RemoteKind {
+    pub fn from_code(code: u8) -> Option<RemoteKind> {
+        use RemoteKind::*;
+        Some(match code {
+            1 => Corruption,
+            2 => Dialect,
+            3 => StaleRead,
+            4 => Io,
+            5 => Locked,
+            6 => ReadOnly,
+            7 => Forked,
+            8 => DiskFull,
+            9 => Settings,
+            10 => InvalidArgument,
+            11 => OutOfRange,
+            12 => Replay,
+            13 => NoSuchQueue,
+            14 => QueueExists,
+            15 => Policy,
+            16 => Closed,
+            17 => NotInFlight,
+            18 => OwnerLost,
+            _ => return None,
+        })
+    }
+}
+
+impl Error {
+    /// This error as a client of the owner that raised it will see it.
+    pub fn to_remote(&self) -> RemoteError {
+        let mut r = RemoteError {
+            kind: RemoteKind::InvalidArgument,
+            message: self.to_string(),
+            path: None,
+            offset: None,
+            errno: None,
+            queue: String::new(),
+            policy: String::new(),
+            lsn: None,
+        };
+        let path = |p: &Path| Some(p.display().to_string());
+        r.kind = match self {
+            Error::Corruption {
+                path: p, offset, ..
+            } => {
+                (r.path, r.offset) = (path(p), *offset);
+                RemoteKind::Corruption
+            }
+            Error::Dialect { path: p, .. } => {
+                r.path = path(p);
+                RemoteKind::Dialect
+            }
+            Error::Forked { .. } => RemoteKind::Forked,
+            Error::StaleRead {
+                path: p, offset, ..
+            } => {
+                (r.path, r.offset) = (path(p), *offset);
+                RemoteKind::StaleRead
+            }
+            Error::Io {
+                path: p, source, ..
+            } => {
+                (r.path, r.errno) = (path(p), source.raw_os_error());
+                RemoteKind::Io
+            }
+            Error::Locked { path: p } | Error::ReceiverLocked { path: p, .. } => {
+                r.path = path(p);
+                RemoteKind::Locked
+            }
+            Error::ReadOnly { .. } => RemoteKind::ReadOnly,
+            Error::Poisoned { cause } | Error::NotDurable { cause } => {
+                (r.path, r.errno) = (cause.path.as_deref().and_then(path), cause.errno);
+                RemoteKind::Io
+            }
+            Error::DiskFull { path: p, .. } => {
+                r.path = path(p);
+                RemoteKind::DiskFull
+            }
+            Error::Settings(_) => RemoteKind::Settings,
+            Error::InvalidArgument(_) => RemoteKind::InvalidArgument,
+            Error::OutOfRange(_) => RemoteKind::OutOfRange,
+            Error::Replay { lsn, .. } => {
+                r.lsn = *lsn;
+                RemoteKind::Replay
+            }
+            Error::NoSuchQueue { name } => {
+                r.queue = name.clone();
+                RemoteKind::NoSuchQueue
+            }
+            Error::QueueExists { name } => {
+                r.queue = name.clone();
+                RemoteKind::QueueExists
+            }
+            Error::Policy { queue, policy, .. } => {
+                (r.queue, r.policy) = (queue.clone(), policy.to_string());
+                RemoteKind::Policy
+            }
+            Error::Closed(_) => RemoteKind::Closed,
+            Error::NotInFlight { queue, .. } => {
+                r.queue = queue.clone();
+                RemoteKind::NotInFlight
+            }
+            Error::OwnerLost { path: p, .. } => {
+                r.path = path(p);
+                RemoteKind::OwnerLost
+            }
+            Error::Remote(remote) => return (**remote).clone(),
+        };
+        r
+    }
 }
 
 /// Why a log or store stopped accepting writes.

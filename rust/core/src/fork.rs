@@ -9,7 +9,8 @@
 //! A process-wide counter bumped by a `pthread_atfork` child handler tells the copies apart with
 //! one atomic load, not a `getpid` system call on every call.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Once;
 
 use crate::error::{Error, Result};
@@ -18,9 +19,24 @@ use crate::error::{Error, Result};
 static FORKS: AtomicU64 = AtomicU64::new(0);
 static REGISTER: Once = Once::new();
 
+/// Descriptors a forked child must not keep: the directory locks and the owner's sockets
+/// (`crate::share`). A child's copy would keep a dead parent's lock held, its listening socket
+/// accepting into a backlog nobody reads, and its clients' connections open (so they never see
+/// the owner go). -1 marks a free slot.
+const CHILD_CLOSES: usize = 4096;
+static CLOSE_IN_CHILD: [AtomicI32; CHILD_CLOSES] = [const { AtomicI32::new(-1) }; CHILD_CLOSES];
+
 /// Runs in the child right after `fork()`, while it has one thread.
 extern "C" fn in_child() {
     FORKS.fetch_add(1, Ordering::Relaxed);
+    for slot in &CLOSE_IN_CHILD {
+        let fd = slot.swap(-1, Ordering::Relaxed);
+        if fd >= 0 {
+            // SAFETY: close is async-signal-safe; the descriptor is the child's copy of one
+            // registered by `ParentOnly`, whose drop in this child will not close it again.
+            unsafe { libc::close(fd) };
+        }
+    }
 }
 
 fn generation() -> u64 {
@@ -57,6 +73,55 @@ impl Birth {
         } else {
             Err(Error::Forked { what })
         }
+    }
+}
+
+/// A descriptor closed in every process forked from this one, right at the fork (before any
+/// code of the child runs), so that a lock or socket never outlives its owner through a child.
+/// In the process that made it, it is an ordinary owned descriptor.
+#[derive(Debug)]
+pub struct ParentOnly<F: AsRawFd> {
+    file: std::mem::ManuallyDrop<F>,
+    slot: Option<usize>,
+    born: Birth,
+}
+
+impl<F: AsRawFd> ParentOnly<F> {
+    pub fn new(file: F) -> ParentOnly<F> {
+        let born = Birth::now();
+        let fd = file.as_raw_fd();
+        // With every slot taken (thousands of locks and sockets) the descriptor is simply not
+        // closed in children: the behaviour without this guard, never worse.
+        let slot = CLOSE_IN_CHILD.iter().position(|s| {
+            s.compare_exchange(-1, fd, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        });
+        ParentOnly {
+            file: std::mem::ManuallyDrop::new(file),
+            slot,
+            born,
+        }
+    }
+}
+
+impl<F: AsRawFd> std::ops::Deref for ParentOnly<F> {
+    type Target = F;
+    fn deref(&self) -> &F {
+        &self.file
+    }
+}
+
+impl<F: AsRawFd> Drop for ParentOnly<F> {
+    fn drop(&mut self) {
+        if !self.born.is_here() && self.slot.is_some() {
+            // The fork handler closed this process's copy; its number may be reused by now.
+            return;
+        }
+        if let Some(slot) = self.slot {
+            CLOSE_IN_CHILD[slot].store(-1, Ordering::Relaxed);
+        }
+        // SAFETY: dropped once, here.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.file) };
     }
 }
 

@@ -29,6 +29,7 @@ pub mod replay;
 pub mod segbytes;
 pub mod segment;
 pub mod settings;
+pub mod share;
 pub mod state;
 pub mod steps;
 pub mod storage;

@@ -310,7 +310,7 @@ pub use crate::recovery::{RecoveryReport, SegmentInfo};
 pub struct PendingOpen {
     dir: PathBuf,
     opts: LogOptions,
-    lock: Option<File>,
+    lock: Option<crate::fork::ParentOnly<File>>,
     scan: LogScan,
     /// Read-only: the segments as listed before the scan (a failure explained by a writer's
     /// change since is a stale read).
@@ -397,7 +397,7 @@ pub struct Log {
     opts: LogOptions,
     segments: Vec<Segment>,
     commit_index: i64,
-    _lock: Option<File>,
+    _lock: Option<crate::fork::ParentOnly<File>>,
     recovery: RecoveryReport,
     ignored: Vec<PathBuf>,
     poisoned: Option<PoisonCause>,
@@ -493,7 +493,10 @@ impl Log {
         let lock = if opts.readonly {
             None
         } else {
-            Some(fsutil::lock_dir(&*opts.storage, &dir)?)
+            Some(crate::fork::ParentOnly::new(fsutil::lock_dir(
+                &*opts.storage,
+                &dir,
+            )?))
         };
         let scan = recovery::scan_dir_feeding(
             &dir,

@@ -131,6 +131,44 @@ impl Settings {
         }
     }
 
+    /// Every setting as the file spells it (PascalCase keys): what an owner tells its clients
+    /// (`crate::share`), read back with [`Settings::from_json`].
+    pub fn to_json(&self) -> String {
+        let policy = match self.log_sync_policy {
+            StoreSync::Always => "always",
+            StoreSync::Interval => "interval",
+            StoreSync::Never => "never",
+        };
+        let rules: serde_json::Map<String, Value> = self
+            .dead_letter
+            .iter()
+            .map(|(from, r)| {
+                (
+                    from.clone(),
+                    serde_json::json!({"Queue": r.queue, "MaxNacks": r.max_nacks}),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "LogFileSoftLimit": self.log_file_soft_limit,
+            "LogFileHardLimit": self.log_file_hard_limit,
+            "LogPreallocateSegments": self.log_preallocate_segments,
+            "SnapshotCreationSegmentsThreshold": self.snapshot_creation_segments_threshold,
+            "LogSyncPolicy": policy,
+            "LogSyncIntervalMs": self.log_sync_interval_ms,
+            "DiskFullRatio": self.disk_full_ratio,
+            "LogCompressSealedSegments":
+                self.log_compress_sealed_segments.map_or("none", |m| m.as_str()),
+            "DeadLetter": rules,
+        })
+        .to_string()
+    }
+
+    /// The settings [`Settings::to_json`] wrote (defaults for keys it lacks).
+    pub fn from_json(json: &str) -> Result<Settings> {
+        Settings::load_from(None, Some(json))
+    }
+
     /// Defaults, then the settings file of `base` (none: skipped), then `overrides`.
     fn load_from(base: Option<&Path>, overrides: Option<&str>) -> Result<Settings> {
         let mut settings = Settings::default();

@@ -390,6 +390,11 @@ impl Store {
         Ok(done)
     }
 
+    /// Whether this is the process that opened the store (not a forked child's copy).
+    pub fn is_here(&self) -> bool {
+        self.born.is_here()
+    }
+
     pub fn layout(&self) -> &Layout {
         &self.layout
     }

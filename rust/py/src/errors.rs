@@ -96,6 +96,38 @@ pub fn to_pyerr(py: Python<'_>, fail: Fail) -> PyErr {
         Error::NotInFlight { .. } => tflux_error(py, "NotInFlightError", (message,)),
         Error::InvalidArgument(_) => tflux_error(py, "ArgumentError", (message,)),
         Error::OutOfRange(_) => tflux_error(py, "OutOfRangeError", (message,)),
+        Error::OwnerLost { path, .. } => tflux_error(
+            py,
+            "OwnerLostError",
+            (message, path.display().to_string(), None::<i32>),
+        ),
+        Error::Remote(remote) => remote_error(py, *remote),
+    }
+}
+
+/// The exception the owner's own call would have raised, for a client of it.
+fn remote_error(py: Python<'_>, r: tflux_core::error::RemoteError) -> PyErr {
+    use tflux_core::error::RemoteKind as K;
+    let m = r.message;
+    match r.kind {
+        K::Corruption => tflux_error(py, "CorruptionError", (m, r.path, r.offset)),
+        K::Dialect => tflux_error(py, "DialectError", (m, r.path, None::<u64>)),
+        K::StaleRead => tflux_error(py, "StaleReadError", (m, r.path, r.offset)),
+        K::Io => tflux_error(py, io_class(r.errno), (m, r.path, r.errno)),
+        K::DiskFull => tflux_error(py, "DiskFullError", (m, r.path, ENOSPC)),
+        K::Locked => tflux_error(py, "LockedError", (m, r.path, None::<i32>)),
+        K::OwnerLost => tflux_error(py, "OwnerLostError", (m, r.path, None::<i32>)),
+        K::ReadOnly => tflux_error(py, "ReadOnlyError", (m,)),
+        K::Forked => tflux_error(py, "ForkedError", (m,)),
+        K::Replay => tflux_error(py, "ReplayError", (m, r.lsn)),
+        K::NoSuchQueue => tflux_error(py, "QueueNotFoundError", (m, r.queue)),
+        K::QueueExists => tflux_error(py, "QueueExistsError", (m,)),
+        K::Policy => tflux_error(py, "PolicyViolation", (m, r.queue, r.policy)),
+        K::Settings => tflux_error(py, "SettingsError", (m,)),
+        K::Closed => tflux_error(py, "ClosedError", (m,)),
+        K::NotInFlight => tflux_error(py, "NotInFlightError", (m,)),
+        K::InvalidArgument => tflux_error(py, "ArgumentError", (m,)),
+        K::OutOfRange => tflux_error(py, "OutOfRangeError", (m,)),
     }
 }
 

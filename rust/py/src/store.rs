@@ -7,8 +7,9 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use tflux_core::format::queue::{implementation_code, implementation_name, IMPLEMENTATIONS};
+use tflux_core::share::{ShareOptions, SharedStore};
 use tflux_core::state::{QueueConfig, QueueInfo};
-use tflux_core::store::{Store, StoreOptions};
+use tflux_core::store::StoreOptions;
 
 use crate::delta::{bytes_repr, int_arg, key_range_arg, str_repr, INT64};
 use crate::errors::{argument_error, py_result, Fail};
@@ -358,7 +359,7 @@ fn payload_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Payload> {
 #[pyclass(module = "tflux", name = "Store", frozen)]
 pub struct PyStore {
     /// Dropped first by `Drop`, so that the allocator can then hand back what it freed.
-    inner: std::mem::ManuallyDrop<Arc<Store>>,
+    inner: std::mem::ManuallyDrop<Arc<SharedStore>>,
     path: String,
 }
 
@@ -382,7 +383,7 @@ fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> tflux_core::Result<T> + Send
 impl PyStore {
     /// Use `tflux.open(base_dir, **settings)`; `settings_json` holds the PascalCase overrides.
     #[staticmethod]
-    #[pyo3(signature = (base_dir, settings_json=None, readonly=false, lock_timeout=None, dialect=None))]
+    #[pyo3(signature = (base_dir, settings_json=None, readonly=false, lock_timeout=None, dialect=None, share=true))]
     fn _open(
         py: Python<'_>,
         base_dir: std::path::PathBuf,
@@ -390,6 +391,7 @@ impl PyStore {
         readonly: bool,
         lock_timeout: Option<&Bound<'_, PyAny>>,
         dialect: Option<&str>,
+        share: bool,
     ) -> PyResult<PyStore> {
         let dialect = crate::dialect_arg(dialect)?;
         let path = base_dir.display().to_string();
@@ -406,13 +408,13 @@ impl PyStore {
             dialect,
             ..StoreOptions::default()
         };
+        let opts = ShareOptions { store: opts, share };
         let store = run(py, || {
-            let store = Store::open_with(&base_dir, settings_json.as_deref(), opts);
+            let store = SharedStore::open(&base_dir, settings_json.as_deref(), opts);
             crate::release_freed_memory();
             store
         })?;
         let store = Arc::new(store);
-        store.start_background_sync();
         Ok(PyStore {
             inner: std::mem::ManuallyDrop::new(store),
             path,
@@ -636,6 +638,20 @@ impl PyStore {
         self.inner.layout().dialect.name()
     }
 
+    /// True in the process that owns the base directory (holds its writer lock and serves
+    /// the other processes); False in a client of the owner and in a read-only store. A
+    /// client becomes the owner by itself when the owner goes.
+    #[getter]
+    fn is_owner(&self) -> bool {
+        self.inner.is_owner()
+    }
+
+    /// The process id of the directory's owner (this process's own when `is_owner`).
+    #[getter]
+    fn owner_pid(&self, py: Python<'_>) -> PyResult<u32> {
+        run(py, || self.inner.owner_pid())
+    }
+
     /// Deltas replayed from the log when the store was opened.
     #[getter]
     fn replayed(&self) -> u64 {
@@ -670,21 +686,21 @@ impl PyStore {
     /// Current Raft term (from the metadata file) and vote.
     #[getter]
     fn term(&self, py: Python<'_>) -> PyResult<i32> {
-        Ok(run(py, || self.inner.metadata())?.term)
+        run(py, || self.inner.term())
     }
 
     /// The settings in force, with the JSON file's PascalCase keys and typed values (ints,
     /// bools, the sync policy as a string).
     #[getter]
     fn settings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-        settings_dict(py, self.inner.settings())
+        settings_dict(py, &self.inner.settings())
     }
 
     /// Why a read-only open ignored the settings file (it is bad; the defaults are in force),
     /// or None.
     #[getter]
     fn settings_warning(&self) -> Option<String> {
-        self.inner.open_report().settings_warning.clone()
+        self.inner.open_report().settings_warning
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
