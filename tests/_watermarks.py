@@ -80,9 +80,11 @@ def switch_off(setattr: Callable[[Any, str, Any], None] = setattr, module: Any =
     store_open = module.Store._open
     channel_open = module.Channel.open
 
-    def open_store(base_dir, settings_json=None, readonly=False, lock_timeout=None, dialect=None):
+    def open_store(
+        base_dir, settings_json=None, readonly=False, lock_timeout=None, dialect=None, share=True
+    ):
         overrides = without_watermarks(str(base_dir), settings_json)
-        return store_open(base_dir, overrides, readonly, lock_timeout, dialect)
+        return store_open(base_dir, overrides, readonly, lock_timeout, dialect, share)
 
     def open_channel(*args, **kwargs):
         return channel_open(*args, **{**NO_CHANNEL_WATERMARKS, **kwargs})

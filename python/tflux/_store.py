@@ -48,9 +48,12 @@ def open(
     ``jobs`` to the existing queue ``jobs-dead`` after 3 failed deliveries (nacks or expired
     leases), with one logged batch; see docs/format.md, "Deliveries".
 
-    ``lock_timeout`` (seconds; ``None`` = fail at once) makes a writable open wait for another
-    process to release the writer lock, retrying with a growing pause, before raising
-    :class:`tflux.LockedError`. ``float("inf")`` waits as long as it takes.
+    ``lock_timeout`` (seconds; ``None`` = fail at once) makes a writable open wait for a writer
+    that is not a shared store (a ``tflux.Log``, ``tflux repair``, a store opened with
+    ``share=False``) to release the log's lock, retrying with a growing pause, before raising
+    :class:`tflux.LockedError`. ``float("inf")`` waits as long as it takes. It also bounds how
+    long a client waits for an owner that is still restoring the store, when longer than the
+    60 s it waits anyway.
 
     ``dialect`` is how the files are laid out (spec section 11): ``"spec"`` (the format
     document, tflux's own) or ``"taskflux"`` (what TaskFlux's own code writes). ``None``

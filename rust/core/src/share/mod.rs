@@ -20,7 +20,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -142,7 +142,13 @@ pub struct SharedStore {
     closed: AtomicBool,
     /// What the last owner found (kept after close, as a store's own fields are).
     known: Mutex<Known>,
+    /// Bumped whenever another owner (or this process as the owner) takes over: receipts
+    /// carry it, so a delivery of a gone owner is never settled at the next one.
+    epoch: AtomicU64,
 }
+
+/// Receipts handed out: the owner's own in the low bits, the epoch above them.
+const RECEIPT_BITS: u32 = 40;
 
 /// The layout, settings and open report of the store as last resolved.
 #[derive(Clone)]
@@ -165,6 +171,7 @@ impl SharedStore {
                 settings: Settings::default(),
                 report: OpenReport::default(),
             }),
+            epoch: AtomicU64::new(0),
         };
         let role = shared.resolve()?;
         *lock(&shared.role) = role;
@@ -290,6 +297,7 @@ impl SharedStore {
         }
         if matches!(*role, Role::Lost) {
             *role = self.resolve()?;
+            self.epoch.fetch_add(1, Ordering::SeqCst);
         }
         Ok(match &*role {
             Role::Local(s) | Role::Owner { store: s, .. } => Handle::Store(s.clone()),
@@ -317,6 +325,18 @@ impl SharedStore {
         remote: impl Fn(&Client) -> Result<T>,
     ) -> Result<T> {
         self.run_retrying(true, local, remote)
+    }
+
+    /// A call tied to the owner that made a delivery: never sent to another owner.
+    fn run_once<T>(
+        &self,
+        local: impl Fn(&Store) -> Result<T>,
+        remote: impl Fn(&Client) -> Result<T>,
+    ) -> Result<T> {
+        match self.handle()? {
+            Handle::Store(s) => local(&s),
+            Handle::Client(c) => remote(&c),
+        }
     }
 
     fn run_retrying<T>(
@@ -384,8 +404,8 @@ impl SharedStore {
         exist_ok: bool,
     ) -> Result<bool> {
         self.run(
-            |s| s.create_queue_as(name, config.clone(), exist_ok),
-            |c| c.create_queue_as(name, config.clone(), exist_ok),
+            |s| s.create_queue_as(name, config, exist_ok),
+            |c| c.create_queue_as(name, config, exist_ok),
         )
     }
 
@@ -413,10 +433,11 @@ impl SharedStore {
         timeout: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<(Record, u64)>> {
-        self.run_again(
+        let got = self.run_again(
             |s| s.dequeue_leased(name, timeout, lease),
             |c| c.dequeue_leased(name, timeout, lease),
-        )
+        )?;
+        Ok(got.map(|(record, receipt)| (record, self.our_receipt(receipt))))
     }
 
     pub fn wait_ready(&self, name: &[u8], timeout: Option<Duration>) -> Result<bool> {
@@ -426,16 +447,46 @@ impl SharedStore {
         )
     }
 
+    /// Acks and nacks settle a delivery of one owner: never sent on to the next one (its
+    /// receipts are another owner's), so losing the owner is [`Error::OwnerLost`] (the
+    /// delivery is void; the record is delivered again).
     pub fn ack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
-        self.run(|s| s.ack(name, id, receipt), |c| c.ack(name, id, receipt))
+        let receipt = self.owners_receipt(name, id, receipt)?;
+        self.run_once(|s| s.ack(name, id, receipt), |c| c.ack(name, id, receipt))
     }
 
     pub fn ack_many(&self, items: &[(&[u8], u64, Option<u64>)]) -> Result<()> {
-        self.run(|s| s.ack_many(items), |c| c.ack_many(items))
+        let items = items
+            .iter()
+            .map(|&(q, id, r)| Ok((q, id, self.owners_receipt(q, id, r)?)))
+            .collect::<Result<Vec<_>>>()?;
+        self.run_once(|s| s.ack_many(&items), |c| c.ack_many(&items))
     }
 
     pub fn nack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
-        self.run(|s| s.nack(name, id, receipt), |c| c.nack(name, id, receipt))
+        let receipt = self.owners_receipt(name, id, receipt)?;
+        self.run_once(|s| s.nack(name, id, receipt), |c| c.nack(name, id, receipt))
+    }
+
+    /// A receipt as handed out (with this store's epoch).
+    fn our_receipt(&self, owners: u64) -> u64 {
+        let epoch = self.epoch.load(Ordering::SeqCst) & ((1 << (64 - RECEIPT_BITS)) - 1);
+        (epoch << RECEIPT_BITS) | (owners & ((1 << RECEIPT_BITS) - 1))
+    }
+
+    /// The owner's receipt inside one handed out; a receipt of an owner that has gone settles
+    /// nothing (its delivery was void: the record is delivered again).
+    fn owners_receipt(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<Option<u64>> {
+        let Some(r) = receipt else { return Ok(None) };
+        let now = self.our_receipt(0) >> RECEIPT_BITS;
+        if r >> RECEIPT_BITS != now || matches!(&*lock(&self.role), Role::Client(c) if c.is_lost())
+        {
+            return Err(Error::NotInFlight {
+                queue: String::from_utf8_lossy(name).into_owned(),
+                id,
+            });
+        }
+        Ok(Some(r & ((1 << RECEIPT_BITS) - 1)))
     }
 
     pub fn count(&self, name: &[u8]) -> Result<u64> {

@@ -29,6 +29,10 @@ const FRAME_DEADLINE: Duration = Duration::from_secs(10);
 const SEND_DEADLINE: Duration = Duration::from_secs(10);
 /// The longest a single dequeue or wait request holds its thread (clients ask in slices).
 const LONGEST_WAIT: Duration = Duration::from_secs(1);
+/// How long a closing owner waits for its clients to settle the records they hold (acks and
+/// nacks are still served, no new deliveries are made). A delivery still open after it is
+/// void: the record is delivered again, as after a crash.
+pub const DRAIN: Duration = Duration::from_secs(10);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -42,11 +46,16 @@ struct Session {
     in_flight: HashSet<(Vec<u8>, u64, u64)>,
 }
 
+/// A live connection: its raw descriptor (to shut it down at stop) and its thread.
+type Connection = (i32, Option<JoinHandle<()>>);
+
 struct Shared {
     store: Arc<Store>,
     stop: AtomicBool,
+    /// Closing: no new deliveries to clients while they settle the ones they hold.
+    draining: AtomicBool,
     /// Raw descriptors of the live connections (for `shutdown` at stop) and their threads.
-    connections: Mutex<HashMap<u64, (i32, Option<JoinHandle<()>>)>>,
+    connections: Mutex<HashMap<u64, Connection>>,
     sessions: Mutex<HashMap<u64, Session>>,
     next: AtomicU64,
     uid: u32,
@@ -80,6 +89,7 @@ impl Server {
         let shared = Arc::new(Shared {
             store,
             stop: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             connections: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
@@ -115,6 +125,9 @@ impl Server {
             // socket file are the parent's.
             return;
         }
+        if !self.shared.stop.load(Ordering::SeqCst) {
+            self.drain();
+        }
         self.shared.stop.store(true, Ordering::SeqCst);
         // Wakes the blocked accept (Linux returns EINVAL from accept after shutdown).
         // SAFETY: the listener's descriptor is open for as long as `self.listener` lives.
@@ -138,6 +151,23 @@ impl Server {
             let _ = t.join();
         }
         let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+impl Server {
+    /// Lets clients settle what they hold (a graceful close delivers nothing twice).
+    fn drain(&self) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+        let until = std::time::Instant::now() + DRAIN;
+        while std::time::Instant::now() < until {
+            let open = lock(&self.shared.sessions)
+                .values()
+                .any(|s| !s.in_flight.is_empty());
+            if !open {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 
@@ -291,12 +321,8 @@ fn serve(shared: &Shared, stream: &UnixStream) {
         .entry(session)
         .or_default()
         .connections += 1;
-    loop {
-        let body = match wire::receive(&mut &*stream, FRAME_DEADLINE, idle) {
-            Ok(Received::Frame(body)) => body,
-            // Closed, stopped, a half frame or an oversized one: the connection ends.
-            _ => break,
-        };
+    // Closed, stopped, a half frame or an oversized one: the connection ends.
+    while let Ok(Received::Frame(body)) = wire::receive(&mut &*stream, FRAME_DEADLINE, idle) {
         let (reply, fatal) = match handle(shared, session, &body) {
             Ok(out) => (out.frame(), false),
             // A malformed request ends the connection once the error is sent.
@@ -401,7 +427,13 @@ fn handle(shared: &Shared, session: u64, body: &[u8]) -> Result<Out> {
             let wait = wait_arg(r.u64("timeout")?);
             let lease = r.opt_u64("lease")?.map(Duration::from_millis);
             r.end()?;
-            match store.dequeue_leased(name, wait, lease)? {
+            let got = if shared.draining.load(Ordering::SeqCst) {
+                std::thread::sleep(wait.unwrap_or(LONGEST_WAIT).min(TICK));
+                None
+            } else {
+                store.dequeue_leased(name, wait, lease)?
+            };
+            match got {
                 None => {
                     out.u8(0);
                 }

@@ -1,0 +1,357 @@
+"""Several processes, one base directory (issue 29).
+
+The first writable open is the owner and serves the store over ``data/tflux.sock``; every
+other open is a client with the same methods. These tests hold the design to its promises
+with exact accounting of every record: each acknowledged enqueue is delivered and acked
+exactly once, whoever dies (a consumer, a producer, the owner: ``kill -9``), with duplicate
+deliveries only for records in flight at a kill; and a hostile client can neither crash nor
+block the owner.
+
+Children are separate interpreters (``python -c``) that report on stdout, one event a line:
+``sent X`` after an enqueue returned, ``maybe X`` after one raised ``OwnerLostError``,
+``got X`` after a dequeue, ``acked X`` after an ack returned, ``lost X`` after an ack
+raised ``OwnerLostError`` (then X may or may not be acked).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import tflux
+
+CHILD_TIMEOUT = 120.0
+
+PRODUCER = r"""
+import sys, tflux
+base, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = tflux.open(base)
+for i in range(n):
+    x = f"{name}-{i}"
+    try:
+        store.enqueue("jobs", i % 5, x.encode())
+        print("sent", x, flush=True)
+    except tflux.OwnerLostError:
+        print("maybe", x, flush=True)
+store.close()
+"""
+
+CONSUMER = r"""
+import os, sys, time, tflux
+base, done_file = sys.argv[1], sys.argv[2]
+store = tflux.open(base)
+idle_since = None
+while True:
+    try:
+        rec = store.dequeue("jobs", timeout=0.2)
+    except tflux.OwnerLostError:
+        continue
+    if rec is None:
+        if os.path.exists(done_file):
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since > 1.5:
+                break
+        continue
+    idle_since = None
+    x = rec.payload.decode()
+    print("got", x, flush=True)
+    try:
+        store.ack(rec)
+        print("acked", x, flush=True)
+    except tflux.OwnerLostError:
+        print("lost", x, flush=True)
+    except tflux.NotInFlightError:
+        print("stale", x, flush=True)
+store.close()
+"""
+
+OWNER = r"""
+import sys, time, tflux
+store = tflux.open(sys.argv[1])
+store.create_queue("jobs", exist_ok=True)
+assert store.is_owner
+print("owner", flush=True)
+time.sleep(3600)
+"""
+
+
+def spawn(code: str, *args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str]) -> list[tuple[str, str]]:
+    """The events a child printed (a child killed with -9 printed what it printed)."""
+    try:
+        out, err = proc.communicate(timeout=CHILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"a child hung: {err[-2000:]}")
+    if proc.returncode not in (0, -signal.SIGKILL):
+        pytest.fail(f"a child failed ({proc.returncode}): {err[-3000:]}")
+    return [tuple(line.split(" ", 1)) for line in out.splitlines() if " " in line]
+
+
+def remaining(base: Path) -> list[str]:
+    with tflux.open(base, readonly=True) as store:
+        return [r.payload.decode() for r in store.records("jobs")]
+
+
+def account(
+    events: list[tuple[str, str]], left: list[str], killed_in_flight: bool = False
+) -> None:
+    """Every acknowledged enqueue ends acked once or still queued; nothing else appears."""
+    by = {kind: Counter(x for k, x in events if k == kind) for kind in
+          ("sent", "maybe", "got", "acked", "lost", "stale")}
+    sent, maybe, acked, lost = by["sent"], by["maybe"], by["acked"], by["lost"]
+    assert not by["stale"], f"acks refused for records still in flight: {by['stale']}"
+    assert all(c == 1 for c in acked.values()), "a record was acked twice"
+    assert not (set(acked) & set(left)), "a record acked and still queued"
+    present = set(acked) | set(left)
+    # Records whose ack raised OwnerLostError may or may not be gone.
+    missing = set(sent) - present - set(lost)
+    assert not missing, f"acknowledged enqueues lost: {sorted(missing)[:10]}"
+    unknown = present - set(sent) - set(maybe)
+    assert not unknown, f"records nobody enqueued: {sorted(unknown)[:10]}"
+    assert len(left) == len(set(left)), "a record queued twice"
+    if not killed_in_flight:
+        assert all(c == 1 for c in by["got"].values()), "a record delivered twice"
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    b = tmp_path / "base"
+    with tflux.open(b, share=False) as store:
+        store.create_queue("jobs")
+    return b
+
+
+def test_two_opens_in_one_process_are_owner_and_client_with_the_same_methods(base):
+    with tflux.open(base) as owner, tflux.open(base) as client:
+        assert owner.is_owner and not client.is_owner
+        assert client.owner_pid == owner.owner_pid == os.getpid()
+        assert client.dialect == owner.dialect == "spec"
+        assert client.settings == owner.settings
+        rid = client.enqueue("jobs", 5, b"five")
+        ids = client.enqueue_many("jobs", [(1, b"one"), (9, b"nine")])
+        assert ids == [rid + 1, rid + 2]
+        assert owner.count("jobs") == client.count("jobs") == 3
+        assert client.peek("jobs").payload == b"one"
+        assert [r.payload for r in client.records("jobs")] == [b"one", b"five", b"nine"]
+        rec = client.dequeue("jobs", timeout=1, lease=30.0)
+        assert (rec.payload, rec.queue) == (b"one", "jobs")
+        assert owner.dequeue("jobs", timeout=0).payload == b"five"  # one consumer at a time
+        [info] = [q for q in client.queues() if q.name == "jobs"]
+        assert (info.count, info.in_flight) == (1, 2)
+        client.ack(rec)
+        with pytest.raises(tflux.NotInFlightError):
+            client.ack(rec)
+        client.create_queue("other", implementation="array", key_range=(0, 9))
+        with pytest.raises(tflux.QueueExistsError):
+            client.create_queue("other")
+        client.create_queue("other", implementation="array", key_range=(0, 9), exist_ok=True)
+        with pytest.raises(tflux.QueueNotFoundError) as nf:
+            client.enqueue("nope", 1, b"x")
+        assert nf.value.queue == "nope"
+        with pytest.raises(tflux.PolicyViolation):
+            client.enqueue("other", 99, b"outside the key range")
+        assert client.dequeue("other", timeout=0) is None
+        client.delete_queue("other")
+        assert client.snapshot() in (True, False)
+        assert client.log_bounds == owner.log_bounds
+        assert client.term == owner.term
+
+
+def test_a_client_in_another_process_shares_the_owner_and_its_fsyncs(base):
+    owner = spawn(OWNER, base)
+    assert owner.stdout.readline().strip() == "owner"
+    try:
+        producers = [spawn(PRODUCER, base, f"p{k}", 200) for k in range(3)]
+        events = [e for p in producers for e in finish(p)]
+        assert sum(1 for k, _ in events if k == "sent") == 600
+        with tflux.open(base) as client:
+            assert not client.is_owner and client.owner_pid == owner.pid
+            assert client.count("jobs") == 600
+    finally:
+        owner.kill()
+        owner.wait()
+    account(events, remaining(base))
+
+
+def test_producers_and_consumers_in_several_processes_account_for_every_record(base, tmp_path):
+    done = tmp_path / "done"
+    producers = [spawn(PRODUCER, base, f"p{k}", 300) for k in range(3)]
+    consumers = [spawn(CONSUMER, base, done) for _ in range(3)]
+    events = [e for p in producers for e in finish(p)]
+    done.touch()
+    events += [e for c in consumers for e in finish(c)]
+    left = remaining(base)
+    account(events, left)
+    assert sum(1 for k, _ in events if k == "acked") == 900
+    assert left == []
+
+
+@pytest.mark.parametrize("victim", ["consumer", "producer", "owner"])
+def test_kill_9_in_a_loop_loses_no_acknowledged_record(base, tmp_path, victim):
+    for trial in range(3):
+        done = tmp_path / f"done-{trial}"
+        owner = spawn(OWNER, base)
+        assert owner.stdout.readline().strip() == "owner"
+        producers = [spawn(PRODUCER, base, f"t{trial}p{k}", 400) for k in range(2)]
+        consumers = [spawn(CONSUMER, base, done) for _ in range(2)]
+        time.sleep(0.4 + 0.2 * trial)
+        target = {"consumer": consumers[0], "producer": producers[0], "owner": owner}[victim]
+        target.send_signal(signal.SIGKILL)
+        events = [e for p in producers for e in finish(p)]
+        done.touch()
+        events += [e for c in consumers for e in finish(c)]
+        owner.kill()
+        finish(owner)
+        left = remaining(base)
+        account(events, left, killed_in_flight=True)
+        if victim != "producer":
+            # Everything acknowledged was consumed (the survivors drained the queue).
+            assert left == [], f"trial {trial}: {len(left)} records left"
+
+
+def _connect(base: Path) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(base / "data" / "tflux.sock"))
+    s.settimeout(5)
+    return s
+
+
+def _hello() -> bytes:
+    body = b"TFLX" + struct.pack("<IQ", 1, 12345)
+    return struct.pack("<I", len(body)) + body
+
+
+def test_a_hostile_client_neither_crashes_nor_blocks_the_owner(base):
+    with tflux.open(base) as owner:
+        owner.enqueue("jobs", 1, b"still here")
+        attacks = [
+            b"\xff\xff\xff\xff",  # a 4 GiB length
+            struct.pack("<I", 200 << 20) + b"x" * 100,  # a big frame that never comes
+            struct.pack("<I", 3) + b"abc",  # not a hello
+            struct.pack("<I", 16) + b"TFLX" + struct.pack("<IQ", 99, 1),  # another version
+            _hello() + struct.pack("<I", 1) + b"\xee",  # an unknown request
+            _hello() + struct.pack("<I", 5) + b"\x03\xff\xff\xff\x7f",  # a cut request
+            # enqueue_many claiming 2^31 records in 9 bytes
+            _hello() + struct.pack("<I", 14) + b"\x03" + struct.pack("<I", 4) + b"jobs"
+            + struct.pack("<I", 1 << 31)[:4] + b"\x00",
+            b"",  # connect and say nothing (half-open)
+        ]
+        held = []
+        for attack in attacks:
+            s = _connect(base)
+            s.sendall(attack)
+            held.append(s)
+        # A well-behaved client is served meanwhile, at once.
+        with tflux.open(base) as client:
+            t = time.monotonic()
+            assert client.count("jobs") == 1
+            assert client.enqueue("jobs", 2, b"served") == 2
+            assert time.monotonic() - t < 5
+        for s in held:
+            s.settimeout(15)
+            try:
+                s.recv(1 << 16)
+            except (TimeoutError, ConnectionError):
+                pass
+            s.close()
+        assert owner.count("jobs") == 2
+        assert owner.dequeue("jobs", timeout=0).payload == b"still here"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching user needs root")
+def test_a_client_of_another_user_is_refused(base):
+    with tflux.open(base) as owner:
+        owner.enqueue("jobs", 1, b"x")
+        code = (
+            "import os, socket, sys\n"
+            "os.setgid(65534); os.setuid(65534)\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n"
+            "    s.connect(sys.argv[1])\n"
+            "except PermissionError:\n"
+            "    print('refused'); sys.exit(0)\n"
+            "s.sendall(sys.argv[2].encode('latin-1'))\n"
+            "reply = s.recv(1000)\n"
+            "print('refused' if b'may not use' in reply else 'served')\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(base / "data" / "tflux.sock"),
+             _hello().decode("latin-1")],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert out.stdout.strip() == "refused", out.stderr
+        assert owner.count("jobs") == 1
+
+
+def test_the_owner_closing_hands_over_to_a_client_without_a_reopen(base):
+    owner = tflux.open(base)
+    client = tflux.open(base)
+    client.enqueue_many("jobs", [(k, b"r%d" % k) for k in range(10)])
+    rec = client.dequeue("jobs", timeout=0)
+    owner.close()
+    # The call after the owner went: the client becomes the owner (restored from disk).
+    assert client.count("jobs") == 10  # the delivery was void with its owner
+    assert client.is_owner
+    assert client.dequeue("jobs", timeout=0).payload == rec.payload
+    client.close()
+
+
+def test_a_store_opened_before_fork_becomes_a_client_of_the_parent_in_the_child(base):
+    """gunicorn --preload: opened at import in the master, used by forked workers."""
+    store = tflux.open(base)
+    pids = []
+    for k in range(4):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                store.enqueue_many("jobs", [(k, b"w%d-%d" % (k, i)) for i in range(100)])
+                code = 0 if not store.is_owner and store.owner_pid == os.getppid() else 2
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    store.enqueue_many("jobs", [(9, b"parent-%d" % i) for i in range(10)])
+    assert [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids] == [0] * 4
+    assert store.count("jobs") == 410
+    store.close()
+    got = remaining(base)
+    assert sorted(got) == sorted(
+        [f"w{k}-{i}" for k in range(4) for i in range(100)] + [f"parent-{i}" for i in range(10)]
+    )
+
+
+def test_share_false_keeps_one_writer_per_directory(base):
+    with tflux.open(base, share=False) as first:
+        assert first.is_owner
+        with pytest.raises(tflux.LockedError):
+            tflux.open(base, share=False)
+        assert not (base / "data" / "tflux.sock").exists()
+
+
+def test_a_log_writer_holding_the_lock_is_reported_as_locked_not_waited_on(base):
+    log = tflux.Log.open(base / "data" / "log")
+    try:
+        t = time.monotonic()
+        with pytest.raises(tflux.LockedError):
+            tflux.open(base)
+        assert time.monotonic() - t < 5
+    finally:
+        log.close()
