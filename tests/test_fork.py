@@ -1,10 +1,11 @@
 """Fork safety (issue 29): a store, log or channel opened before ``fork()`` belongs to the parent.
 
-The child's copy refuses every use with :class:`tflux.ForkedError` and writes nothing, so the
-parent's records are exactly what the parent wrote (before, children that enqueued through a
-store opened at module level wrote over each other at the same file offsets, and 100 of 400
-records came back). Opening anew in a child works, also once the parent has used rayon's pool
-(before, it waited forever on the pool's threads, which a child does not have).
+A shared store's copy in a child becomes a client of the parent; a log, a channel and an
+unshared store refuse every use with :class:`tflux.ForkedError` and write nothing, so the
+parent's records are exactly what was written through it (before, children that enqueued
+through a store opened at module level wrote over each other at the same file offsets, and
+100 of 400 records came back). Opening anew in a child works, also once the parent has used
+rayon's pool (before, it waited forever on the pool's threads, which a child does not have).
 
 Each child reports through its exit status; a child that hangs is killed after ``CHILD_TIMEOUT``
 and fails the test.
@@ -69,12 +70,47 @@ def many_segments(base: Path, records: int = 2000) -> None:
             store.enqueue_many("q", [(k % 7, b"m%05d" % k) for k in range(start, start + 100)])
 
 
-def test_a_store_opened_before_fork_refuses_the_child_and_the_parent_keeps_every_record(
-    tmp_path,
-):
-    """gunicorn --preload: the store opened at import, workers forked from the master."""
+def test_a_store_opened_before_fork_is_a_client_of_the_parent_in_the_child(tmp_path):
+    """gunicorn --preload: the store opened at import, workers forked from the master. Each
+    child's copy becomes a client of the parent (its owner): every record arrives exactly once
+    (before issue 29's fix 100 of 400 did; then the child was refused)."""
     base = tmp_path / "base"
     store = tflux.open(base)
+    store.create_queue("jobs")
+    store.enqueue_many("jobs", [(0, b"before-%d" % k) for k in range(10)])
+
+    def worker(k: int) -> Callable[[], int]:
+        def body() -> int:
+            store.enqueue_many("jobs", [(1, b"w%d-%03d" % (k, i)) for i in range(100)])
+            store.enqueue("jobs", 1, b"w%d-one" % k)
+            if store.is_owner or store.owner_pid != os.getppid():
+                return 2
+            rec = store.dequeue("jobs", timeout=5)
+            store.ack(rec)  # takes one of the parent's "before" records (key 0 first)
+            return 0 if rec.payload.startswith(b"before-") else 3
+
+        return body
+
+    statuses = [in_child(worker(k)) for k in range(4)]
+    assert statuses == [0, 0, 0, 0]
+    store.enqueue_many("jobs", [(2, b"after-%d" % k) for k in range(10)])
+    store.close()
+    with tflux.open(base, readonly=True) as again:
+        got = [r.payload for r in again.records("jobs")]
+    workers = sorted(
+        [b"w%d-%03d" % (k, i) for k in range(4) for i in range(100)]
+        + [b"w%d-one" % k for k in range(4)]
+    )
+    assert got[:6] == [b"before-%d" % k for k in range(4, 10)]
+    assert sorted(got[6:-10]) == workers
+    assert got[-10:] == [b"after-%d" % k for k in range(10)]
+    assert tflux.verify(base / "data" / "log").ok
+
+
+def test_an_unshared_store_refuses_the_child_and_the_parent_keeps_every_record(tmp_path):
+    """``share=False``: the child's copy refuses every use and writes nothing."""
+    base = tmp_path / "base"
+    store = tflux.open(base, share=False)
     store.create_queue("jobs")
     store.enqueue_many("jobs", [(0, b"before-%d" % k) for k in range(10)])
 
@@ -106,10 +142,10 @@ def _pool_worker(k: int) -> str:
         _POOL_STORE.enqueue("jobs", 0, b"from pool worker %d" % k)
     except tflux.ForkedError:
         return "refused"
-    return "wrote"
+    return "wrote" if not _POOL_STORE.is_owner else "owner?"
 
 
-def test_multiprocessing_fork_workers_are_refused_and_nothing_is_written(tmp_path):
+def test_multiprocessing_fork_workers_write_through_the_parent_exactly_once(tmp_path):
     global _POOL_STORE
     base = tmp_path / "base"
     _POOL_STORE = tflux.open(base)
@@ -117,12 +153,14 @@ def test_multiprocessing_fork_workers_are_refused_and_nothing_is_written(tmp_pat
     _POOL_STORE.enqueue("jobs", 0, b"parent")
     try:
         with multiprocessing.get_context("fork").Pool(2) as pool:
-            assert pool.map(_pool_worker, range(8)) == ["refused"] * 8
-        assert _POOL_STORE.count("jobs") == 1
+            assert pool.map(_pool_worker, range(8)) == ["wrote"] * 8
+        assert _POOL_STORE.count("jobs") == 9
     finally:
         _POOL_STORE.close()
     with tflux.open(base, readonly=True) as again:
-        assert again.count("jobs") == 1
+        assert sorted(r.payload for r in again.records("jobs")) == sorted(
+            [b"parent"] + [b"from pool worker %d" % k for k in range(8)]
+        )
     log = tflux.verify(base / "data" / "log")
     assert log.ok
 

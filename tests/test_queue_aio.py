@@ -132,8 +132,16 @@ def test_threads_share_one_queue_and_every_item_is_processed_once(base_dir):
 
 
 def test_a_second_queue_on_an_open_base_says_to_share_the_store(base_dir):
-    """Issue 30, item 23: it said only "locked by another writer"."""
+    """Issue 30, item 23: it said only "locked by another writer". Since issue 29 a second
+    Queue is a client of the first's store; refused only when the first does not share."""
     with tflux.Queue(base_dir, "jobs", **FAST) as first:
+        with tflux.Queue(base_dir, "other", **FAST) as client:
+            assert first.store.is_owner and not client.store.is_owner
+            client.put(b"x")
+            assert first.store.count("other") == 1
+            assert client.get(timeout=1) == b"x"
+            client.task_done()
+    with tflux.Queue(base_dir, "jobs", share=False, **FAST) as first:
         with pytest.raises(tflux.LockedError, match=r"share its store") as raised:
             tflux.Queue(base_dir, "other", **FAST)
         assert raised.value.path is not None

@@ -110,12 +110,12 @@ def remaining(base: Path) -> list[str]:
         return [r.payload.decode() for r in store.records("jobs")]
 
 
-def account(
-    events: list[tuple[str, str]], left: list[str], killed_in_flight: bool = False
-) -> None:
+def account(events: list[tuple[str, str]], left: list[str], killed_in_flight: bool = False) -> None:
     """Every acknowledged enqueue ends acked once or still queued; nothing else appears."""
-    by = {kind: Counter(x for k, x in events if k == kind) for kind in
-          ("sent", "maybe", "got", "acked", "lost", "stale")}
+    by = {
+        kind: Counter(x for k, x in events if k == kind)
+        for kind in ("sent", "maybe", "got", "acked", "lost", "stale")
+    }
     sent, maybe, acked, lost = by["sent"], by["maybe"], by["acked"], by["lost"]
     assert not by["stale"], f"acks refused for records still in flight: {by['stale']}"
     assert all(c == 1 for c in acked.values()), "a record was acked twice"
@@ -250,8 +250,13 @@ def test_a_hostile_client_neither_crashes_nor_blocks_the_owner(base):
             _hello() + struct.pack("<I", 1) + b"\xee",  # an unknown request
             _hello() + struct.pack("<I", 5) + b"\x03\xff\xff\xff\x7f",  # a cut request
             # enqueue_many claiming 2^31 records in 9 bytes
-            _hello() + struct.pack("<I", 14) + b"\x03" + struct.pack("<I", 4) + b"jobs"
-            + struct.pack("<I", 1 << 31)[:4] + b"\x00",
+            _hello()
+            + struct.pack("<I", 14)
+            + b"\x03"
+            + struct.pack("<I", 4)
+            + b"jobs"
+            + struct.pack("<I", 1 << 31)[:4]
+            + b"\x00",
             b"",  # connect and say nothing (half-open)
         ]
         held = []
@@ -288,14 +293,16 @@ def test_a_client_of_another_user_is_refused(base):
             "    s.connect(sys.argv[1])\n"
             "except PermissionError:\n"
             "    print('refused'); sys.exit(0)\n"
-            "s.sendall(sys.argv[2].encode('latin-1'))\n"
+            "s.sendall(bytes.fromhex(sys.argv[2]))\n"
             "reply = s.recv(1000)\n"
             "print('refused' if b'may not use' in reply else 'served')\n"
         )
         out = subprocess.run(
-            [sys.executable, "-c", code, str(base / "data" / "tflux.sock"),
-             _hello().decode("latin-1")],
-            capture_output=True, text=True, timeout=60, check=False,
+            [sys.executable, "-c", code, str(base / "data" / "tflux.sock"), _hello().hex()],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert out.stdout.strip() == "refused", out.stderr
         assert owner.count("jobs") == 1

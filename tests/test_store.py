@@ -1573,7 +1573,9 @@ def test_a_log_continued_far_past_int32_snapshots_reopens_and_restores(base_dir)
 
 
 def test_a_second_writer_in_the_same_process_is_refused_until_the_first_closes(base_dir):
-    first = tflux.open(base_dir, **FAST)
+    """One writer per directory when the first does not share (``share=False``); shared
+    stores are tests/test_share.py's."""
+    first = tflux.open(base_dir, share=False, **FAST)
     first.enqueue("", 0, b"x")
     with pytest.raises(LockedError) as exc:
         tflux.open(base_dir, **FAST)
@@ -1617,7 +1619,7 @@ def test_a_writer_can_open_while_a_read_only_store_is_open(base_dir):
 HOLD_LOCK = textwrap.dedent(
     """
     import sys, tflux
-    store = tflux.open(sys.argv[1], log_sync_policy="always")
+    store = tflux.open(sys.argv[1], log_sync_policy="always", share=False)
     store.enqueue("", 0, b"child")
     print("ready", flush=True)
     sys.stdin.readline()
@@ -1659,7 +1661,7 @@ def test_a_second_writer_process_is_refused_while_the_first_holds_the_lock(base_
 
 
 def test_a_child_process_cannot_open_a_directory_this_process_holds(base_dir):
-    with tflux.open(base_dir, **FAST):
+    with tflux.open(base_dir, share=False, **FAST):
         out = subprocess.run(
             [sys.executable, "-c", TRY_OPEN, str(base_dir)],
             capture_output=True,

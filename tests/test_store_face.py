@@ -249,7 +249,7 @@ def test_count_peek_and_iteration_follow_dequeue_order(base_dir):
 HOLD = textwrap.dedent(
     """
     import sys, tflux
-    store = tflux.open(sys.argv[1], log_sync_policy="never")
+    store = tflux.open(sys.argv[1], log_sync_policy="never", share=False)
     print("held", flush=True)
     sys.stdin.readline()
     store.close()

@@ -1,7 +1,7 @@
 //! Several processes, one base directory (issue 29; docs/format.md, "Several processes").
 //!
 //! The first process to open a base directory for writing becomes its **owner**: it takes an
-//! owner lock (`data/tflux.owner`), opens the [`Store`] (which takes the log's writer lock) and
+//! owner lock (an `flock` on the base directory), opens the [`Store`] (which takes the log's writer lock) and
 //! serves it to the other processes of the same user over a Unix socket beside the data
 //! (`data/tflux.sock`). Every later writable open of that directory, in any process, becomes
 //! a **client** of the owner with the same calls; durability and delivery stay the owner's.
@@ -20,7 +20,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -37,10 +37,6 @@ use crate::store::{OpenReport, Store, StoreOptions};
 
 /// The owner's socket, in the base directory's `data/`.
 pub const SOCKET: &str = "tflux.sock";
-/// The owner lock, in the base directory's `data/`: held by the owner from before it opens
-/// the store until after its server stopped, so a client can tell an owner still starting
-/// (wait for it) from none at all (take over).
-pub const OWNER_LOCK: &str = "tflux.owner";
 /// How long a client waits for an owner that holds the owner lock but does not answer yet
 /// (it is restoring the store) before giving up, unless `lock_timeout` is longer.
 pub const OWNER_WAIT: Duration = Duration::from_secs(60);
@@ -73,20 +69,14 @@ pub(crate) fn connect(path: &Path) -> io::Result<UnixStream> {
     via_short_path(path, |p| UnixStream::connect(p))
 }
 
-/// The owner lock of `data`, or `None` while another process holds it.
-fn try_owner_lock(data: &Path) -> Result<Option<ParentOnly<File>>> {
-    let path = data.join(OWNER_LOCK);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .ctx("open owner lock", &path)?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(ParentOnly::new(file))),
+/// The owner lock (an `flock` on the base directory itself: nothing is created for it, so an
+/// open that fails changes nothing), or `None` while another process holds it.
+fn try_owner_lock(base: &Path) -> Result<Option<ParentOnly<File>>> {
+    let dir = File::open(base).ctx("open base directory", base)?;
+    match dir.try_lock() {
+        Ok(()) => Ok(Some(ParentOnly::new(dir))),
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", base, e)),
     }
 }
 
@@ -142,13 +132,7 @@ pub struct SharedStore {
     closed: AtomicBool,
     /// What the last owner found (kept after close, as a store's own fields are).
     known: Mutex<Known>,
-    /// Bumped whenever another owner (or this process as the owner) takes over: receipts
-    /// carry it, so a delivery of a gone owner is never settled at the next one.
-    epoch: AtomicU64,
 }
-
-/// Receipts handed out: the owner's own in the low bits, the epoch above them.
-const RECEIPT_BITS: u32 = 40;
 
 /// The layout, settings and open report of the store as last resolved.
 #[derive(Clone)]
@@ -171,7 +155,6 @@ impl SharedStore {
                 settings: Settings::default(),
                 report: OpenReport::default(),
             }),
-            epoch: AtomicU64::new(0),
         };
         let role = shared.resolve()?;
         *lock(&shared.role) = role;
@@ -213,17 +196,18 @@ impl SharedStore {
             return Ok(Role::Local(store));
         }
         base::require_kind(&self.base, base::Kind::Store)?;
-        let data = self.base.join("data");
-        if !data.is_dir() {
-            crate::fsutil::create_dir_durable(&*store_opts.storage, &data)?;
+        if !self.base.is_dir() {
+            // A new store: its directory is made first, as the store itself would make it.
+            crate::fsutil::create_dir_durable(&*store_opts.storage, &self.base)?;
         }
+        let data = self.base.join("data");
         let socket = data.join(SOCKET);
         let started = Instant::now();
         let lock_wait = store_opts.lock_timeout;
         let owner_wait = lock_wait.map_or(OWNER_WAIT, |t| t.max(OWNER_WAIT));
         let mut pause = Duration::from_millis(2);
         loop {
-            if let Some(owner_lock) = try_owner_lock(&data)? {
+            if let Some(owner_lock) = try_owner_lock(&self.base)? {
                 let opts = StoreOptions {
                     lock_timeout: None,
                     ..store_opts.clone()
@@ -259,9 +243,9 @@ impl SharedStore {
                             sent: false,
                             path: self.base.clone(),
                             reason: format!(
-                                "another process holds {} but did not answer on {} within \
-                                 {:.0} s ({e})",
-                                data.join(OWNER_LOCK).display(),
+                                "another process holds the owner lock of {} but did not \
+                                 answer on {} within {:.0} s ({e})",
+                                self.base.display(),
                                 socket.display(),
                                 owner_wait.as_secs_f64()
                             ),
@@ -297,7 +281,6 @@ impl SharedStore {
         }
         if matches!(*role, Role::Lost) {
             *role = self.resolve()?;
-            self.epoch.fetch_add(1, Ordering::SeqCst);
         }
         Ok(match &*role {
             Role::Local(s) | Role::Owner { store: s, .. } => Handle::Store(s.clone()),
@@ -433,11 +416,10 @@ impl SharedStore {
         timeout: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<(Record, u64)>> {
-        let got = self.run_again(
+        self.run_again(
             |s| s.dequeue_leased(name, timeout, lease),
             |c| c.dequeue_leased(name, timeout, lease),
-        )?;
-        Ok(got.map(|(record, receipt)| (record, self.our_receipt(receipt))))
+        )
     }
 
     pub fn wait_ready(&self, name: &[u8], timeout: Option<Duration>) -> Result<bool> {
@@ -450,43 +432,19 @@ impl SharedStore {
     /// Acks and nacks settle a delivery of one owner: never sent on to the next one (its
     /// receipts are another owner's), so losing the owner is [`Error::OwnerLost`] (the
     /// delivery is void; the record is delivered again).
+    /// Receipts are unique to the process that made the delivery (`state::next_incarnation`,
+    /// seeded from the clock), so the next owner refuses a gone owner's receipt with
+    /// `NotInFlight`: that delivery was void, the record is delivered again.
     pub fn ack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
-        let receipt = self.owners_receipt(name, id, receipt)?;
         self.run_once(|s| s.ack(name, id, receipt), |c| c.ack(name, id, receipt))
     }
 
     pub fn ack_many(&self, items: &[(&[u8], u64, Option<u64>)]) -> Result<()> {
-        let items = items
-            .iter()
-            .map(|&(q, id, r)| Ok((q, id, self.owners_receipt(q, id, r)?)))
-            .collect::<Result<Vec<_>>>()?;
-        self.run_once(|s| s.ack_many(&items), |c| c.ack_many(&items))
+        self.run_once(|s| s.ack_many(items), |c| c.ack_many(items))
     }
 
     pub fn nack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
-        let receipt = self.owners_receipt(name, id, receipt)?;
         self.run_once(|s| s.nack(name, id, receipt), |c| c.nack(name, id, receipt))
-    }
-
-    /// A receipt as handed out (with this store's epoch).
-    fn our_receipt(&self, owners: u64) -> u64 {
-        let epoch = self.epoch.load(Ordering::SeqCst) & ((1 << (64 - RECEIPT_BITS)) - 1);
-        (epoch << RECEIPT_BITS) | (owners & ((1 << RECEIPT_BITS) - 1))
-    }
-
-    /// The owner's receipt inside one handed out; a receipt of an owner that has gone settles
-    /// nothing (its delivery was void: the record is delivered again).
-    fn owners_receipt(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<Option<u64>> {
-        let Some(r) = receipt else { return Ok(None) };
-        let now = self.our_receipt(0) >> RECEIPT_BITS;
-        if r >> RECEIPT_BITS != now || matches!(&*lock(&self.role), Role::Client(c) if c.is_lost())
-        {
-            return Err(Error::NotInFlight {
-                queue: String::from_utf8_lossy(name).into_owned(),
-                id,
-            });
-        }
-        Ok(Some(r & ((1 << RECEIPT_BITS) - 1)))
     }
 
     pub fn count(&self, name: &[u8]) -> Result<u64> {
