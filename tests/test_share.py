@@ -362,3 +362,50 @@ def test_a_log_writer_holding_the_lock_is_reported_as_locked_not_waited_on(base)
         assert time.monotonic() - t < 5
     finally:
         log.close()
+
+
+def test_a_client_forked_is_a_client_of_its_own_in_the_child(base):
+    with tflux.open(base) as owner, tflux.open(base) as client:
+        client.enqueue("jobs", 0, b"parent")
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                client.enqueue("jobs", 1, b"child")
+                code = 0 if (client.count("jobs"), client.is_owner) == (2, False) else 2
+            finally:
+                os._exit(code)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        client.enqueue("jobs", 2, b"parent again")  # the parent's connections are intact
+        assert [r.payload for r in owner.records("jobs")] == [b"parent", b"child", b"parent again"]
+
+
+def test_settings_given_to_a_client_are_ignored_with_a_warning_naming_them(base):
+    with tflux.open(base, log_sync_policy="always") as owner:
+        with pytest.warns(
+            tflux.SettingsWarning, match=r"LogSyncPolicy='never' \(owner: 'always'\)"
+        ):
+            client = tflux.open(base, log_sync_policy="never")
+        assert client.settings == owner.settings
+        client.close()
+
+
+def test_queue_and_aio_work_over_a_client(base):
+    import asyncio
+
+    with tflux.open(base) as owner:
+        with tflux.Queue(base, "jobs", serializer="json") as q:
+            assert not q.store.is_owner
+            q.put({"x": 1}, priority=3)
+            assert q.get(timeout=1) == {"x": 1}
+            q.task_done()
+
+        async def main() -> bytes:
+            async with tflux.aio.open(base) as astore:
+                await astore.enqueue("jobs", 0, b"async")
+                rec = await astore.dequeue("jobs", timeout=1.0)
+                await astore.ack(rec)
+                return rec.payload
+
+        assert asyncio.run(main()) == b"async"
+        assert owner.count("jobs") == 0

@@ -85,7 +85,23 @@ def open(
             SettingsWarning,
             stacklevel=2,
         )
+    if overrides is not None and not readonly and not store.is_owner:
+        _warn_ignored(store, json.loads(overrides))
     return store
+
+
+def _warn_ignored(store: Store, asked: dict[str, Any]) -> None:
+    """A client runs with the owner's settings: say which of the caller's differ."""
+    in_force = store.settings
+    differ = sorted(k for k, v in asked.items() if in_force.get(k) != v)
+    if differ:
+        shown = ", ".join(f"{k}={asked[k]!r} (owner: {in_force.get(k)!r})" for k in differ)
+        warnings.warn(
+            f"{store.path} is owned by process {store.owner_pid}: this open is its client and "
+            f"runs with the owner's settings, so these were ignored: {shown}",
+            SettingsWarning,
+            stacklevel=3,
+        )
 
 
 def settings(
