@@ -409,3 +409,75 @@ def test_queue_and_aio_work_over_a_client(base):
 
         assert asyncio.run(main()) == b"async"
         assert owner.count("jobs") == 0
+
+
+# --- channels: senders in several processes -------------------------------------------------
+
+SENDER = r"""
+import sys, tflux
+ch = tflux.Channel.open(sys.argv[1])
+tx = ch.sender()
+name, n = sys.argv[2], int(sys.argv[3])
+for i in range(n):
+    x = f"{name}-{i}"
+    try:
+        tx.send(x.encode())
+        print("sent", x, flush=True)
+    except tflux.OwnerLostError:
+        print("maybe", x, flush=True)
+ch.close()
+"""
+
+CHANNEL_OWNER = r"""
+import sys, time, tflux
+ch = tflux.Channel.open(sys.argv[1])
+assert ch.is_owner
+print("owner", flush=True)
+time.sleep(3600)
+"""
+
+
+def _messages(chan_dir: Path) -> list[str]:
+    with tflux.Channel.open(chan_dir, readonly=True) as ch:
+        rx = ch.receiver("check", start="earliest")
+        got = []
+        while (m := rx.recv(timeout=0.5)) is not None:
+            got.append(m.data.decode())
+        rx.close()
+        return got
+
+
+def test_channel_senders_in_several_processes_append_every_message_once(tmp_path):
+    chan = tmp_path / "chan"
+    with tflux.Channel.open(chan) as owner:
+        assert owner.is_owner
+        with tflux.Channel.open(chan) as client:
+            assert not client.is_owner
+            lsn = client.sender().send(b"from the client")
+            assert owner.next_lsn == lsn + 1 == client.next_lsn
+            rx = client.receiver("here", start="earliest")
+            assert rx.recv(timeout=1).data == b"from the client"
+            rx.close()
+        senders = [spawn(SENDER, chan, f"s{k}", 200) for k in range(3)]
+        events = [e for p in senders for e in finish(p)]
+    got = _messages(chan)
+    sent = [x for k, x in events if k == "sent"]
+    assert len(sent) == 600
+    assert sorted(got) == sorted(sent + ["from the client"])
+
+
+def test_channel_senders_take_over_when_the_owner_is_killed(tmp_path):
+    chan = tmp_path / "chan"
+    owner = spawn(CHANNEL_OWNER, chan)
+    assert owner.stdout.readline().strip() == "owner"
+    senders = [spawn(SENDER, chan, f"s{k}", 400) for k in range(2)]
+    time.sleep(0.5)
+    owner.send_signal(signal.SIGKILL)
+    finish(owner)
+    events = [e for p in senders for e in finish(p)]
+    got = _messages(chan)
+    sent = {x for k, x in events if k == "sent"}
+    maybe = {x for k, x in events if k == "maybe"}
+    assert sent <= set(got), f"acknowledged sends lost: {sorted(sent - set(got))[:10]}"
+    assert set(got) <= sent | maybe
+    assert len(got) == len(set(got))

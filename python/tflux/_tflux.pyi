@@ -1113,8 +1113,19 @@ class Channel:
         disk_high_ratio: float | None = ...,
         disk_low_ratio: float | None = ...,
         disk_clean_ratio: float | None = ...,
+        share: bool = True,
     ) -> Channel:
-        """Open (creating it unless ``readonly``) the channel directory ``dir``."""
+        """Open (creating it unless ``readonly``) the channel directory ``dir``.
+
+        Several processes may open it for sending at once (``share=True``): the first is
+        the owner and appends every process's messages; the others' senders send through it
+        (durable when ``send`` returns, per the owner's sync policy), and take over when it
+        goes. Each process's receivers read the files themselves. ``share=False``: one
+        sending process per directory (``LockedError`` for the next)."""
+    @property
+    def is_owner(self) -> bool:
+        """True in the process that appends to the channel's log (the owner, or an unshared
+        channel); a client's senders send through the owner. False when read-only."""
     @property
     def path(self) -> str:
         """The channel directory, as given to ``open``."""

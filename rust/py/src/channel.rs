@@ -9,10 +9,9 @@ use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use tflux_core::channel::{
-    Channel, ChannelOptions, Messages, Receiver, Retention, Start, Watermarks,
-};
+use tflux_core::channel::{ChannelOptions, Messages, Receiver, Retention, Start, Watermarks};
 use tflux_core::settings::StoreSync;
+use tflux_core::share::channel::SharedChannel;
 
 use crate::errors::{argument_error, py_result, Fail};
 use crate::tools::deadline;
@@ -131,7 +130,7 @@ impl PyMessageBatch {
 /// A channel directory opened with `tflux.Channel.open(dir, ...)`.
 #[pyclass(module = "tflux", name = "Channel", frozen)]
 pub struct PyChannel {
-    inner: Channel,
+    inner: Arc<SharedChannel>,
     path: String,
 }
 
@@ -189,7 +188,7 @@ impl PyChannel {
     #[pyo3(signature = (dir, sync="always", retention_bytes=None, retention_ms=None,
         compress_sealed=None, readonly=false, *, sync_interval_ms=100, soft_limit=16 << 20,
         hard_limit=32 << 20, preallocate=true, disk_high_ratio=Some(0.95),
-        disk_low_ratio=Some(0.90), disk_clean_ratio=Some(0.85)))]
+        disk_low_ratio=Some(0.90), disk_clean_ratio=Some(0.85), share=true))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -206,6 +205,7 @@ impl PyChannel {
         disk_high_ratio: Option<f64>,
         disk_low_ratio: Option<f64>,
         disk_clean_ratio: Option<f64>,
+        share: bool,
     ) -> PyResult<PyChannel> {
         let opts = ChannelOptions {
             sync: parse_sync(sync)?,
@@ -227,7 +227,7 @@ impl PyChannel {
             ..ChannelOptions::default()
         };
         let path = dir.display().to_string();
-        let inner = run(py, || Channel::open(&dir, opts))?;
+        let inner = Arc::new(run(py, || SharedChannel::open(&dir, opts, share))?);
         Ok(PyChannel { inner, path })
     }
 
@@ -258,6 +258,13 @@ impl PyChannel {
         run(py, || self.inner.bounds()).map(|b| b.1)
     }
 
+    /// True in the process that appends to the channel's log (the owner, or an unshared
+    /// channel); a client's senders send through the owner. False when read-only.
+    #[getter]
+    fn is_owner(&self) -> bool {
+        self.inner.is_owner()
+    }
+
     /// Whether sends are refused for lack of disk space (until below the low ratio).
     #[getter]
     fn disk_full(&self) -> bool {
@@ -270,7 +277,7 @@ impl PyChannel {
             return Err(crate::errors::to_pyerr(
                 py,
                 Fail::Core(tflux_core::Error::ReadOnly {
-                    path: self.inner.layout().base.clone(),
+                    path: self.inner.layout().base,
                 }),
             ));
         }
@@ -355,7 +362,7 @@ impl PyChannel {
 /// Appends messages to a channel.
 #[pyclass(module = "tflux", name = "Sender", frozen)]
 pub struct PySender {
-    inner: Channel,
+    inner: Arc<SharedChannel>,
 }
 
 #[pymethods]

@@ -294,6 +294,11 @@ impl Channel {
         self.shared.opts.readonly
     }
 
+    /// Whether this is the process that opened the channel (not a forked child's copy).
+    pub fn is_here(&self) -> bool {
+        self.shared.born.is_here()
+    }
+
     pub fn options(&self) -> &ChannelOptions {
         &self.shared.opts
     }

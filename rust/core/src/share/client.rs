@@ -336,6 +336,57 @@ impl Client {
         info.ok_or_else(|| wire::malformed("no owner info"))
     }
 
+    /// Sends channel messages through the owner; the first one's LSN.
+    pub fn send_many<D: AsRef<[u8]>>(&self, items: &[D]) -> Result<i64> {
+        let mut out = Out::new(op::SEND_MANY);
+        out.u32(
+            u32::try_from(items.len())
+                .map_err(|_| Error::InvalidArgument("too many messages in one call".into()))?,
+        );
+        for m in items {
+            out.bytes(m.as_ref());
+        }
+        let mut first = 0;
+        self.call(out, |r| {
+            first = r.i64("lsn")?;
+            Ok(())
+        })?;
+        Ok(first)
+    }
+
+    pub fn channel_sync(&self) -> Result<()> {
+        self.call(Out::new(op::CHANNEL_SYNC), |_| Ok(()))
+    }
+
+    pub fn drop_receiver(&self, name: &str) -> Result<bool> {
+        let mut out = Out::new(op::DROP_RECEIVER);
+        out.bytes(name.as_bytes());
+        let mut dropped = false;
+        self.call(out, |r| {
+            dropped = r.flag("dropped")?;
+            Ok(())
+        })?;
+        Ok(dropped)
+    }
+
+    pub fn collect(&self) -> Result<usize> {
+        let mut n = 0;
+        self.call(Out::new(op::COLLECT), |r| {
+            n = r.u64("collected")? as usize;
+            Ok(())
+        })?;
+        Ok(n)
+    }
+
+    pub fn disk_full(&self) -> Result<bool> {
+        let mut full = false;
+        self.call(Out::new(op::DISK_FULL), |r| {
+            full = r.flag("full")?;
+            Ok(())
+        })?;
+        Ok(full)
+    }
+
     /// Closes every pooled connection: what this client holds in flight goes back to the
     /// queues once its last connection is gone.
     pub fn close(&self) {

@@ -11,6 +11,7 @@
 //! the owner lock itself and restores the store from disk: the user never reopens. A forked
 //! child's copy of an owner's store becomes a client of the parent the same way.
 
+pub mod channel;
 pub mod client;
 pub mod server;
 pub mod wire;
@@ -25,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use client::{Client, OwnerInfo};
-pub use server::Server;
+pub use server::{Served, Server};
 
 use crate::base::{self, Layout};
 use crate::error::{Error, IoContext, Result};
@@ -77,6 +78,70 @@ fn try_owner_lock(base: &Path) -> Result<Option<ParentOnly<File>>> {
         Ok(()) => Ok(Some(ParentOnly::new(dir))),
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),
         Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", base, e)),
+    }
+}
+
+/// What [`find_owner`] found.
+pub(crate) enum Found<T> {
+    /// This process is the owner now: what `become_owner` made, and the owner lock.
+    Owner(T, ParentOnly<File>),
+    Client(Client),
+}
+
+/// Finds the owner of the directory `base` and connects to it, or becomes the owner: with the
+/// owner lock held, `become_owner` opens the data (taking its writer lock) and starts serving
+/// on the socket it is given. The one place the rules of ownership live, for stores and
+/// channels: a live owner that does not answer yet is waited for (up to [`OWNER_WAIT`], or
+/// `lock_wait` when longer), never taken over; a writer lock held by something that is not an
+/// owner (a `Log`, `tflux repair`, an unshared open) is `Locked` at once or after `lock_wait`.
+pub(crate) fn find_owner<T>(
+    base: &Path,
+    storage: &dyn crate::storage::Storage,
+    lock_wait: Option<Duration>,
+    mut become_owner: impl FnMut(&Path) -> Result<T>,
+) -> Result<Found<T>> {
+    if !base.is_dir() {
+        // A new directory: made first, as the store or channel would make it.
+        crate::fsutil::create_dir_durable(storage, base)?;
+    }
+    let socket = base.join("data").join(SOCKET);
+    let started = Instant::now();
+    let owner_wait = lock_wait.map_or(OWNER_WAIT, |t| t.max(OWNER_WAIT));
+    let mut pause = Duration::from_millis(2);
+    loop {
+        if let Some(owner_lock) = try_owner_lock(base)? {
+            match become_owner(&socket) {
+                Ok(made) => return Ok(Found::Owner(made, owner_lock)),
+                Err(Error::Locked { path }) => {
+                    drop(owner_lock);
+                    if lock_wait.is_none_or(|t| started.elapsed() >= t) {
+                        return Err(Error::Locked { path });
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            match Client::connect(base, &socket) {
+                Ok(client) => return Ok(Found::Client(client)),
+                Err(e) if transient(&e) && started.elapsed() < owner_wait => {}
+                Err(e) if transient(&e) => {
+                    return Err(Error::OwnerLost {
+                        sent: false,
+                        path: base.to_path_buf(),
+                        reason: format!(
+                            "another process holds the owner lock of {} but did not answer \
+                             on {} within {:.0} s ({e})",
+                            base.display(),
+                            socket.display(),
+                            owner_wait.as_secs_f64()
+                        ),
+                    })
+                }
+                Err(e) => return Err(Error::io("connect to the owner", &socket, e)),
+            }
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 
@@ -196,67 +261,33 @@ impl SharedStore {
             return Ok(Role::Local(store));
         }
         base::require_kind(&self.base, base::Kind::Store)?;
-        if !self.base.is_dir() {
-            // A new store: its directory is made first, as the store itself would make it.
-            crate::fsutil::create_dir_durable(&*store_opts.storage, &self.base)?;
-        }
-        let data = self.base.join("data");
-        let socket = data.join(SOCKET);
-        let started = Instant::now();
-        let lock_wait = store_opts.lock_timeout;
-        let owner_wait = lock_wait.map_or(OWNER_WAIT, |t| t.max(OWNER_WAIT));
-        let mut pause = Duration::from_millis(2);
-        loop {
-            if let Some(owner_lock) = try_owner_lock(&self.base)? {
+        let found = find_owner(
+            &self.base,
+            &*store_opts.storage,
+            store_opts.lock_timeout,
+            |socket| {
                 let opts = StoreOptions {
                     lock_timeout: None,
                     ..store_opts.clone()
                 };
-                match Store::open_with(&self.base, self.overrides.as_deref(), opts) {
-                    Ok(store) => {
-                        let store = Arc::new(store);
-                        store.start_background_sync();
-                        let server = Server::start(store.clone(), &socket)?;
-                        return Ok(Role::Owner {
-                            store,
-                            server,
-                            _lock: owner_lock,
-                        });
-                    }
-                    // Another kind of writer (a `Log`, `tflux repair`) holds the log: as a
-                    // single-process open, fail or wait per `lock_timeout`.
-                    Err(Error::Locked { path }) => {
-                        drop(owner_lock);
-                        let waited = started.elapsed();
-                        if lock_wait.is_none_or(|t| waited >= t) {
-                            return Err(Error::Locked { path });
-                        }
-                    }
-                    Err(e) => return Err(e),
-                }
-            } else {
-                match Client::connect(&self.base, &socket) {
-                    Ok(client) => return Ok(Role::Client(Arc::new(client))),
-                    Err(e) if transient(&e) && started.elapsed() < owner_wait => {}
-                    Err(e) if transient(&e) => {
-                        return Err(Error::OwnerLost {
-                            sent: false,
-                            path: self.base.clone(),
-                            reason: format!(
-                                "another process holds the owner lock of {} but did not \
-                                 answer on {} within {:.0} s ({e})",
-                                self.base.display(),
-                                socket.display(),
-                                owner_wait.as_secs_f64()
-                            ),
-                        })
-                    }
-                    Err(e) => return Err(Error::io("connect to the owner", &socket, e)),
-                }
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(50));
-        }
+                let store = Arc::new(Store::open_with(
+                    &self.base,
+                    self.overrides.as_deref(),
+                    opts,
+                )?);
+                store.start_background_sync();
+                let server = Server::start(Served::Store(store.clone()), socket)?;
+                Ok((store, server))
+            },
+        )?;
+        Ok(match found {
+            Found::Owner((store, server), lock) => Role::Owner {
+                store,
+                server,
+                _lock: lock,
+            },
+            Found::Client(client) => Role::Client(Arc::new(client)),
+        })
     }
 
     /// The store or client to carry out a call, finding (or becoming) the owner first when

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::wire::{self, op, In, Out, Received};
+use crate::channel::Channel;
 use crate::error::{Error, IoContext, Result};
 use crate::fork::{Birth, ParentOnly};
 use crate::state::QueueConfig;
@@ -49,8 +50,16 @@ struct Session {
 /// A live connection: its raw descriptor (to shut it down at stop) and its thread.
 type Connection = (i32, Option<JoinHandle<()>>);
 
+/// What an owner serves.
+#[derive(Clone)]
+pub enum Served {
+    Store(Arc<Store>),
+    /// A channel's senders (receivers read the files themselves, in any process).
+    Channel(Channel),
+}
+
 struct Shared {
-    store: Arc<Store>,
+    served: Served,
     stop: AtomicBool,
     /// Closing: no new deliveries to clients while they settle the ones they hold.
     draining: AtomicBool,
@@ -74,7 +83,7 @@ pub struct Server {
 impl Server {
     /// Binds `socket` (replacing a stale one: the caller holds the owner lock, so no live
     /// owner has it) and starts serving `store`.
-    pub fn start(store: Arc<Store>, socket: &Path) -> Result<Server> {
+    pub fn start(served: Served, socket: &Path) -> Result<Server> {
         match std::fs::remove_file(socket) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -87,7 +96,7 @@ impl Server {
             .ctx("restrict socket", socket)?;
         let listener = Arc::new(ParentOnly::new(listener));
         let shared = Arc::new(Shared {
-            store,
+            served,
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             connections: Mutex::new(HashMap::new()),
@@ -312,7 +321,10 @@ fn serve(shared: &Shared, stream: &UnixStream) {
     reply
         .u32(wire::VERSION)
         .u32(std::process::id())
-        .bytes(shared.store.layout().dialect.name().as_bytes());
+        .bytes(match &shared.served {
+            Served::Store(store) => store.layout().dialect.name().as_bytes(),
+            Served::Channel(_) => b"spec",
+        });
     let Ok(reply) = reply.frame() else { return };
     if wire::send(&mut &*stream, &reply).is_err() {
         return;
@@ -377,10 +389,13 @@ fn end_session(shared: &Shared, session: u64) {
         }
         sessions.remove(&session).map(|s| s.in_flight)
     };
+    let Served::Store(store) = &shared.served else {
+        return;
+    };
     for (queue, id, receipt) in returned.into_iter().flatten() {
         // A record settled meanwhile (ack over another path, lease expiry) is not in
         // flight under this receipt any more: nothing to return.
-        let _ = shared.store.nack(&queue, id, Some(receipt));
+        let _ = store.nack(&queue, id, Some(receipt));
     }
 }
 
@@ -390,10 +405,16 @@ fn wait_arg(ms: u64) -> Option<Duration> {
 
 /// Carries out one request; the reply to send.
 fn handle(shared: &Shared, session: u64, body: &[u8]) -> Result<Out> {
-    let store = &*shared.store;
     let mut r = In::new(body);
     let code = r.u8("op")?;
     let mut out = Out::new(wire::OK);
+    let store = match &shared.served {
+        Served::Store(store) => &**store,
+        Served::Channel(channel) => {
+            handle_channel(channel, code, &mut r, &mut out)?;
+            return Ok(out);
+        }
+    };
     match code {
         op::CREATE_QUEUE => {
             let name = r.bytes("queue")?;
@@ -529,6 +550,40 @@ fn handle(shared: &Shared, session: u64, body: &[u8]) -> Result<Out> {
         other => return Err(wire::malformed(format!("unknown request {other}"))),
     }
     Ok(out)
+}
+
+/// A channel's requests: what a sender in another process needs of the owner.
+fn handle_channel(channel: &Channel, code: u8, r: &mut In<'_>, out: &mut Out) -> Result<()> {
+    match code {
+        op::SEND_MANY => {
+            let n = r.count(4, "messages")?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(r.bytes("message")?);
+            }
+            r.end()?;
+            out.i64(channel.send_many(&items)?);
+        }
+        op::CHANNEL_SYNC => {
+            r.end()?;
+            channel.sync()?;
+        }
+        op::DROP_RECEIVER => {
+            let name = r.str("receiver")?;
+            r.end()?;
+            out.u8(channel.drop_receiver(name)? as u8);
+        }
+        op::COLLECT => {
+            r.end()?;
+            out.u64(channel.collect()? as u64);
+        }
+        op::DISK_FULL => {
+            r.end()?;
+            out.u8(channel.disk_full() as u8);
+        }
+        other => return Err(wire::malformed(format!("unknown channel request {other}"))),
+    }
+    Ok(())
 }
 
 /// Records acked or nacked over this session are no longer its to return.

@@ -33,6 +33,12 @@ pub mod op {
     pub const QUEUES: u8 = 11;
     pub const SNAPSHOT: u8 = 12;
     pub const INFO: u8 = 13;
+    // A channel's owner.
+    pub const SEND_MANY: u8 = 32;
+    pub const CHANNEL_SYNC: u8 = 33;
+    pub const DROP_RECEIVER: u8 = 34;
+    pub const COLLECT: u8 = 35;
+    pub const DISK_FULL: u8 = 36;
 }
 
 /// Replies, by their first byte.
@@ -112,8 +118,8 @@ impl Out {
         let body = self.0.len() - 4;
         if body > MAX_FRAME {
             return Err(Error::InvalidArgument(format!(
-                "a request of {body} bytes is larger than a client may send to the owner \
-                 ({MAX_FRAME} bytes): send fewer records at a time"
+                "a frame of {body} bytes is larger than an owner and its clients exchange \
+                 ({MAX_FRAME} bytes): send or read fewer records at a time"
             )));
         }
         self.0[..4].copy_from_slice(&(body as u32).to_le_bytes());
