@@ -463,7 +463,7 @@ def test_channel_senders_in_several_processes_append_every_message_once(tmp_path
     got = _messages(chan)
     sent = [x for k, x in events if k == "sent"]
     assert len(sent) == 600
-    assert sorted(got) == sorted(sent + ["from the client"])
+    assert sorted(got) == sorted([*sent, "from the client"])
 
 
 def test_channel_senders_take_over_when_the_owner_is_killed(tmp_path):
