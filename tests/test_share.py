@@ -308,7 +308,8 @@ def test_a_client_of_another_user_is_refused(base):
         assert owner.count("jobs") == 1
 
 
-def test_the_owner_closing_hands_over_to_a_client_without_a_reopen(base):
+def test_the_owner_closing_hands_over_to_a_client_without_a_reopen(base, monkeypatch):
+    monkeypatch.setenv("TFLUX_OWNER_DRAIN", "0.2")  # the held delivery is void after 0.2 s
     owner = tflux.open(base)
     client = tflux.open(base)
     client.enqueue_many("jobs", [(k, b"r%d" % k) for k in range(10)])
@@ -481,3 +482,26 @@ def test_channel_senders_take_over_when_the_owner_is_killed(tmp_path):
     assert sent <= set(got), f"acknowledged sends lost: {sorted(sent - set(got))[:10]}"
     assert set(got) <= sent | maybe
     assert len(got) == len(set(got))
+
+
+def test_a_closing_owner_lets_clients_settle_what_they_hold(base):
+    import threading
+
+    owner = tflux.open(base)
+    client = tflux.open(base)
+    client.enqueue_many("jobs", [(0, b"held"), (1, b"expired"), (2, b"left")])
+    held = client.dequeue("jobs", timeout=1)
+    client.dequeue("jobs", timeout=1, lease=0.05)  # runs out: nothing to wait for
+    time.sleep(0.1)
+    closing = threading.Thread(target=owner.close)
+    t = time.monotonic()
+    closing.start()
+    time.sleep(0.3)
+    assert closing.is_alive(), "the owner closed under a delivery a client holds"
+    client.ack(held)  # served during the drain
+    closing.join(timeout=5)
+    assert not closing.is_alive() and time.monotonic() - t < 3
+    # The client takes over; the acked record is gone, never delivered again.
+    assert sorted(r.payload for r in client.records("jobs")) == [b"expired", b"left"]
+    assert client.is_owner
+    client.close()

@@ -889,6 +889,16 @@ impl Store {
         }
     }
 
+    /// Whether the delivery `receipt` of record `id` of `name` is still open (neither acked,
+    /// nacked nor expired): what a closing owner waits for its clients to settle.
+    pub fn is_delivery_open(&self, name: &[u8], id: u64, receipt: u64) -> bool {
+        let Ok(mut inner) = self.inner() else {
+            return false;
+        };
+        self.expire(&mut inner, name, Instant::now());
+        in_flight(&inner, name, id, Some(receipt)).unwrap_or(false)
+    }
+
     /// Ready records of `name` (in-flight ones are not counted).
     pub fn count(&self, name: &[u8]) -> Result<u64> {
         let mut inner = self.inner()?;

@@ -155,7 +155,10 @@ impl Client {
         } else {
             Err(decode_error(&mut r))
         };
-        lock(&self.idle).push(stream);
+        // A client closed meanwhile lets the connection go (its session then ends).
+        if !self.is_lost() {
+            lock(&self.idle).push(stream);
+        }
         result
     }
 

@@ -32,8 +32,17 @@ const SEND_DEADLINE: Duration = Duration::from_secs(10);
 const LONGEST_WAIT: Duration = Duration::from_secs(1);
 /// How long a closing owner waits for its clients to settle the records they hold (acks and
 /// nacks are still served, no new deliveries are made). A delivery still open after it is
-/// void: the record is delivered again, as after a crash.
+/// void: the record is delivered again, as after a crash. `TFLUX_OWNER_DRAIN` (seconds, read
+/// when the owner starts serving) sets another.
 pub const DRAIN: Duration = Duration::from_secs(10);
+
+fn drain_time() -> Duration {
+    std::env::var("TFLUX_OWNER_DRAIN")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(DRAIN, |s| Duration::from_secs_f64(s.min(3600.0)))
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -78,6 +87,7 @@ pub struct Server {
     acceptor: Option<JoinHandle<()>>,
     socket: PathBuf,
     born: Birth,
+    drain: Duration,
 }
 
 impl Server {
@@ -118,6 +128,7 @@ impl Server {
             acceptor: Some(acceptor),
             socket: socket.to_path_buf(),
             born: Birth::now(),
+            drain: drain_time(),
         })
     }
 
@@ -167,11 +178,19 @@ impl Server {
     /// Lets clients settle what they hold (a graceful close delivers nothing twice).
     fn drain(&self) {
         self.shared.draining.store(true, Ordering::SeqCst);
-        let until = std::time::Instant::now() + DRAIN;
+        let until = std::time::Instant::now() + self.drain;
+        let Served::Store(store) = &self.shared.served else {
+            return;
+        };
         while std::time::Instant::now() < until {
-            let open = lock(&self.shared.sessions)
-                .values()
-                .any(|s| !s.in_flight.is_empty());
+            let mut open = false;
+            for s in lock(&self.shared.sessions).values_mut() {
+                // Deliveries settled elsewhere (a lease that ran out, a record acked through
+                // another session) are nothing to wait for.
+                s.in_flight
+                    .retain(|(q, id, receipt)| store.is_delivery_open(q, *id, *receipt));
+                open |= !s.in_flight.is_empty();
+            }
             if !open {
                 return;
             }
