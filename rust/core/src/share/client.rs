@@ -143,7 +143,9 @@ impl Client {
         if let Err(e) = wire::send(&mut &*stream, &frame) {
             return Err(self.lost(e, false));
         }
-        let body = match wire::receive(&mut &*stream, Duration::MAX, || true) {
+        // Requests and replies alternate, so a reader for this reply reads nothing of another.
+        let mut reader = std::io::BufReader::with_capacity(8 << 10, &*stream);
+        let body = match wire::receive(&mut reader, Duration::MAX, || true) {
             Ok(Received::Frame(b)) => b,
             Ok(Received::Closed) => return Err(self.lost("it closed the connection", true)),
             Err(e) => return Err(self.lost(e, true)),

@@ -329,7 +329,9 @@ fn serve(shared: &Shared, stream: &UnixStream) {
     }
     let idle = || !shared.stop.load(Ordering::SeqCst);
     // The hello: magic, version, session.
-    let session = match wire::receive(&mut &*stream, FRAME_DEADLINE, idle) {
+    // One read usually brings a whole frame (its length and body).
+    let mut reader = std::io::BufReader::with_capacity(64 << 10, stream);
+    let session = match wire::receive(&mut reader, FRAME_DEADLINE, idle) {
         Ok(Received::Frame(body)) => match hello(&body) {
             Ok(s) => s,
             Err(e) => return refuse(stream, &e),
@@ -353,7 +355,7 @@ fn serve(shared: &Shared, stream: &UnixStream) {
         .or_default()
         .connections += 1;
     // Closed, stopped, a half frame or an oversized one: the connection ends.
-    while let Ok(Received::Frame(body)) = wire::receive(&mut &*stream, FRAME_DEADLINE, idle) {
+    while let Ok(Received::Frame(body)) = wire::receive(&mut reader, FRAME_DEADLINE, idle) {
         let (reply, fatal) = match handle(shared, session, &body) {
             Ok(out) => (out.frame(), false),
             // A malformed request ends the connection once the error is sent.
