@@ -904,4 +904,4 @@ def test_the_readme_channel_example_runs_as_written(tmp_path):
     with tflux.Channel.open(tmp_path / "events", readonly=True) as ch:
         # What the example says: billing acknowledged all three, audit starts at the first.
         assert ch.receivers() == {"audit": 0, "billing": 3}
-        assert ch.next_lsn == 3
+        assert ch.next_lsn == 4  # and one more sent from "another process" at the end

@@ -245,7 +245,8 @@ def test_a_child_that_lets_go_of_the_parents_objects_changes_nothing(tmp_path):
 
 
 def test_a_channel_and_its_receivers_opened_before_fork_refuse_the_child(tmp_path):
-    channel = tflux.Channel.open(tmp_path)
+    """An unshared channel (``share=False``) and every receiver belong to the parent."""
+    channel = tflux.Channel.open(tmp_path, share=False)
     sender = channel.sender()
     sender.send_many([b"m%d" % k for k in range(5)])
     rx = channel.receiver("r")
@@ -266,4 +267,27 @@ def test_a_channel_and_its_receivers_opened_before_fork_refuse_the_child(tmp_pat
     assert in_child(child) == 0
     assert sender.send(b"parent") == 5
     assert [m.lsn for m in (rx.recv(timeout=0) for _ in range(6))] == list(range(6))
+    channel.close()
+
+
+def test_a_shared_channel_sends_through_the_parent_in_the_child(tmp_path):
+    """A shared channel's sender in a forked child sends through the parent (its owner); the
+    parent's receivers still refuse the child."""
+    channel = tflux.Channel.open(tmp_path / "chan")
+    sender = channel.sender()
+    sender.send_many([b"m%d" % k for k in range(5)])
+    rx = channel.receiver("r")
+
+    def child() -> int:
+        if sender.send(b"child") != 5 or channel.is_owner:
+            return 1
+        if not refused(lambda: rx.recv(timeout=0)):
+            return 2
+        fresh = channel.receiver("child", start="earliest")  # reads the files itself
+        got = [fresh.recv(timeout=1).data for _ in range(6)]
+        return 0 if got[-1] == b"child" else 3
+
+    assert in_child(child) == 0
+    assert sender.send(b"parent") == 6
+    assert [m.data for m in (rx.recv(timeout=0) for _ in range(7))][-2:] == [b"child", b"parent"]
     channel.close()

@@ -117,7 +117,7 @@ pub enum Error {
     /// A client of a shared base directory lost its owner (`crate::share`): the owner closed
     /// the store or its process died. The call may or may not have taken effect; the next
     /// call finds (or becomes) the new owner.
-    #[error("the owner of {} went away ({reason}); the call may or may not have taken effect: retry it (the next call reconnects, or takes over as the owner)", path.display())]
+    #[error("the owner of {} went away ({reason}); {}", path.display(), if *sent { "the call may or may not have taken effect: retry it (the next call reconnects, or takes over as the owner)" } else { "the call did not reach it: retry it" })]
     OwnerLost {
         path: PathBuf,
         reason: String,

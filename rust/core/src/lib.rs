@@ -12,6 +12,7 @@ pub mod codec;
 pub mod columns;
 pub mod compress;
 pub mod convert;
+pub mod cores;
 pub mod deliveries;
 pub mod dialect;
 pub mod durability;

@@ -174,7 +174,7 @@ impl Split {
     pub fn parts(&self, n: usize) -> usize {
         match self.parallelism.available() {
             Parallelism::OneCore => 1,
-            Parallelism::AllCores => rayon::current_num_threads().min(n / self.part_entries.max(1)),
+            Parallelism::AllCores => crate::cores::threads().min(n / self.part_entries.max(1)),
         }
         .max(1)
     }
@@ -980,7 +980,7 @@ impl Log {
             };
             let walked: Vec<(Walked, R)> = if spans.len() > 1 {
                 use rayon::prelude::*;
-                spans.par_iter().enumerate().map(walk).collect()
+                crate::cores::install(|| spans.par_iter().enumerate().map(walk).collect())
             } else {
                 spans.iter().enumerate().map(walk).collect()
             };

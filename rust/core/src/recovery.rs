@@ -132,7 +132,7 @@ pub enum Keep {
 pub enum Parallelism {
     /// One segment at a time on the calling thread.
     OneCore,
-    /// Segments scanned ahead on rayon's global pool (`RAYON_NUM_THREADS` sizes it), the
+    /// Segments scanned ahead on rayon's pool (`RAYON_NUM_THREADS` sizes it; `crate::cores`), the
     /// findings classified in LSN order on the calling thread.
     AllCores,
 }
@@ -147,37 +147,14 @@ impl Parallelism {
         }
     }
 
-    /// `self`, or [`Parallelism::OneCore`] where rayon's global pool cannot run (the one check
+    /// `self`, or [`Parallelism::OneCore`] where no pool can run (the one check
     /// every parallel path makes before it touches the pool).
     pub fn available(self) -> Parallelism {
         match self {
-            Parallelism::AllCores if !pool_runs() => Parallelism::OneCore,
+            Parallelism::AllCores if !crate::cores::available() => Parallelism::OneCore,
             p => p,
         }
     }
-}
-
-/// Whether rayon's global pool runs, starting it on the first call. Starting it can fail: a
-/// process whose address space or thread count was limited after it loaded tflux cannot spawn
-/// the pool's threads, and rayon then panics on every later use of the pool (it tries to start
-/// it once). So the scans run on the calling thread instead: same findings, one core. A pool
-/// already started (by rayon's own first use, or by the program embedding tflux) runs; one
-/// whose start failed before tflux first asked cannot be told apart from it.
-///
-/// The pool runs only in the process that started it: a child forked after it has the pool's
-/// bookkeeping but none of its threads, and a job handed to it would wait forever (an open in a
-/// forked child hung once the parent had used tflux). A forked child scans on one core.
-fn pool_runs() -> bool {
-    static STARTED: std::sync::OnceLock<Option<crate::fork::Birth>> = std::sync::OnceLock::new();
-    let started = STARTED.get_or_init(|| {
-        let runs = match rayon::ThreadPoolBuilder::new().build_global() {
-            Ok(()) => true,
-            // "Already started" has no source; a failed start has its I/O error.
-            Err(e) => std::error::Error::source(&e).is_none(),
-        };
-        runs.then(crate::fork::Birth::now)
-    });
-    started.is_some_and(|born| born.is_here())
 }
 
 /// What a finding is (`as_str` names it for Python and the CLI).
@@ -611,7 +588,7 @@ impl<'a> ScanAhead<'a> {
             entries,
             options,
             width: match options.parallelism {
-                Parallelism::AllCores => 2 * rayon::current_num_threads().max(1),
+                Parallelism::AllCores => 2 * crate::cores::threads().max(1),
                 Parallelism::OneCore => 0,
             },
             submitted: 0,
@@ -655,7 +632,7 @@ impl<'a> ScanAhead<'a> {
             let buffers =
                 (options.steps && position == Position::Sealed).then(|| Arc::clone(&self.buffers));
             self.in_flight += 1;
-            rayon::spawn(move || {
+            crate::cores::spawn(move || {
                 let steps =
                     buffers.map(|b| b.lock().ok().and_then(|mut f| f.pop()).unwrap_or_default());
                 let scanned = scan_segment_keeping(&path, position, 0, &options, DROPPED, steps);

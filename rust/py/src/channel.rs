@@ -130,8 +130,15 @@ impl PyMessageBatch {
 /// A channel directory opened with `tflux.Channel.open(dir, ...)`.
 #[pyclass(module = "tflux", name = "Channel", frozen)]
 pub struct PyChannel {
-    inner: Arc<SharedChannel>,
+    inner: std::mem::ManuallyDrop<Arc<SharedChannel>>,
     path: String,
+}
+
+impl Drop for PyChannel {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here, and not used after.
+        crate::drop_detached(unsafe { std::mem::ManuallyDrop::take(&mut self.inner) });
+    }
 }
 
 fn parse_sync(sync: &str) -> PyResult<StoreSync> {
@@ -228,7 +235,10 @@ impl PyChannel {
         };
         let path = dir.display().to_string();
         let inner = Arc::new(run(py, || SharedChannel::open(&dir, opts, share))?);
-        Ok(PyChannel { inner, path })
+        Ok(PyChannel {
+            inner: std::mem::ManuallyDrop::new(inner),
+            path,
+        })
     }
 
     #[getter]
@@ -288,7 +298,7 @@ impl PyChannel {
             ));
         }
         Ok(PySender {
-            inner: self.inner.clone(),
+            inner: std::mem::ManuallyDrop::new(Arc::clone(&self.inner)),
         })
     }
 
@@ -362,7 +372,14 @@ impl PyChannel {
 /// Appends messages to a channel.
 #[pyclass(module = "tflux", name = "Sender", frozen)]
 pub struct PySender {
-    inner: Arc<SharedChannel>,
+    inner: std::mem::ManuallyDrop<Arc<SharedChannel>>,
+}
+
+impl Drop for PySender {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here, and not used after.
+        crate::drop_detached(unsafe { std::mem::ManuallyDrop::take(&mut self.inner) });
+    }
 }
 
 #[pymethods]

@@ -69,3 +69,9 @@ fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     channel::register(m)?;
     Ok(())
 }
+
+/// Drops `value` with the GIL released (a shared store's or channel's owner stops serving when
+/// its last handle goes, waiting for its clients: other Python threads must not wait with it).
+pub fn drop_detached<T: Send>(value: T) {
+    Python::attach(|py| py.detach(move || drop(value)));
+}

@@ -364,13 +364,16 @@ pub struct PyStore {
 }
 
 impl Drop for PyStore {
-    /// Drops the store (its queues, when no other handle holds it), then returns the freed
+    /// Drops the store (without the GIL), (its queues, when no other handle holds it), then returns the freed
     /// pages to the system: mimalloc keeps freed pages for reuse and purges them only on later
     /// allocator activity, so a process that restored a 10M-delta store, closed it and let it
     /// go kept 131 MiB resident for good.
     fn drop(&mut self) {
-        // SAFETY: `inner` is dropped once, here, and not used after.
-        unsafe { std::mem::ManuallyDrop::drop(&mut self.inner) };
+        // SAFETY: `inner` is taken once, here, and not used after.
+        let inner = unsafe { std::mem::ManuallyDrop::take(&mut self.inner) };
+        // Without the GIL: an owner's last handle stops its server, which waits for clients
+        // to settle what they hold (the drain), and other Python threads must run meanwhile.
+        crate::drop_detached(inner);
         crate::release_freed_memory();
     }
 }

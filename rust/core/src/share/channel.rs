@@ -95,6 +95,9 @@ impl SharedChannel {
             return Err(Error::Closed("channel"));
         }
         let mut role = lock(&self.role);
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed("channel"));
+        }
         let forked = match &*role {
             Role::Owner { channel, .. } => !channel.is_here(),
             Role::Client(c) => !c.is_here(),
@@ -230,7 +233,11 @@ impl SharedChannel {
                 std::mem::forget(reader);
             }
         }
-        let role = std::mem::replace(&mut *lock(&self.role), Role::Lost);
+        let role = {
+            let mut role = lock(&self.role);
+            self.closed.store(true, Ordering::SeqCst);
+            std::mem::replace(&mut *role, Role::Lost)
+        };
         match role {
             Role::Owner { ref channel, .. } | Role::Local(ref channel) if !channel.is_here() => {
                 std::mem::forget(role);

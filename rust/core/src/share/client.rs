@@ -19,6 +19,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Why a connection to the owner could not be made.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// No owner answers (no socket, refused, closed at once): gone or not started yet.
+    Gone(io::Error),
+    /// The owner answered and refused (another user, another version, its connection limit).
+    Refused(Error),
+    /// Something else on this side (no descriptors left, a timeout).
+    Other(io::Error),
+}
+
 /// What the owner reported of itself.
 #[derive(Debug, Clone)]
 pub struct OwnerInfo {
@@ -43,7 +54,7 @@ static SESSIONS: AtomicU32 = AtomicU32::new(0);
 
 impl Client {
     /// Connects to the owner serving `socket` (the base directory `base`).
-    pub fn connect(base: &Path, socket: &Path) -> io::Result<Client> {
+    pub fn connect(base: &Path, socket: &Path) -> std::result::Result<Client, ConnectError> {
         let session = (u64::from(std::process::id()) << 32)
             | u64::from(SESSIONS.fetch_add(1, Ordering::Relaxed));
         let mut client = Client {
@@ -63,21 +74,35 @@ impl Client {
         Ok(client)
     }
 
-    fn open_connection(&self) -> io::Result<(ParentOnly<UnixStream>, u32, String)> {
-        let stream = ParentOnly::new(super::connect(&self.socket)?);
+    fn open_connection(
+        &self,
+    ) -> std::result::Result<(ParentOnly<UnixStream>, u32, String), ConnectError> {
+        let gone_or = |e: io::Error| {
+            if super::transient(&e) {
+                ConnectError::Gone(e)
+            } else {
+                ConnectError::Other(e)
+            }
+        };
+        let stream = ParentOnly::new(super::connect(&self.socket).map_err(gone_or)?);
         // A dead owner is noticed by the kernel (the connection closes); this bounds only
         // the hello, which a live owner answers at once.
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .map_err(ConnectError::Other)?;
         let mut hello = Out::new(0);
         // The magic replaces the first-byte slot `Out::new` reserves: rebuild plainly.
         hello.0.truncate(4);
         hello.0.extend_from_slice(wire::MAGIC);
         hello.u32(wire::VERSION).u64(self.session);
-        let frame = hello.frame().map_err(io::Error::other)?;
-        wire::send(&mut &*stream, &frame)?;
-        let body = match wire::receive(&mut &*stream, Duration::from_secs(30), || true)? {
-            Received::Frame(b) => b,
-            Received::Closed => return Err(io::ErrorKind::ConnectionReset.into()),
+        let frame = hello.frame().map_err(ConnectError::Refused)?;
+        wire::send(&mut &*stream, &frame).map_err(ConnectError::Gone)?;
+        let body = match wire::receive(&mut &*stream, Duration::from_secs(30), || true) {
+            Ok(Received::Frame(b)) => b,
+            Ok(Received::Closed) => {
+                return Err(ConnectError::Gone(io::ErrorKind::ConnectionReset.into()))
+            }
+            Err(e) => return Err(gone_or(e)),
         };
         let mut r = In::new(&body);
         let answer = (|| -> Result<(u32, String)> {
@@ -89,9 +114,10 @@ impl Client {
             let dialect = r.str("dialect")?.to_string();
             Ok((pid, dialect))
         })();
-        let (pid, dialect) =
-            answer.map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()))?;
-        stream.set_read_timeout(None)?;
+        // The owner answered, and refused (another user, another version, too many
+        // connections): it is alive.
+        let (pid, dialect) = answer.map_err(ConnectError::Refused)?;
+        stream.set_read_timeout(None).map_err(ConnectError::Other)?;
         Ok((stream, pid, dialect))
     }
 
@@ -133,9 +159,16 @@ impl Client {
         let pooled = lock(&self.idle).pop();
         let stream = match pooled {
             Some(s) => s,
+            // Only an owner that is gone makes the client lost: a refused or failed extra
+            // connection (the owner's connection limit, no descriptors left) is this call's
+            // error, and the deliveries the client holds stay its own.
             None => match self.open_connection() {
                 Ok((s, _, _)) => s,
-                Err(e) => return Err(self.lost(e, false)),
+                Err(ConnectError::Gone(e)) => return Err(self.lost(e, false)),
+                Err(ConnectError::Refused(e)) => return Err(e),
+                Err(ConnectError::Other(e)) => {
+                    return Err(Error::io("connect to the owner", &self.socket, e))
+                }
             },
         };
         // A Unix socket whose peer is gone refuses the write (EPIPE): then the request never

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub use client::{Client, OwnerInfo};
+pub use client::{Client, ConnectError, OwnerInfo};
 pub use server::{Served, Server};
 
 use crate::base::{self, Layout};
@@ -123,8 +123,8 @@ pub(crate) fn find_owner<T>(
         } else {
             match Client::connect(base, &socket) {
                 Ok(client) => return Ok(Found::Client(client)),
-                Err(e) if transient(&e) && started.elapsed() < owner_wait => {}
-                Err(e) if transient(&e) => {
+                Err(ConnectError::Gone(_)) if started.elapsed() < owner_wait => {}
+                Err(ConnectError::Gone(e)) => {
                     return Err(Error::OwnerLost {
                         sent: false,
                         path: base.to_path_buf(),
@@ -137,7 +137,10 @@ pub(crate) fn find_owner<T>(
                         ),
                     })
                 }
-                Err(e) => return Err(Error::io("connect to the owner", &socket, e)),
+                Err(ConnectError::Refused(e)) => return Err(e),
+                Err(ConnectError::Other(e)) => {
+                    return Err(Error::io("connect to the owner", &socket, e))
+                }
             }
         }
         std::thread::sleep(pause);
@@ -297,6 +300,11 @@ impl SharedStore {
             return Err(Error::Closed("store"));
         }
         let mut role = lock(&self.role);
+        // Checked again under the lock: a close that ran meanwhile must not be followed by
+        // this call taking over as the owner of a closed store.
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed("store"));
+        }
         let forked = match &*role {
             Role::Owner { store, .. } => !store.is_here(),
             Role::Client(c) => !c.is_here(),
@@ -506,8 +514,11 @@ impl SharedStore {
     /// Closes this process's part: an owner stops serving (its clients fail over) and closes
     /// the store; a client closes its connections (its records in flight go back).
     pub fn close(&self) -> Result<()> {
-        self.closed.store(true, Ordering::SeqCst);
-        let role = std::mem::replace(&mut *lock(&self.role), Role::Lost);
+        let role = {
+            let mut role = lock(&self.role);
+            self.closed.store(true, Ordering::SeqCst);
+            std::mem::replace(&mut *role, Role::Lost)
+        };
         match role {
             Role::Owner { ref store, .. } | Role::Local(ref store) if !store.is_here() => {
                 std::mem::forget(role);

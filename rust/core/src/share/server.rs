@@ -72,6 +72,9 @@ struct Shared {
     stop: AtomicBool,
     /// Closing: no new deliveries to clients while they settle the ones they hold.
     draining: AtomicBool,
+    /// Dequeues in progress (taken but not yet recorded for their session): a drain waits
+    /// for them too.
+    dequeuing: std::sync::atomic::AtomicUsize,
     /// Raw descriptors of the live connections (for `shutdown` at stop) and their threads.
     connections: Mutex<HashMap<u64, Connection>>,
     sessions: Mutex<HashMap<u64, Session>>,
@@ -109,6 +112,7 @@ impl Server {
             served,
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
+            dequeuing: std::sync::atomic::AtomicUsize::new(0),
             connections: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
@@ -191,7 +195,7 @@ impl Server {
                     .retain(|(q, id, receipt)| store.is_delivery_open(q, *id, *receipt));
                 open |= !s.in_flight.is_empty();
             }
-            if !open {
+            if !open && self.shared.dequeuing.load(Ordering::SeqCst) == 0 {
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -356,10 +360,11 @@ fn serve(shared: &Shared, stream: &UnixStream) {
         .connections += 1;
     // Closed, stopped, a half frame or an oversized one: the connection ends.
     while let Ok(Received::Frame(body)) = wire::receive(&mut reader, FRAME_DEADLINE, idle) {
-        let (reply, fatal) = match handle(shared, session, &body) {
-            Ok(out) => (out.frame(), false),
-            // A malformed request ends the connection once the error is sent.
-            Err(e) => (error_reply(&e), is_malformed(&e)),
+        // A request that cannot be decoded changed nothing: the error goes back and the
+        // connection (framed by lengths, still in step) goes on.
+        let reply = match handle(shared, session, &body) {
+            Ok(out) => out.frame(),
+            Err(e) => error_reply(&e),
         };
         let sent = match reply {
             Ok(frame) => wire::send(&mut &*stream, &frame).is_ok(),
@@ -367,15 +372,11 @@ fn serve(shared: &Shared, stream: &UnixStream) {
                 .map(|f| wire::send(&mut &*stream, &f).is_ok())
                 .unwrap_or(false),
         };
-        if !sent || fatal {
+        if !sent {
             break;
         }
     }
     end_session(shared, session);
-}
-
-fn is_malformed(e: &Error) -> bool {
-    matches!(e, Error::InvalidArgument(m) if m.starts_with("malformed frame"))
 }
 
 fn hello(body: &[u8]) -> Result<u64> {
@@ -469,26 +470,30 @@ fn handle(shared: &Shared, session: u64, body: &[u8]) -> Result<Out> {
             let wait = wait_arg(r.u64("timeout")?);
             let lease = r.opt_u64("lease")?.map(Duration::from_millis);
             r.end()?;
+            // Counted before the drain flag is read, so a drain that saw no dequeue in
+            // progress and no delivery open cannot miss this one.
+            shared.dequeuing.fetch_add(1, Ordering::SeqCst);
             let got = if shared.draining.load(Ordering::SeqCst) {
-                std::thread::sleep(wait.unwrap_or(LONGEST_WAIT).min(TICK));
-                None
+                Ok(None)
             } else {
-                store.dequeue_leased(name, wait, lease)?
+                store.dequeue_leased(name, wait, lease)
             };
-            match got {
+            if let Ok(Some((record, receipt))) = &got {
+                // Held for the session before the reply leaves: a client that dies before
+                // reading it still gives the record back.
+                let mut sessions = lock(&shared.sessions);
+                let held = &mut sessions.entry(session).or_default().in_flight;
+                held.insert((name.to_vec(), record.id, *receipt));
+            }
+            shared.dequeuing.fetch_sub(1, Ordering::SeqCst);
+            match got? {
                 None => {
+                    if shared.draining.load(Ordering::SeqCst) {
+                        std::thread::sleep(wait.unwrap_or(LONGEST_WAIT).min(TICK));
+                    }
                     out.u8(0);
                 }
                 Some((record, receipt)) => {
-                    // Held for the session before the reply leaves: a client that dies
-                    // before reading it still gives the record back.
-                    let mut sessions = lock(&shared.sessions);
-                    sessions.entry(session).or_default().in_flight.insert((
-                        name.to_vec(),
-                        record.id,
-                        receipt,
-                    ));
-                    drop(sessions);
                     out.u8(1).record(&record, receipt);
                 }
             }
@@ -500,7 +505,8 @@ fn handle(shared: &Shared, session: u64, body: &[u8]) -> Result<Out> {
             out.u8(store.wait_ready(name, wait)? as u8);
         }
         op::ACK_MANY => {
-            let n = r.count(18, "records")?;
+            // The smallest item: an empty queue name, an id, no receipt.
+            let n = r.count(13, "records")?;
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
                 let queue = r.bytes("queue")?;

@@ -275,22 +275,31 @@ pub enum Received {
 
 /// Reads one frame. `idle` is called whenever the socket's read timeout passes before the
 /// frame starts (return false to give up); once a frame has started it must be complete by
-/// `frame_deadline` (a peer that sends half a frame and stops is dropped, never waited on).
+/// `frame_deadline` (a peer that sends half a frame, or trickles it, is dropped, never waited
+/// on). The body grows only by the bytes that arrived: a length alone reserves nothing.
 pub fn receive(
     stream: &mut impl Read,
     frame_deadline: Duration,
     mut idle: impl FnMut() -> bool,
 ) -> io::Result<Received> {
-    let mut head = [0u8; 4];
-    let mut got = 0;
     let mut started: Option<Instant> = None;
-    let mut fill = |buf: &mut [u8], got: &mut usize, started: &mut Option<Instant>| {
-        while *got < buf.len() {
-            match stream.read(&mut buf[*got..]) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+    // Reads into `buf` (at most its length); 0 only at the end of the stream.
+    let mut read_some = |buf: &mut [u8], started: &mut Option<Instant>| -> io::Result<usize> {
+        loop {
+            if let Some(t) = started {
+                if t.elapsed() > frame_deadline {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the peer did not finish a frame in time",
+                    ));
+                }
+            }
+            match stream.read(buf) {
                 Ok(n) => {
-                    *got += n;
-                    started.get_or_insert_with(Instant::now);
+                    if n > 0 {
+                        started.get_or_insert_with(Instant::now);
+                    }
+                    return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e)
@@ -299,31 +308,22 @@ pub fn receive(
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    match started {
-                        None => {
-                            if !idle() {
-                                return Err(io::ErrorKind::ConnectionAborted.into());
-                            }
-                        }
-                        Some(t) if t.elapsed() > frame_deadline => {
-                            return Err(io::Error::new(
-                                io::ErrorKind::TimedOut,
-                                "the peer stopped in the middle of a frame",
-                            ));
-                        }
-                        Some(_) => {}
+                    if started.is_none() && !idle() {
+                        return Err(io::ErrorKind::ConnectionAborted.into());
                     }
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
     };
-    match fill(&mut head, &mut got, &mut started) {
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && got == 0 => {
-            return Ok(Received::Closed)
+    let mut head = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match read_some(&mut head[got..], &mut started)? {
+            0 if got == 0 => return Ok(Received::Closed),
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => got += n,
         }
-        other => other?,
     }
     let len = u32::from_le_bytes(head) as usize;
     if len > MAX_FRAME {
@@ -332,15 +332,14 @@ pub fn receive(
             format!("a frame of {len} bytes (the most is {MAX_FRAME})"),
         ));
     }
-    // Grown as bytes arrive: a length alone never reserves memory.
     let mut body = Vec::new();
-    let mut at = 0;
-    while at < len {
-        let step = (len - at).min(1 << 20);
-        body.resize(at + step, 0);
-        let mut got_here = 0;
-        fill(&mut body[at..at + step], &mut got_here, &mut started)?;
-        at += step;
+    let mut chunk = [0u8; 16 << 10];
+    while body.len() < len {
+        let want = (len - body.len()).min(chunk.len());
+        match read_some(&mut chunk[..want], &mut started)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => body.extend_from_slice(&chunk[..n]),
+        }
     }
     Ok(Received::Frame(body))
 }

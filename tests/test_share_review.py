@@ -1,0 +1,211 @@
+"""Issue 29's review (share/): regression tests for the defects a review of the first version
+found. Each failed on a383374; the comment above each says what went wrong there."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import pickle
+import resource
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import tflux
+
+HOLDER = r"""
+import sys, time, tflux
+s = tflux.open(sys.argv[1])
+r = s.dequeue("q", timeout=5)
+print("holding", flush=True)
+time.sleep(60)
+"""
+OWNER = r"""
+import sys, time, tflux
+s = tflux.open(sys.argv[1]); s.create_queue("q", exist_ok=True); s.enqueue("q", 1, b"x")
+print("up", flush=True); time.sleep(3600)
+"""
+
+
+def spawn(code: str, base: Path, first: str) -> subprocess.Popen[str]:
+    p = subprocess.Popen([sys.executable, "-c", code, str(base)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == first
+    return p
+
+
+def rss_mib(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
+def hello() -> bytes:
+    body = b"TFLX" + struct.pack("<IQ", 1, 7)
+    return struct.pack("<I", len(body)) + body
+
+
+# 1. server.rs:461 `r.count(18, ...)`: an ACK_MANY item is at least 4+len(queue)+8+1 bytes,
+# so an ack without a receipt on a queue named in < 5 bytes is refused as a malformed frame;
+# the owner drops the connection, the session ends, and what the client holds is nacked
+# and delivered again (to the owner here) while the client still holds it.
+def test_ack_by_id_on_a_short_queue_name_is_not_malformed_and_voids_nothing(tmp_path):
+    base = tmp_path / "b"
+    with tflux.open(base) as owner, tflux.open(base) as client:
+        owner.create_queue("q")
+        client.enqueue("q", 1, b"a")
+        client.enqueue("q", 2, b"b")
+        held = client.dequeue("q", timeout=1)
+        second = client.dequeue("q", timeout=1)
+        client.ack(tflux.Record(second.id, 2, b"b", "q"))  # no receipt: was "malformed frame"
+        time.sleep(0.2)
+        assert owner.dequeue("q", timeout=0) is None, "the client's record was delivered again"
+        client.ack(held)
+        assert owner.count("q") == 0
+
+
+# 2. client.rs:136-138: any failure to open one more pooled connection (here the owner's
+# 1024-connection cap, server.rs:200) marks the whole client lost though the owner is alive;
+# the old Client is dropped, its session ends and its deliveries are nacked: the record the
+# client holds is delivered again to another thread of the same process.
+def test_a_refused_extra_connection_does_not_void_the_clients_deliveries(tmp_path):
+    resource.setrlimit(
+        resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+    )
+    base = tmp_path / "b"
+    owner = spawn(OWNER, base, "up")
+    try:
+        client = tflux.open(base)
+        rec = client.dequeue("q", timeout=1)
+        held = []
+        for _ in range(1023):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(str(base / "data" / "tflux.sock"))
+            held.append(s)
+        time.sleep(1)
+        second: list = []
+        t = threading.Thread(target=lambda: second.append(client.dequeue("q", timeout=1.5)))
+        t.start()
+        time.sleep(0.3)
+        with pytest.raises(tflux.TfluxError):
+            client.count("q")  # refused: fine; but it must not void anything
+        t.join()
+        for s in held:
+            s.close()
+        assert second == [None], f"delivered twice: {rec} and {second}"
+        client.ack(rec)
+    finally:
+        owner.kill()
+
+
+# 3. server.rs:535-551 / 159-171: a session's in_flight entry is removed only by an ack/nack
+# of the same session with the same receipt. A lease that expired (redelivered, acked under a
+# new receipt) or an ack from another client (the documented pickle hand-off) leaves a stale
+# entry forever: memory grows per delivery, and every graceful close drains the full 10 s.
+@pytest.mark.parametrize("variant", ["lease-expired", "acked-by-another-client"])
+def test_close_does_not_wait_for_deliveries_that_are_settled(tmp_path, variant):
+    base = tmp_path / "b"
+    owner = tflux.open(base)
+    owner.create_queue("q")
+    a, b = tflux.open(base), tflux.open(base)
+    a.enqueue("q", 1, b"x")
+    if variant == "lease-expired":
+        a.dequeue("q", timeout=1, lease=0.2)
+        time.sleep(0.4)
+        a.ack(a.dequeue("q", timeout=1))
+    else:
+        b.ack(pickle.loads(pickle.dumps(a.dequeue("q", timeout=1))))
+    assert [q.in_flight for q in owner.queues() if q.name == "q"] == [0]
+    t = time.monotonic()
+    owner.close()
+    took = time.monotonic() - t
+    a.close()
+    b.close()
+    assert took < 2, f"nothing in flight, yet close() took {took:.1f} s"
+
+
+# 4. PyStore::drop -> SharedStore::drop (mod.rs:518) -> Server::stop -> drain (10 s) runs
+# with the GIL held: every Python thread of the owner process freezes.
+def test_dropping_an_owner_does_not_freeze_the_interpreter(tmp_path):
+    base = tmp_path / "b"
+    owner = tflux.open(base)
+    owner.create_queue("q")
+    owner.enqueue("q", 1, b"x")
+    holder = spawn(HOLDER, base, "holding")
+    ticks: list[float] = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.05)
+
+    th = threading.Thread(target=tick)
+    th.start()
+    time.sleep(0.3)
+    del owner
+    gc.collect()
+    time.sleep(0.3)
+    stop.set()
+    th.join()
+    holder.kill()
+    pause = max(b - a for a, b in itertools.pairwise(ticks))
+    assert pause < 2, f"another Python thread was frozen for {pause:.1f} s"
+
+
+# 5. wire.rs:284-299: the 10 s frame deadline is checked only when a read times out (TICK =
+# 200 ms), so a peer trickling a byte every 100 ms holds a frame open forever; and
+# wire.rs:328-333 commits 1 MiB (zero-filled) per connection for 5 bytes sent.
+def _frame_started(base: Path) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(str(base / "data" / "tflux.sock"))
+    s.sendall(hello())
+    s.recv(100)
+    s.sendall(struct.pack("<I", 1 << 20) + b"\x04")
+    return s
+
+
+def test_a_trickling_peer_is_dropped_at_the_frame_deadline(tmp_path):
+    base = tmp_path / "b"
+    owner = spawn(OWNER, base, "up")
+    try:
+        s = _frame_started(base)
+        t0 = time.monotonic()
+        with pytest.raises(OSError):  # EPIPE/ECONNRESET once the owner drops it
+            while time.monotonic() - t0 < 20:
+                s.send(b"x")
+                time.sleep(0.1)
+    finally:
+        owner.kill()
+
+
+def test_a_peer_that_sent_five_bytes_costs_the_owner_little(tmp_path):
+    """What a started frame costs beyond its connection (a connection's thread has a heap of
+    its own, ~0.6 MiB with mimalloc's eager arena commit: docs/format.md); it was 1 MiB of
+    zero-filled body per peer."""
+    base = tmp_path / "b"
+    owner = spawn(OWNER, base, "up")
+    try:
+        conns = []
+        for _ in range(300):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(str(base / "data" / "tflux.sock"))
+            s.sendall(hello())
+            s.recv(100)
+            conns.append(s)
+        time.sleep(1)
+        before = rss_mib(owner.pid)
+        for s in conns:
+            s.sendall(struct.pack("<I", 1 << 20) + b"\x04")
+        time.sleep(1)
+        grown = rss_mib(owner.pid) - before
+        for s in conns:
+            s.close()
+        assert grown < 40, f"300 peers that sent 5 bytes each cost the owner {grown} MiB"
+    finally:
+        owner.kill()
