@@ -3,33 +3,15 @@
 //! reads the files itself (a client keeps a read-only view of the channel for them).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::role::{Handle, Role, Roles};
 use super::{find_owner, Client, Found, Served, Server};
 use crate::channel::{Channel, ChannelLayout, ChannelOptions, Receiver, Start};
 use crate::error::{Error, Result};
-use crate::fork::ParentOnly;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-enum Role {
-    /// Read-only or not shared: this process's own channel.
-    Local(Channel),
-    Owner {
-        channel: Channel,
-        server: Server,
-        _lock: ParentOnly<std::fs::File>,
-    },
-    Client(Arc<Client>),
-    Lost,
-}
-
-enum Handle {
-    Channel(Channel),
-    Client(Arc<Client>),
 }
 
 /// A channel directory open in this process, as its owner, a client of the owner, or alone.
@@ -37,10 +19,9 @@ pub struct SharedChannel {
     base: PathBuf,
     opts: ChannelOptions,
     share: bool,
-    role: Mutex<Role>,
+    roles: Roles<Channel>,
     /// A client's read-only view, for receivers, bounds and the receivers' list.
     reader: Mutex<Option<Channel>>,
-    closed: AtomicBool,
 }
 
 impl SharedChannel {
@@ -49,16 +30,14 @@ impl SharedChannel {
             base: base.to_path_buf(),
             opts,
             share,
-            role: Mutex::new(Role::Lost),
+            roles: Roles::new("channel"),
             reader: Mutex::new(None),
-            closed: AtomicBool::new(false),
         };
-        let role = shared.resolve()?;
-        *lock(&shared.role) = role;
+        shared.roles.handle(|| shared.resolve())?;
         Ok(shared)
     }
 
-    fn resolve(&self) -> Result<Role> {
+    fn resolve(&self) -> Result<Role<Channel>> {
         if self.opts.readonly || !self.share {
             return Ok(Role::Local(Channel::open(&self.base, self.opts.clone())?));
         }
@@ -70,7 +49,7 @@ impl SharedChannel {
         })?;
         Ok(match found {
             Found::Owner((channel, server), lock) => Role::Owner {
-                channel,
+                held: channel,
                 server,
                 _lock: lock,
             },
@@ -90,62 +69,23 @@ impl SharedChannel {
         })
     }
 
-    fn handle(&self) -> Result<Handle> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Error::Closed("channel"));
-        }
-        let mut role = lock(&self.role);
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Error::Closed("channel"));
-        }
-        let forked = match &*role {
-            Role::Owner { channel, .. } => !channel.is_here(),
-            Role::Client(c) => !c.is_here(),
-            _ => false,
-        };
-        if forked {
-            std::mem::forget(std::mem::replace(&mut *role, Role::Lost));
-        } else if matches!(&*role, Role::Client(c) if c.is_lost()) {
-            *role = Role::Lost;
-        }
-        if matches!(*role, Role::Lost) {
-            *role = self.resolve()?;
-        }
-        Ok(match &*role {
-            Role::Local(c) | Role::Owner { channel: c, .. } => Handle::Channel(c.clone()),
-            Role::Client(c) => Handle::Client(c.clone()),
-            Role::Lost => unreachable!("resolved above"),
-        })
-    }
-
     /// The channel that serves reads in this process: the owner's own or a client's view.
     fn view(&self) -> Result<Channel> {
-        match self.handle()? {
-            Handle::Channel(c) => Ok(c),
+        match self.roles.handle(|| self.resolve())? {
+            Handle::Here(c) => Ok(c),
             Handle::Client(_) => lock(&self.reader).clone().ok_or(Error::Closed("channel")),
         }
     }
 
-    /// Runs a call; a request that surely never reached a lost owner goes to the next one
-    /// (`repeatable`: whatever became of it).
+    /// Runs a call (`Roles::run`; `repeatable`: sent again to the next owner whatever
+    /// became of it).
     fn run<T>(
         &self,
         repeatable: bool,
         local: impl Fn(&Channel) -> Result<T>,
         remote: impl Fn(&Client) -> Result<T>,
     ) -> Result<T> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let result = match self.handle()? {
-                Handle::Channel(c) => local(&c),
-                Handle::Client(c) => remote(&c),
-            };
-            match result {
-                Err(Error::OwnerLost { sent, .. }) if tries < 2 && (repeatable || !sent) => {}
-                other => return other,
-            }
-        }
+        self.roles.run(repeatable, || self.resolve(), local, remote)
     }
 
     pub fn layout(&self) -> ChannelLayout {
@@ -158,19 +98,15 @@ impl SharedChannel {
 
     /// Whether this process owns the channel (appends to its log itself).
     pub fn is_owner(&self) -> bool {
-        match &*lock(&self.role) {
-            Role::Owner { channel, .. } => channel.is_here(),
-            Role::Local(c) => !self.opts.readonly && c.is_here(),
-            _ => false,
-        }
+        self.roles.is_owner(self.opts.readonly)
     }
 
     pub fn closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
-            || match &*lock(&self.role) {
-                Role::Local(c) | Role::Owner { channel: c, .. } => c.closed(),
+        self.roles.closed()
+            || self.roles.with(|role| match role {
+                Role::Local(c) | Role::Owner { held: c, .. } => c.closed(),
                 _ => false,
-            }
+            })
     }
 
     pub fn bounds(&self) -> Result<(i64, i64)> {
@@ -178,8 +114,8 @@ impl SharedChannel {
     }
 
     pub fn disk_full(&self) -> bool {
-        match self.handle() {
-            Ok(Handle::Channel(c)) => c.disk_full(),
+        match self.roles.handle(|| self.resolve()) {
+            Ok(Handle::Here(c)) => c.disk_full(),
             Ok(Handle::Client(c)) => c.disk_full().unwrap_or(false),
             Err(_) => false,
         }
@@ -225,7 +161,7 @@ impl SharedChannel {
     /// An owner stops serving (its clients take over) and closes the channel; a client closes
     /// its connections and its view.
     pub fn close(&self) -> Result<()> {
-        self.closed.store(true, Ordering::SeqCst);
+        let closed = self.roles.close();
         if let Some(reader) = lock(&self.reader).take() {
             if reader.is_here() {
                 let _ = reader.close();
@@ -233,50 +169,6 @@ impl SharedChannel {
                 std::mem::forget(reader);
             }
         }
-        let role = {
-            let mut role = lock(&self.role);
-            self.closed.store(true, Ordering::SeqCst);
-            std::mem::replace(&mut *role, Role::Lost)
-        };
-        match role {
-            Role::Owner { ref channel, .. } | Role::Local(ref channel) if !channel.is_here() => {
-                std::mem::forget(role);
-                Ok(())
-            }
-            Role::Client(ref c) if !c.is_here() => {
-                std::mem::forget(role);
-                Ok(())
-            }
-            Role::Owner {
-                channel,
-                mut server,
-                _lock,
-            } => {
-                server.stop();
-                let closed = channel.close();
-                drop(server);
-                drop(_lock);
-                closed
-            }
-            Role::Local(channel) => channel.close(),
-            Role::Client(c) => {
-                c.close();
-                Ok(())
-            }
-            Role::Lost => Ok(()),
-        }
-    }
-}
-
-impl Drop for SharedChannel {
-    fn drop(&mut self) {
-        let role = std::mem::replace(&mut *lock(&self.role), Role::Lost);
-        match role {
-            Role::Owner { ref channel, .. } if !channel.is_here() => std::mem::forget(role),
-            Role::Client(ref c) if !c.is_here() => std::mem::forget(role),
-            // The server's threads hold the channel: stop them so that it closes now.
-            Role::Owner { mut server, .. } => server.stop(),
-            _ => {}
-        }
+        closed
     }
 }

@@ -72,9 +72,9 @@ struct Shared {
     stop: AtomicBool,
     /// Closing: no new deliveries to clients while they settle the ones they hold.
     draining: AtomicBool,
-    /// Dequeues in progress (taken but not yet recorded for their session): a drain waits
-    /// for them too.
-    dequeuing: std::sync::atomic::AtomicUsize,
+    /// Requests in progress (received, reply not yet sent): a drain waits for them too, so
+    /// an ack it saw settle gets its reply, and a dequeue's record is recorded for its session.
+    busy: std::sync::atomic::AtomicUsize,
     /// Raw descriptors of the live connections (for `shutdown` at stop) and their threads.
     connections: Mutex<HashMap<u64, Connection>>,
     sessions: Mutex<HashMap<u64, Session>>,
@@ -112,7 +112,7 @@ impl Server {
             served,
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
-            dequeuing: std::sync::atomic::AtomicUsize::new(0),
+            busy: std::sync::atomic::AtomicUsize::new(0),
             connections: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
@@ -195,7 +195,7 @@ impl Server {
                     .retain(|(q, id, receipt)| store.is_delivery_open(q, *id, *receipt));
                 open |= !s.in_flight.is_empty();
             }
-            if !open && self.shared.dequeuing.load(Ordering::SeqCst) == 0 {
+            if !open && self.shared.busy.load(Ordering::SeqCst) == 0 {
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -360,23 +360,38 @@ fn serve(shared: &Shared, stream: &UnixStream) {
         .connections += 1;
     // Closed, stopped, a half frame or an oversized one: the connection ends.
     while let Ok(Received::Frame(body)) = wire::receive(&mut reader, FRAME_DEADLINE, idle) {
-        // A request that cannot be decoded changed nothing: the error goes back and the
-        // connection (framed by lengths, still in step) goes on.
-        let reply = match handle(shared, session, &body) {
-            Ok(out) => out.frame(),
-            Err(e) => error_reply(&e),
-        };
-        let sent = match reply {
-            Ok(frame) => wire::send(&mut &*stream, &frame).is_ok(),
-            Err(e) => error_reply(&e)
-                .map(|f| wire::send(&mut &*stream, &f).is_ok())
-                .unwrap_or(false),
-        };
+        // A wait that arrives while the owner drains takes nothing and need not be waited
+        // for (it returns empty); every other request is, until its reply is sent.
+        let waits = matches!(body.first().copied(), Some(op::DEQUEUE | op::WAIT_READY));
+        let counted = !(waits && shared.draining.load(Ordering::SeqCst));
+        if counted {
+            shared.busy.fetch_add(1, Ordering::SeqCst);
+        }
+        let sent = answer(shared, session, stream, &body);
+        if counted {
+            shared.busy.fetch_sub(1, Ordering::SeqCst);
+        }
         if !sent {
             break;
         }
     }
     end_session(shared, session);
+}
+
+/// Carries out one request and sends its reply; false when the reply could not be sent.
+fn answer(shared: &Shared, session: u64, stream: &UnixStream, body: &[u8]) -> bool {
+    // A request that cannot be decoded changed nothing: the error goes back and the
+    // connection (framed by lengths, still in step) goes on.
+    let reply = match handle(shared, session, body) {
+        Ok(out) => out.frame(),
+        Err(e) => error_reply(&e),
+    };
+    match reply {
+        Ok(frame) => wire::send(&mut &*stream, &frame).is_ok(),
+        Err(e) => error_reply(&e)
+            .map(|f| wire::send(&mut &*stream, &f).is_ok())
+            .unwrap_or(false),
+    }
 }
 
 fn hello(body: &[u8]) -> Result<u64> {
@@ -470,9 +485,8 @@ fn handle(shared: &Shared, session: u64, body: &[u8]) -> Result<Out> {
             let wait = wait_arg(r.u64("timeout")?);
             let lease = r.opt_u64("lease")?.map(Duration::from_millis);
             r.end()?;
-            // Counted before the drain flag is read, so a drain that saw no dequeue in
-            // progress and no delivery open cannot miss this one.
-            shared.dequeuing.fetch_add(1, Ordering::SeqCst);
+            // Counted as busy (by `serve`) before the drain flag is read, so a drain that saw
+            // no request in progress and no delivery open cannot miss this one.
             let got = if shared.draining.load(Ordering::SeqCst) {
                 Ok(None)
             } else {
@@ -485,7 +499,6 @@ fn handle(shared: &Shared, session: u64, body: &[u8]) -> Result<Out> {
                 let held = &mut sessions.entry(session).or_default().in_flight;
                 held.insert((name.to_vec(), record.id, *receipt));
             }
-            shared.dequeuing.fetch_sub(1, Ordering::SeqCst);
             match got? {
                 None => {
                     if shared.draining.load(Ordering::SeqCst) {
@@ -502,7 +515,13 @@ fn handle(shared: &Shared, session: u64, body: &[u8]) -> Result<Out> {
             let name = r.bytes("queue")?;
             let wait = wait_arg(r.u64("timeout")?);
             r.end()?;
-            out.u8(store.wait_ready(name, wait)? as u8);
+            let ready = if shared.draining.load(Ordering::SeqCst) {
+                std::thread::sleep(wait.unwrap_or(LONGEST_WAIT).min(TICK));
+                false
+            } else {
+                store.wait_ready(name, wait)?
+            };
+            out.u8(ready as u8);
         }
         op::ACK_MANY => {
             // The smallest item: an empty queue name, an id, no receipt.
