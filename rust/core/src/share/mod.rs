@@ -1,8 +1,8 @@
 //! Several processes, one base directory (issue 29; docs/format.md, "Several processes").
 //!
 //! The first process to open a base directory for writing becomes its **owner**: it takes an
-//! owner lock (an `flock` on the base directory), opens the [`Store`] (which takes the log's writer lock) and
-//! serves it to the other processes of the same user over a Unix socket beside the data
+//! owner lock (an `flock` on the base directory), opens the [`Store`](crate::store::Store)
+//! (which takes the log's writer lock) and serves it to the other processes of the same user over a Unix socket beside the data
 //! (`data/tflux.sock`). Every later writable open of that directory, in any process, becomes
 //! a **client** of the owner with the same calls; durability and delivery stay the owner's.
 //!

@@ -244,12 +244,11 @@ impl SharedStore {
         )
     }
 
-    /// Acks and nacks settle a delivery of one owner: never sent on to the next one (its
-    /// receipts are another owner's), so losing the owner is [`Error::OwnerLost`] (the
-    /// delivery is void; the record is delivered again).
-    /// Receipts are unique to the process that made the delivery (`state::next_incarnation`,
-    /// seeded from the clock), so the next owner refuses a gone owner's receipt with
-    /// `NotInFlight`: that delivery was void, the record is delivered again.
+    /// Acks and nacks settle a delivery of one owner and are never sent on to the next: losing
+    /// the owner mid-call is [`Error::OwnerLost`](crate::Error::OwnerLost). Receipts are unique
+    /// to the process that made the delivery (`state::next_incarnation`, seeded from the clock),
+    /// so a next owner refuses a gone owner's receipt with `NotInFlight`: that delivery was void,
+    /// the record is delivered again.
     pub fn ack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
         self.run_once(|s| s.ack(name, id, receipt), |c| c.ack(name, id, receipt))
     }
