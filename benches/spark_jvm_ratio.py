@@ -12,6 +12,11 @@ Messages are 64 B and distinct (each starts with its row number), as a queue's m
 ``TFLUX_BENCH_MESSAGES=same`` makes every message the same 64 bytes (the data of the earlier
 runs): Parquet then stores the message column as one dictionary entry and its row references,
 so a query reading every message reads next to nothing there.
+
+``TFLUX_BENCH_DIR=DIR`` keeps the base and its Parquet copy in ``DIR`` (built there when
+absent, reused after), ``TFLUX_BENCH_QUERIES=count,sum`` runs only the queries whose names
+start with one of the words, and ``TFLUX_BENCH_JAVA_OPTS`` is passed to the driver JVM (for
+example ``-XX:StartFlightRecording=filename=/tmp/q.jfr`` to profile with JFR).
 """
 
 from __future__ import annotations
@@ -61,12 +66,14 @@ def main() -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    root = tempfile.mkdtemp(prefix="tflux-bench-jvm-")
+    kept = os.environ.get("TFLUX_BENCH_DIR")
+    root = kept or tempfile.mkdtemp(prefix="tflux-bench-jvm-")
     try:
         base = os.path.join(root, "base")
         distinct = os.environ.get("TFLUX_BENCH_MESSAGES", "distinct") != "same"
-        build(base, records, distinct)
-        tflux.parquet.export(base, os.path.join(root, "pq"))
+        if not (kept and os.path.isdir(os.path.join(root, "pq"))):
+            build(base, records, distinct)
+            tflux.parquet.export(base, os.path.join(root, "pq"))
         spark = (
             SparkSession.builder.master(os.environ.get("TFLUX_BENCH_MASTER", "local[2]"))
             .config("spark.ui.enabled", "false")
@@ -74,6 +81,7 @@ def main() -> None:
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.driver.memory", "2g")
             .config("spark.jars", tflux.spark.build_jar())
+            .config("spark.driver.extraJavaOptions", os.environ.get("TFLUX_BENCH_JAVA_OPTS", ""))
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
@@ -92,6 +100,9 @@ def main() -> None:
             "sum(length(message))": lambda df: df.agg(F.sum(F.length("message"))).collect(),
             "sum(key)": lambda df: df.agg(F.sum("key")).collect(),
         }
+        only = [w for w in os.environ.get("TFLUX_BENCH_QUERIES", "").split(",") if w]
+        if only:
+            queries = {k: q for k, q in queries.items() if any(k.startswith(w) for w in only)}
         for q in queries.values():  # warm up every path once
             for f in frames.values():
                 q(f())
@@ -119,7 +130,8 @@ def main() -> None:
         print(f"load after={os.getloadavg()[0]:.1f}")
         spark.stop()
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

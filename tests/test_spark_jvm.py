@@ -359,6 +359,34 @@ def test_lsn_filters_are_pushed_into_the_scan(spark, jar, tmp_path):
     assert [r.lsn for r in df.collect()] == list(range(11, 21))
 
 
+def test_a_count_takes_sealed_segments_from_their_names_and_reads_only_the_active_one(
+    spark, jar, tmp_path
+):
+    base = tmp_path / "counted"
+    random_log(base, 21, 3000)
+    log_dir = base / "data" / "log"
+    names = segment_files(log_dir)
+    assert len(names) >= 3
+    total = len(rows(spark.read.format("tflux_python").load(str(base)).select("lsn")))
+    df = spark.read.format("tflux").load(str(base))
+    assert df.count() == total
+    # One record's data flipped in a sealed segment: the count does not read it (as Parquet
+    # counts from footers), every query that reads records fails, and verify=true checks first.
+    first = log_dir / names[0]
+    buf = bytearray(first.read_bytes())
+    buf[8 + 16] ^= 0x40
+    first.write_bytes(bytes(buf))
+    assert spark.read.format("tflux").load(str(base)).count() == total
+    with pytest.raises(Exception, match="checksum mismatch"):
+        spark.read.format("tflux").load(str(base)).select("lsn").collect()
+    with pytest.raises(Exception, match="checksum mismatch"):
+        spark.read.format("tflux").option("verify", "true").load(str(base)).count()
+    # The LSN range narrows the names' counts as it narrows a read.
+    lo, hi = 7, total - 5
+    ranged = spark.read.format("tflux").option("fromLsn", lo).option("toLsn", hi)
+    assert ranged.load(str(base)).count() == hi - lo + 1
+
+
 def damage(base: Path, rng: random.Random) -> str:
     """One random byte flip or cut in a random segment; returns what was done."""
     log_dir = base / "data" / "log"
@@ -662,5 +690,8 @@ def test_compressed_segments_read_as_the_python_source_reads_them(spark, jar, tm
     ):
         victim.write_bytes(bad)
         with pytest.raises(Exception, match=victim.name):
-            spark.read.format("tflux").load(str(base)).count()
+            spark.read.format("tflux").load(str(base)).select("lsn").collect()
+        # A count takes sealed segments from their names (docs/format.md); verify reads them.
+        with pytest.raises(Exception, match=victim.name):
+            spark.read.format("tflux").option("verify", "true").load(str(base)).count()
     victim.write_bytes(good)

@@ -128,15 +128,59 @@ final class Cursor {
           + " bytes left)");
     }
     int at = take(n, "queue name");
-    for (int i = 0; i < n; i++) {
-      int b = buf.get(at + i) & 0xFF;
-      if (b < NAME_MIN || b > NAME_MAX) {
-        throw fail(from + i, "queue name byte " + hex2(b) + " at offset " + (base + from + i)
-            + " is not in '!'..'~'");
+    if (!sameName(at, n)) {
+      // One bulk copy, then a branch-free range check over the array (the sign bit of either
+      // difference is set for a byte outside '!'..'~'); the byte-wise walk only names the bad one.
+      buf.get(at, name, 0, n);
+      int outside = 0;
+      for (int i = 0; i < n; i++) {
+        int b = name[i] & 0xFF;
+        outside |= (b - NAME_MIN) | (NAME_MAX - b);
       }
+      if (outside < 0) {
+        for (int i = 0; i < n; i++) {
+          int b = name[i] & 0xFF;
+          if (b < NAME_MIN || b > NAME_MAX) {
+            nameLen = -1;
+            throw fail(from + i, "queue name byte " + hex2(b) + " at offset "
+                + (base + from + i) + " is not in '!'..'~'");
+          }
+        }
+      }
+      nameLen = n;
     }
     lastLen = n;
     return at;
+  }
+
+  /** The last queue name this cursor checked (a log holds runs of few names). */
+  private final byte[] name = new byte[255];
+  private int nameLen = -1;
+
+  /** Whether the {@code n} bytes at {@code at} are the last name checked, byte for byte. */
+  private boolean sameName(int at, int n) {
+    if (n != nameLen) {
+      return false;
+    }
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      if (buf.getLong(at + i) != getLong(name, i)) {
+        return false;
+      }
+    }
+    for (; i < n; i++) {
+      if (buf.get(at + i) != name[i]) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static long getLong(byte[] b, int i) {
+    return ((long) (b[i] & 0xFF) << 56) | ((long) (b[i + 1] & 0xFF) << 48)
+        | ((long) (b[i + 2] & 0xFF) << 40) | ((long) (b[i + 3] & 0xFF) << 32)
+        | ((long) (b[i + 4] & 0xFF) << 24) | ((b[i + 5] & 0xFF) << 16)
+        | ((b[i + 6] & 0xFF) << 8) | (b[i + 7] & 0xFF);
   }
 
   static String hex2(int v) {

@@ -107,8 +107,9 @@ public final class Dump {
     }
     StructType schema = DataTypes.createStructType(fields);
     LogColumns cols = new LogColumns(schema, 1);
-    cols.reset();
-    cols.add(0, 0, 0, ByteBuffer.wrap(data), 0, data.length, "<delta>", 0);
+    ByteBuffer wrapped = ByteBuffer.wrap(data);
+    cols.reset(wrapped);
+    cols.add(0, 0, 0, wrapped, 0, data.length, "<delta>", 0);
     ColumnarBatch b = cols.finish(1);
     out.append("{");
     for (int i = 0; i < fields.size(); i++) {

@@ -116,6 +116,9 @@ final class LogColumns {
   final WritableColumnVector[] vec = new WritableColumnVector[NAMES.length];
   final ConstantColumnVector source;
   final ConstantColumnVector segment;
+  /** {@code message} and {@code data}: slices of the segment, not copies (or null). */
+  final SliceVector message;
+  final SliceVector data;
   WritableColumnVector kindIds;
   final ColumnarBatch batch;
   private final Cursor c = new Cursor(null, 0, 0, 0);
@@ -131,6 +134,8 @@ final class LogColumns {
   /** The queues of the current file's source in {@link #replay}, and the file's name. */
   private Map<String, ReplayIds.Queue> replayQueues;
   private String segmentName;
+  /** The columns Spark asked for that are filled per row, as {@link #b} bits. */
+  private final int present;
   /** Whether any column needs the delta's fields (else only its structure is checked). */
   private final boolean fields;
 
@@ -143,6 +148,8 @@ final class LogColumns {
     out = new ColumnVector[readSchema.fields().length];
     ConstantColumnVector src = null;
     ConstantColumnVector seg = null;
+    SliceVector msg = null;
+    SliceVector raw = null;
     boolean needFields = false;
     for (int i = 0; i < out.length; i++) {
       String name = readSchema.fields()[i].name();
@@ -157,6 +164,17 @@ final class LogColumns {
         }
         continue;
       }
+      if (id == MESSAGE || id == DATA) {
+        SliceVector sv = new SliceVector(capacity);
+        out[i] = sv;
+        if (id == MESSAGE) {
+          msg = sv;
+        } else {
+          raw = sv;
+        }
+        needFields = true;
+        continue;
+      }
       OnHeapColumnVector v = new OnHeapColumnVector(capacity, TYPES[id]);
       vec[id] = v;
       out[i] = v;
@@ -164,6 +182,13 @@ final class LogColumns {
     }
     source = src;
     segment = seg;
+    message = msg;
+    data = raw;
+    int bits = (msg != null ? b(MESSAGE) : 0) | (raw != null ? b(DATA) : 0);
+    for (int id = 0; id < vec.length; id++) {
+      bits |= vec[id] != null ? b(id) : 0;
+    }
+    present = bits;
     boolean ids = vec[INC] != null || vec[REPLAY_ID] != null || vec[REPLAY_KEY] != null;
     if (ids && replay == null) {
       throw new IllegalArgumentException(
@@ -201,8 +226,14 @@ final class LogColumns {
     }
   }
 
-  /** Clears the vectors for the next batch. */
-  void reset() {
+  /** Clears the vectors for the next batch, whose records all lie in {@code segment}. */
+  void reset(ByteBuffer segment) {
+    if (message != null) {
+      message.reset(segment);
+    }
+    if (data != null) {
+      data.reset(segment);
+    }
     for (WritableColumnVector v : vec) {
       if (v != null) {
         v.reset();
@@ -232,12 +263,13 @@ final class LogColumns {
     if (v[TERM] != null) {
       v[TERM].putInt(row, term);
     }
-    if (v[DATA] != null) {
-      v[DATA].putByteArray(row, buf, at, len);
+    if (data != null) {
+      data.put(row, buf, at, len);
     }
     if (messages) {
-      nulls(row, KIND, QUEUE, KEY, RECORD_ID, MESSAGE, IMPLEMENTATION, MAX_QUEUE_SIZE);
-      nulls(row, MAX_MESSAGE_SIZE, KEY_MIN, KEY_MAX, QUEUE_ADDS, INC, REPLAY_ID, REPLAY_KEY);
+      nulls(row, b(KIND) | b(QUEUE) | b(KEY) | b(RECORD_ID) | b(MESSAGE) | b(IMPLEMENTATION)
+          | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE) | b(KEY_MIN) | b(KEY_MAX) | b(QUEUE_ADDS)
+          | b(INC) | b(REPLAY_ID) | b(REPLAY_KEY));
       return;
     }
     c.reset(buf, at, at + len, 0);
@@ -260,7 +292,7 @@ final class LogColumns {
           long max = range ? c.i64("key range max") : 0;
           end(kind);
           if (fields) {
-            nulls(row, KEY, RECORD_ID, MESSAGE);
+            nulls(row, b(KEY) | b(RECORD_ID) | b(MESSAGE));
             putInt(row, IMPLEMENTATION, impl);
             putInt(row, MAX_QUEUE_SIZE, maxQ);
             putInt(row, MAX_MESSAGE_SIZE, maxM);
@@ -268,7 +300,7 @@ final class LogColumns {
               putLong(row, KEY_MIN, min);
               putLong(row, KEY_MAX, max);
             } else {
-              nulls(row, KEY_MIN, KEY_MAX);
+              nulls(row, b(KEY_MIN) | b(KEY_MAX));
             }
           }
           break;
@@ -279,9 +311,9 @@ final class LogColumns {
           nameLen = c.lastLen;
           end(kind);
           if (fields) {
-            nulls(row, KEY, RECORD_ID, MESSAGE);
-            nulls(row, IMPLEMENTATION, MAX_QUEUE_SIZE, MAX_MESSAGE_SIZE);
-            nulls(row, KEY_MIN, KEY_MAX);
+            nulls(row, b(KEY) | b(RECORD_ID) | b(MESSAGE));
+            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
+            nulls(row, b(KEY_MIN) | b(KEY_MAX));
           }
           break;
         }
@@ -295,12 +327,12 @@ final class LogColumns {
           end(kind);
           if (fields) {
             putLong(row, KEY, key);
-            nulls(row, RECORD_ID);
-            if (v[MESSAGE] != null) {
-              v[MESSAGE].putByteArray(row, buf, msgAt, msgLen);
+            nulls(row, b(RECORD_ID));
+            if (message != null) {
+              message.put(row, buf, msgAt, msgLen);
             }
-            nulls(row, IMPLEMENTATION, MAX_QUEUE_SIZE, MAX_MESSAGE_SIZE);
-            nulls(row, KEY_MIN, KEY_MAX);
+            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
+            nulls(row, b(KEY_MIN) | b(KEY_MAX));
           }
           break;
         }
@@ -316,10 +348,10 @@ final class LogColumns {
           }
           removed = id;
           if (fields) {
-            nulls(row, KEY, MESSAGE);
+            nulls(row, b(KEY) | b(MESSAGE));
             putLong(row, RECORD_ID, id);
-            nulls(row, IMPLEMENTATION, MAX_QUEUE_SIZE, MAX_MESSAGE_SIZE);
-            nulls(row, KEY_MIN, KEY_MAX);
+            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
+            nulls(row, b(KEY_MIN) | b(KEY_MAX));
           }
           break;
         }
@@ -367,11 +399,11 @@ final class LogColumns {
     }
     if (at < 0 || (kind == 2 && !r.hasSegBase)) {
       if (at < 0) {
-        nulls(row, INC);
+        nulls(row, b(INC));
       } else {
         putLong(row, INC, q.inc[at]);
       }
-      nulls(row, REPLAY_ID, REPLAY_KEY);
+      nulls(row, b(REPLAY_ID) | b(REPLAY_KEY));
       return;
     }
     putLong(row, INC, q.inc[at]);
@@ -379,7 +411,7 @@ final class LogColumns {
     putLong(row, REPLAY_ID, id);
     long key = q.key(at, id);
     if (key < 0) {
-      nulls(row, REPLAY_KEY);
+      nulls(row, b(REPLAY_KEY));
     } else {
       putLong(row, REPLAY_KEY, key);
     }
@@ -403,9 +435,22 @@ final class LogColumns {
     }
   }
 
-  private void nulls(int row, int... cols) {
-    for (int col : cols) {
-      if (vec[col] != null) {
+  /** One column id as a bit of a mask for {@link #nulls}. */
+  private static int b(int col) {
+    return 1 << col;
+  }
+
+  /** Nulls in row {@code row} of the columns of {@code mask} ({@link #b} bits) Spark asked for. */
+  private void nulls(int row, int mask) {
+    int m = mask & present;
+    while (m != 0) {
+      int col = Integer.numberOfTrailingZeros(m);
+      m &= m - 1;
+      if (col == MESSAGE) {
+        message.putNull(row);
+      } else if (col == DATA) {
+        data.putNull(row);
+      } else {
         vec[col].putNull(row);
       }
     }

@@ -21,6 +21,8 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   private SegmentReader cur;
   private ColumnarBatch batch;
   private int rows;
+  /** Rows of a counted chunk (see {@link LogSource.Chunk#known}) not yet returned. */
+  private long counted;
 
   LogReader(LogSource.Chunk[] chunks, StructType schema, long from, long to, int batchRows,
       ReplayIds replay) {
@@ -34,6 +36,13 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   @Override
   public boolean next() {
     while (true) {
+      if (counted > 0) {
+        // A scan without columns: batches of empty rows, as many as the chunk holds.
+        int n = (int) Math.min(counted, 1 << 24);
+        counted -= n;
+        batch = cols.finish(n);
+        return true;
+      }
       if (cur == null || !cur.hasNext()) {
         if (chunks.isEmpty()) {
           return false;
@@ -41,7 +50,7 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
         open(chunks.poll());
         continue;
       }
-      cols.reset();
+      cols.reset(cur.buf);
       rows = 0;
       while (rows < batchRows && cur.hasNext()) {
         cur.step(true, this);
@@ -68,6 +77,13 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
     String path = Paths.get(c.logDir, c.segment).toString();
     if (path.endsWith(".log") && java.nio.file.Files.exists(Paths.get(path + ".z"))) {
       path += ".z"; // compressed since the driver listed it
+    }
+    if (c.known >= 0) {
+      // Counted from the names; a segment gone since the listing fails as a read would.
+      SegmentReader.checkRegular(Paths.get(path));
+      cur = null;
+      counted = c.known;
+      return;
     }
     cur = new SegmentReader(c.dialect(path), path, Sources.startLsn(c.segment), c.last, c.start,
         c.end, c.wantLast);

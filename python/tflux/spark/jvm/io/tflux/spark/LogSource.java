@@ -199,6 +199,20 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     final long wantLast;
     /** "spec" or "taskflux"; null: the segment's own first record says (a remote source). */
     final String dialect;
+    /**
+     * For a scan that needs no column: the records of this sealed segment in the scan's LSN
+     * range, known from the segment names (the file is not read); -1: read the file.
+     */
+    long known = -1;
+
+    /** A sealed segment counted from the names alone (see {@link Planner#chunks}). */
+    static Chunk counted(String source, String logDir, String segment, long records,
+        String dialect) {
+      Chunk c = new Chunk(source, logDir, segment, false, SegmentReader.HEADER_LEN,
+          Long.MAX_VALUE, Long.MIN_VALUE, dialect);
+      c.known = Math.max(records, 0);
+      return c;
+    }
 
     Chunk(String source, String logDir, String segment, boolean last, long start, long end,
         long wantLast, String dialect) {
@@ -226,6 +240,9 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     }
 
     long size() {
+      if (known >= 0) {
+        return 0; // nothing is read
+      }
       if (segment == null || end == Long.MAX_VALUE) {
         try {
           return segment == null ? 1L << 30
@@ -338,7 +355,8 @@ public final class LogSource implements TableProvider, DataSourceRegister {
           parts.add(new LogPartition(new Chunk[] {whole}, prefer));
           continue;
         }
-        List<Chunk> chunks = Planner.chunks(src, from, to, splitBytes);
+        List<Chunk> chunks = Planner.chunks(src, from, to, splitBytes,
+            schema.fields().length == 0);
         parts.addAll(Planner.pack(chunks, splitBytes, prefer));
       }
       return parts.toArray(new InputPartition[0]);

@@ -87,6 +87,17 @@ final class Planner {
    * #checkedCuts}).
    */
   static List<LogSource.Chunk> chunks(Sources.Source src, long from, long to, long splitBytes) {
+    return chunks(src, from, to, splitBytes, false);
+  }
+
+  /**
+   * {@link #chunks(Sources.Source, long, long, long)}; with {@code countOnly} (the scan needs no
+   * column, as {@code count()}), a sealed segment is one chunk that knows its record count
+   * without reading the file: the LSNs from its name to the next segment's name (segments are
+   * contiguous, spec 3), within {@code from..to}. Only the active segment is read.
+   */
+  static List<LogSource.Chunk> chunks(Sources.Source src, long from, long to, long splitBytes,
+      boolean countOnly) {
     List<LogSource.Chunk> out = new ArrayList<>();
     String dialect;
     try {
@@ -107,6 +118,11 @@ final class Planner {
         continue;
       }
       long want = sealed ? Math.min(end, to) : Long.MIN_VALUE;
+      if (sealed && countOnly) {
+        long records = Math.min(end, to) - Math.max(start, from) + 1;
+        out.add(LogSource.Chunk.counted(src.base, src.logDir, name, records, dialect));
+        continue;
+      }
       long size = size(src.logDir, name);
       long at = SegmentReader.HEADER_LEN;
       if (name.endsWith(".z")) { // a compressed segment decodes whole: one task

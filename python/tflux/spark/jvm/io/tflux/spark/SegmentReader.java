@@ -109,10 +109,7 @@ final class SegmentReader {
   }
 
   static ByteBuffer map(Path path) throws IOException {
-    if (!Files.isRegularFile(path)) {
-      throw new CorruptException(path.toString(), -1,
-          "named like a segment but is not a regular file: its records cannot be read");
-    }
+    checkRegular(path);
     try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
       long size = ch.size();
       if (size > Integer.MAX_VALUE) {
@@ -124,6 +121,14 @@ final class SegmentReader {
       }
       MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_ONLY, 0, size);
       return m;
+    }
+  }
+
+  /** A segment's name on something that is not a regular file (a directory, a FIFO, gone). */
+  static void checkRegular(Path path) {
+    if (!Files.isRegularFile(path)) {
+      throw new CorruptException(path.toString(), -1,
+          "named like a segment but is not a regular file: its records cannot be read");
     }
   }
 
