@@ -147,8 +147,11 @@ class _Frames:
         if logs:
             # Both scans read the same LSNs: the second stops where the first did (a live store
             # may append meanwhile), so their queue_adds agree.
-            scan = union(spark, logs, {}, cols, fmt, dialects=self.dialects)
-            last, removes = self._collect_events(scan, names)
+            if fmt == "tflux" and jvm_reader_loaded(spark):
+                small = summaries(spark, logs, self.dialects)
+            else:
+                small = self._summarize(union(spark, logs, {}, cols, fmt, dialects=self.dialects))
+            last, removes = self._collect_events(small, names)
             logs = [(d, first) for d, first in logs if d in last]  # the others had no entries
             ends = {d: str(last[d]) for d, _ in logs}
         seg_rows, inc_rows, summary_rows, keys = self._plan(names)
@@ -238,17 +241,16 @@ class _Frames:
         return adds, with_inc(removes).select("source", "queue", "inc", "record_id", "lsn")
 
     @staticmethod
-    def _collect_events(
-        log: DataFrame, names: dict[tuple[str, str], _Name]
-    ) -> tuple[dict[str, int], int]:
-        """Step 1: adds per (queue, segment) and the create/delete events, from a pruned scan
-        aggregated without a window; returns the last LSN read per log directory and the
-        number of removes."""
+    def _summarize(log: DataFrame) -> DataFrame:
+        """Step 1 over entries (the Python source): adds per (queue, segment) and the
+        create/delete events, from a pruned scan aggregated without a window. The JVM reader
+        gives the same rows from a few per segment (its ``summary`` option, see
+        :func:`summaries`)."""
         # One hash aggregate of plain columns (no collect_list): every CreateQueue/DeleteQueue
         # is a group of its own (its LSN, kind and implementation are keys, null for the other
         # entries), so the events reach the driver as rows beside the per-(queue, segment) ones.
         life = F.col("kind").isin("create_queue", "delete_queue")
-        small = (
+        return (
             log.select(
                 "log_dir",
                 "source",
@@ -268,6 +270,13 @@ class _Frames:
                 F.sum("remove").alias("removes"),
             )
         )
+
+    @staticmethod
+    def _collect_events(
+        small: DataFrame, names: dict[tuple[str, str], _Name]
+    ) -> tuple[dict[str, int], int]:
+        """Step 1 on the driver: the rows of :meth:`_summarize` or :func:`summaries` into
+        ``names``; returns the last LSN read per log directory and the number of removes."""
         last: dict[str, int] = {}
         removes = 0
         for r in small.collect():
@@ -559,6 +568,25 @@ def union(
         df = reader.load(log_dir).select(F.lit(log_dir).alias("log_dir"), *cols)
         out = df if out is None else out.unionByName(df)
     return out
+
+
+def summaries(spark: SparkSession, logs, dialects: dict[str, str] | None = None) -> DataFrame:
+    """Step 1 through the JVM reader's ``summary`` option: per (log directory, source, queue,
+    segment) the last LSN, adds and removes, and a row per CreateQueue/DeleteQueue with the
+    adds of its queue before it; the same rows :meth:`_Frames._summarize` aggregates from
+    every entry, aggregated here from a few rows per segment (and split)."""
+    out = None
+    for log_dir, first in logs:
+        reader = spark.read.format("tflux").option("fromLsn", str(first)).option("summary", "true")
+        if dialects and dialects.get(log_dir):
+            reader = reader.option("dialect", dialects[log_dir])
+        df = reader.load(log_dir).withColumn("log_dir", F.lit(log_dir))
+        out = df if out is None else out.unionByName(df)
+    return out.groupBy("log_dir", "source", "queue", "segment", "ev_lsn", "ev_kind", "ev_impl").agg(
+        F.max("last").alias("last"),
+        F.coalesce(F.max("adds"), F.lit(0)).alias("adds"),
+        F.sum("removes").alias("removes"),
+    )
 
 
 def logs_schema(spark: SparkSession) -> StructType:

@@ -54,6 +54,9 @@ final class LogColumns {
    * id) as one long; null for other entries.
    */
   static StructType schema(Map<String, String> options) {
+    if (Options.flag(options, "summary", false)) {
+      return Summary.schema();
+    }
     boolean raw = Options.flag(options, "rawData", false);
     int n = raw ? DATA + 1 : DATA;
     List<String> names = Options.columns(options, NAMES, n);
@@ -129,6 +132,8 @@ final class LogColumns {
    * replay_id}), or null when no column needs them.
    */
   final QueueAdds adds;
+  /** The {@code summary} option's per-chunk rows, or null (see {@link Summary}). */
+  Summary summary;
   /** Replay's tables for {@code inc} and {@code replay_id}, or null. */
   private final ReplayIds replay;
   /** The queues of the current file's source in {@link #replay}, and the file's name. */
@@ -274,6 +279,7 @@ final class LogColumns {
     }
     c.reset(buf, at, at + len, 0);
     int kind = -1;
+    int impl = 0;
     long removed = 0;
     try {
       int marker = c.u8("delta marker");
@@ -284,7 +290,7 @@ final class LogColumns {
           kind = 0;
           nameAt = c.queueName();
           nameLen = c.lastLen;
-          int impl = c.i32("implementation");
+          impl = c.i32("implementation");
           int maxQ = c.i32("max queue size");
           int maxM = c.i32("max message size");
           boolean range = c.bool("key range flag");
@@ -365,6 +371,9 @@ final class LogColumns {
         }
         if (replay != null) {
           replayIds(row, kind, lsn, count, removed, buf, nameAt, nameLen);
+        }
+        if (summary != null) {
+          summary.entry(kind, lsn, count, impl, buf, nameAt, nameLen);
         }
       }
       if (fields) {

@@ -24,10 +24,23 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   /** Rows of a counted chunk (see {@link LogSource.Chunk#known}) not yet returned. */
   private long counted;
 
+  /** The {@code summary} option's rows (then {@link #cols} only decodes and counts), or null. */
+  private final Summary summary;
+  private LogSource.Chunk chunk;
+
   LogReader(LogSource.Chunk[] chunks, StructType schema, long from, long to, int batchRows,
-      ReplayIds replay) {
+      ReplayIds replay, boolean summarize) {
     this.chunks = new ArrayDeque<>(Arrays.asList(chunks));
-    this.cols = new LogColumns(schema, batchRows, replay);
+    if (summarize) {
+      StructType counting = new StructType().add(LogColumns.NAMES[LogColumns.QUEUE_ADDS],
+          LogColumns.TYPES[LogColumns.QUEUE_ADDS]);
+      this.cols = new LogColumns(counting, 1, null);
+      this.summary = new Summary(cols.adds, schema);
+      cols.summary = summary;
+    } else {
+      this.cols = new LogColumns(schema, batchRows, replay);
+      this.summary = null;
+    }
     this.from = from;
     this.to = to;
     this.batchRows = batchRows;
@@ -50,6 +63,17 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
         open(chunks.poll());
         continue;
       }
+      if (summary != null) {
+        // The whole chunk, then its few rows.
+        while (cur.hasNext()) {
+          cur.step(true, this);
+        }
+        batch = summary.finish(chunk.source, chunk.segment);
+        if (batch != null) {
+          return true;
+        }
+        continue;
+      }
       cols.reset(cur.buf);
       rows = 0;
       while (rows < batchRows && cur.hasNext()) {
@@ -63,6 +87,7 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   }
 
   private void open(LogSource.Chunk c) {
+    chunk = c;
     if (c.segment == null) {
       // A source the driver could not list (node-local): plan it here, unsplit.
       Sources.Source src = new Sources.Source(c.source, c.logDir, null, true, c.dialect);
@@ -107,7 +132,7 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
     if (lsn < from || lsn > to) {
       return;
     }
-    cols.add(rows++, lsn, term, cur.buf, dataAt, dataLen, cur.path,
+    cols.add(summary != null ? 0 : rows++, lsn, term, cur.buf, dataAt, dataLen, cur.path,
         fileOffset + cur.dialect.header);
   }
 

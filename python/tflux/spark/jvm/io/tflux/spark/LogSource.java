@@ -355,8 +355,9 @@ public final class LogSource implements TableProvider, DataSourceRegister {
           parts.add(new LogPartition(new Chunk[] {whole}, prefer));
           continue;
         }
-        List<Chunk> chunks = Planner.chunks(src, from, to, splitBytes,
-            schema.fields().length == 0);
+        boolean countOnly = schema.fields().length == 0
+            && !Options.flag(options, "summary", false);
+        List<Chunk> chunks = Planner.chunks(src, from, to, splitBytes, countOnly);
         parts.addAll(Planner.pack(chunks, splitBytes, prefer));
       }
       return parts.toArray(new InputPartition[0]);
@@ -366,7 +367,8 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     public PartitionReaderFactory createReaderFactory() {
       int rows = (int) Math.min(Options.bytes(options, "batchRows", 4096), 1 << 20);
       String plan = Options.get(options, "replayPlan");
-      return new Factory(schema, from, to, rows, plan == null ? null : ReplayIds.parse(plan));
+      return new Factory(schema, from, to, rows, plan == null ? null : ReplayIds.parse(plan),
+          Options.flag(options, "summary", false));
     }
   }
 
@@ -377,8 +379,11 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     final long to;
     final int batchRows;
     final ReplayIds replay;
+    final boolean summary;
 
-    Factory(StructType schema, long from, long to, int batchRows, ReplayIds replay) {
+    Factory(StructType schema, long from, long to, int batchRows, ReplayIds replay,
+        boolean summary) {
+      this.summary = summary;
       this.schema = schema;
       this.from = from;
       this.to = to;
@@ -399,7 +404,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
       return new LogReader(((LogPartition) partition).chunks, schema, from, to, batchRows,
-          replay);
+          replay, summary);
     }
   }
 }

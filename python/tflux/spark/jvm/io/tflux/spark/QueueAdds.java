@@ -39,6 +39,16 @@ final class QueueAdds {
     return counts[s];
   }
 
+  /** How many slots there are (for {@link #key} and {@link #data} over all of them). */
+  int slots() {
+    return keys.length;
+  }
+
+  /** The queue name of {@code slot}, or null for a free slot. */
+  byte[] key(int slot) {
+    return keys[slot];
+  }
+
   /** The slot of the name of the last {@link #add} or {@link #get}. */
   int lastSlot() {
     return lastSlot;
