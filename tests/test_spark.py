@@ -497,6 +497,29 @@ def test_replay_through_either_reader_and_small_splits_equals_the_restore(
     assert frames.keyed == (path == "in-scan" and jvm)
 
 
+def test_replay_of_a_log_without_removes_skips_the_removes_and_their_join(spark, tmp_path):
+    base = tmp_path / "adds-only"
+    with tflux.open(base) as store:
+        store.create_queue("jobs")
+        for i in range(3):
+            store.enqueue_many("jobs", [(k % 7, b"m%d-%d" % (i, k)) for k in range(500)])
+            store.enqueue_many("", [(k, b"d%d-%d" % (i, k)) for k in range(40)])
+        store.snapshot()
+        store.enqueue_many("jobs", [(1, b"after")] * 30)
+    _, records = restored(base)
+    live = tflux.spark.replay(spark, str(base))
+    plan = live._jdf.queryExecution().executedPlan().toString()
+    assert "Join" not in plan, plan
+    assert spark_records(live) == {n: rs for n, rs in records.items() if rs}
+    # One RemoveRecord brings the join back, and it still matches the restore.
+    with tflux.open(base) as store:
+        store.ack(store.dequeue("jobs"))
+    _, records = restored(base)
+    live = tflux.spark.replay(spark, str(base))
+    assert "Join" in live._jdf.queryExecution().executedPlan().toString()
+    assert spark_records(live) == {n: rs for n, rs in records.items() if rs}
+
+
 def test_replay_keys_are_one_range_per_incarnation_or_none_past_62_bits():
     """``replay_key`` = first key of the incarnation's range + id: the ranges of all
     incarnations are disjoint and hold every id each can have; keys that would not fit in

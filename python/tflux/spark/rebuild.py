@@ -186,6 +186,7 @@ class _Frames:
             self.removes = remove_rows.select("source", "queue", "inc", "record_id", "lsn", *rkey)
         else:
             self.adds, self.removes = self._joined(add_rows, remove_rows, seg_rows)
+        self.remove_count = removes  # RemoveRecords in the LSNs both scans read (step 1)
         self.broadcast_removes = removes <= BROADCAST_REMOVES and _broadcast_allowed(spark)
         records = self.adds
         if snaps:
@@ -363,7 +364,8 @@ class _Frames:
             removes = F.broadcast(removes)
         # In a final incarnation: a set of longs tested in the task, no join.
         live = self.records.filter(F.col("inc").isin(self.final_incs))
-        live = live.join(removes, on, "left_anti")
+        if self.remove_count:  # without removes, no scan of them and no join
+            live = live.join(removes, on, "left_anti")
         return live.select("source", "queue", "record_id", "key", "message")
 
     def summary(self) -> DataFrame:
