@@ -387,6 +387,25 @@ def test_a_count_takes_sealed_segments_from_their_names_and_reads_only_the_activ
     assert ranged.load(str(base)).count() == hi - lo + 1
 
 
+def test_partitions_come_in_whole_waves_of_the_cores(spark, jar, tmp_path):
+    """8 small segments, each costing ~4 MiB to open (Spark's openCostInBytes): a 9m split
+    packs 3 + 3 + 2, which on local[2] leaves one core idle in the last wave; the reader packs
+    2 + 2 + 2 + 2 instead. Every split reads the same rows."""
+    base = tmp_path / "waves"
+    random_log(base, 5, 3000)
+    assert len(segment_files(base / "data" / "log")) == 8
+    assert spark.sparkContext.defaultParallelism == 2
+
+    def read(split: str):
+        return spark.read.format("tflux").option("rawData", "true").option("splitBytes", split)
+
+    want = rows(read("1g").load(str(base)))
+    for split, parts in (("5m", 4), ("9m", 4), ("13m", 2), ("1g", 1)):
+        df = read(split).load(str(base))
+        assert df.rdd.getNumPartitions() == parts, split
+        assert rows(df) == want, split
+
+
 @pytest.mark.parametrize("split", ["2k", "64k"])
 def test_the_summary_option_gives_the_rows_replay_aggregates_from_every_entry(
     spark, jar, tmp_path, split

@@ -54,18 +54,22 @@ final class Planner {
         conf("spark.sql.files.maxPartitionBytes", "128m"));
     long open = org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
         conf("spark.sql.files.openCostInBytes", "4m"));
-    int parallelism;
-    try {
-      parallelism = SparkSession.active().sparkContext().defaultParallelism();
-    } catch (RuntimeException e) {
-      parallelism = 1;
-    }
+    int parallelism = parallelism();
     String minNum = conf("spark.sql.files.minPartitionNum", "");
     if (!minNum.isEmpty()) {
       parallelism = Integer.parseInt(minNum);
     }
     total += files * open;
     return Math.min(max, Math.max(open, total / Math.max(parallelism, 1)));
+  }
+
+  /** The session's default parallelism (its cores in local mode), or 1 outside a session. */
+  static int parallelism() {
+    try {
+      return SparkSession.active().sparkContext().defaultParallelism();
+    } catch (RuntimeException e) {
+      return 1;
+    }
   }
 
   static long size(String dir, String name) {
@@ -196,8 +200,32 @@ final class Planner {
     return out;
   }
 
-  /** Chunks packed in order into partitions of about {@code splitBytes} (Spark's rule). */
+  /**
+   * Chunks packed in order into partitions of about {@code splitBytes} (Spark's rule); when
+   * that leaves a last wave of tasks shorter than the cores, packed again with a target that
+   * makes the count a multiple of the cores, if it does: 15 partitions on 2 cores take 8 waves
+   * with one core idle in the last, 16 smaller ones take 8 full waves.
+   */
   static List<InputPartition> pack(List<LogSource.Chunk> chunks, long splitBytes,
+      String[] hosts) {
+    List<InputPartition> parts = packInto(chunks, splitBytes, hosts);
+    int cores = parallelism();
+    int n = parts.size();
+    if (cores > 1 && n > cores && n % cores != 0) {
+      long total = 0;
+      for (LogSource.Chunk c : chunks) {
+        total += c.size() + OPEN_COST;
+      }
+      long even = ((long) n + cores - 1) / cores * cores;
+      List<InputPartition> balanced = packInto(chunks, Math.max(1, total / even), hosts);
+      if (balanced.size() % cores == 0) {
+        return balanced;
+      }
+    }
+    return parts;
+  }
+
+  private static List<InputPartition> packInto(List<LogSource.Chunk> chunks, long splitBytes,
       String[] hosts) {
     List<InputPartition> parts = new ArrayList<>();
     List<LogSource.Chunk> current = new ArrayList<>();
