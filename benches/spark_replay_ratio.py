@@ -19,6 +19,9 @@ one. ``TFLUX_BENCH_BASELINE=PYTHONPATH`` adds two sessions importing tflux from 
 for an A/B of replay itself. ``TFLUX_BENCH_WARMUP=N`` runs N warm-up replays per session (default
 1): a fresh JVM spends about as much CPU compiling Spark's planner (JIT) as the tasks use during
 its first ten replays, on the core a ``local[1]`` session leaves free.
+``TFLUX_BENCH_SHAPE=removes`` builds another base instead: RECORDS deltas written to the log
+directly, AddRecords of 40 B over four queues in batches of 10,000, each batch's records removed
+by RemoveRecords in the next batch (half the log is removes; 10,000 records stay live).
 """
 
 from __future__ import annotations
@@ -98,6 +101,35 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def build_removes(base: str, deltas: int) -> int:
+    """The ``removes`` shape (see the module docstring); returns the live records."""
+    queues = [b"jobs", b"mail", b"img", b"grid"]
+    ids = dict.fromkeys(queues, 0)
+    with tflux.Log.open(os.path.join(base, "data", "log")) as log:
+        for q in queues:
+            config = bytes.fromhex("00000001ffffffffffffffff00")  # heap, no limits
+            log.append(1, b"C" + bytes([len(q)]) + q + config)
+        pending: list[tuple[bytes, int]] = []
+        done = j = 0
+        while done < deltas:
+            batch, adds = [], []
+            for _ in range(10_000):
+                q = queues[j % 4]
+                j += 1
+                ids[q] += 1
+                adds.append((q, ids[q]))
+                message = b"%08d" % j + b"y" * 32
+                key = (j % 10).to_bytes(8, "big")
+                batch.append(b"A" + bytes([len(q)]) + q + key + b"\0\0\0\x28" + message)
+            for q, i in pending:
+                batch.append(b"R" + bytes([len(q)]) + q + i.to_bytes(8, "big"))
+            pending = adds
+            first = log.append_many(1, batch)
+            log.commit(first + len(batch) - 1)
+            done += len(batch)
+    return len(pending)
+
+
 def restore_once(base: str, live: int) -> float:
     t = time.perf_counter()
     with tflux.open(base, readonly=True) as store:
@@ -119,6 +151,8 @@ def main() -> None:
         if os.path.exists(base):
             with tflux.open(base, readonly=True) as store:
                 live = sum(q.count for q in store.queues())
+        elif os.environ.get("TFLUX_BENCH_SHAPE") == "removes":
+            live = build_removes(base, records)
         else:
             live = build(base, records)
         variants = [("", None)]
