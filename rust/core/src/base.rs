@@ -82,7 +82,7 @@ pub fn dialect_of(path: &Path, chosen: Option<Dialect>) -> Result<Dialect> {
         return Ok(Layout::detect(path, chosen)?.dialect);
     }
     if path.is_dir() {
-        let (segments, _) = crate::fsutil::list_segments(path)?;
+        let (segments, _) = crate::io::fsutil::list_segments(path)?;
         return crate::dialect::log_dialect(&segments, chosen);
     }
     let name = path
@@ -491,7 +491,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         progress: options.progress.clone(),
         ..store_scan_options(RecoveryMode::ReportOnly, layout.dialect)
     };
-    let scan = scan_dir(&layout.log, scan_options, &crate::storage::real())?;
+    let scan = scan_dir(&layout.log, scan_options, &crate::io::storage::real())?;
     report.log_seconds = started.elapsed().as_secs_f64();
     report.records = scan.records();
     report.bytes = scan.bytes();

@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::format::compressed::{self, Method};
-use crate::fsutil;
+use crate::io::fsutil;
+use crate::io::storage::{Open, Rename, Storage, StorageFile};
 use crate::segment::Segment;
-use crate::storage::{Open, Rename, Storage, StorageFile};
 
 /// Steps of [`compress_segment`], in order (for crash tests: stop right after one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

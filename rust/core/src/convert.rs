@@ -29,8 +29,8 @@ use crate::files;
 use crate::format::dialect::Dialect;
 use crate::format::record::END_MARKER;
 use crate::format::segment as seg_format;
+use crate::io::storage::{self, Rename, Storage};
 use crate::log::{Log, LogOptions};
-use crate::storage::{self, Rename, Storage};
 use crate::with_framing;
 
 /// What a conversion did.
@@ -101,12 +101,12 @@ pub fn convert_base(
     std::fs::create_dir(&temp).ctx("create conversion directory", &temp)?;
     // Held until the copy is renamed (or removed): what tells a later conversion this one is
     // alive. The kernel drops it when the process dies, kill -9 included.
-    let _alive = crate::fsutil::lock_dir(&*fs, &temp)?;
+    let _alive = crate::io::fsutil::lock_dir(&*fs, &temp)?;
     let built = build(&source, &temp, to, &*fs, progress).and_then(|mut report| {
         report.leftovers_removed = leftovers;
         fs.rename(&temp, dst, Rename::NoReplace)
             .ctx("rename converted directory to", dst)?;
-        crate::fsutil::sync_dir(&*fs, &parent)?;
+        crate::io::fsutil::sync_dir(&*fs, &parent)?;
         report.source = src.to_path_buf();
         report.destination = dst.to_path_buf();
         report.seconds = started.elapsed().as_secs_f64();
@@ -146,7 +146,7 @@ fn remove_dead_conversions(fs: &dyn Storage, parent: &Path, name: &str) -> Vec<P
             continue;
         }
         let path = entry.path();
-        let Ok(lock) = crate::fsutil::lock_dir(fs, &path) else {
+        let Ok(lock) = crate::io::fsutil::lock_dir(fs, &path) else {
             continue; // alive (or unreadable): not ours to touch
         };
         if std::fs::remove_dir_all(&path).is_ok() {
@@ -155,7 +155,7 @@ fn remove_dead_conversions(fs: &dyn Storage, parent: &Path, name: &str) -> Vec<P
         drop(lock);
     }
     if !removed.is_empty() {
-        let _ = crate::fsutil::sync_dir(fs, parent);
+        let _ = crate::io::fsutil::sync_dir(fs, parent);
     }
     removed
 }
@@ -170,7 +170,7 @@ fn build(
 ) -> Result<ConvertReport> {
     let from = source.dialect;
     let target = Layout::in_dialect(out, to);
-    crate::fsutil::create_dir_durable(fs, &target.log)?;
+    crate::io::fsutil::create_dir_durable(fs, &target.log)?;
     let mut report = ConvertReport {
         source: source.base.clone(),
         destination: out.to_path_buf(),
@@ -303,7 +303,7 @@ fn build(
         }
     }
     for dir in [&target.log, &target.data, &target.base] {
-        crate::fsutil::sync_dir(fs, dir)?;
+        crate::io::fsutil::sync_dir(fs, dir)?;
     }
     check(source, out, to, &report, snapshot.as_ref(), &metadata)?;
     Ok(report)
@@ -423,7 +423,7 @@ fn check(
     for seg in verified.segments.iter().filter(|s| s.count > 0) {
         let file = File::open(&seg.path).ctx("open segment", &seg.path)?;
         let len = file.metadata().ctx("stat segment", &seg.path)?.len();
-        let map = crate::mmap::map_readonly(&file, len).ctx("map segment", &seg.path)?;
+        let map = crate::io::mmap::map_readonly(&file, len).ctx("map segment", &seg.path)?;
         let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
         let last = seg.start_lsn + seg.count as i64 - 1;
         let walked = with_framing!(to, F => crate::segment::walk_framing::<F>(

@@ -15,7 +15,7 @@ use crate::format::detect::{
     SNAPSHOT_PROBE,
 };
 use crate::format::segment::HEADER_LEN;
-use crate::fsutil::{read_full_at, EntryKind, SegmentFile};
+use crate::io::fsutil::{read_full_at, EntryKind, SegmentFile};
 
 pub use crate::format::dialect::Dialect;
 
@@ -132,7 +132,7 @@ pub fn base_says(layout: BaseFiles<'_>) -> Result<Vec<Found>> {
     found.extend(metadata_file_says(layout.metadata)?);
     found.extend(snapshot_file_says(layout.snapshot)?);
     if layout.log.is_dir() {
-        let (segments, _) = crate::fsutil::list_segments(layout.log)?;
+        let (segments, _) = crate::io::fsutil::list_segments(layout.log)?;
         if let Some(first) = segments.first() {
             found.extend(segment_says(first)?);
         }

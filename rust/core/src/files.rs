@@ -17,7 +17,7 @@ use crate::format::dialect::Dialect;
 use crate::format::framed::{self, Frame};
 use crate::format::metadata::{self, Metadata};
 use crate::format::snapshot::{self, Snapshot};
-use crate::storage::Storage;
+use crate::io::storage::Storage;
 
 /// Why [`read_regular`] could not read a file.
 #[derive(Debug)]
@@ -181,7 +181,7 @@ pub fn write_metadata_in(
     dialect: Dialect,
 ) -> Result<()> {
     m.validate()?;
-    crate::fsutil::atomic_write_in(storage, path, &metadata::encode_in(m, dialect), dialect)
+    crate::io::fsutil::atomic_write_in(storage, path, &metadata::encode_in(m, dialect), dialect)
 }
 
 /// Reads the snapshot at `path`: `None` when the file is absent or empty (nothing written yet).
@@ -216,7 +216,7 @@ pub fn write_snapshot_in(
     dialect: Dialect,
 ) -> Result<()> {
     let bytes = snapshot::encode_in(s, dialect)?;
-    crate::fsutil::atomic_write_in(storage, path, &bytes, dialect)
+    crate::io::fsutil::atomic_write_in(storage, path, &bytes, dialect)
 }
 
 #[cfg(test)]

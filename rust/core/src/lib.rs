@@ -20,9 +20,8 @@ pub mod error;
 pub mod files;
 pub mod fork;
 pub mod format;
-pub mod fsutil;
+pub mod io;
 pub mod log;
-pub(crate) mod mmap;
 pub mod payload;
 pub mod pool;
 pub mod recovery;
@@ -33,7 +32,6 @@ pub mod settings;
 pub mod share;
 pub mod state;
 pub mod steps;
-pub mod storage;
 pub mod store;
 pub mod verify;
 

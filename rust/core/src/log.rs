@@ -16,10 +16,10 @@ use crate::format::compressed::Method;
 use crate::format::dialect::Dialect;
 use crate::format::record;
 use crate::format::segment as seg_format;
-use crate::fsutil::{self, sync_dir};
+use crate::io::fsutil::{self, sync_dir};
+use crate::io::storage::{self, Storage, StorageFile};
 use crate::recovery::{self, LogScan, Parallelism, RecoveryMode, ScanOptions};
 use crate::segment::{self, Segment, SegmentBytes};
-use crate::storage::{self, Storage, StorageFile};
 use crate::with_framing;
 
 /// A read asking for at most this many data bytes, or ...

@@ -16,10 +16,10 @@ use crate::error::{Error, IoContext, Result};
 use crate::format::dialect::Dialect;
 use crate::format::record;
 use crate::format::segment::Header;
-use crate::fsutil::{self, EntryKind, SegmentFile};
+use crate::io::fsutil::{self, EntryKind, SegmentFile};
+use crate::io::storage::Storage;
 use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
 use crate::steps::{Step, Steps};
-use crate::storage::Storage;
 
 /// One segment file as the log holds it (or as a scan found it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1062,7 +1062,7 @@ pub fn plan_repair(
         dialect,
         ..ScanOptions::default()
     };
-    let scan = scan_dir(dir, options, &crate::storage::real())?;
+    let scan = scan_dir(dir, options, &crate::io::storage::real())?;
     Ok(RepairPlan::from_scan(&scan))
 }
 

@@ -240,7 +240,7 @@ pub fn decompressed(
             max,
         }));
     }
-    let raw = crate::mmap::map_readonly(file, len)
+    let raw = crate::io::mmap::map_readonly(file, len)
         .ctx("map compressed segment", path)?
         .ok_or_else(|| too_big(path))?;
     let (header, original) = match compressed::decode(&raw) {
@@ -302,7 +302,7 @@ mod tests {
     fn mapped(bytes: &[u8]) -> (tempfile::NamedTempFile, SegmentBytes) {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         f.write_all(bytes).unwrap();
-        let map = crate::mmap::map_readonly(f.as_file(), bytes.len() as u64).unwrap();
+        let map = crate::io::mmap::map_readonly(f.as_file(), bytes.len() as u64).unwrap();
         (f, SegmentBytes::mapped(map))
     }
 

@@ -14,11 +14,11 @@ use crate::format::compressed::{self, BadCompressed};
 use crate::format::dialect::Dialect;
 use crate::format::record::{self, BadRecord, ChecksumRun, Frame, Framing, END_MARKER};
 use crate::format::segment as header;
-use crate::mmap::map_readonly;
+use crate::io::mmap::map_readonly;
+use crate::io::storage::{Open, Rename, Storage, StorageFile};
 use crate::segbytes;
 pub use crate::segbytes::SegmentBytes;
 use crate::steps::{Step, StepWriter, Steps};
-use crate::storage::{Open, Rename, Storage, StorageFile};
 use crate::with_framing;
 
 /// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
@@ -472,7 +472,7 @@ const SCRATCH_KEPT: usize = 64 << 10;
 /// segment's file is closed: its bytes are read through a map, which outlives the descriptor it
 /// was made from, and a read that needs the file opens it again by name, for that read only,
 /// refused unless the name still names the inode the scan at open checked
-/// ([`Segment::with_file`]): the consistency argument of `crate::mmap` (a segment reads the
+/// ([`Segment::with_file`]): the consistency argument of `crate::io::mmap` (a segment reads the
 /// inode its scan checked) holds for a closed file too. What a closed file cannot do is keep a
 /// reader's view of a segment a writer has replaced since (copy-on-truncate) once its map is
 /// dropped: that read is a `StaleRead` (reopen the log), where a held descriptor still reads
@@ -1524,7 +1524,7 @@ pub fn rewrite_prefix(
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    crate::fsutil::sync_dir(storage, dir)?;
+    crate::io::fsutil::sync_dir(storage, dir)?;
     stop_if(opts, RewriteStep::DirSynced, path)?;
     Ok(file)
 }
@@ -1599,7 +1599,7 @@ pub fn remove_cut_leftovers(storage: &dyn Storage, dir: &Path) -> Result<usize> 
         }
     }
     if removed > 0 {
-        crate::fsutil::sync_dir(storage, dir)?;
+        crate::io::fsutil::sync_dir(storage, dir)?;
     }
     Ok(removed)
 }
@@ -2063,7 +2063,7 @@ fn scan_windowed(
 
 /// Reads `buf.len()` bytes at `offset` (fewer at the end of the file): how many were read.
 fn read_full_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<usize> {
-    crate::fsutil::read_full_at(file, path, "read segment", buf, offset)
+    crate::io::fsutil::read_full_at(file, path, "read segment", buf, offset)
 }
 
 /// The active segment read in chunks, from the start, only as far as its scan needs: a
@@ -2269,11 +2269,11 @@ impl Segment {
         file.write_all_at(&bytes, 0).ctx("write segment", &plain)?;
         file.sync_all().ctx("fsync segment", &plain)?;
         let dir = self.dir();
-        crate::fsutil::sync_dir(&*self.storage, &dir)?;
+        crate::io::fsutil::sync_dir(&*self.storage, &dir)?;
         self.storage
             .remove_file(&zpath)
             .ctx("remove compressed segment", &zpath)?;
-        crate::fsutil::sync_dir(&*self.storage, &dir)?;
+        crate::io::fsutil::sync_dir(&*self.storage, &dir)?;
         self.path = plain;
         self.file = Handle::Open(file);
         self.checked_at_open = 0;

@@ -21,12 +21,12 @@ use crate::files;
 use crate::format::delta::DeltaRef;
 use crate::format::dialect::Dialect;
 use crate::format::metadata::Metadata;
+use crate::io::storage::{self, Storage};
 use crate::log::{Log, LogOptions, SyncPolicy};
 use crate::recovery::{Parallelism, RecoveryMode};
 use crate::replay::Replayer;
 use crate::settings::{Settings, StoreSync};
 use crate::state::{raw_name, Applied, QueueConfig, QueueInfo, QueueState, Record};
-use crate::storage::{self, Storage};
 
 /// How [`Store::open_with`] opens a base directory.
 #[derive(Debug, Clone)]
@@ -244,10 +244,13 @@ impl Store {
         base::check_log(&layout, pending.scan(), &metadata, snapshot)?;
         let mut log = pending.open()?;
         if !readonly {
-            let temp =
-                crate::fsutil::temp_dir_named(&*storage, &layout.data, layout.dialect.temp_dir())?;
+            let temp = crate::io::fsutil::temp_dir_named(
+                &*storage,
+                &layout.data,
+                layout.dialect.temp_dir(),
+            )?;
             // Snapshots and metadata of writers killed before their rename.
-            crate::fsutil::remove_dead_temp_files(&*storage, &temp)?;
+            crate::io::fsutil::remove_dead_temp_files(&*storage, &temp)?;
             if layout.dialect == Dialect::Taskflux
                 && std::fs::symlink_metadata(&layout.metadata).is_err()
             {

@@ -70,7 +70,7 @@ pub fn verify_log_dir(dir: &Path, options: ScanOptions) -> Result<VerifyReport> 
             std::io::Error::from_raw_os_error(crate::error::missing_dir_errno(dir)),
         ));
     }
-    let scan = scan_dir(dir, options, &crate::storage::real())?;
+    let scan = scan_dir(dir, options, &crate::io::storage::real())?;
     Ok(VerifyReport {
         dir: dir.to_path_buf(),
         dialect: scan.dialect,

@@ -293,7 +293,7 @@ fn a_fed_segment_is_replayed_from_its_scans_map_and_then_unmapped() {
     let dir = tempfile::tempdir().unwrap();
     let (deltas, _) = adds_then_removes(60, 20);
     write(dir.path(), &deltas);
-    let storage = tflux_core::storage::real();
+    let storage = tflux_core::io::storage::real();
     let options = tflux_core::recovery::ScanOptions::default();
     let mut fed = 0;
     let scan =

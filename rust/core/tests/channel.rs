@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tflux_core::channel::{Channel, ChannelOptions, Retention, SpaceProbe, Start, Watermarks};
-use tflux_core::storage::testing::{Fault, OpKind};
+use tflux_core::io::testing::{Fault, OpKind};
 use tflux_core::Error;
 
 /// Tiny segments, and no disk watermarks: the host's own disk usage (a CI machine at 86% or 96%)
@@ -270,7 +270,7 @@ fn receivers_read_compressed_sealed_segments() {
         ch.send_many(&[msg(i)]).unwrap();
     }
     // Replace every sealed segment by its .log.z (spec section 9), as compression does.
-    let (segs, _) = tflux_core::fsutil::list_segments(&ch.layout().log).unwrap();
+    let (segs, _) = tflux_core::io::fsutil::list_segments(&ch.layout().log).unwrap();
     let mut compressed_any = false;
     for pair in segs.windows(2) {
         let original = std::fs::read(&pair[0].path).unwrap();
@@ -344,8 +344,8 @@ fn compress_sealed_compresses_at_roll_over_and_receivers_still_read() {
 }
 
 /// A channel on a [`FaultStorage`] whose next operation of `kind` fails.
-fn faulty(dir: &Path) -> (Channel, Arc<tflux_core::storage::testing::FaultStorage>) {
-    let storage = tflux_core::storage::testing::FaultStorage::new(dir).unwrap();
+fn faulty(dir: &Path) -> (Channel, Arc<tflux_core::io::testing::FaultStorage>) {
+    let storage = tflux_core::io::testing::FaultStorage::new(dir).unwrap();
     let opts = ChannelOptions {
         storage: storage.clone(),
         ..small()
@@ -353,11 +353,11 @@ fn faulty(dir: &Path) -> (Channel, Arc<tflux_core::storage::testing::FaultStorag
     (Channel::open(dir, opts).unwrap(), storage)
 }
 
-fn fail_next(storage: &tflux_core::storage::testing::FaultStorage, kind: OpKind) {
+fn fail_next(storage: &tflux_core::io::testing::FaultStorage, kind: OpKind) {
     storage.fail(Fault {
         kind: Some(kind),
         nth: storage.ops_of(kind),
-        errno: tflux_core::storage::testing::EIO,
+        errno: tflux_core::io::testing::EIO,
     });
 }
 
@@ -582,7 +582,7 @@ fn a_refused_receiver_creation_leaves_no_cursor_behind() {
     storage.fail(Fault {
         kind: Some(OpKind::SyncDir),
         nth: storage.ops_of(OpKind::SyncDir) + 1,
-        errno: tflux_core::storage::testing::EIO,
+        errno: tflux_core::io::testing::EIO,
     });
     assert!(ch.receiver("x", Start::Lsn(1)).is_err());
     let cursor = dir.path().join("data/cursors/x.cursor");
@@ -608,7 +608,7 @@ fn a_roll_over_that_cannot_make_its_segment_stops_nothing() {
         storage.fail(Fault {
             kind: Some(OpKind::Create),
             nth: storage.ops_of(OpKind::Create) + k,
-            errno: tflux_core::storage::testing::ENOSPC,
+            errno: tflux_core::io::testing::ENOSPC,
         });
     }
     let before = ch.bounds().unwrap();

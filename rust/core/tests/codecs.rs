@@ -13,8 +13,8 @@ use tflux_core::files;
 use tflux_core::format::delta::{self, Delta, DeltaError, DeltaRef};
 use tflux_core::format::metadata::{self, Metadata};
 use tflux_core::format::snapshot::{self, QueueData, Snapshot};
+use tflux_core::io::storage::RealStorage;
 use tflux_core::state::{IMPL_ARRAY, IMPL_HEAP};
-use tflux_core::storage::RealStorage;
 use tflux_core::Error;
 
 // ---------- a hand encoder of snapshots, written from spec section 4 ----------

@@ -234,7 +234,7 @@ fn both_files_with_a_good_z_keep_the_z_and_delete_the_log() {
             mode: RecoveryMode::ReportOnly,
             ..ScanOptions::default()
         },
-        &tflux_core::storage::real(),
+        &tflux_core::io::storage::real(),
     )
     .unwrap();
     assert!(scan.ok());

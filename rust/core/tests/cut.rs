@@ -11,9 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
+use tflux_core::io::storage::Storage;
+use tflux_core::io::testing::FaultStorage;
 use tflux_core::segment::{RewriteStep, CUT_SUFFIX};
-use tflux_core::storage::testing::FaultStorage;
-use tflux_core::storage::Storage;
 use tflux_core::{Error, Log, LogOptions, SyncPolicy};
 
 const STEPS: [RewriteStep; 5] = [

@@ -1,4 +1,4 @@
-//! Fault injection through the storage seam (`tflux_core::storage::testing::FaultStorage`).
+//! Fault injection through the storage seam (`tflux_core::io::testing::FaultStorage`).
 //! Scenario: a scripted Store workload (create queues, enqueue, enqueue_many, dequeue + ack,
 //! ack_many, delete a queue, snapshots, roll-overs every few records with tiny segments) runs once cleanly to
 //! count its changing file operations; then, for every operation index, it runs again with
@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tflux_core::error::Error;
+use tflux_core::io::testing::{Fault, FaultStorage, OpKind, EIO, ENOSPC};
 use tflux_core::state::QueueConfig;
-use tflux_core::storage::testing::{Fault, FaultStorage, OpKind, EIO, ENOSPC};
 use tflux_core::store::{Store, StoreOptions};
 use tflux_core::{Log, LogOptions, SyncPolicy};
 
@@ -325,7 +325,7 @@ fn log_script() -> Vec<LogOp> {
     ops
 }
 
-fn log_options(storage: Arc<dyn tflux_core::storage::Storage>) -> LogOptions {
+fn log_options(storage: Arc<dyn tflux_core::io::storage::Storage>) -> LogOptions {
     LogOptions {
         soft_limit: 96,
         hard_limit: 160,

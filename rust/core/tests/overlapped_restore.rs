@@ -77,8 +77,12 @@ fn write_base(base: &Path, ops: &[Op], snapshot_at: Option<usize>, damage: &Dama
         written += 1;
         if snapshot_at == Some(written) {
             let s = model.to_snapshot(lsn, 1);
-            tflux_core::files::write_snapshot(&*tflux_core::storage::real(), &layout.snapshot, &s)
-                .unwrap();
+            tflux_core::files::write_snapshot(
+                &*tflux_core::io::storage::real(),
+                &layout.snapshot,
+                &s,
+            )
+            .unwrap();
         }
     }
     log.close().unwrap();

@@ -111,7 +111,7 @@ proptest! {
         ] {
             let scan_with = |parallelism, keep, steps| {
                 let options = ScanOptions { mode, empty_entries, parallelism, keep, steps, dialect: None, progress: None };
-                scan_dir(dir.path(), options, &tflux_core::storage::real()).map(|s| seen(&s))
+                scan_dir(dir.path(), options, &tflux_core::io::storage::real()).map(|s| seen(&s))
             };
             let scan = |parallelism, keep| scan_with(parallelism, keep, false);
             let one = scan(Parallelism::OneCore, Keep::Reads).map_err(|e| e.to_string());

@@ -9,8 +9,8 @@ use std::thread;
 use std::time::Duration;
 
 use tflux_core::error::Error;
+use tflux_core::io::testing::{Fault, FaultStorage, OpKind, EIO, ENOSPC};
 use tflux_core::state::QueueConfig;
-use tflux_core::storage::testing::{Fault, FaultStorage, OpKind, EIO, ENOSPC};
 use tflux_core::store::{Store, StoreOptions};
 
 /// Tiny segments; the disk-full watermark at 1.0 (the host's disk usage must not refuse writes).

@@ -104,7 +104,7 @@ fn write_metadata(
     let m = metadata(term, voted_for)?;
     let dialect = crate::dialect_arg(Some(dialect))?.unwrap_or_default();
     let r = py.detach(|| {
-        let fs = tflux_core::storage::RealStorage;
+        let fs = tflux_core::io::storage::RealStorage;
         files::write_metadata_in(&fs, &path, &m, dialect).map_err(Fail::Core)
     });
     py_result(py, r)

@@ -292,7 +292,7 @@ fn write_snapshot(
     let s = snapshot_arg(py, last_index, last_term, queues)?;
     let dialect = crate::dialect_arg(Some(dialect))?.unwrap_or_default();
     let r = py.detach(|| {
-        let fs = tflux_core::storage::RealStorage;
+        let fs = tflux_core::io::storage::RealStorage;
         files::write_snapshot_in(&fs, &path, &s, dialect).map_err(Fail::Core)
     });
     py_result(py, r)

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::files::read_framed;
 use crate::format::receiver;
-use crate::fsutil;
-use crate::storage::{Open, Storage};
+use crate::io::fsutil;
+use crate::io::storage::{Open, Storage};
 
 /// Where a channel keeps the lock files of its receivers (inside `data/cursors/`; not a
 /// cursor name, since it has no `.cursor` suffix).

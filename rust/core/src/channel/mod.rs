@@ -25,11 +25,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::durability::{spawn_interval, GroupCommit, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::dialect::Dialect;
-use crate::fsutil;
+use crate::io::fsutil;
+use crate::io::storage::{self, Storage};
 use crate::log::{Log, LogOptions, SyncPolicy};
 use crate::recovery::RecoveryMode;
 use crate::settings::StoreSync;
-use crate::storage::{self, Storage};
 
 pub use collect::Retention;
 pub use receiver::{Receiver, Start};

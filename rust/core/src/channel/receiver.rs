@@ -63,7 +63,7 @@ impl Receiver {
         let storage = &*shared.opts.storage;
         if !layout.cursors.is_dir() {
             // A read-only channel whose writer has not created the layout yet.
-            crate::fsutil::create_dir_durable(storage, &layout.cursors)?;
+            crate::io::fsutil::create_dir_durable(storage, &layout.cursors)?;
         }
         let held = cursor::lock(storage, &layout.cursors, name)?;
         let path = cursor::cursor_path(&layout.cursors, name);
@@ -110,7 +110,7 @@ impl Receiver {
         // refused it is the one to report.
         let refuse = |e: Error| {
             if created.is_some() && storage.remove_file(&path).is_ok() {
-                let _ = crate::fsutil::sync_dir(storage, &layout.cursors);
+                let _ = crate::io::fsutil::sync_dir(storage, &layout.cursors);
             }
             Err(e)
         };

@@ -18,7 +18,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::format::compressed;
 use crate::format::record::{self, Frame};
 use crate::format::segment as seg_format;
-use crate::fsutil;
+use crate::io::fsutil;
 use crate::segbytes::{self, SegmentBytes};
 use crate::segment::MAX_ENTRY_LSN;
 

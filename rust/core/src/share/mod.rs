@@ -88,13 +88,13 @@ pub(crate) enum Found<T> {
 /// owner (a `Log`, `tflux repair`, an unshared open) is `Locked` at once or after `lock_wait`.
 pub(crate) fn find_owner<T>(
     base: &Path,
-    storage: &dyn crate::storage::Storage,
+    storage: &dyn crate::io::storage::Storage,
     lock_wait: Option<Duration>,
     mut become_owner: impl FnMut(&Path) -> Result<T>,
 ) -> Result<Found<T>> {
     if !base.is_dir() {
         // A new directory: made first, as the store or channel would make it.
-        crate::fsutil::create_dir_durable(storage, base)?;
+        crate::io::fsutil::create_dir_durable(storage, base)?;
     }
     let socket = base.join("data").join(SOCKET);
     let started = Instant::now();

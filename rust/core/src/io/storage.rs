@@ -1,6 +1,6 @@
 //! The storage seam: every call that changes files on disk (create, positioned write, fsync,
 //! rename, remove, directory creation and fsync, the writer lock) goes through [`Storage`], so
-//! tests can inject I/O errors and power loss (`testing::FaultStorage`) where production uses
+//! tests can inject I/O errors and power loss (`io::testing::FaultStorage`, behind the `testing` feature) where production uses
 //! [`RealStorage`] (modelled on raft-engine's `FileSystem` and redb's `StorageBackend`).
 //!
 //! Reads of whole files, directory listings and memory maps stay on `std::fs`: they change
@@ -15,8 +15,6 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-
-pub mod testing;
 
 /// How [`Storage::open`] opens a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,8 @@
 //! After [`FaultStorage::crash_at`]'s operation, every changing operation fails with `EIO` (the
 //! machine is down), so nothing after the crash point can become durable.
 //!
-//! Nothing in production uses this module; it costs nothing unless constructed.
+//! Nothing in production uses this module: it is compiled for the crate's own tests and, behind
+//! the `testing` feature, for the integration tests (`rust/core/tests`); the product never ships it.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -19,7 +20,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Open, RealStorage, Rename, Storage, StorageFile};
+use super::storage::{Open, RealStorage, Rename, Storage, StorageFile};
 
 /// `EIO`, the errno of a failing device.
 pub const EIO: i32 = 5;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, IoContext, Result};
 use crate::format::dialect::Dialect;
-use crate::storage::{Open, Rename, Storage};
+use crate::io::storage::{Open, Rename, Storage};
 
 /// Name of the directory beside a file where its replacement is written first.
 pub const TEMP_DIR: &str = "temp";
