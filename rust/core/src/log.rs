@@ -353,7 +353,7 @@ impl PendingOpen {
             if segment::remove_cut_leftovers(&*opts.storage, &dir)? > 0 {
                 ignored.retain(|p| p.exists());
             }
-            crate::compress::remove_leftovers(&*opts.storage, &dir)?;
+            crate::segment::compress::remove_leftovers(&*opts.storage, &dir)?;
         }
         let dialect = scan.dialect;
         let recovered = recovery::recover(scan, !opts.readonly, &opts.storage)?;
@@ -404,7 +404,7 @@ pub struct Log {
     /// See [`Log::stop_cuts_after`].
     cut_stop: Option<segment::RewriteStep>,
     /// See [`Log::stop_compress_after`].
-    compress_stop: Option<crate::compress::CompressStep>,
+    compress_stop: Option<crate::segment::compress::CompressStep>,
     /// Set by a failed fsync: after one, a later fsync that succeeds proves nothing (the kernel
     /// may have dropped the dirty pages), so no durability is ever claimed again.
     sync_failed: Option<PoisonCause>,
@@ -446,7 +446,7 @@ impl Log {
     /// What the scan finds, and the open after it, are exactly those of [`Log::prepare`].
     ///
     /// The pool's scan of each sealed segment also writes its replay steps
-    /// ([`crate::steps`], [`Segment::replay_steps`]) for `feed`.
+    /// ([`crate::segment::steps`], [`Segment::replay_steps`]) for `feed`.
     pub fn prepare_feeding(
         dir: impl AsRef<Path>,
         opts: LogOptions,
@@ -1466,7 +1466,7 @@ impl Log {
 
     /// Fault injection for crash tests: the next compressions stop right after `step`.
     #[doc(hidden)]
-    pub fn stop_compress_after(&mut self, step: Option<crate::compress::CompressStep>) {
+    pub fn stop_compress_after(&mut self, step: Option<crate::segment::compress::CompressStep>) {
         self.compress_stop = step;
     }
 
@@ -1517,13 +1517,13 @@ impl Log {
             if !log.compressible().contains(&first_lsn) {
                 return Ok(None);
             }
-            let opts = crate::compress::CompressOptions {
+            let opts = crate::segment::compress::CompressOptions {
                 method,
                 stop_after: log.compress_stop,
             };
             let (storage, dir) = (Arc::clone(&log.opts.storage), log.dir.clone());
             let seg = &mut log.segments[k];
-            crate::compress::compress_segment(&storage, &dir, seg, &opts).map(Some)
+            crate::segment::compress::compress_segment(&storage, &dir, seg, &opts).map(Some)
         }
     }
 

@@ -20,7 +20,7 @@
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
-use crate::segbytes::SegmentBytes;
+use crate::segment::bytes::SegmentBytes;
 
 /// The bit of `off` that marks an owned payload (a borrowed one starts below 2^31).
 const OWNED: u32 = 1 << 31;

@@ -18,8 +18,8 @@ use crate::format::record;
 use crate::format::segment::Header;
 use crate::io::fsutil::{self, EntryKind, SegmentFile};
 use crate::io::storage::Storage;
+use crate::segment::steps::{Step, Steps};
 use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
-use crate::steps::{Step, Steps};
 
 /// One segment file as the log holds it (or as a scan found it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub struct ScanOptions {
     /// What the scanned segments must serve after the walk.
     pub keep: Keep,
     /// Whether the pool's scan of each sealed segment also writes its replay steps
-    /// ([`crate::steps`]) for the restore it is fed to ([`scan_dir_feeding`]); only with
+    /// ([`crate::segment::steps`]) for the restore it is fed to ([`scan_dir_feeding`]); only with
     /// [`Parallelism::AllCores`]. The findings are the same either way.
     pub steps: bool,
     /// The dialect the caller chose or already decided for the directory (`None`: the first
@@ -440,7 +440,7 @@ fn scan_segment_keeping(
     let finding = match scan.header {
         _ if scan.bad_compressed.is_some() => {
             let why = scan.bad_compressed.as_ref().expect("checked");
-            let e = crate::segbytes::bad_compressed(path, why);
+            let e = crate::segment::bytes::bad_compressed(path, why);
             Some(Finding::from_error(FindingKind::Corruption, path, &e))
         }
         Header::Valid => classify_end(path, &mut scan, is_last, options),
@@ -488,7 +488,7 @@ fn compressed_last_lsn(path: &Path, scan: &FileScan) -> Option<Finding> {
         found: h.last_lsn,
         counted,
     };
-    let e = crate::segbytes::bad_compressed(path, &why);
+    let e = crate::segment::bytes::bad_compressed(path, &why);
     Some(Finding::from_error(FindingKind::Corruption, path, &e))
 }
 

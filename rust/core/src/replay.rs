@@ -8,10 +8,10 @@ use crate::error::{Error, Result};
 use crate::format::delta::Delta;
 use crate::format::record;
 use crate::log::Log;
-use crate::segbytes::SegmentBytes;
+use crate::segment::bytes::SegmentBytes;
+use crate::segment::steps::Step;
 use crate::segment::Segment;
 use crate::state::{Batch, QueueState};
-use crate::steps::Step;
 
 /// Applies every entry of `log` from `start` (default: the log's start) to its end to `state`,
 /// without copying entries, as one [`crate::state::Batch`] (the state is built once at the
@@ -136,7 +136,7 @@ impl<'s> Replayer<'s> {
     }
 
     /// Applies the records `from..` of `seg` whose replay steps its scan made
-    /// ([`crate::steps`]), in `source` (the segment's map), in LSN order: a step of the queue
+    /// ([`crate::segment::steps`]), in `source` (the segment's map), in LSN order: a step of the queue
     /// the record before named goes the short way ([`Batch::apply_step`]) once the record
     /// before it was applied here; every other record, and one the short way does not take,
     /// is applied from its bytes as [`Replayer::segment`]'s walk would apply it.

@@ -394,7 +394,7 @@ fn a_readonly_log_refuses_to_compress() {
 
 #[test]
 fn a_compression_stopped_after_any_step_loses_nothing_and_leaves_no_orphan_after_reopen() {
-    use tflux_core::compress::CompressStep;
+    use tflux_core::segment::compress::CompressStep;
     for step in CompressStep::ALL {
         let base = tempfile::tempdir().unwrap();
         let (dir, entries) = plain_log(base.path());
@@ -442,7 +442,7 @@ fn a_compression_stopped_after_any_step_loses_nothing_and_leaves_no_orphan_after
 /// log could rename the other's records in place of its own segment).
 #[test]
 fn sibling_logs_never_touch_each_others_compressed_copies() {
-    use tflux_core::compress::CompressStep;
+    use tflux_core::segment::compress::CompressStep;
     let base = tempfile::tempdir().unwrap();
     let mut entries = Vec::new();
     for name in ["a", "b"] {

@@ -2,7 +2,8 @@
 //! reads decompress each compressed segment once, not once per read, also across two logs.
 
 use tflux_core::format::compressed::{self, Method};
-use tflux_core::{segbytes, Log, LogOptions};
+use tflux_core::segment::bytes as segbytes;
+use tflux_core::{Log, LogOptions};
 
 #[test]
 fn reads_decompress_each_segment_once_shared_by_every_reader() {

@@ -8,7 +8,7 @@ use std::cell::Cell;
 
 use tflux_core::format::delta::Delta;
 use tflux_core::format::snapshot::{QueueData, Snapshot};
-use tflux_core::segbytes::SegmentBytes;
+use tflux_core::segment::bytes::SegmentBytes;
 use tflux_core::state::{QueueState, IMPL_ARRAY, IMPL_HEAP};
 
 struct Counting;

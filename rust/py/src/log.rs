@@ -766,7 +766,7 @@ impl PyLog {
     fn compress(&self, py: Python<'_>, method: &str) -> PyResult<Vec<String>> {
         let method = method.to_owned();
         self.run(py, move |log| {
-            let method = tflux_core::compress::parse_method(&method)?;
+            let method = tflux_core::segment::compress::parse_method(&method)?;
             let made = log.compress(method)?;
             Ok(made.iter().map(|p| p.display().to_string()).collect())
         })
@@ -788,7 +788,7 @@ impl PyLog {
     ) -> PyResult<Option<String>> {
         let method = method.to_owned();
         self.run(py, move |log| {
-            let method = tflux_core::compress::parse_method(&method)?;
+            let method = tflux_core::segment::compress::parse_method(&method)?;
             let made = log.compress_one(first_lsn, method)?;
             Ok(made.map(|p| p.display().to_string()))
         })

@@ -19,7 +19,7 @@ use crate::format::compressed;
 use crate::format::record::{self, Frame};
 use crate::format::segment as seg_format;
 use crate::io::fsutil;
-use crate::segbytes::{self, SegmentBytes};
+use crate::segment::bytes::{self as segbytes, SegmentBytes};
 use crate::segment::MAX_ENTRY_LSN;
 
 /// Bytes read at once while records flow, and while waiting at the end (cheap polls).

@@ -248,8 +248,8 @@ pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
                     && prev.twin.is_none()
                     && prev.kind == EntryKind::Regular
                     && seg.kind == EntryKind::Regular
-                    && !crate::segbytes::is_compressed(&prev.path)
-                    && crate::segbytes::is_compressed(&seg.path) =>
+                    && !crate::segment::bytes::is_compressed(&prev.path)
+                    && crate::segment::bytes::is_compressed(&seg.path) =>
             {
                 prev.twin = Some(std::mem::replace(&mut prev.path, seg.path));
             }

@@ -20,7 +20,7 @@ use super::{Applied, Heap4, Mode, Queue, QueueState, Ready, Record};
 use crate::error::Result;
 use crate::format::delta::DeltaRef;
 use crate::payload::{Lender, Lent};
-use crate::segbytes::SegmentBytes;
+use crate::segment::bytes::SegmentBytes;
 
 /// One record added during a batch, laid out like a [`Record`] (32 bytes, same alignment) so
 /// that the column becomes the queue's record array where it lies; `data` is `None` once
@@ -458,14 +458,18 @@ impl Batch<'_> {
         }
     }
 
-    /// Applies a replay step ([`crate::steps`]) of the source last given to
+    /// Applies a replay step ([`crate::segment::steps`]) of the source last given to
     /// [`Batch::lend_from`] (`bytes` are that source's bytes) by the short way, when the
     /// delta applied just before (successfully, in this batch) was the record before the
     /// step's. `None`, with nothing changed, when the short way does not take it: the caller
     /// then applies the record's bytes with [`Batch::apply_in_source`] (same rules, same
     /// errors, same state).
     #[inline(always)]
-    pub fn apply_step(&mut self, step: &crate::steps::Step, bytes: &[u8]) -> Option<Applied> {
+    pub fn apply_step(
+        &mut self,
+        step: &crate::segment::steps::Step,
+        bytes: &[u8],
+    ) -> Option<Applied> {
         self.state
             .apply_step_in_last_queue(self.lender.as_ref(), self.room, step, bytes)
     }

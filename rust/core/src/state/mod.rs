@@ -575,7 +575,7 @@ impl QueueState {
         }
     }
 
-    /// [`QueueState::apply_in_last_queue`] of a replay step ([`crate::steps`]): an AddRecord
+    /// [`QueueState::apply_in_last_queue`] of a replay step ([`crate::segment::steps`]): an AddRecord
     /// or RemoveRecord of the queue the delta applied just before named (which is then the
     /// last-found queue), already coded by the scan; `bytes` are the segment's bytes the step
     /// points into. `None`, with nothing changed, for anything the short path does not take
@@ -585,12 +585,12 @@ impl QueueState {
         &mut self,
         source: Option<&Lender>,
         room: usize,
-        step: &crate::steps::Step,
+        step: &crate::segment::steps::Step,
         bytes: &[u8],
     ) -> Option<Applied> {
         let q = self.queues.last_mut()?;
         match step.kind() {
-            crate::steps::ADD => {
+            crate::segment::steps::ADD => {
                 // The scan coded the record as an AddRecord of the queue the record before
                 // named, which is this queue, so its message starts after this queue's name:
                 // found without reading the record. The applying thread touches no byte of
@@ -604,7 +604,7 @@ impl QueueState {
                 let message = bytes.get(at..range.end)?;
                 q.add_short(source, room, step.word() as i64, message)
             }
-            crate::steps::REMOVE => q.remove_short(step.word()),
+            crate::segment::steps::REMOVE => q.remove_short(step.word()),
             _ => None,
         }
     }

@@ -180,7 +180,7 @@ fn write_and_check(
             let why = "the compressed copy decodes to other bytes than the segment";
             return Err(Error::corruption(temp, None, why));
         }
-        Err(why) => return Err(crate::segbytes::bad_compressed(temp, &why)),
+        Err(why) => return Err(crate::segment::bytes::bad_compressed(temp, &why)),
     }
     stop_if(opts, CompressStep::Verified, temp)?;
     Ok(out)
