@@ -11,9 +11,9 @@ use crate::files;
 use crate::format::dialect::Dialect;
 use crate::format::metadata::Metadata;
 use crate::format::snapshot::Snapshot;
+use crate::log::recovery::SegmentInfo;
+use crate::log::recovery::{scan_dir, Finding, FindingKind, LogScan, RecoveryMode, ScanOptions};
 use crate::log::{Log, LogOptions};
-use crate::recovery::SegmentInfo;
-use crate::recovery::{scan_dir, Finding, FindingKind, LogScan, RecoveryMode, ScanOptions};
 use crate::settings::{Settings, SETTINGS_FILE};
 use crate::state::{QueueInfo, QueueState};
 

@@ -2,14 +2,13 @@
 //!
 //! Layers, bottom up: [`codec`] (big-endian primitives and the CRC), [`format`](mod@format) (byte layouts of
 //! records and segment headers), [`segment`] (one segment file: scan, append, cut), [`log`] (the
-//! segmented Raft log), [`recovery`] (the one scanner that classifies a log directory),
-//! [`verify`](mod@verify) (read-only checking of a log directory).
+//! segmented Raft log), [`log::recovery`] (the one scanner that classifies a log directory),
+//! [`log::verify`] (read-only checking of a log directory).
 //! Nothing here knows about Python; the `tflux-py` crate wraps these types.
 
 pub mod base;
 pub mod channel;
 pub mod codec;
-pub mod columns;
 pub mod convert;
 pub mod cores;
 pub mod deliveries;
@@ -23,19 +22,17 @@ pub mod io;
 pub mod log;
 pub mod payload;
 pub mod pool;
-pub mod recovery;
 pub mod replay;
 pub mod segment;
 pub mod settings;
 pub mod share;
 pub mod state;
 pub mod store;
-pub mod verify;
 
 pub use base::{verify_base, BaseReport, Layout, VerifyDepth, VerifyOptions};
 pub use error::{Error, Result};
+pub use log::recovery::{Finding, FindingKind, RecoveryMode, RepairPlan, ScanOptions};
+pub use log::verify::{verify, verify_in, Problem, ProblemKind, VerifyReport};
 pub use log::{
     Entry, EntryBatch, Log, LogOptions, PendingOpen, RecoveryReport, SegmentInfo, SyncPolicy,
 };
-pub use recovery::{Finding, FindingKind, RecoveryMode, RepairPlan, ScanOptions};
-pub use verify::{verify, verify_in, Problem, ProblemKind, VerifyReport};

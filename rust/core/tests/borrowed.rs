@@ -294,22 +294,26 @@ fn a_fed_segment_is_replayed_from_its_scans_map_and_then_unmapped() {
     let (deltas, _) = adds_then_removes(60, 20);
     write(dir.path(), &deltas);
     let storage = tflux_core::io::storage::real();
-    let options = tflux_core::recovery::ScanOptions::default();
+    let options = tflux_core::log::recovery::ScanOptions::default();
     let mut fed = 0;
-    let scan =
-        tflux_core::recovery::scan_dir_feeding(dir.path(), options.clone(), &storage, &mut |seg| {
+    let scan = tflux_core::log::recovery::scan_dir_feeding(
+        dir.path(),
+        options.clone(),
+        &storage,
+        &mut |seg| {
             assert!(
                 seg.is_mapped(),
                 "{} fed without the scan's map",
                 seg.path().display()
             );
             fed += 1;
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert!(fed >= 2, "the log has sealed segments ({fed} fed)");
     for scan in [
         scan,
-        tflux_core::recovery::scan_dir(dir.path(), options, &storage).unwrap(),
+        tflux_core::log::recovery::scan_dir(dir.path(), options, &storage).unwrap(),
     ] {
         for f in &scan.files {
             let seg = f.segment.as_ref().unwrap();

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use common::{all_entries, hand_segment, opts, seg_name};
 use tflux_core::format::compressed::{self, Method};
-use tflux_core::recovery::{FindingKind, RecoveryMode, ScanOptions};
+use tflux_core::log::recovery::{FindingKind, RecoveryMode, ScanOptions};
 use tflux_core::{Error, Log, LogOptions};
 
 const SEG_A: [(i32, &[u8]); 3] = [(1, b"alpha"), (1, b"beta"), (2, b"gamma")];
@@ -228,7 +228,7 @@ fn both_files_with_a_good_z_keep_the_z_and_delete_the_log() {
     golden_log(dir.path());
     std::fs::write(dir.path().join(seg_name(3)), hand_segment(&SEG_B)).unwrap();
     // Read-only: reads the .z, reports the pair, changes nothing.
-    let scan = tflux_core::recovery::scan_dir(
+    let scan = tflux_core::log::recovery::scan_dir(
         dir.path(),
         ScanOptions {
             mode: RecoveryMode::ReportOnly,

@@ -5,9 +5,9 @@
 //! term and bytes, and the open and `verify` must find the end of the last record.
 
 use proptest::prelude::*;
-use tflux_core::columns::{read_deltas_with, DeltaRead};
 use tflux_core::format::delta::Delta;
-use tflux_core::recovery::Parallelism;
+use tflux_core::log::columns::{read_deltas_with, DeltaRead};
+use tflux_core::log::recovery::Parallelism;
 use tflux_core::{Log, LogOptions, SyncPolicy};
 
 /// The window of the scan at open and of the replay of the active segment.

@@ -13,8 +13,8 @@ use common::ops::{self, Op};
 use common::opts;
 use proptest::prelude::*;
 use tflux_core::base::Layout;
+use tflux_core::log::recovery::Parallelism;
 use tflux_core::log::Log;
-use tflux_core::recovery::Parallelism;
 use tflux_core::state::QueueState;
 use tflux_core::store::{Store, StoreOptions};
 

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use tflux_core::recovery::{scan_dir, Keep, LogScan, Parallelism, RecoveryMode, ScanOptions};
+use tflux_core::log::recovery::{scan_dir, Keep, LogScan, Parallelism, RecoveryMode, ScanOptions};
 
 #[derive(Debug, Clone)]
 struct Seg {

@@ -4,10 +4,10 @@
 //! appended after the open is still checked.
 
 use proptest::prelude::*;
-use tflux_core::columns::{read_deltas_with, DeltaColumns, DeltaRead};
 use tflux_core::format::compressed::Method;
 use tflux_core::format::delta::Delta;
-use tflux_core::recovery::Parallelism;
+use tflux_core::log::columns::{read_deltas_with, DeltaColumns, DeltaRead};
+use tflux_core::log::recovery::Parallelism;
 use tflux_core::{Log, LogOptions, SyncPolicy};
 
 fn opts(soft: u64) -> LogOptions {
@@ -77,7 +77,7 @@ fn read(log: &mut Log, start: i64, end: i64, max_bytes: u64, raw: bool, p: Paral
 /// Entry `i` of a nullable column: its value, or `None` where it is null (whose value, when
 /// the column has values, is zero).
 fn at<T: Copy + Default + PartialEq + std::fmt::Debug>(
-    c: &tflux_core::columns::Nullable<T>,
+    c: &tflux_core::log::columns::Nullable<T>,
     i: usize,
 ) -> Option<T> {
     assert!(c.values.is_empty() || c.values.len() == c.validity.len);
@@ -189,7 +189,7 @@ fn check_against_written(c: &DeltaColumns, log: &mut Log) {
         assert_eq!(b.offsets[0], 0);
         assert_eq!(b.data.len(), b.offsets[n] as usize);
     }
-    let present = |bits: &tflux_core::columns::Bitmap, values: usize| {
+    let present = |bits: &tflux_core::log::columns::Bitmap, values: usize| {
         assert_eq!(
             values == 0,
             n == 0 || bits.nulls == n,
@@ -339,7 +339,7 @@ fn a_cut_rewrites_records_that_reads_check_again() {
     // Copy-on-truncate: records 0..=5 now live in a file this process wrote, not the scan's.
     log.truncate_after(5).unwrap();
     flip_data_byte(&log, 2);
-    let e = tflux_core::columns::read_deltas(&mut log, 0, 6, u64::MAX, false).unwrap_err();
+    let e = tflux_core::log::columns::read_deltas(&mut log, 0, 6, u64::MAX, false).unwrap_err();
     assert!(e.to_string().contains("checksum"), "{e}");
 }
 

@@ -2,7 +2,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use tflux_core::columns::{Binary, Bitmap, DeltaColumns, Nullable, SnapshotColumns};
+use tflux_core::log::columns::{Binary, Bitmap, DeltaColumns, Nullable, SnapshotColumns};
 
 use crate::buffer::{Column, PyColumnBuffer};
 
@@ -419,14 +419,16 @@ fn read_segment_deltas(
     dialect: Option<&str>,
 ) -> PyResult<PyDeltaBatch> {
     let dialect = crate::dialect_arg(dialect)?;
-    use tflux_core::recovery::Position;
+    use tflux_core::log::recovery::Position;
     let position = if last {
         Position::Last
     } else {
         Position::Sealed
     };
     let r = py.detach(|| {
-        tflux_core::columns::read_segment_deltas(&path, position, from_lsn, to_lsn, raw, dialect)
+        tflux_core::log::columns::read_segment_deltas(
+            &path, position, from_lsn, to_lsn, raw, dialect,
+        )
     });
     let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
     PyDeltaBatch::new(py, cols)

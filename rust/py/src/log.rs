@@ -732,7 +732,7 @@ impl PyLog {
     ) -> PyResult<crate::columns::PyDeltaBatch> {
         let (start, end) = self.bounds(py, start, end)?;
         let cols = self.run(py, |log| {
-            tflux_core::columns::read_deltas(log, start, end, max_bytes, raw)
+            tflux_core::log::columns::read_deltas(log, start, end, max_bytes, raw)
         })?;
         crate::columns::PyDeltaBatch::new(py, cols)
     }

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use tflux_core::base as core_base;
-use tflux_core::recovery as core_recovery;
-use tflux_core::verify as core;
+use tflux_core::log::recovery as core_recovery;
+use tflux_core::log::verify as core;
 
 use crate::errors::{py_result, Fail};
 use crate::log::PySegmentInfo;

@@ -27,8 +27,8 @@ use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::dialect::Dialect;
 use crate::io::fsutil;
 use crate::io::storage::{self, Storage};
+use crate::log::recovery::RecoveryMode;
 use crate::log::{Log, LogOptions, SyncPolicy};
-use crate::recovery::RecoveryMode;
 use crate::settings::StoreSync;
 
 pub use collect::Retention;

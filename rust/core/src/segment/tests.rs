@@ -7,7 +7,7 @@ use super::{
 use crate::format::dialect::Dialect;
 use crate::format::record::{self, BadRecord};
 use crate::format::segment as header;
-use crate::recovery::{scan_segment, FindingKind, Position, ScanOptions};
+use crate::log::recovery::{scan_segment, FindingKind, Position, ScanOptions};
 use proptest::prelude::*;
 
 /// Everything a scan's classification reads, for comparing two scans of one file.

@@ -20,7 +20,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 /**
  * The columns of the {@code tflux} format (the same names, types and order as the Python
  * source's {@code _columns.log_schema}) and the delta decoder that fills them (spec 6; the
- * JVM twin of the core's {@code format/delta.rs} and {@code columns.rs}). Only the columns Spark
+ * JVM twin of the core's {@code format/delta.rs} and {@code log/columns/delta.rs}). Only the columns Spark
  * asks for are filled, but every delta in the LSN range is decoded and checked, so a pruned
  * scan fails where a full one does.
  */

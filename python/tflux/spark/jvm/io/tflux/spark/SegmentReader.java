@@ -12,7 +12,7 @@ import java.util.zip.CRC32;
 
 /**
  * Reads the records of one segment file (spec 3) whose start offsets lie in a byte range, the
- * JVM twin of the core's {@code read_segment_deltas} (recovery.rs {@code scan_segment} plus
+ * JVM twin of the core's {@code read_segment_deltas} (log/recovery/scan.rs {@code scan_segment} plus
  * {@code format/record.rs}): the same header classification, framing checks, CRC, term order,
  * torn-tail rules and error wording. Differential tests hold the two equal.
  *

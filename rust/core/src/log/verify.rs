@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::format::dialect::Dialect;
-use crate::recovery::SegmentInfo;
-use crate::recovery::{scan_dir, Finding, FindingKind, Keep, RecoveryMode, ScanOptions};
+use crate::log::recovery::SegmentInfo;
+use crate::log::recovery::{scan_dir, Finding, FindingKind, Keep, RecoveryMode, ScanOptions};
 
 /// A problem found by `verify`: one finding of the recovery scanner.
 pub type Problem = Finding;

@@ -1,57 +1,7 @@
-//! The recovery scanner: one walk over the segments of a log directory that classifies every
-//! finding (torn tail, corruption, term order, gap or overlap, unreadable or ignored entries)
-//! into a report, and a mode that decides what the findings mean (raft-engine's habit: one
-//! reader of the files, one place for the rules).
-//!
-//! Opening a log is two steps: [`scan_dir`] reads (never writes), then the caller acts on the
-//! result: cut a torn tail, initialise a half-created segment, or execute a [`RepairPlan`]. A
-//! refused open therefore changes nothing. `verify`, `verify_base`, `Log::open`, repair and
-//! `read_segment_deltas` (the Spark reader) all classify through [`scan_segment`].
-//! [`crate::segment::scan_file`] stays the one place that reads a file's records.
+//! The one walk over a log directory: the scan's options, each segment classified by how it
+//! ends, and the directory-level checks (term order, gaps, overlaps, twins), read-only.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-
-use crate::error::{Error, IoContext, Result};
-use crate::format::dialect::Dialect;
-use crate::format::record;
-use crate::format::segment::Header;
-use crate::io::fsutil::{self, EntryKind, SegmentFile};
-use crate::io::storage::Storage;
-use crate::segment::steps::{Step, Steps};
-use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
-
-/// One segment file as the log holds it (or as a scan found it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentInfo {
-    pub name: String,
-    pub path: PathBuf,
-    pub start_lsn: i64,
-    pub count: u64,
-    pub size: u64,
-    pub file_size: u64,
-    pub sealed: bool,
-    /// How the file is compressed (a `.log.z`); `file_size` is then the compressed size and
-    /// `size` the original's.
-    pub compression: Option<crate::format::compressed::Method>,
-}
-
-/// What opening had to do: the torn tail it cut (or, read-only, would cut) and what repair moved.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RecoveryReport {
-    pub cut_path: Option<PathBuf>,
-    pub cut_offset: Option<u64>,
-    pub bytes_cut: u64,
-    pub records_kept: u64,
-    pub reason: Option<String>,
-    pub moved: Vec<PathBuf>,
-}
-
-impl RecoveryReport {
-    pub fn truncated(&self) -> bool {
-        self.cut_offset.is_some()
-    }
-}
+use super::*;
 
 /// What a scan does with what it finds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -154,149 +104,6 @@ impl Parallelism {
             Parallelism::AllCores if !crate::cores::available() => Parallelism::OneCore,
             p => p,
         }
-    }
-}
-
-/// What a finding is (`as_str` names it for Python and the CLI).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FindingKind {
-    /// The last segment ends in an incomplete record: a crash mid-write; cut at open.
-    TornTail,
-    /// The last segment's header was never completed: a crash while creating it; initialised
-    /// at open.
-    UninitialisedHeader,
-    /// Bytes that do not follow the format (a bad record, a bad header), or a file of the base
-    /// directory that a restore refuses.
-    Corruption,
-    /// A complete record whose term is negative or lower than the term before it.
-    TermOrder,
-    /// A segment starts after the LSN the previous one ends at (LSNs missing).
-    Gap,
-    /// A segment starts before the LSN the previous one ends at.
-    Overlap,
-    /// A segment-named entry that is not a regular file (directory, FIFO, device, dangling
-    /// symlink): its records cannot be read, so it is never skipped silently.
-    NotRegularFile,
-    /// An entry not named like a segment: the log ignores it.
-    IgnoredFile,
-    /// The log starts after the snapshot's last index + 1 (or after 0 without a snapshot).
-    SnapshotGap,
-    /// A log entry's term is above the metadata's current term.
-    TermAboveMetadata,
-    /// A bad settings file.
-    Settings,
-    /// A delta that cannot be applied while rebuilding the state.
-    Replay,
-    /// An operating-system error while reading a file.
-    Io,
-    /// Both `NNN.log.z` and `NNN.log` exist (a compression stopped between its rename and its
-    /// delete): the scan reads the `.z` when it decodes, and a writable open removes the other
-    /// file (spec section 9). Never refuses an open.
-    CompressedTwin,
-    /// Both files of a segment exist and the `.z` decodes, but not to the `.log`'s bytes: two
-    /// versions of one segment. Refuses every open; repair reads the `.log` and moves the `.z`
-    /// into `../temp`; nothing is ever deleted for it.
-    TwinConflict,
-}
-
-impl FindingKind {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            FindingKind::TornTail => "torn_tail",
-            FindingKind::UninitialisedHeader => "uninitialised_header",
-            FindingKind::Corruption => "corruption",
-            FindingKind::TermOrder => "term_order",
-            FindingKind::Gap => "gap",
-            FindingKind::Overlap => "overlap",
-            FindingKind::NotRegularFile => "not_regular_file",
-            FindingKind::IgnoredFile => "ignored_file",
-            FindingKind::SnapshotGap => "snapshot_gap",
-            FindingKind::TermAboveMetadata => "term_above_metadata",
-            FindingKind::Settings => "settings",
-            FindingKind::Replay => "replay",
-            FindingKind::Io => "io_error",
-            FindingKind::CompressedTwin => "compressed_twin",
-            FindingKind::TwinConflict => "twin_conflict",
-        }
-    }
-
-    /// Whether a crash alone can leave this (the last segment's end): cut or initialised by a
-    /// tolerant open.
-    pub fn is_crash_residue(&self) -> bool {
-        matches!(
-            self,
-            FindingKind::TornTail | FindingKind::UninitialisedHeader
-        )
-    }
-
-    /// Whether repair can cut it away (a problem of the segments themselves).
-    pub fn in_log(&self) -> bool {
-        matches!(
-            self,
-            FindingKind::TornTail
-                | FindingKind::UninitialisedHeader
-                | FindingKind::Corruption
-                | FindingKind::TermOrder
-                | FindingKind::Gap
-                | FindingKind::Overlap
-                | FindingKind::NotRegularFile
-                | FindingKind::TwinConflict
-        )
-    }
-}
-
-/// One finding: the file, the byte offset where the problem starts (when it has one), and
-/// whether the scan's mode refuses it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    pub kind: FindingKind,
-    pub path: PathBuf,
-    pub offset: Option<u64>,
-    pub message: String,
-    pub fatal: bool,
-    /// Offset just past the last non-zero byte from `offset` on: how far a cut must zero.
-    pub reach: Option<u64>,
-    /// Index of the segment file in [`LogScan::files`].
-    pub file: Option<usize>,
-    /// The entry concerned, when known (a replay failure).
-    pub lsn: Option<i64>,
-}
-
-impl Finding {
-    pub fn new(kind: FindingKind, path: &Path, offset: Option<u64>, message: String) -> Finding {
-        Finding {
-            kind,
-            path: path.to_path_buf(),
-            offset,
-            message,
-            fatal: !matches!(kind, FindingKind::IgnoredFile | FindingKind::CompressedTwin),
-            reach: None,
-            file: None,
-            lsn: None,
-        }
-    }
-
-    /// A finding for an error (the error's own file and offset when it has them).
-    pub fn from_error(kind: FindingKind, path: &Path, e: &Error) -> Finding {
-        let (path, offset, message) = match e {
-            Error::Corruption {
-                path,
-                offset,
-                reason,
-            } => (path.clone(), *offset, reason.clone()),
-            Error::Io { path, .. } => (path.clone(), None, e.to_string()),
-            _ => (path.to_path_buf(), None, e.to_string()),
-        };
-        let kind = match (kind, e) {
-            (FindingKind::Corruption, Error::Io { .. }) => FindingKind::Io,
-            (k, _) => k,
-        };
-        Finding::new(kind, &path, offset, message)
-    }
-
-    /// The error a refused open raises for this finding.
-    pub fn to_error(&self) -> Error {
-        Error::corruption(&self.path, self.offset, self.message.clone())
     }
 }
 
@@ -406,7 +213,7 @@ pub fn scan_segment(
 
 /// [`scan_segment`] choosing what the scan of the last segment keeps of its bytes: the walk of
 /// [`scan_dir`] only needs its index and findings ([`ActiveBytes::Dropped`]).
-fn scan_segment_keeping(
+pub(super) fn scan_segment_keeping(
     path: &Path,
     position: Position,
     previous_term: i32,
@@ -478,7 +285,7 @@ fn scan_segment_keeping(
 
 /// A `.log.z` whose header's last LSN is not the last record inside (checked only when the
 /// records end cleanly).
-fn compressed_last_lsn(path: &Path, scan: &FileScan) -> Option<Finding> {
+pub(super) fn compressed_last_lsn(path: &Path, scan: &FileScan) -> Option<Finding> {
     let h = scan.compressed.as_ref()?;
     let counted = h.first_lsn.checked_add(scan.count as i64)? - 1;
     if counted == h.last_lsn {
@@ -493,7 +300,7 @@ fn compressed_last_lsn(path: &Path, scan: &FileScan) -> Option<Finding> {
 }
 
 /// Whether `kind` refuses an open in `mode` (ReportOnly reports what a tolerant open refuses).
-fn is_fatal(kind: FindingKind, mode: RecoveryMode) -> bool {
+pub(super) fn is_fatal(kind: FindingKind, mode: RecoveryMode) -> bool {
     match kind {
         FindingKind::IgnoredFile | FindingKind::CompressedTwin => false,
         k if k.is_crash_residue() => mode == RecoveryMode::Strict,
@@ -502,7 +309,7 @@ fn is_fatal(kind: FindingKind, mode: RecoveryMode) -> bool {
 }
 
 /// The finding at the end of a segment with a valid header (None when it ends cleanly).
-fn classify_end(
+pub(super) fn classify_end(
     path: &Path,
     scan: &mut FileScan,
     is_last: bool,
@@ -543,7 +350,7 @@ fn classify_end(
 
 /// Whether `count` records from `first_lsn` on would place one past the largest LSN (a hostile
 /// or damaged file name; the arithmetic of the log must never overflow).
-fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
+pub(super) fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
     let end = i64::try_from(count)
         .ok()
         .and_then(|n| first_lsn.checked_add(n));
@@ -559,7 +366,7 @@ fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
 /// and the pool keeps scanning while the walk classifies and unmaps), which bounds the maps
 /// and open files held at once. Dropping it waits for the scans still running, so none reads
 /// a file that the caller goes on to cut or move.
-struct ScanAhead<'a> {
+pub(super) struct ScanAhead<'a> {
     entries: &'a [SegmentFile],
     options: &'a ScanOptions,
     /// How many segments may be scanned ahead of the one the walk waits for.
@@ -576,10 +383,10 @@ struct ScanAhead<'a> {
     buffers: Arc<Mutex<Vec<Vec<Step>>>>,
 }
 
-type SegmentScan = (FileScan, Option<Finding>);
+pub(super) type SegmentScan = (FileScan, Option<Finding>);
 
 /// The walk of [`scan_dir`] keeps no bytes of the last segment: only its index and findings.
-const DROPPED: ActiveBytes = ActiveBytes::Dropped;
+pub(super) const DROPPED: ActiveBytes = ActiveBytes::Dropped;
 
 impl<'a> ScanAhead<'a> {
     fn new(entries: &'a [SegmentFile], options: &'a ScanOptions) -> Self {
@@ -684,7 +491,7 @@ impl Drop for ScanAhead<'_> {
 
 /// Whether scanning `scan`'s file after `previous_term` would give the same result as the scan
 /// after term 0: its first record is at or above it, or it stopped before any term check.
-fn keeps_previous_term(scan: &FileScan, previous_term: i32) -> bool {
+pub(super) fn keeps_previous_term(scan: &FileScan, previous_term: i32) -> bool {
     match scan.first_term {
         Some(t) => t >= previous_term,
         None => !matches!(scan.stop, ScanStop::Term { .. }),
@@ -706,7 +513,7 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
 /// stops at the first fatal finding (so every segment before it had none), is kept whole by
 /// every open that accepts the scan (a repair cuts and moves only from the first fatal finding
 /// on). Whatever later findings refuse the open, the caller drops what it applied.
-fn final_once_walked(mode: RecoveryMode, position: Position, damaged: bool) -> bool {
+pub(super) fn final_once_walked(mode: RecoveryMode, position: Position, damaged: bool) -> bool {
     mode != RecoveryMode::ReportOnly && position == Position::Sealed && !damaged
 }
 
@@ -948,310 +755,4 @@ pub fn scan_dir_feeding(
         }
     }
     Ok(scan)
-}
-
-/// A cut planned inside one segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedCut {
-    pub path: PathBuf,
-    /// Where the cut starts: the first bad record.
-    pub offset: u64,
-    /// Offset just past the last non-zero byte: `[offset, reach)` is zeroed.
-    pub reach: u64,
-    /// Records of the segment kept before the cut.
-    pub records_kept: u64,
-    /// LSN of the first entry that leaves the log.
-    pub first_lost_lsn: i64,
-}
-
-/// What repair would do, decided from a scan and nothing else: keep the segments before the
-/// first problem, cut the damaged one at its bad record (keeping a copy of it), and move every
-/// later file into `../temp`. Nothing is deleted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepairPlan {
-    /// The finding that decides the plan (the first fatal one, else a torn tail).
-    pub reason: Finding,
-    /// Segment files kept whole or cut (a prefix of the scanned files).
-    pub kept_files: usize,
-    pub cut: Option<PlannedCut>,
-    /// Files moved whole into `../temp`: the `.z` of each kept segment found in two versions
-    /// (its `.log` is kept), then a suffix of the listed segment files.
-    pub moved: Vec<PathBuf>,
-}
-
-impl RepairPlan {
-    /// The plan for `scan`, or None when the log has nothing repair would change (at most an
-    /// uninitialised header, which any writable open initialises).
-    pub fn from_scan(scan: &LogScan) -> Option<RepairPlan> {
-        // Segments found in two versions keep their `.log` and lose their `.z` to temp; they
-        // decide nothing else (the scan read on past them).
-        let conflicts = || {
-            scan.findings
-                .iter()
-                .filter(|f| f.kind == FindingKind::TwinConflict)
-        };
-        let reason = scan
-            .findings
-            .iter()
-            .find(|f| f.fatal && f.kind.in_log() && f.kind != FindingKind::TwinConflict)
-            .or_else(|| {
-                scan.findings
-                    .iter()
-                    .find(|f| f.kind == FindingKind::TornTail)
-            });
-        let Some(reason) = reason.cloned() else {
-            return Some(RepairPlan {
-                reason: conflicts().next()?.clone(),
-                kept_files: scan.files.len(),
-                cut: None,
-                moved: conflicts().map(|f| f.path.clone()).collect(),
-            });
-        };
-        let k = reason.file?;
-        let scanned = &scan.files[k];
-        // A problem at a record (not the file's header or its place in the sequence) keeps
-        // the records before it; anything else moves the whole file.
-        let at_record = matches!(
-            reason.kind,
-            FindingKind::TornTail | FindingKind::Corruption | FindingKind::TermOrder
-        ) && reason.offset.is_some_and(|o| o > 0)
-            && scanned.segment.is_some();
-        let (cut, first_moved) = if at_record {
-            let seg = scanned.segment.as_ref().expect("checked above");
-            let offset = reason.offset.unwrap_or_default();
-            let cut = PlannedCut {
-                path: scanned.file.path.clone(),
-                offset,
-                reach: reason.reach.unwrap_or(offset),
-                records_kept: seg.len() as u64,
-                first_lost_lsn: seg.last_lsn().saturating_add(1),
-            };
-            (Some(cut), k + 1)
-        } else {
-            (None, k)
-        };
-        // Every listed segment file from there on moves, scanned or not (the scan stops at the
-        // first fatal finding).
-        let moved = conflicts()
-            .filter(|f| f.file.is_some_and(|i| i < first_moved))
-            .map(|f| f.path.clone())
-            .chain(
-                scan.listed[first_moved.min(scan.listed.len())..]
-                    .iter()
-                    .flat_map(|f| std::iter::once(f.path.clone()).chain(f.twin.clone())),
-            )
-            .collect();
-        Some(RepairPlan {
-            reason,
-            kept_files: k + usize::from(at_record),
-            cut,
-            moved,
-        })
-    }
-}
-
-/// The plan `Log::open(dir, repair)` would execute, computed without writing anything.
-pub fn plan_repair(
-    dir: &Path,
-    empty_entries: bool,
-    dialect: Option<Dialect>,
-) -> Result<Option<RepairPlan>> {
-    let options = ScanOptions {
-        mode: RecoveryMode::Repair,
-        empty_entries,
-        dialect,
-        ..ScanOptions::default()
-    };
-    let scan = scan_dir(dir, options, &crate::io::storage::real())?;
-    Ok(RepairPlan::from_scan(&scan))
-}
-
-/// What acting on a scan produced: the segments of the opened log and the report of what was
-/// cut or moved.
-pub(crate) struct Recovered {
-    pub segments: Vec<Segment>,
-    pub report: RecoveryReport,
-}
-
-/// Acts on a scan whose mode accepted it (the caller checked [`LogScan::ok`], or the mode is
-/// Repair): cuts a torn tail, initialises a half-created last segment, or executes the repair
-/// plan. `writable` false changes nothing and only reports.
-pub(crate) fn recover(
-    mut scan: LogScan,
-    writable: bool,
-    storage: &Arc<dyn Storage>,
-) -> Result<Recovered> {
-    let fs = &**storage;
-    let mut report = RecoveryReport::default();
-    let repair = scan.options.mode == RecoveryMode::Repair;
-    let plan = if repair {
-        RepairPlan::from_scan(&scan)
-    } else {
-        None
-    };
-    let torn = scan
-        .findings
-        .iter()
-        .find(|f| f.kind == FindingKind::TornTail)
-        .cloned();
-    let uninitialised = scan
-        .findings
-        .iter()
-        .find(|f| f.kind == FindingKind::UninitialisedHeader)
-        .map(|f| f.path.clone());
-    let dir = scan.dir.clone();
-    let dialect = scan.dialect;
-    let twins = std::mem::take(&mut scan.twins);
-    let kept = plan.as_ref().map_or(scan.files.len(), |p| p.kept_files);
-    let mut segments: Vec<Segment> = scan
-        .files
-        .into_iter()
-        .take(kept)
-        .filter_map(|f| f.segment)
-        .collect();
-    if let Some(plan) = plan {
-        let temp = fsutil::temp_dir_beside(fs, &dir, dialect)?;
-        if let Some(cut) = &plan.cut {
-            let backup = fsutil::backup_copy(fs, &cut.path, &temp, "repair")?;
-            report.moved.push(backup);
-        }
-        for path in &plan.moved {
-            report
-                .moved
-                .push(fsutil::move_aside(fs, path, &temp, "repair")?);
-        }
-        fsutil::sync_dir(fs, &temp)?;
-        fsutil::sync_dir(fs, &dir)?;
-        if let Some(cut) = &plan.cut {
-            let seg = segments.last_mut().expect("the cut segment is kept");
-            cut_segment(seg, cut.offset, cut.reach)?;
-            report.cut_path = Some(cut.path.clone());
-            report.cut_offset = Some(cut.offset);
-            report.bytes_cut = cut.reach.saturating_sub(cut.offset);
-            report.records_kept = cut.records_kept;
-        }
-        report.reason = Some(plan.reason.to_error().to_string());
-    } else if let Some(t) = torn {
-        let offset = t.offset.unwrap_or_default();
-        let reach = t.reach.unwrap_or(offset);
-        let seg = segments
-            .last_mut()
-            .expect("a torn tail is in the last segment");
-        if writable {
-            if let Some(copy) = keep_cut_bytes(fs, dialect, &dir, seg.path(), offset, reach)? {
-                report.moved.push(copy);
-            }
-            cut_segment(seg, offset, reach)?;
-        }
-        report.cut_path = Some(t.path.clone());
-        report.cut_offset = Some(offset);
-        report.bytes_cut = reach.saturating_sub(offset);
-        report.records_kept = seg.len() as u64;
-        report.reason = Some(t.message.clone());
-    }
-    if writable {
-        report.moved.extend(resolve_twins(fs, &dir, &twins)?);
-        if let Some(last) = segments.last_mut() {
-            // The active segment is written from here on: dense index, no map, writable file.
-            last.unseal()?;
-            if uninitialised.as_deref() == Some(last.path()) {
-                segment::initialise(&*last.shared_file()?, last.path())?;
-            }
-        }
-    }
-    Ok(Recovered { segments, report })
-}
-
-/// Whether the `.log` beside a `.log.z` that decodes holds the bytes the `.z` was made from:
-/// at least the original length, whose first `original_len` bytes have the original CRC (what
-/// follows the end marker is never read). Reads the `.log` once, in bounded chunks: this only
-/// happens after a compression stopped between its rename and its delete.
-fn twin_matches(plain: &Path, header: &crate::format::compressed::Header) -> Result<bool> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(plain).ctx("open segment", plain)?;
-    let len = file.metadata().ctx("stat segment", plain)?.len();
-    if len < header.original_len {
-        return Ok(false);
-    }
-    let mut hasher = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; (1 << 20).min(header.original_len as usize)];
-    let mut at = 0u64;
-    while at < header.original_len {
-        let want = ((header.original_len - at) as usize).min(buf.len());
-        let n = file
-            .read_at(&mut buf[..want], at)
-            .ctx("read segment", plain)?;
-        if n == 0 {
-            return Ok(false);
-        }
-        hasher.update(&buf[..n]);
-        at += n as u64;
-    }
-    Ok(hasher.finalize() == header.original_crc)
-}
-
-/// Acts on the segments found twice (spec section 9): deletes the `.log` of a `.z` that
-/// decodes, moves a `.z` that does not (or that a repair found to differ) into `../temp`, and
-/// returns where those went. A file already moved by repair is gone.
-fn resolve_twins(fs: &dyn Storage, dir: &Path, twins: &[TwinAction]) -> Result<Vec<PathBuf>> {
-    if twins.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut temp = None;
-    let mut moved = Vec::new();
-    for twin in twins {
-        match twin {
-            TwinAction::DeletePlain(path) => match fs.remove_file(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(Error::io("delete segment replaced by its .z", path, e))
-                }
-                _ => {}
-            },
-            TwinAction::MoveCompressedAside(path) if path.exists() => {
-                let t = match &temp {
-                    Some(t) => t,
-                    None => temp.insert(fsutil::temp_dir_beside(fs, dir, Dialect::Spec)?),
-                };
-                moved.push(fsutil::move_aside(fs, path, t, "compress")?);
-            }
-            TwinAction::MoveCompressedAside(_) => {}
-        }
-    }
-    if let Some(t) = &temp {
-        fsutil::sync_dir(fs, t)?;
-    }
-    fsutil::sync_dir(fs, dir)?;
-    Ok(moved)
-}
-
-/// Copies what a torn-tail cut removes, `[offset, reach)` of `path`, into the temp directory
-/// before the cut (spec section 3: a cut never destroys bytes silently): a fresh exclusive
-/// `cut-...-<segment>.at-<offset>` file, fsynced with its directory. A cut of nothing but
-/// zeros (`reach <= offset`) needs no copy: `None`.
-fn keep_cut_bytes(
-    fs: &dyn Storage,
-    dialect: Dialect,
-    dir: &Path,
-    path: &Path,
-    offset: u64,
-    reach: u64,
-) -> Result<Option<PathBuf>> {
-    if reach <= offset {
-        return Ok(None);
-    }
-    let temp = fsutil::temp_dir_beside(fs, dir, dialect)?;
-    let suffix = format!(".at-{offset}");
-    let copy = fsutil::backup_range(fs, path, offset..reach, &temp, "cut", &suffix)?;
-    fsutil::sync_dir(fs, &temp)?;
-    Ok(Some(copy))
-}
-
-/// Zeroes `[offset, max(reach, offset + end marker))` of the (kept) segment and syncs it: the
-/// first zero word is the new end marker, and no discarded record can be read back.
-fn cut_segment(seg: &mut Segment, offset: u64, reach: u64) -> Result<()> {
-    seg.unseal()?;
-    let file = seg.shared_file()?;
-    let marker_end = offset + record::END_MARKER.len() as u64;
-    segment::zero_range(&*file, seg.path(), offset, reach.max(marker_end))?;
-    file.sync_data().ctx("fsync segment", seg.path())
 }

@@ -1,0 +1,31 @@
+//! The recovery scanner: one walk over the segments of a log directory that classifies every
+//! finding (torn tail, corruption, term order, gap or overlap, unreadable or ignored entries)
+//! into a report, and a mode that decides what the findings mean (raft-engine's habit: one
+//! reader of the files, one place for the rules).
+//!
+//! Opening a log is two steps: [`scan_dir`] reads (never writes), then the caller acts on the
+//! result: cut a torn tail, initialise a half-created segment, or execute a [`RepairPlan`]. A
+//! refused open therefore changes nothing. `verify`, `verify_base`, `Log::open`, repair and
+//! `read_segment_deltas` (the Spark reader) all classify through [`scan_segment`].
+//! [`crate::segment::scan_file`] stays the one place that reads a file's records.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::dialect::Dialect;
+use crate::format::record;
+use crate::format::segment::Header;
+use crate::io::fsutil::{self, EntryKind, SegmentFile};
+use crate::io::storage::Storage;
+use crate::segment::steps::{Step, Steps};
+use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
+
+mod act;
+mod finding;
+mod plan;
+mod scan;
+pub(crate) use act::*;
+pub use finding::*;
+pub use plan::*;
+pub use scan::*;
