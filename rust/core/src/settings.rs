@@ -27,17 +27,7 @@ fn quote(text: &str) -> String {
     }
 }
 
-/// When the store fsyncs the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreSync {
-    /// Before each write call returns; concurrent writers share one fsync (group commit).
-    Always,
-    /// A background fsync every `LogSyncIntervalMs`: survives a process crash, may lose the
-    /// last interval on power loss.
-    Interval,
-    /// Left to the operating system.
-    Never,
-}
+pub use crate::durability::StoreSync;
 
 /// Where records of a queue go after too many failed deliveries (`DeadLetter` setting).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,11 +124,7 @@ impl Settings {
     /// Every setting as the file spells it (PascalCase keys): what an owner tells its clients
     /// (`crate::share`), read back with [`Settings::from_json`].
     pub fn to_json(&self) -> String {
-        let policy = match self.log_sync_policy {
-            StoreSync::Always => "always",
-            StoreSync::Interval => "interval",
-            StoreSync::Never => "never",
-        };
+        let policy = self.log_sync_policy.word();
         let rules: serde_json::Map<String, Value> = self
             .dead_letter
             .iter()
@@ -259,7 +245,7 @@ impl Settings {
                 "DiskFullRatio" => {
                     self.disk_full_ratio = map[key]
                         .as_f64()
-                        .filter(|r| *r > 0.0 && *r <= 1.0)
+                        .filter(|r| crate::durability::is_ratio(*r))
                         .ok_or_else(|| bad(key, "a ratio in (0, 1]"))?
                 }
                 "LogCompressSealedSegments" => {
@@ -272,12 +258,10 @@ impl Settings {
                     }
                 }
                 "LogSyncPolicy" => {
-                    self.log_sync_policy = match map[key].as_str() {
-                        Some("always") => StoreSync::Always,
-                        Some("interval") => StoreSync::Interval,
-                        Some("never") => StoreSync::Never,
-                        _ => return Err(bad(key, "\"always\", \"interval\" or \"never\"")),
-                    }
+                    self.log_sync_policy = map[key]
+                        .as_str()
+                        .and_then(StoreSync::from_word)
+                        .ok_or_else(|| bad(key, StoreSync::WORDS))?
                 }
                 "DeadLetter" => {
                     self.dead_letter =

@@ -13,8 +13,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::base;
-use crate::channel::space::{Gate, SpaceProbe, Statvfs, Watermarks};
 use crate::deliveries::Deliveries;
+use crate::durability::watermarks::{Gate, SpaceProbe, Statvfs, Watermarks};
 use crate::durability::{spawn_interval, GroupCommit, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::files;

@@ -142,15 +142,8 @@ impl Drop for PyChannel {
 }
 
 fn parse_sync(sync: &str) -> PyResult<StoreSync> {
-    match sync {
-        "always" => Ok(StoreSync::Always),
-        // "batch": another name for "interval", as `Log.open` takes it.
-        "interval" | "batch" => Ok(StoreSync::Interval),
-        "never" => Ok(StoreSync::Never),
-        other => Err(argument_error(format!(
-            "sync must be \"always\", \"interval\" or \"never\" (\"batch\" is another name for \"interval\"; got {other:?})"
-        ))),
-    }
+    StoreSync::from_word(sync)
+        .ok_or_else(|| argument_error(format!("sync must be {} (got {sync:?})", StoreSync::WORDS)))
 }
 
 fn parse_start(start: &Bound<'_, PyAny>) -> PyResult<Start> {
@@ -181,7 +174,7 @@ fn parse_start(start: &Bound<'_, PyAny>) -> PyResult<Start> {
 
 fn ratio(name: &str, v: Option<f64>) -> PyResult<Option<f64>> {
     match v {
-        Some(r) if !(r > 0.0 && r <= 1.0) => Err(argument_error(format!(
+        Some(r) if !tflux_core::durability::is_ratio(r) => Err(argument_error(format!(
             "{name} must be None or a ratio in (0, 1] (got {r})"
         ))),
         other => Ok(other),

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList};
+use tflux_core::durability::{spawn_interval, Stopper, StoreSync};
 use tflux_core::log as core;
 
 use crate::buffer::{Column, PyColumnBuffer};
@@ -470,6 +471,8 @@ pub struct PyLog {
     inner: Shared,
     path: String,
     readonly: bool,
+    /// The background fsync of `sync="interval"`, stopped at close.
+    interval: Option<Arc<Stopper>>,
 }
 
 impl PyLog {
@@ -503,46 +506,47 @@ impl PyLog {
     }
 }
 
-/// `sync=` of `Log.open` in the store's words (`LogSyncPolicy`): "always", "interval" (the
-/// log's batch policy -- sync at roll-over, close and `sync()` -- plus a background fsync every
-/// `sync_interval_ms`), "never"; "batch" is kept as another name for "interval".
+/// `sync=` of `Log.open` in the store's words (`LogSyncPolicy`, parsed by the core's
+/// [`StoreSync::parse`]): the log's policy, and the interval of the background fsync that
+/// "interval" adds to the log's batch policy.
 fn sync_policy(
     word: &str,
     interval_ms: u64,
 ) -> Result<(core::SyncPolicy, Option<std::time::Duration>), Fail> {
-    match word {
-        "always" => Ok((core::SyncPolicy::Always, None)),
-        "never" => Ok((core::SyncPolicy::Never, None)),
-        "interval" | "batch" if interval_ms == 0 => {
-            Err(Fail::Core(tflux_core::Error::InvalidArgument(format!(
-                "sync_interval_ms must be > 0 with sync={word:?}"
-            ))))
-        }
-        "interval" | "batch" => Ok((
-            core::SyncPolicy::Batch,
-            Some(std::time::Duration::from_millis(interval_ms)),
-        )),
-        other => Err(Fail::Core(tflux_core::Error::InvalidArgument(format!(
-            "unknown sync policy {other:?} (expected \"always\", \"interval\" or \"never\"; \
-             \"batch\" is another name for \"interval\")"
-        )))),
+    let policy = StoreSync::parse(word).map_err(Fail::Core)?;
+    if policy != StoreSync::Interval {
+        return Ok((policy.log_policy(), None));
     }
+    if interval_ms == 0 {
+        return Err(Fail::Core(tflux_core::Error::InvalidArgument(format!(
+            "sync_interval_ms must be > 0 with sync={word:?}"
+        ))));
+    }
+    let every = std::time::Duration::from_millis(interval_ms);
+    Ok((policy.log_policy(), Some(every)))
 }
 
-/// The background fsync of `sync="interval"`: a thread that holds only a weak handle, so it
-/// never keeps a dropped log open, and stops at the first tick after close.
-fn start_interval_sync(shared: &Shared, every: std::time::Duration) {
+/// The background fsync of `sync="interval"`: the core's interval thread, holding only a weak
+/// handle so that it never keeps a dropped log open; it stops at close (or at the first tick
+/// after the log is gone).
+fn start_interval_sync(shared: &Shared, every: std::time::Duration) -> Arc<Stopper> {
     let weak = Arc::downgrade(shared);
-    std::thread::spawn(move || loop {
-        std::thread::sleep(every);
-        let Some(shared) = weak.upgrade() else { break };
+    let stopper = Arc::new(Stopper::default());
+    spawn_interval(Arc::clone(&stopper), every, move || {
+        let Some(shared) = weak.upgrade() else {
+            return false;
+        };
         let mut guard = lock(&shared);
         match guard.as_mut() {
             // A failed sync poisons the log: the next write reports it.
-            Some(log) => drop(log.sync()),
-            None => break,
+            Some(log) => {
+                drop(log.sync());
+                true
+            }
+            None => false,
         }
     });
+    stopper
 }
 
 #[pymethods]
@@ -587,13 +591,15 @@ impl PyLog {
         let display = path.display().to_string();
         let log = py.detach(|| core::Log::open(&path, opts).map_err(Fail::Core));
         let inner = Arc::new(Mutex::new(Some(py_result(py, log)?)));
-        if let (Some(every), false) = (interval, readonly) {
-            start_interval_sync(&inner, every);
-        }
+        let interval = match (interval, readonly) {
+            (Some(every), false) => Some(start_interval_sync(&inner, every)),
+            _ => None,
+        };
         Ok(PyLog {
             inner,
             path: display,
             readonly,
+            interval,
         })
     }
 
@@ -803,6 +809,9 @@ impl PyLog {
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if let Some(stopper) = &self.interval {
+            stopper.stop();
+        }
         let taken = lock(&self.inner).take();
         match taken {
             Some(log) => py_result(py, py.detach(|| log.close().map_err(Fail::Core))),

@@ -748,11 +748,7 @@ fn settings_dict<'py>(
     py: Python<'py>,
     s: &tflux_core::settings::Settings,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    let policy = match s.log_sync_policy {
-        tflux_core::settings::StoreSync::Always => "always",
-        tflux_core::settings::StoreSync::Interval => "interval",
-        tflux_core::settings::StoreSync::Never => "never",
-    };
+    let policy = s.log_sync_policy.word();
     let d = pyo3::types::PyDict::new(py);
     d.set_item("DiskFullRatio", s.disk_full_ratio)?;
     let compress = s

@@ -8,12 +8,11 @@
 //! ones, in other processes, whose receivers follow the files ([`tail`]).
 //!
 //! Modules: [`cursor`] (cursor files and name locks), [`tail`] (the reader), [`receiver`],
-//! [`collect`] (which segments may go), [`space`] (disk watermarks).
+//! [`collect`] (which segments may go), the disk watermarks of [`crate::durability::watermarks`].
 
 pub mod collect;
 pub mod cursor;
 pub mod receiver;
-pub mod space;
 pub mod tail;
 
 use std::path::{Path, PathBuf};
@@ -31,9 +30,10 @@ use crate::log::recovery::RecoveryMode;
 use crate::log::{Log, LogOptions, SyncPolicy};
 use crate::settings::StoreSync;
 
+use crate::durability::watermarks::Gate;
+pub use crate::durability::watermarks::{SpaceProbe, Statvfs, Watermarks};
 pub use collect::Retention;
 pub use receiver::{Receiver, Start};
-pub use space::{SpaceProbe, Statvfs, Watermarks};
 pub use tail::Messages;
 
 /// The term every channel record carries (a channel is not a Raft log; terms stay constant).
@@ -134,7 +134,7 @@ pub(crate) struct Shared {
     pub(crate) wake: Condvar,
     pub(crate) closed: AtomicBool,
     durability: GroupCommit,
-    gate: space::Gate,
+    gate: Gate,
     /// Why sends stopped after a failure that did not fail the send itself (a collection or
     /// roll-over after the append).
     refused: Mutex<Option<PoisonCause>>,
@@ -252,7 +252,7 @@ impl Channel {
             wake: Condvar::new(),
             closed: AtomicBool::new(false),
             durability: GroupCommit::new(synced),
-            gate: space::Gate::default(),
+            gate: Gate::default(),
             refused: Mutex::new(None),
             stopper: Arc::default(),
             syncer: Mutex::new(None),

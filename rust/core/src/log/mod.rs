@@ -29,6 +29,7 @@ mod read;
 pub mod recovery;
 pub mod verify;
 mod write;
+pub use crate::durability::SyncPolicy;
 pub use crate::log::recovery::{RecoveryReport, SegmentInfo};
 pub use open::*;
 pub use read::*;
@@ -38,31 +39,6 @@ pub use write::*;
 const RANDOM_READ_BYTES: u64 = 64 << 10;
 /// ... at most this many records, is taken for a random one (`Log::prepare_random_read`).
 const RANDOM_READ_RECORDS: u64 = 64;
-
-/// When appended records are fsynced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncPolicy {
-    /// Before every append call returns (durable acknowledgement).
-    Always,
-    /// Only on `sync()`, at roll-over and at close.
-    Batch,
-    /// Only on an explicit `sync()`; the operating system decides otherwise.
-    Never,
-}
-
-impl std::str::FromStr for SyncPolicy {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "always" => Ok(SyncPolicy::Always),
-            "batch" => Ok(SyncPolicy::Batch),
-            "never" => Ok(SyncPolicy::Never),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown sync policy {other:?} (expected \"always\", \"batch\" or \"never\")"
-            ))),
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct LogOptions {

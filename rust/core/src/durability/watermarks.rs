@@ -52,6 +52,11 @@ pub fn used_ratio_of(blocks: u64, free: u64, available: u64) -> f64 {
     (used / usable).clamp(0.0, 1.0)
 }
 
+/// Whether `v` is a used-space ratio a setting may name: in (0, 1] (1.0: only a full disk).
+pub fn is_ratio(v: f64) -> bool {
+    v > 0.0 && v <= 1.0
+}
+
 /// Used-space ratios; `None` switches a mark off.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Watermarks {
@@ -81,7 +86,7 @@ impl Watermarks {
             ("clean", self.clean),
         ] {
             if let Some(v) = v {
-                if !(v > 0.0 && v <= 1.0) {
+                if !is_ratio(v) {
                     return Err(Error::InvalidArgument(format!(
                         "disk watermark {name} must be a ratio in (0, 1] (got {v})"
                     )));
