@@ -13,11 +13,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::base;
+use crate::base::files;
+use crate::base::settings::{Settings, StoreSync};
 use crate::deliveries::Deliveries;
 use crate::durability::watermarks::{Gate, SpaceProbe, Statvfs, Watermarks};
 use crate::durability::{spawn_interval, GroupCommit, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
-use crate::files;
 use crate::format::delta::DeltaRef;
 use crate::format::dialect::Dialect;
 use crate::format::metadata::Metadata;
@@ -25,7 +26,6 @@ use crate::io::storage::{self, Storage};
 use crate::log::recovery::{Parallelism, RecoveryMode};
 use crate::log::{Log, LogOptions, SyncPolicy};
 use crate::replay::Replayer;
-use crate::settings::{Settings, StoreSync};
 use crate::state::{raw_name, Applied, QueueConfig, QueueInfo, QueueState, Record};
 
 /// How [`Store::open_with`] opens a base directory.

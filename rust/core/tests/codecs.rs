@@ -9,7 +9,7 @@ use std::path::Path;
 
 use common::*;
 use proptest::prelude::*;
-use tflux_core::files;
+use tflux_core::base::files;
 use tflux_core::format::delta::{self, Delta, DeltaError, DeltaRef};
 use tflux_core::format::metadata::{self, Metadata};
 use tflux_core::format::snapshot::{self, QueueData, Snapshot};
@@ -1209,7 +1209,7 @@ fn special_files_as_metadata_snapshot_or_settings_are_refused() {
     let base = dir.path().to_path_buf();
     let meta = base.join("tflux.metadata");
     let snap = base.join("tflux.snapshot");
-    let settings = base.join(tflux_core::settings::SETTINGS_FILE);
+    let settings = base.join(tflux_core::base::settings::SETTINGS_FILE);
 
     // A FIFO: refused at once, never a blocked open.
     for p in [&meta, &snap, &settings] {
@@ -1220,7 +1220,7 @@ fn special_files_as_metadata_snapshot_or_settings_are_refused() {
         (
             files::read_metadata(&m),
             files::read_snapshot(&s),
-            tflux_core::settings::Settings::load(&t, None),
+            tflux_core::base::settings::Settings::load(&t, None),
         )
     });
     refused_naming(rm, &meta, "a FIFO, not a regular file");
@@ -1237,7 +1237,7 @@ fn special_files_as_metadata_snapshot_or_settings_are_refused() {
         (
             files::read_metadata(&m),
             files::read_snapshot(&s),
-            tflux_core::settings::Settings::load(&t, None),
+            tflux_core::base::settings::Settings::load(&t, None),
         )
     });
     refused_naming(rm, &meta, "a character device, not a regular file");
@@ -1248,7 +1248,7 @@ fn special_files_as_metadata_snapshot_or_settings_are_refused() {
     std::fs::remove_file(&settings).unwrap();
     std::fs::create_dir(&settings).unwrap();
     refused_naming(
-        tflux_core::settings::Settings::load(&base, None),
+        tflux_core::base::settings::Settings::load(&base, None),
         &settings,
         "a directory, not a regular file",
     );
@@ -1273,12 +1273,15 @@ fn reads_are_bounded_by_the_format() {
     f.set_len(snapshot::MAX_FILE_LEN + 1).unwrap();
     refused_naming(files::read_snapshot(&snap), &snap, "bytes long");
     // Settings: at most 1 MiB.
-    let settings = dir.path().join(tflux_core::settings::SETTINGS_FILE);
+    let settings = dir.path().join(tflux_core::base::settings::SETTINGS_FILE);
     let mut text = b"{\"LogSyncPolicy\": \"".to_vec();
-    text.resize(tflux_core::settings::SETTINGS_MAX_LEN as usize + 1, b'x');
+    text.resize(
+        tflux_core::base::settings::SETTINGS_MAX_LEN as usize + 1,
+        b'x',
+    );
     std::fs::write(&settings, &text).unwrap();
     refused_naming(
-        tflux_core::settings::Settings::load(dir.path(), None),
+        tflux_core::base::settings::Settings::load(dir.path(), None),
         &settings,
         "1048577 bytes long",
     );
@@ -1288,7 +1291,7 @@ fn reads_are_bounded_by_the_format() {
 #[test]
 fn settings_errors_quote_a_short_prefix() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = dir.path().join(tflux_core::settings::SETTINGS_FILE);
+    let settings = dir.path().join(tflux_core::base::settings::SETTINGS_FILE);
     let long = "y".repeat(500_000);
     for text in [
         format!("{{\"LogSyncPolicy\": \"{long}\"}}"),
@@ -1296,13 +1299,13 @@ fn settings_errors_quote_a_short_prefix() {
         format!("{{\"LogFileSoftLimit\": [{}1]}}", "1,".repeat(200_000)),
     ] {
         std::fs::write(&settings, &text).unwrap();
-        let e = tflux_core::settings::Settings::load(dir.path(), None).unwrap_err();
+        let e = tflux_core::base::settings::Settings::load(dir.path(), None).unwrap_err();
         let m = e.to_string();
         assert!(matches!(e, Error::Settings(_)), "{m}");
         assert!(m.len() < 600, "{} bytes: {}", m.len(), &m[..600]);
     }
     std::fs::remove_file(&settings).unwrap();
-    let e = tflux_core::settings::Settings::load(
+    let e = tflux_core::base::settings::Settings::load(
         dir.path(),
         Some(&format!("{{\"LogSyncPolicy\": \"{long}\"}}")),
     )

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::{seg_name, unhex};
-use tflux_core::dialect::Dialect;
+use tflux_core::base::dialect::Dialect;
 use tflux_core::format::{metadata, snapshot};
 use tflux_core::{Log, LogOptions, SyncPolicy};
 

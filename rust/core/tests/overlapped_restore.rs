@@ -77,7 +77,7 @@ fn write_base(base: &Path, ops: &[Op], snapshot_at: Option<usize>, damage: &Dama
         written += 1;
         if snapshot_at == Some(written) {
             let s = model.to_snapshot(lsn, 1);
-            tflux_core::files::write_snapshot(
+            tflux_core::base::files::write_snapshot(
                 &*tflux_core::io::storage::real(),
                 &layout.snapshot,
                 &s,

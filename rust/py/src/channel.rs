@@ -9,8 +9,8 @@ use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use tflux_core::base::settings::StoreSync;
 use tflux_core::channel::{ChannelOptions, Messages, Receiver, Retention, Start, Watermarks};
-use tflux_core::settings::StoreSync;
 use tflux_core::share::channel::SharedChannel;
 
 use crate::errors::{argument_error, py_result, Fail};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
-use tflux_core::files;
+use tflux_core::base::files;
 use tflux_core::format::snapshot::{QueueData, Snapshot};
 
 use crate::delta::{
@@ -269,8 +269,8 @@ fn read_snapshot(
 ) -> PyResult<Option<PySnapshot>> {
     let chosen = crate::dialect_arg(dialect)?;
     let r = py.detach(|| {
-        let found = tflux_core::dialect::snapshot_file_says(&path)?;
-        let dialect = tflux_core::dialect::file_dialect(found, chosen)?;
+        let found = tflux_core::base::dialect::snapshot_file_says(&path)?;
+        let dialect = tflux_core::base::dialect::file_dialect(found, chosen)?;
         files::read_snapshot_in(&path, dialect)
     });
     let r = r.map_err(Fail::Core);

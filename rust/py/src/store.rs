@@ -732,7 +732,7 @@ fn load_settings<'py>(
     settings_json: Option<String>,
     readonly: bool,
 ) -> PyResult<(Bound<'py, pyo3::types::PyDict>, Option<String>)> {
-    use tflux_core::settings::Settings;
+    use tflux_core::base::settings::Settings;
     let (s, warning) = run(py, || {
         if readonly {
             Settings::load_for_reading(&base_dir, settings_json.as_deref())
@@ -746,7 +746,7 @@ fn load_settings<'py>(
 /// The settings as the JSON file spells them: PascalCase keys, JSON-typed values.
 fn settings_dict<'py>(
     py: Python<'py>,
-    s: &tflux_core::settings::Settings,
+    s: &tflux_core::base::settings::Settings,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let policy = s.log_sync_policy.word();
     let d = pyo3::types::PyDict::new(py);

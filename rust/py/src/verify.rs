@@ -467,7 +467,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// What `tflux.convert` did.
 #[pyclass(module = "tflux", name = "ConvertReport", frozen)]
 pub struct PyConvertReport {
-    inner: tflux_core::convert::ConvertReport,
+    inner: tflux_core::base::convert::ConvertReport,
 }
 
 #[pymethods]
@@ -585,7 +585,7 @@ fn convert(
                 }
             })
         };
-        tflux_core::convert::convert_base(&src, &dst, to, from, &mut tell).map_err(Fail::from)
+        tflux_core::base::convert::convert_base(&src, &dst, to, from, &mut tell).map_err(Fail::from)
     });
     if let Some(e) = failed {
         return Err(e);

@@ -7,8 +7,8 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::base::files::read_framed;
 use crate::error::{Error, IoContext, Result};
-use crate::files::read_framed;
 use crate::format::receiver;
 use crate::io::fsutil;
 use crate::io::storage::{Open, Storage};

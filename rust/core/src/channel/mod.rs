@@ -21,6 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::base::settings::StoreSync;
 use crate::durability::{spawn_interval, GroupCommit, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::dialect::Dialect;
@@ -28,7 +29,6 @@ use crate::io::fsutil;
 use crate::io::storage::{self, Storage};
 use crate::log::recovery::RecoveryMode;
 use crate::log::{Log, LogOptions, SyncPolicy};
-use crate::settings::StoreSync;
 
 use crate::durability::watermarks::Gate;
 pub use crate::durability::watermarks::{SpaceProbe, Statvfs, Watermarks};
@@ -204,7 +204,7 @@ impl Channel {
         if layout.log.is_dir() {
             // Channels exist only in the spec dialect (spec section 11).
             let (segments, _) = fsutil::list_segments(&layout.log)?;
-            crate::dialect::log_dialect(&segments, Some(Dialect::Spec))?;
+            crate::base::dialect::log_dialect(&segments, Some(Dialect::Spec))?;
         }
         let log = if opts.readonly {
             if !layout.log.is_dir() {

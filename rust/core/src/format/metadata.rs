@@ -4,7 +4,7 @@
 //! Marker 5A 6E A0 12 | Int32 version = 1 | Int32 term | Int32 vote (-1 = none) | UInt32 CRC(version, term, vote)
 //! ```
 //! Exactly 20 bytes. Absent or empty means term 1, no vote. Term >= 0; a vote is -1 or >= 0.
-//! Pure bytes: reading and writing the file is `crate::files`.
+//! Pure bytes: reading and writing the file is `crate::base::files`.
 //!
 //! The taskflux dialect (spec section 11) writes 24 bytes:
 //! ```text

@@ -1,5 +1,5 @@
 //! The snapshot file `data/tflux.snapshot` (spec sections 4 and 4.1). Pure bytes: reading and
-//! writing the file is `crate::files`.
+//! writing the file is `crate::base::files`.
 //!
 //! ```text
 //! narrow: Marker B6 38 0F C9 | Int32 last index | Int32 last term | Buffer state | UInt32 CRC(state bytes)

@@ -10,9 +10,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::wire::{self, op, In, Out, Received};
+use crate::base::settings::Settings;
 use crate::error::{Error, RemoteError, RemoteKind, Result};
 use crate::fork::{Birth, ParentOnly};
-use crate::settings::Settings;
 use crate::state::{QueueConfig, QueueInfo, Record};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use super::role::{Handle, Role, Roles};
 use super::{find_owner, Client, Found, Served, Server};
+use crate::base::settings::Settings;
 use crate::base::{self, Layout};
 use crate::error::Result;
 use crate::format::dialect::Dialect;
-use crate::settings::Settings;
 use crate::state::{QueueConfig, QueueInfo, Record};
 use crate::store::{OpenReport, Store, StoreOptions};
 

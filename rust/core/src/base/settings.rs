@@ -5,8 +5,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::base::files::{read_regular, ReadError};
 use crate::error::{Error, Result};
-use crate::files::{read_regular, ReadError};
 
 pub const SETTINGS_FILE: &str = "taskflux.settings.json";
 /// The longest settings file read (1 MiB): a few hundred bytes is typical, and a cap keeps a

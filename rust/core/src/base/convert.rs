@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::base::files;
 use crate::base::{self, Layout, VerifyDepth, VerifyOptions};
 use crate::error::{Error, IoContext, Result};
-use crate::files;
 use crate::format::dialect::Dialect;
 use crate::format::record::END_MARKER;
 use crate::format::segment as seg_format;
