@@ -206,8 +206,17 @@ fn close_reports_a_background_fsync_failure_nobody_was_told_of() {
         nth: storage.ops_of(OpKind::Sync),
         errno: EIO,
     });
+    let before = storage.ops_of(OpKind::Sync);
     store.start_background_sync();
-    thread::sleep(Duration::from_millis(100));
+    // Until the background thread has made (and failed) its fsync: a loaded machine may take
+    // far longer than one interval to run it, and close's own fsync would then fail first.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while storage.ops_of(OpKind::Sync) == before && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert!(storage.ops_of(OpKind::Sync) > before, "the background fsync never ran");
+    // The failed fsync returned; its failure is recorded a few instructions later.
+    thread::sleep(Duration::from_millis(50));
     let e = store.close().unwrap_err();
     assert!(matches!(e, Error::Poisoned { .. }), "{e}");
     store.close().unwrap();
