@@ -10,7 +10,6 @@ pub mod base;
 pub mod channel;
 pub mod codec;
 pub mod cores;
-pub mod deliveries;
 pub mod durability;
 pub mod error;
 pub mod fork;

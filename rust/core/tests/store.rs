@@ -214,7 +214,10 @@ fn close_reports_a_background_fsync_failure_nobody_was_told_of() {
     while storage.ops_of(OpKind::Sync) == before && std::time::Instant::now() < deadline {
         thread::sleep(Duration::from_millis(5));
     }
-    assert!(storage.ops_of(OpKind::Sync) > before, "the background fsync never ran");
+    assert!(
+        storage.ops_of(OpKind::Sync) > before,
+        "the background fsync never ran"
+    );
     // The failed fsync returned; its failure is recorded a few instructions later.
     thread::sleep(Duration::from_millis(50));
     let e = store.close().unwrap_err();

@@ -87,7 +87,7 @@ impl Ready {
 }
 
 /// A number unique in this process: identifies one life of one queue, and one delivery of a
-/// record (its receipt, `crate::deliveries`): a record handed out by a queue that was since
+/// record (its receipt, `crate::store::deliveries`): a record handed out by a queue that was since
 /// deleted and re-created, by a store that was since reopened, or in an earlier delivery,
 /// cannot settle a delivery of the new one. Seeded from the clock so that a pickled record
 /// from another process is very unlikely to match either.

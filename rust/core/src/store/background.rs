@@ -1,0 +1,111 @@
+//! What the store does on its own: the interval fsync, the compression of sealed segments, and
+//! snapshots (taken by threshold after a write, or on request) with the log compacted up to them.
+
+use super::*;
+
+impl Store {
+    /// Starts the background threads: the fsync thread of the "interval" policy and the
+    /// compressor of `LogCompressSealedSegments`.
+    pub fn start_background_sync(self: &std::sync::Arc<Self>) {
+        self.start_background_compression();
+        if self.readonly || self.settings.log_sync_policy != StoreSync::Interval {
+            return;
+        }
+        let weak = std::sync::Arc::downgrade(self);
+        let every = Duration::from_millis(self.settings.log_sync_interval_ms);
+        let stop = Arc::clone(&self.syncer_stop);
+        let handle = spawn_interval(stop, every, move || {
+            let Some(store) = weak.upgrade() else {
+                return false;
+            };
+            if store.durability.stopped() {
+                return false;
+            }
+            let last = lock(&store.inner).log.last_index();
+            let _ = store.wait_durable(last);
+            true
+        });
+        *lock(&self.syncer) = Some(handle);
+    }
+
+    /// Compresses sealed segments in the background (`LogCompressSealedSegments`): checks
+    /// twice a second for segments sealed by a roll-over and compresses them one at a time,
+    /// taking the store's lock for each (writers wait for at most one segment's compression).
+    /// A failure stops the compressor, never the store's writes.
+    pub(super) fn start_background_compression(self: &std::sync::Arc<Self>) {
+        let Some(method) = self.settings.log_compress_sealed_segments else {
+            return;
+        };
+        if self.readonly {
+            return;
+        }
+        let weak = std::sync::Arc::downgrade(self);
+        let stop = Arc::clone(&self.syncer_stop);
+        let handle = spawn_interval(stop, Duration::from_millis(500), move || {
+            let Some(store) = weak.upgrade() else {
+                return false;
+            };
+            store.compress_sealed(method).is_ok()
+        });
+        *lock(&self.compressor) = Some(handle);
+    }
+
+    /// Compresses every sealed segment not yet compressed, one per lock hold.
+    pub fn compress_sealed(&self, method: crate::format::compressed::Method) -> Result<usize> {
+        self.refuse_readonly()?;
+        let todo = self.inner()?.log.compressible();
+        let mut done = 0;
+        for first in todo {
+            // Not `writable()`: a background thread must not take the report of a stopped
+            // store away from the caller it is owed to.
+            let mut inner = self.inner()?;
+            if let Some(cause) = self.stopped(&inner) {
+                return Err(Error::Poisoned { cause });
+            }
+            done += usize::from(inner.log.compress_one(first, method)?.is_some());
+        }
+        Ok(done)
+    }
+}
+
+impl Store {
+    pub(super) fn maybe_snapshot(&self, inner: &mut Inner) -> Result<()> {
+        let threshold = self.settings.snapshot_creation_segments_threshold;
+        if threshold == 0 {
+            return Ok(());
+        }
+        if inner.log.sealed_segments_after(inner.snapshot_index) as u64 >= threshold {
+            self.snapshot_locked(inner)?;
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Writes a snapshot of the current state and compacts the log up to it. Returns false when
+    /// nothing was logged since the last snapshot.
+    pub fn snapshot(&self) -> Result<bool> {
+        let mut inner = self.writable()?;
+        self.tell(self.snapshot_locked(&mut inner))
+    }
+
+    pub(super) fn snapshot_locked(&self, inner: &mut Inner) -> Result<bool> {
+        let last = inner.log.last_index();
+        if last <= inner.snapshot_index {
+            return Ok(false);
+        }
+        let term = inner.log.term_at(last)? as i64;
+        // The snapshot must never be ahead of a durable log: sync first.
+        inner.log.sync()?;
+        let snap = inner.state.to_snapshot(last, term);
+        files::write_snapshot_in(
+            &*self.storage,
+            &self.layout.snapshot,
+            &snap,
+            self.layout.dialect,
+        )?;
+        inner.snapshot_index = last;
+        inner.log.compact(last)?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,115 @@
+//! Writes that change queues: creating and deleting them, and enqueueing records (logged,
+//! applied, then durable per the sync policy).
+
+use super::*;
+
+impl Store {
+    // ----- client operations -----
+
+    pub fn create_queue(&self, name: &[u8], config: QueueConfig) -> Result<()> {
+        self.create_queue_as(name, config, false).map(|_| ())
+    }
+
+    /// [`Store::create_queue`]; with `exist_ok`, a queue of that name and the same settings is
+    /// not an error (nothing is written; `Ok(false)`), one with other settings still is.
+    pub fn create_queue_as(
+        &self,
+        name: &[u8],
+        config: QueueConfig,
+        exist_ok: bool,
+    ) -> Result<bool> {
+        let lsn = {
+            let mut inner = self.writable()?;
+            if exist_ok && inner.state.queue(name).is_ok_and(|q| q.config() == config) {
+                return Ok(false);
+            }
+            inner.state.check_create(name, &config)?;
+            let delta = DeltaRef::CreateQueue {
+                name,
+                implementation: config.implementation,
+                max_queue_size: config.max_queue_size.map_or(-1, |v| v as i32),
+                max_message_size: config.max_message_size.map_or(-1, |v| v as i32),
+                key_range: config.key_range,
+            };
+            self.log_and_apply(&mut inner, &[delta])?.1
+        };
+        self.after_write(lsn).map(|()| true)
+    }
+
+    pub fn delete_queue(&self, name: &[u8]) -> Result<()> {
+        let lsn = {
+            let mut inner = self.writable()?;
+            inner.state.check_delete(name)?;
+            let lsn = self
+                .log_and_apply(&mut inner, &[DeltaRef::DeleteQueue { name }])?
+                .1;
+            inner.deliveries.drop_queue(name);
+            lsn
+        };
+        self.ready.notify_all();
+        self.after_write(lsn)
+    }
+
+    /// Enqueues records (one log write, one fsync); returns their ids. All are checked against
+    /// the queue's policies first: either all are enqueued or none.
+    pub fn enqueue_many(&self, name: &[u8], items: &[(i64, &[u8])]) -> Result<Vec<u64>> {
+        let (ids, lsn) = {
+            let mut inner = self.writable()?;
+            inner.state.queue(name)?;
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
+            for (key, message) in items {
+                inner.state.check_enqueue(name, *key, message.len())?;
+            }
+            let q = inner.state.queue(name)?;
+            if q.last_id().checked_add(items.len() as u64).is_none() {
+                return Err(Error::Policy {
+                    queue: raw_name(name),
+                    policy: "ids",
+                    reason: format!(
+                        "{} records would exhaust the queue's record ids",
+                        items.len()
+                    ),
+                });
+            }
+            if let Some(max) = q.config().max_queue_size {
+                if q.count() + items.len() as u64 > max as u64 {
+                    return Err(Error::Policy {
+                        queue: raw_name(name),
+                        policy: "max_queue_size",
+                        reason: format!(
+                            "{} records do not fit ({} of {max} used)",
+                            items.len(),
+                            q.count()
+                        ),
+                    });
+                }
+            }
+            let deltas: Vec<DeltaRef<'_>> = items
+                .iter()
+                .map(|(key, message)| DeltaRef::AddRecord {
+                    name,
+                    key: *key,
+                    message,
+                })
+                .collect();
+            let (applied, lsn) = self.log_and_apply(&mut inner, &deltas)?;
+            let ids = applied
+                .into_iter()
+                .filter_map(|a| match a {
+                    Applied::Added(id) => Some(id),
+                    _ => None,
+                })
+                .collect();
+            (ids, lsn)
+        };
+        self.ready.notify_all();
+        self.after_write(lsn)?;
+        Ok(ids)
+    }
+
+    pub fn enqueue(&self, name: &[u8], key: i64, message: &[u8]) -> Result<u64> {
+        Ok(self.enqueue_many(name, &[(key, message)])?[0])
+    }
+}

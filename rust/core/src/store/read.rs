@@ -1,0 +1,95 @@
+//! Reads of the store's state: counts, peeks, the queues, the log's bounds and the metadata.
+
+use super::open::log_options;
+use super::*;
+
+impl Store {
+    /// Ready records of `name` (in-flight ones are not counted).
+    pub fn count(&self, name: &[u8]) -> Result<u64> {
+        let mut inner = self.inner()?;
+        self.expire(&mut inner, name, Instant::now());
+        Ok(inner.state.queue(name)?.count())
+    }
+
+    /// The record `dequeue` would take next, without taking it.
+    pub fn peek(&self, name: &[u8]) -> Result<Option<Record>> {
+        let mut inner = self.inner()?;
+        self.expire(&mut inner, name, Instant::now());
+        Ok(inner.state.queue_mut(name)?.peek().cloned())
+    }
+
+    /// Read-only stores: catches up with the writer's log, applying the records it appended
+    /// since the open (or the last refresh). Reopens from the snapshot instead when the writer
+    /// compacted away records this store has not seen. Returns the deltas applied.
+    pub fn refresh(&self) -> Result<u64> {
+        if !self.readonly {
+            return Err(Error::InvalidArgument(
+                "refresh() is for read-only stores (a writable store is always current)".into(),
+            ));
+        }
+        let mut inner = self.inner()?;
+        let seen = inner.log.last_index().max(inner.snapshot_index);
+        if !inner.stale {
+            let opts = log_options(&self.settings, true, &self.storage, self.layout.dialect);
+            let mut log = Log::prepare(&self.layout.log, opts)?.open()?;
+            // The log still holds everything after what this store applied: replay the rest.
+            if log.start_index() <= seen + 1 && log.last_index() >= seen {
+                // A failure leaves a state that only a full reopen can repair.
+                inner.stale = true;
+                let applied = base::replay(&mut inner.state, &mut log, seen)?;
+                log.unmap_sealed();
+                inner.log = log;
+                inner.stale = false;
+                return Ok(applied);
+            }
+        }
+        let opts = StoreOptions {
+            readonly: true,
+            storage: Arc::clone(&self.storage),
+            ..StoreOptions::default()
+        };
+        let fresh = Store::open_with(&self.layout.base, self.overrides.as_deref(), opts)?;
+        std::mem::swap(&mut *inner, &mut *lock(&fresh.inner));
+        drop(inner);
+        // `fresh` now holds the old state and log: closing it releases them.
+        let applied = fresh.report.replayed;
+        drop(fresh);
+        Ok(applied)
+    }
+
+    pub fn queues(&self) -> Result<Vec<QueueInfo>> {
+        let mut inner = self.inner()?;
+        let now = Instant::now();
+        for name in inner.deliveries.leased_queues() {
+            self.expire(&mut inner, &name, now);
+        }
+        Ok(inner.state.infos())
+    }
+
+    /// Ready records of a queue in dequeue order: `(id, key, data)`.
+    pub fn peek_all(&self, name: &[u8]) -> Result<Vec<Record>> {
+        let mut inner = self.inner()?;
+        self.expire(&mut inner, name, Instant::now());
+        let q = inner.state.queue(name)?;
+        Ok(q.ready_in_order().into_iter().cloned().collect())
+    }
+
+    /// Runs `f` on the state under the lock (inspection, snapshot export).
+    pub fn with_state<T>(&self, f: impl FnOnce(&QueueState) -> T) -> Result<T> {
+        Ok(f(&self.inner()?.state))
+    }
+
+    /// `(start, last, snapshot index)` of the log.
+    pub fn log_bounds(&self) -> Result<(i64, i64, i64)> {
+        let inner = self.inner()?;
+        Ok((
+            inner.log.start_index(),
+            inner.log.last_index(),
+            inner.snapshot_index,
+        ))
+    }
+
+    pub fn metadata(&self) -> Result<Metadata> {
+        Ok(self.inner()?.metadata)
+    }
+}
