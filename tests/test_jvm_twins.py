@@ -97,6 +97,22 @@ def test_the_twin_vectors_are_what_their_spec_generator_writes():
             assert have == data, name
 
 
+# --- the map of the twins -------------------------------------------------------------------
+
+
+def test_the_jvm_readme_maps_every_java_class_and_stays_out_of_the_jar_build():
+    from tflux.spark import _jvm
+
+    readme = _jvm.SOURCES / "README.md"
+    table = [line for line in readme.read_text().splitlines() if line.startswith("| `")]
+    named = {c.strip(" `") for line in table for c in line.split("|")[1].split(",")}
+    java = {p.stem for p in _jvm.SOURCES.rglob("*.java")}
+    assert named == java  # a new class gets its row: which rule of the core it restates
+    built = _jvm._source_files()
+    assert readme not in built and {p.stem for p in built if p.suffix == ".java"} == java
+    assert any(p.parts[-3:-1] == ("META-INF", "services") for p in built)
+
+
 # --- the Python API -------------------------------------------------------------------------
 
 
