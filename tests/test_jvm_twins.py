@@ -28,6 +28,9 @@ from conftest import DATA_DIR
 TWINS = DATA_DIR / "twins"
 MANIFEST = json.loads((TWINS / "manifest.json").read_text())
 REPLAY = json.loads((TWINS / "replay.json").read_text())
+BAD_DELTAS = {
+    k: v for k, v in json.loads((TWINS / "bad_deltas.json").read_text()).items() if k != "what"
+}
 METHODS = {1: "zstd", 2: "lz4"}
 
 
@@ -220,6 +223,13 @@ def test_python_restores_the_replay_vectors_live_records(tmp_path, vector):
     assert got == want_live()
 
 
+@pytest.mark.parametrize("case", sorted(BAD_DELTAS))
+def test_python_refuses_each_bad_delta_vector_at_the_offset_of_its_bad_field(case):
+    with pytest.raises(tflux.CorruptionError) as e:
+        tflux.decode_delta(bytes.fromhex(BAD_DELTAS[case]["hex"]))
+    assert e.value.offset == BAD_DELTAS[case]["error_offset"], str(e.value)
+
+
 # --- the JVM reader: its decoders, without Spark --------------------------------------------
 
 
@@ -295,6 +305,15 @@ def test_the_jvm_refuses_the_wide_snapshot_whose_index_the_checksum_covers(jvm_d
     assert rows == [] and error is not None
     offset = MANIFEST["wide_index_flipped.snapshot"]["error_offset"]
     assert f"corrupt {path} at offset {offset}: checksum mismatch" in error
+
+
+def test_the_jvm_refuses_each_bad_delta_vector_at_the_offset_of_its_bad_field(jvm_dump):
+    cases = sorted(BAD_DELTAS)
+    rows, error = jvm_dump("delta", *(BAD_DELTAS[c]["hex"] for c in cases))
+    assert error is None and len(rows) == len(cases)  # one JVM, one row per delta
+    for case, row in zip(cases, rows, strict=True):
+        offset = BAD_DELTAS[case]["error_offset"]
+        assert f"corrupt <delta> at offset {offset}: " in row.get("error", ""), (case, row)
 
 
 # --- the JVM reader through Spark -----------------------------------------------------------

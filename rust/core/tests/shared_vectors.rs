@@ -2,8 +2,9 @@
 //! `tests/data/twins/make_vectors.py`, never by tflux): the core must read each one exactly as
 //! its manifest says. The same files are read by the Python API and by the JVM reader in
 //! `tests/test_jvm_twins.py`, so the core and its Java twin are held to one set of bytes:
-//! compressed sealed segments (spec 9), the wide snapshot (4.1), a receiver cursor (10) and a
-//! replay whose record ids and live records are given (7).
+//! compressed sealed segments (spec 9), the wide snapshot (4.1), a receiver cursor (10), a
+//! replay whose record ids and live records are given (7) and deltas the bounds-checked reader
+//! refuses (2, 6).
 
 mod common;
 
@@ -324,4 +325,29 @@ fn replaying_from_the_vector_snapshot_leaves_the_same_live_records() {
     assert_eq!(snapshot_queues(&s), by_id(&m["snapshot"]["queues"]));
     let want = replay_json()["live"].clone();
     assert_eq!(live(&replayed(base.path(), Some(&snap))), want);
+}
+
+#[test]
+fn each_bad_delta_vector_is_refused_at_the_offset_of_its_bad_field() {
+    let bad: Value =
+        serde_json::from_str(&std::fs::read_to_string(twins().join("bad_deltas.json")).unwrap())
+            .unwrap();
+    let cases = bad
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k != "what");
+    let mut n = 0;
+    for (name, case) in cases {
+        let data = unhex(case["hex"].as_str().unwrap());
+        let e = tflux_core::format::delta::decode(&data).unwrap_err();
+        assert_eq!(
+            e.offset as u64,
+            case["error_offset"].as_u64().unwrap(),
+            "{name}: {}",
+            e.reason
+        );
+        n += 1;
+    }
+    assert!(n >= 10);
 }

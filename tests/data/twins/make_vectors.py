@@ -535,6 +535,51 @@ def cursor_vectors(files: dict[str, bytes], manifest: dict) -> None:
     }
 
 
+def bad_delta_vectors(files: dict[str, bytes], manifest: dict) -> None:
+    """Deltas a reader must refuse (spec 2 and 6), each with the offset where the offending
+    field starts, counted from the spec's layout: the rules of the bounds-checked reader."""
+    q = name("q")  # 2 bytes
+    cases = {
+        "unknown_marker": (b"X" + q, 0, "a marker that is none of C, D, A, R"),
+        "empty": (b"", 0, "no marker at all"),
+        "name_length_past_end": (b"D\x0ajob", 1, "QueueName length 10, 3 bytes left"),
+        "name_byte_outside_the_range": (
+            b"A\x03a b" + i64(1) + i32(0),
+            3,
+            "QueueName byte 0x20 (a space) outside '!'..'~'",
+        ),
+        "key_cut_short": (b"A" + q + bytes(4), 3, "AddRecord's Int64 key with 4 bytes left"),
+        "negative_message_length": (b"A" + q + i64(1) + i32(-1), 11, "Buffer length -1"),
+        "message_length_past_end": (
+            b"A" + q + i64(1) + i32(100) + b"abc",
+            11,
+            "Buffer length 100, 3 bytes left",
+        ),
+        "bool_not_0_or_1": (
+            b"C" + name("jobs") + i32(1) + i32(-1) + i32(-1) + b"\x02",
+            18,
+            "the key range's Nullable flag 2 (a Bool is 0 or 1)",
+        ),
+        "key_range_cut_short": (
+            b"C" + q + i32(2) + i32(-1) + i32(-1) + b"\x01" + i64(0) + bytes(2),
+            24,
+            "the key range's max (Int64) with 2 bytes left",
+        ),
+        "trailing_byte": (b"R" + q + u64(1) + b"\x00", 11, "a byte after a whole RemoveRecord"),
+    }
+    out = {
+        "what": (
+            "deltas every reader refuses as corruption (spec 2: lengths checked against the bytes "
+            "left, Bool 0 or 1, QueueName bytes '!'..'~'; spec 6: known marker, exact "
+            "consumption): hex, and the offset in the delta where the offending field starts"
+        )
+    }
+    for key, (data, offset, why) in cases.items():
+        out[key] = {"hex": data.hex(), "error_offset": offset, "why": why}
+    files["bad_deltas.json"] = (json.dumps(out, indent=1) + "\n").encode()
+    manifest["bad_deltas.json"] = {"what": out["what"]}
+
+
 def build() -> tuple[dict[str, bytes], dict]:
     files: dict[str, bytes] = {}
     manifest: dict = {}
@@ -542,6 +587,7 @@ def build() -> tuple[dict[str, bytes], dict]:
     wide_vectors(files, manifest)
     cursor_vectors(files, manifest)
     replay_vectors(files, manifest)
+    bad_delta_vectors(files, manifest)
     files["manifest.json"] = (json.dumps(manifest, indent=1) + "\n").encode()
     return files, manifest
 
