@@ -25,7 +25,15 @@ class JarBuildError(RuntimeError):
 
 
 def _source_files() -> list[Path]:
-    return sorted(p for p in SOURCES.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    """What the jar is built from (and its cache key hashes): the Java sources and
+    ``META-INF``; notes beside them (``jvm/README.md``) are neither compiled nor hashed."""
+    return sorted(
+        p
+        for p in SOURCES.rglob("*")
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and (p.suffix == ".java" or p.relative_to(SOURCES).parts[0] == "META-INF")
+    )
 
 
 def _spark_home() -> Path:
