@@ -16,8 +16,6 @@ pub mod fork;
 pub mod format;
 pub mod io;
 pub mod log;
-pub mod payload;
-pub mod pool;
 pub mod replay;
 pub mod segment;
 pub mod share;

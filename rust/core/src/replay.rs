@@ -7,16 +7,16 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::format::delta::Delta;
 use crate::format::record;
+use crate::format::steps::Step;
 use crate::log::Log;
 use crate::segment::bytes::SegmentBytes;
-use crate::segment::steps::Step;
 use crate::segment::Segment;
 use crate::state::{Batch, QueueState};
 
 /// Applies every entry of `log` from `start` (default: the log's start) to its end to `state`,
 /// without copying entries, as one [`crate::state::Batch`] (the state is built once at the
 /// end). Messages read from sealed plain segments are borrowed from their maps, not copied
-/// ([`crate::payload::Payload`]). Returns the number of deltas applied; the first delta that cannot be applied stops it
+/// ([`crate::state::payload::Payload`]). Returns the number of deltas applied; the first delta that cannot be applied stops it
 /// with its [`crate::Error::Replay`], leaving the state as the deltas before it built it.
 pub fn replay(state: &mut QueueState, log: &mut Log, start: Option<i64>) -> Result<u64> {
     let start = start.unwrap_or(log.start_index());
@@ -136,7 +136,7 @@ impl<'s> Replayer<'s> {
     }
 
     /// Applies the records `from..` of `seg` whose replay steps its scan made
-    /// ([`crate::segment::steps`]), in `source` (the segment's map), in LSN order: a step of the queue
+    /// ([`crate::format::steps`]), in `source` (the segment's map), in LSN order: a step of the queue
     /// the record before named goes the short way ([`Batch::apply_step`]) once the record
     /// before it was applied here; every other record, and one the short way does not take,
     /// is applied from its bytes as [`Replayer::segment`]'s walk would apply it.

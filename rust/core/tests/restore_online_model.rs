@@ -5,7 +5,7 @@
 //! runs, refused and undecodable deltas, and a replay starting at any LSN (as after a
 //! snapshot); and over a log large enough for a pending column to take its reservation and be
 //! compacted many times. The fed segments are applied from the replay steps their scan made
-//! (`tflux_core::segment::steps`: AddRecord and RemoveRecord deltas of the queue the delta before
+//! (`tflux_core::format::steps`: AddRecord and RemoveRecord deltas of the queue the delta before
 //! named, coded on the pool). `overlapped_restore.rs` compares the two restores with each
 //! other; this file holds both to the online apply.
 

@@ -89,7 +89,7 @@ impl Drop for PyColumnBuffer {
     /// Hands the column to the pool of the next bulk read (no view can be left: each holds a
     /// reference to this object).
     fn drop(&mut self) {
-        use tflux_core::pool;
+        use tflux_core::log::columns::pool;
         match std::mem::replace(&mut self.column, Column::U8(Vec::new())) {
             Column::U8(v) => pool::give(v),
             Column::I32(v) => pool::give(v),

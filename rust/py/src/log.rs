@@ -328,7 +328,7 @@ impl Drop for PyEntryBatch {
     /// Columns never handed over go to the pool of the next bulk read, as a dropped
     /// `ColumnBuffer`'s do.
     fn drop(&mut self) {
-        use tflux_core::pool;
+        use tflux_core::log::columns::pool;
         let columns = self.columns.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = columns.take() {
             pool::give(c.terms);

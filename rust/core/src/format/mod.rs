@@ -12,3 +12,4 @@ pub mod receiver;
 pub mod record;
 pub mod segment;
 pub mod snapshot;
+pub mod steps;

@@ -3,7 +3,7 @@
 //! A map is only sound while the mapped bytes do not change and the file does not shrink under
 //! it (a shrink turns reads past the new end into SIGBUS). Since issue 11 a map can outlive its
 //! `Segment`: a restored record borrows its message from the map of the sealed segment it was
-//! read from ([`crate::payload::Payload`]) and keeps the map alive until the record is gone,
+//! read from ([`crate::state::payload::Payload`]) and keeps the map alive until the record is gone,
 //! possibly for the life of the process. The argument therefore covers every way tflux writes
 //! into, shrinks, replaces or removes a segment file, in this process or in another tflux
 //! process writing the same directory:

@@ -110,7 +110,7 @@ impl Log {
     /// What the scan finds, and the open after it, are exactly those of [`Log::prepare`].
     ///
     /// The pool's scan of each sealed segment also writes its replay steps
-    /// ([`crate::segment::steps`], [`Segment::replay_steps`]) for `feed`.
+    /// ([`crate::format::steps`], [`Segment::replay_steps`]) for `feed`.
     pub fn prepare_feeding(
         dir: impl AsRef<Path>,
         opts: LogOptions,

@@ -105,7 +105,7 @@ impl Span {
     /// shared by both walks was called per record, 30 instructions of calling).
     fn walk_with<const CRC: bool>(&self, budget: u64, reader: &mut impl SpanReader) -> Walked {
         let n = (self.to - self.from + 1) as usize;
-        let mut lens = crate::pool::take(n);
+        let mut lens = crate::log::columns::pool::take(n);
         let mut own = 0u64;
         let header_len = with_framing!(self.dialect, F => F::HEADER_LEN);
         let step = |_lsn, term, data: &[u8], at: usize| {
@@ -470,7 +470,7 @@ impl Log {
     /// keeps (`Segment::from_file_scan` adopts the scan's file; later maps and positioned reads
     /// read that same inode), or was written by this process; and no tflux writer, in this
     /// process or another one sharing the directory, changes a byte a scan accepted or shrinks
-    /// the file under it (`mmap.rs` has the argument for every writer). So a second pass would
+    /// the file under it (`io/mmap.rs` has the argument for every writer). So a second pass would
     /// check the same bytes again; the one case it could catch, another program rewriting
     /// segment files in place between the scan and the replay, is outside what any reader of
     /// a map can guard against. Reads after open decide by [`Log::read_rechecks_crc`]
@@ -547,7 +547,7 @@ impl Log {
                     take += 1;
                 }
                 let walked_all = take == walked.lens.len();
-                crate::pool::give(walked.lens);
+                crate::log::columns::pool::give(walked.lens);
                 let complete = take == (span.to - span.from + 1) as usize;
                 if take > 0 {
                     if !walked_all {

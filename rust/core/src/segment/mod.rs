@@ -17,9 +17,9 @@ use crate::format::segment as header;
 use crate::io::mmap::map_readonly;
 use crate::io::storage::{Open, Rename, Storage, StorageFile};
 
+use crate::format::steps::{Step, StepWriter, Steps};
 use crate::with_framing;
 pub use bytes::SegmentBytes;
-use steps::{Step, StepWriter, Steps};
 
 pub mod bytes;
 pub mod compress;
@@ -28,7 +28,6 @@ mod index;
 mod read;
 mod rewrite;
 mod scan;
-pub mod steps;
 mod walk;
 pub use file::*;
 pub use index::*;
@@ -81,7 +80,7 @@ pub struct Segment {
     /// never raise it. [`crate::log::Log::read_rechecks_crc`] decides with it.
     checked_at_open: usize,
     /// The replay steps its scan at open made (a sealed plain segment fed to a restore while
-    /// the next ones are scanned, [`crate::segment::steps`]); taken back once it is applied.
+    /// the next ones are scanned, [`crate::format::steps`]); taken back once it is applied.
     steps: Option<Steps>,
 }
 

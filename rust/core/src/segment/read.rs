@@ -468,9 +468,9 @@ impl Segment {
 
     /// Visits the records `from..=to` (LSNs inside this segment) for the replay right after
     /// open, in one walk (no chunks), while `f` returns true. Each record comes with the bytes
-    /// a restored record may borrow its message from (see [`crate::payload::Payload`]):
+    /// a restored record may borrow its message from (see [`crate::state::payload::Payload`]):
     /// - a sealed plain segment: its map, `Some`. Safe to borrow for as long as a record lives,
-    ///   whatever later happens to the file (`mmap.rs` has the argument);
+    ///   whatever later happens to the file (`io/mmap.rs` has the argument);
     /// - the active segment: `None` (read into a private buffer; the records are copied, so
     ///   the buffer of up to a whole segment is not pinned by a few records);
     /// - a decompressed `.log.z`: `None` (copied too: a borrowing record would pin the whole

@@ -79,7 +79,7 @@ impl FileScan {
 /// Opens and scans one segment file. `map` chooses a memory map (sealed segments, verify) over
 /// ordinary reads (the active segment, which is about to be written, and which a writer in
 /// another process may be appending to: a map must only cover bytes that never change, see
-/// `mmap.rs`). The active segment is read in chunks only as far as its records go
+/// `io/mmap.rs`). The active segment is read in chunks only as far as its records go
 /// (`ActiveRead`). A `.log.z` is always decompressed (and its header's length and CRC
 /// checked). Terms must not go below `previous_term`. Without `build_index` the scan of the
 /// active segment leaves its index empty (`count` and the terms say what it found), and a
@@ -142,7 +142,7 @@ pub fn scan_file_keeping(
 
 /// [`scan_file_keeping`] of a sealed segment (mapped) that also writes the replay steps of its
 /// records into `steps` (a buffer reused from segment to segment), for a restore that applies
-/// the segment right after its scan ([`crate::segment::steps`]), when its records are long enough for
+/// the segment right after its scan ([`crate::format::steps`]), when its records are long enough for
 /// steps to pay (`steps_pay`). Same findings, same index.
 pub fn scan_file_stepping(
     dialect: Dialect,
@@ -339,11 +339,11 @@ pub(super) fn scan_file_with(
 }
 
 /// Whether a sealed segment's records are long enough for replay steps to pay
-/// ([`crate::segment::steps::MIN_AVERAGE`]), judged on its first [`crate::segment::steps::PROBE`] records; a
+/// ([`crate::format::steps::MIN_AVERAGE`]), judged on its first [`crate::format::steps::PROBE`] records; a
 /// segment with fewer records (or whose first ones do not frame: the scan will say why) gets
 /// them.
 pub(super) fn steps_pay(dialect: Dialect, bytes: &[u8]) -> bool {
-    use crate::segment::steps::{MIN_AVERAGE, PROBE};
+    use crate::format::steps::{MIN_AVERAGE, PROBE};
     walk_in(dialect, bytes, header::HEADER_LEN, PROBE)
         .is_none_or(|end| (end - header::HEADER_LEN) / PROBE >= MIN_AVERAGE)
 }
@@ -612,7 +612,7 @@ impl Segment {
 
     /// The replay steps of the records `from..=to` (LSNs inside this sealed segment) with the
     /// bytes they point into (the scan's map, which the records may borrow from), when the
-    /// scan made steps for every record ([`crate::segment::steps`]); `None` otherwise (the caller then
+    /// scan made steps for every record ([`crate::format::steps`]); `None` otherwise (the caller then
     /// walks the records, [`Segment::replay_records`]).
     pub fn replay_steps(&self, from: i64, to: i64) -> Option<(&[Step], &SegmentBytes)> {
         let (map, steps) = (self.map.as_ref()?, self.steps.as_ref()?);

@@ -19,8 +19,8 @@ use super::heap4::sift_up_into;
 use super::{Applied, Heap4, Mode, Queue, QueueState, Ready, Record};
 use crate::error::Result;
 use crate::format::delta::DeltaRef;
-use crate::payload::{Lender, Lent};
-use crate::segment::bytes::SegmentBytes;
+use crate::io::bytes::SegmentBytes;
+use crate::state::payload::{Lender, Lent};
 
 /// One record added during a batch, laid out like a [`Record`] (32 bytes, same alignment) so
 /// that the column becomes the queue's record array where it lies; `data` is `None` once
@@ -425,7 +425,7 @@ impl Batch<'_> {
 
     /// [`Batch::apply`] of a delta that lies inside `source` (a sealed segment's bytes): the
     /// messages it adds borrow their bytes from there instead of being copied
-    /// ([`crate::payload::Payload::borrowed`]). Same rules, same errors, same state.
+    /// ([`crate::state::payload::Payload::borrowed`]). Same rules, same errors, same state.
     #[inline]
     pub fn apply_in_source(
         &mut self,
@@ -458,7 +458,7 @@ impl Batch<'_> {
         }
     }
 
-    /// Applies a replay step ([`crate::segment::steps`]) of the source last given to
+    /// Applies a replay step ([`crate::format::steps`]) of the source last given to
     /// [`Batch::lend_from`] (`bytes` are that source's bytes) by the short way, when the
     /// delta applied just before (successfully, in this batch) was the record before the
     /// step's. `None`, with nothing changed, when the short way does not take it: the caller
@@ -467,7 +467,7 @@ impl Batch<'_> {
     #[inline(always)]
     pub fn apply_step(
         &mut self,
-        step: &crate::segment::steps::Step,
+        step: &crate::format::steps::Step,
         bytes: &[u8],
     ) -> Option<Applied> {
         self.state

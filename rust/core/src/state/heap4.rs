@@ -246,7 +246,7 @@ impl Heap4 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::Payload;
+    use crate::state::payload::Payload;
 
     fn records(keys: &[i64]) -> Vec<Record> {
         keys.iter()

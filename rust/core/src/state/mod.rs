@@ -11,6 +11,7 @@
 mod batch;
 mod heap4;
 mod keyed;
+pub mod payload;
 mod queues;
 
 use rustc_hash::FxHashMap as HashMap;
@@ -21,8 +22,8 @@ use crate::error::{Error, Result};
 use crate::format::delta::{self, display_name, fields, DeltaRef};
 pub use crate::format::queue::{QueueConfig, IMPL_ARRAY, IMPL_HEAP};
 use crate::format::snapshot::{QueueData, Snapshot};
-pub use crate::payload::Payload;
-use crate::payload::{Lender, Lent};
+pub use crate::state::payload::Payload;
+use crate::state::payload::{Lender, Lent};
 
 pub use batch::Batch;
 use batch::Pending;
@@ -575,7 +576,7 @@ impl QueueState {
         }
     }
 
-    /// [`QueueState::apply_in_last_queue`] of a replay step ([`crate::segment::steps`]): an AddRecord
+    /// [`QueueState::apply_in_last_queue`] of a replay step ([`crate::format::steps`]): an AddRecord
     /// or RemoveRecord of the queue the delta applied just before named (which is then the
     /// last-found queue), already coded by the scan; `bytes` are the segment's bytes the step
     /// points into. `None`, with nothing changed, for anything the short path does not take
@@ -585,12 +586,12 @@ impl QueueState {
         &mut self,
         source: Option<&Lender>,
         room: usize,
-        step: &crate::segment::steps::Step,
+        step: &crate::format::steps::Step,
         bytes: &[u8],
     ) -> Option<Applied> {
         let q = self.queues.last_mut()?;
         match step.kind() {
-            crate::segment::steps::ADD => {
+            crate::format::steps::ADD => {
                 // The scan coded the record as an AddRecord of the queue the record before
                 // named, which is this queue, so its message starts after this queue's name:
                 // found without reading the record. The applying thread touches no byte of
@@ -604,7 +605,7 @@ impl QueueState {
                 let message = bytes.get(at..range.end)?;
                 q.add_short(source, room, step.word() as i64, message)
             }
-            crate::segment::steps::REMOVE => q.remove_short(step.word()),
+            crate::format::steps::REMOVE => q.remove_short(step.word()),
             _ => None,
         }
     }

@@ -13,10 +13,10 @@ use crate::format::delta::{self as format_delta, fields, DeltaRef};
 use crate::format::dialect::Dialect;
 use crate::log::recovery::Parallelism;
 use crate::log::{Log, SpanReader, SpanStart, Split};
-use crate::pool;
 
 mod arrow;
 mod delta;
+pub mod pool;
 mod snapshot;
 pub use arrow::*;
 pub use delta::*;

@@ -16,9 +16,9 @@ use crate::error::{Error, IoContext, Result};
 use crate::format::dialect::Dialect;
 use crate::format::record;
 use crate::format::segment::Header;
+use crate::format::steps::{Step, Steps};
 use crate::io::fsutil::{self, EntryKind, SegmentFile};
 use crate::io::storage::Storage;
-use crate::segment::steps::{Step, Steps};
 use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
 
 mod act;

@@ -32,7 +32,7 @@ pub struct ScanOptions {
     /// What the scanned segments must serve after the walk.
     pub keep: Keep,
     /// Whether the pool's scan of each sealed segment also writes its replay steps
-    /// ([`crate::segment::steps`]) for the restore it is fed to ([`scan_dir_feeding`]); only with
+    /// ([`crate::format::steps`]) for the restore it is fed to ([`scan_dir_feeding`]); only with
     /// [`Parallelism::AllCores`]. The findings are the same either way.
     pub steps: bool,
     /// The dialect the caller chose or already decided for the directory (`None`: the first

@@ -6,7 +6,7 @@
 //! of the restore (docs/benchmarks.md). A borrowed payload holds a reference count on the
 //! [`SegmentBytes`] it points into; the bytes stay valid until the last record that borrows them
 //! goes, whatever happens to the segment file meanwhile (the rules that make that true are in
-//! `mmap.rs`). While a restore runs, its pending records are `Lent`s instead, which take no
+//! `io/mmap.rs`). While a restore runs, its pending records are `Lent`s instead, which take no
 //! count: the restore's batch holds one per segment until each survivor has taken its own. Which bytes may be borrowed is decided by the one caller that makes borrowed
 //! payloads, [`crate::segment::Segment::replay_records`]: the map of a sealed plain segment,
 //! never the active segment nor a decompressed `.log.z` (see there).
@@ -20,7 +20,7 @@
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
-use crate::segment::bytes::SegmentBytes;
+use crate::io::bytes::SegmentBytes;
 
 /// The bit of `off` that marks an owned payload (a borrowed one starts below 2^31).
 const OWNED: u32 = 1 << 31;
