@@ -10,10 +10,10 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use tflux_core::base::dialect::Dialect;
 use tflux_core::codec::{crc32, crc32_mpeg2};
 use tflux_core::format::record::{Framing, Spec, Taskflux};
 use tflux_core::format::segment;
+use tflux_core::log::dialect::Dialect;
 use tflux_core::segment::scan_records_from;
 
 fn synthetic<F: Framing>(len: usize) -> Vec<u8> {

@@ -22,10 +22,11 @@ pub mod share;
 pub mod state;
 pub mod store;
 
+pub use base::{verify, verify_in};
 pub use base::{verify_base, BaseReport, Layout, VerifyDepth, VerifyOptions};
 pub use error::{Error, Result};
 pub use log::recovery::{Finding, FindingKind, RecoveryMode, RepairPlan, ScanOptions};
-pub use log::verify::{verify, verify_in, Problem, ProblemKind, VerifyReport};
+pub use log::verify::{Problem, ProblemKind, VerifyReport};
 pub use log::{
     Entry, EntryBatch, Log, LogOptions, PendingOpen, RecoveryReport, SegmentInfo, SyncPolicy,
 };

@@ -7,8 +7,8 @@ mod common;
 use std::path::Path;
 
 use common::{seg_name, unhex};
-use tflux_core::base::dialect::Dialect;
 use tflux_core::format::{metadata, snapshot};
+use tflux_core::log::dialect::Dialect;
 use tflux_core::{Log, LogOptions, SyncPolicy};
 
 fn data(name: &str) -> Vec<u8> {

@@ -393,8 +393,8 @@ fn read_snapshot_batch(
 ) -> PyResult<Option<PySnapshotBatch>> {
     let chosen = crate::dialect_arg(dialect)?;
     let r = py.detach(|| {
-        let found = tflux_core::base::dialect::snapshot_file_says(&path)?;
-        let dialect = tflux_core::base::dialect::file_dialect(found, chosen)?;
+        let found = tflux_core::log::dialect::snapshot_file_says(&path)?;
+        let dialect = tflux_core::log::dialect::file_dialect(found, chosen)?;
         let snap = tflux_core::base::files::read_snapshot_in(&path, dialect)?;
         snap.map(|s| SnapshotColumns::from_snapshot(&s)).transpose()
     });

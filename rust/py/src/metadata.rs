@@ -82,8 +82,8 @@ impl PyMetadata {
 fn read_metadata(py: Python<'_>, path: PathBuf, dialect: Option<&str>) -> PyResult<PyMetadata> {
     let chosen = crate::dialect_arg(dialect)?;
     let r = py.detach(|| {
-        let found = tflux_core::base::dialect::metadata_file_says(&path)?;
-        let dialect = tflux_core::base::dialect::file_dialect(found, chosen)?;
+        let found = tflux_core::log::dialect::metadata_file_says(&path)?;
+        let dialect = tflux_core::log::dialect::file_dialect(found, chosen)?;
         files::read_metadata_in(&path, dialect)
     });
     let r = r.map_err(Fail::Core);

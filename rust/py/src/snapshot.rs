@@ -269,8 +269,8 @@ fn read_snapshot(
 ) -> PyResult<Option<PySnapshot>> {
     let chosen = crate::dialect_arg(dialect)?;
     let r = py.detach(|| {
-        let found = tflux_core::base::dialect::snapshot_file_says(&path)?;
-        let dialect = tflux_core::base::dialect::file_dialect(found, chosen)?;
+        let found = tflux_core::log::dialect::snapshot_file_says(&path)?;
+        let dialect = tflux_core::log::dialect::file_dialect(found, chosen)?;
         files::read_snapshot_in(&path, dialect)
     });
     let r = r.map_err(Fail::Core);

@@ -107,7 +107,7 @@ fn segment_infos(segments: &[tflux_core::SegmentInfo]) -> Vec<PySegmentInfo> {
 #[pyo3(signature = (path, *, dialect=None))]
 fn verify(py: Python<'_>, path: PathBuf, dialect: Option<&str>) -> PyResult<PyVerifyReport> {
     let dialect = crate::dialect_arg(dialect)?;
-    let report = py.detach(|| core::verify_in(&path, dialect).map_err(Fail::from));
+    let report = py.detach(|| core_base::verify_in(&path, dialect).map_err(Fail::from));
     py_result(py, report).map(|inner| PyVerifyReport { inner })
 }
 

@@ -2,6 +2,8 @@
 //! directory a path is (a store's base, a channel, a bare log): the one place that knows them.
 
 use super::*;
+use crate::log::recovery::Keep;
+use crate::log::verify::VerifyReport;
 
 /// Paths of a base directory (spec section 1). The one place that knows them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,16 +42,16 @@ impl Layout {
     }
 
     /// The layout of `base` in the dialect its files say (agreeing with `chosen`; a directory
-    /// whose files say nothing is in `chosen`, else `spec`): [`crate::base::dialect::decide`].
+    /// whose files say nothing is in `chosen`, else `spec`): [`crate::log::dialect::decide`].
     pub fn detect(base: &Path, chosen: Option<Dialect>) -> Result<Layout> {
         let probe = Layout::new(base);
-        let dialect = crate::base::dialect::base_dialect(probe.dialect_files(), chosen)?;
+        let dialect = crate::log::dialect::base_dialect(probe.dialect_files(), chosen)?;
         Ok(Layout::in_dialect(base, dialect))
     }
 
-    /// The files whose bytes say the directory's dialect (`crate::base::dialect::base_says`).
-    pub fn dialect_files(&self) -> crate::base::dialect::BaseFiles<'_> {
-        crate::base::dialect::BaseFiles {
+    /// The files whose bytes say the directory's dialect (`crate::log::dialect::base_says`).
+    pub fn dialect_files(&self) -> crate::log::dialect::BaseFiles<'_> {
+        crate::log::dialect::BaseFiles {
             metadata: &self.metadata,
             snapshot: &self.snapshot,
             log: &self.log,
@@ -69,20 +71,20 @@ pub fn dialect_of(path: &Path, chosen: Option<Dialect>) -> Result<Dialect> {
     }
     if path.is_dir() {
         let (segments, _) = crate::io::fsutil::list_segments(path)?;
-        return crate::base::dialect::log_dialect(&segments, chosen);
+        return crate::log::dialect::log_dialect(&segments, chosen);
     }
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
     let found = if crate::format::segment::parse_file_name(name).is_some() {
-        crate::base::dialect::plain_segment_says(path)?
+        crate::log::dialect::plain_segment_says(path)?
     } else if Some(name) == layout_name(|l| &l.metadata) {
-        crate::base::dialect::metadata_file_says(path)?
+        crate::log::dialect::metadata_file_says(path)?
     } else {
-        crate::base::dialect::snapshot_file_says(path)?
+        crate::log::dialect::snapshot_file_says(path)?
     };
-    crate::base::dialect::file_dialect(found, chosen)
+    crate::log::dialect::file_dialect(found, chosen)
 }
 
 /// The file name of one of [`Layout`]'s files (the one place that names them).
@@ -155,4 +157,35 @@ pub fn require_kind(base: &Path, want: Kind) -> Result<()> {
             base.display()
         ))),
     }
+}
+
+/// The log directory of `path`: `path/data/log` when it is a base directory, else `path`.
+pub fn resolve_log_dir(path: &Path) -> PathBuf {
+    let nested = Layout::new(path).log;
+    if nested.is_dir() {
+        nested
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Checks every byte of the log at `path` (a base directory or a log directory) as a raw Raft
+/// log (empty entries allowed), in the dialect its first segment says.
+pub fn verify(path: impl AsRef<Path>) -> Result<VerifyReport> {
+    verify_in(path, None)
+}
+
+/// [`verify`] in the dialect `chosen` (`None`: the one its first segment says).
+pub fn verify_in(path: impl AsRef<Path>, chosen: Option<Dialect>) -> Result<VerifyReport> {
+    let dir = resolve_log_dir(path.as_ref());
+    crate::log::verify::verify_log_dir(
+        &dir,
+        ScanOptions {
+            mode: RecoveryMode::ReportOnly,
+            empty_entries: true,
+            keep: Keep::Report,
+            dialect: chosen,
+            ..ScanOptions::default()
+        },
+    )
 }

@@ -18,7 +18,6 @@ use settings::{Settings, SETTINGS_FILE};
 
 mod check;
 pub mod convert;
-pub mod dialect;
 pub mod files;
 mod layout;
 mod restore;

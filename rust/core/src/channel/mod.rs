@@ -204,7 +204,7 @@ impl Channel {
         if layout.log.is_dir() {
             // Channels exist only in the spec dialect (spec section 11).
             let (segments, _) = fsutil::list_segments(&layout.log)?;
-            crate::base::dialect::log_dialect(&segments, Some(Dialect::Spec))?;
+            crate::log::dialect::log_dialect(&segments, Some(Dialect::Spec))?;
         }
         let log = if opts.readonly {
             if !layout.log.is_dir() {

@@ -168,6 +168,14 @@ pub fn file_name(lsn: i64) -> String {
     format!("{lsn:019}{NAME_SUFFIX}")
 }
 
+/// Whether `path` names a compressed segment (`NNN.log.z`): the one answer to "is this a
+/// `.z`?" that the listing, the scan, the readers and the dialect detection share.
+pub fn is_compressed_path(path: &std::path::Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(NAME_SUFFIX))
+}
+
 /// Parses a compressed segment's name: exactly a segment name plus `.z`.
 pub fn parse_file_name(name: &str) -> Option<i64> {
     super::segment::parse_file_name(name.strip_suffix(".z")?)

@@ -1,5 +1,5 @@
 //! What the bytes of one file say about the dialect it is written in (spec section 11). Pure
-//! bytes: `crate::base::dialect` reads the files and decides for the directory.
+//! bytes: `crate::log::dialect` reads the files and decides for the directory.
 //!
 //! A file says a dialect only when its bytes fit that dialect and not the other, checksum
 //! included: a record that parses completely under one framing; a snapshot whose length field

@@ -248,8 +248,8 @@ pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
                     && prev.twin.is_none()
                     && prev.kind == EntryKind::Regular
                     && seg.kind == EntryKind::Regular
-                    && !crate::segment::bytes::is_compressed(&prev.path)
-                    && crate::segment::bytes::is_compressed(&seg.path) =>
+                    && !crate::format::compressed::is_compressed_path(&prev.path)
+                    && crate::format::compressed::is_compressed_path(&seg.path) =>
             {
                 prev.twin = Some(std::mem::replace(&mut prev.path, seg.path));
             }

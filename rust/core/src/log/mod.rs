@@ -23,6 +23,7 @@ use crate::with_framing;
 use recovery::{LogScan, Parallelism, RecoveryMode, ScanOptions};
 
 pub mod columns;
+pub mod dialect;
 mod maintain;
 mod open;
 mod read;

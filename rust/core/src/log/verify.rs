@@ -1,4 +1,4 @@
-//! Read-only checking of a log directory: every record of every segment, the continuity of
+//! Read-only checking of a log directory (`crate::verify` resolves a base directory to its log): every record of every segment, the continuity of
 //! segments and the order of terms, classified by the recovery scanner in report-only mode.
 //! Never writes, never takes the writer lock.
 
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::format::dialect::Dialect;
 use crate::log::recovery::SegmentInfo;
-use crate::log::recovery::{scan_dir, Finding, FindingKind, Keep, RecoveryMode, ScanOptions};
+use crate::log::recovery::{scan_dir, Finding, FindingKind, ScanOptions};
 
 /// A problem found by `verify`: one finding of the recovery scanner.
 pub type Problem = Finding;
@@ -28,37 +28,6 @@ impl VerifyReport {
     pub fn ok(&self) -> bool {
         !self.problems.iter().any(|p| p.fatal)
     }
-}
-
-/// The log directory of `path`: `path/data/log` when it is a base directory, else `path`.
-pub fn resolve_log_dir(path: &Path) -> PathBuf {
-    let nested = crate::base::Layout::new(path).log;
-    if nested.is_dir() {
-        nested
-    } else {
-        path.to_path_buf()
-    }
-}
-
-/// Checks every byte of the log at `path` (a base directory or a log directory) as a raw Raft
-/// log (empty entries allowed), in the dialect its first segment says.
-pub fn verify(path: impl AsRef<Path>) -> Result<VerifyReport> {
-    verify_in(path, None)
-}
-
-/// [`verify`] in the dialect `chosen` (`None`: the one its first segment says).
-pub fn verify_in(path: impl AsRef<Path>, chosen: Option<Dialect>) -> Result<VerifyReport> {
-    let dir = resolve_log_dir(path.as_ref());
-    verify_log_dir(
-        &dir,
-        ScanOptions {
-            mode: RecoveryMode::ReportOnly,
-            empty_entries: true,
-            keep: Keep::Report,
-            dialect: chosen,
-            ..ScanOptions::default()
-        },
-    )
 }
 
 /// Checks the log directory `dir` with `options` (its mode should be `ReportOnly`).

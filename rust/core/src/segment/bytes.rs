@@ -19,12 +19,7 @@ use crate::format::compressed::{self, BadCompressed, Header};
 
 pub use crate::io::bytes::SegmentBytes;
 
-/// Whether `path` names a compressed segment (`NNN.log.z`).
-pub fn is_compressed(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.ends_with(compressed::NAME_SUFFIX))
-}
+pub use crate::format::compressed::is_compressed_path as is_compressed;
 
 /// The error for a `.z` file that fails its checks: corruption naming the file and the field.
 pub fn bad_compressed(path: &Path, why: &BadCompressed) -> Error {

@@ -432,10 +432,8 @@ pub fn read_segment_deltas(
     // Deltas are never empty: a trailing empty record is a torn header (as the store opens).
     // Read in the dialect asked for, or the one its first record says (spec section 11): a
     // segment of the other dialect is never read as damage.
-    let dialect = crate::base::dialect::file_dialect(
-        crate::base::dialect::plain_segment_says(path)?,
-        dialect,
-    )?;
+    let dialect =
+        crate::log::dialect::file_dialect(crate::log::dialect::plain_segment_says(path)?, dialect)?;
     let options = ScanOptions {
         empty_entries: false,
         dialect: Some(dialect),

@@ -529,7 +529,7 @@ pub fn scan_dir_feeding(
 ) -> Result<LogScan> {
     let (entries, ignored) = fsutil::list_segments(dir)?;
     // Before anything is read as records: a log of another dialect is not damage.
-    let dialect = crate::base::dialect::log_dialect(&entries, options.dialect)?;
+    let dialect = crate::log::dialect::log_dialect(&entries, options.dialect)?;
     let options = ScanOptions {
         parallelism: options.parallelism.available(),
         dialect: Some(dialect),

@@ -10,6 +10,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
+use crate::format::compressed::is_compressed_path as is_compressed;
 use crate::format::detect::{
     first_record_reach, first_record_says, metadata_says, snapshot_says, Says, RECORD_PROBE_HEADER,
     SNAPSHOT_PROBE,
@@ -216,10 +217,6 @@ pub fn require_spec(found: &[Found], what: &str) -> Result<()> {
             })
         }
     }
-}
-
-fn is_compressed(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "z")
 }
 
 /// The length of `path` when it is a regular file (a symlink to one included); `None` when
