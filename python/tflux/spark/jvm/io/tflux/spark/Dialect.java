@@ -14,7 +14,7 @@ import java.util.zip.CRC32;
 /**
  * The two dialects of a base directory (spec section 11) and how a reader finds which one it
  * holds: the JVM twin of the core's {@code format/dialect.rs} (what one file's bytes say) and
- * {@code dialect.rs} (deciding for a directory). A file says a dialect only when its bytes fit
+ * {@code log/dialect.rs} (deciding for a directory). A file says a dialect only when its bytes fit
  * that dialect and not the other, checksum included; files that disagree are an error naming
  * them; files that say nothing leave the choice (else spec). The shared vectors and the real
  * TaskFlux directories hold it equal to the core.
