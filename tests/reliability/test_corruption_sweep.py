@@ -1,7 +1,7 @@
 """Corruption sweep: every byte of every file class, every kind of damage.
 
-tests/test_recovery.py and tests/test_store.py check hand-picked damages with exact offsets; this
-sweep applies each damage at *every* offset of
+tests/core/test_recovery.py and tests/api/test_store.py check hand-picked damages with exact
+offsets; this sweep applies each damage at *every* offset of
 
 - a log of three segments (two sealed, one last with preallocated zeros after its end marker),
   whose offsets are classed as header, record marker, term, crc, length, data, padding, end

@@ -1,7 +1,7 @@
 """Golden vectors of the taskflux dialect (spec section 11): ``tests/data/taskflux``, written by
 ``make_vectors.py`` from the bytes section 11 lists (``struct`` and a bitwise CRC-32/MPEG-2, no
 tflux code). tflux must read them and write the same bytes; the Rust tests
-(``rust/core/tests/golden.rs``) and the JVM reader (``tests/test_spark_jvm.py``) read the same
+(``rust/core/tests/golden.rs``) and the JVM reader (``tests/spark/test_spark_jvm.py``) read the same
 files.
 """
 
@@ -17,7 +17,7 @@ import tflux
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-VECTORS = Path(__file__).resolve().parent / "data" / "taskflux"
+VECTORS = Path(__file__).resolve().parents[1] / "data" / "taskflux"
 MANIFEST = json.loads((VECTORS / "manifest.json").read_text())
 
 

@@ -20,7 +20,7 @@ from test_taskflux_dialect import FIXTURES, entries_expected, expected, queues_o
 _needs.pyspark()
 import tflux.spark  # noqa: E402
 
-VECTORS = Path(__file__).resolve().parent / "data" / "taskflux"
+VECTORS = Path(__file__).resolve().parents[1] / "data" / "taskflux"
 MANIFEST = json.loads((VECTORS / "manifest.json").read_text())
 
 

@@ -18,7 +18,7 @@ import _needs
 
 pyspark = _needs.pyspark()
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).parent
 
 

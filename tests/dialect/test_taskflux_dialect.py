@@ -23,7 +23,7 @@ import tflux
 from _taskflux_bytes import read_log, read_metadata, read_snapshot
 from conftest import encode_segment
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TASKFLUX_DATA = Path(
     os.environ.get("TFLUX_TASKFLUX_DATA") or ROOT.parent / "shared" / "taskflux-csharp"
 )

@@ -23,7 +23,7 @@ import pytest
 import tflux
 
 SEGMENT_SUFFIX = ".log"
-GOLDEN = Path(__file__).parent / "data"
+GOLDEN = Path(__file__).parent.parent / "data"
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text())
 EMPTY_SEGMENT = bytes.fromhex("1276AD550000000100000000")  # header, then the end marker
 VERBS = [

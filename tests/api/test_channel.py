@@ -893,7 +893,7 @@ def test_readonly_receiver_survives_roll_over_retention_and_compression_while_se
 
 
 def test_the_readme_channel_example_runs_as_written(tmp_path):
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme[readme.index("## Channels") :]
     start = section.index("```python\n") + len("```python\n")
     code = section[start : section.index("```\n", start)]

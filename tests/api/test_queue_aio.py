@@ -267,7 +267,7 @@ def test_the_pickle_serializer_says_what_it_runs_and_json_is_the_safe_choice(bas
     objects; json round-trips objects without running anything."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for text in (" ".join(tflux.Queue.__doc__.split()), " ".join(readme.split())):
         assert "pickle.loads" in text and "safe" in text and '"json"' in text, text[:200]
     with tflux.Queue(base_dir, "objects", serializer="json") as q:

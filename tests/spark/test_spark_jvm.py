@@ -630,7 +630,7 @@ def test_the_jar_sources_are_package_data_that_build_jar_compiles():
     registered = [line.strip() for line in service.read_text().splitlines() if line.strip()]
     assert registered and all(c.rsplit(".", 1)[1] + ".java" in java for c in registered)
     assert _jvm.PROVIDER.rsplit(".", 1)[1] + ".java" in java
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     pyproject = tomllib.loads((repo / "pyproject.toml").read_text())
     maturin = pyproject["tool"]["maturin"]
     assert maturin["python-source"] == "python" and "exclude" not in maturin

@@ -1574,7 +1574,7 @@ def test_a_log_continued_far_past_int32_snapshots_reopens_and_restores(base_dir)
 
 def test_a_second_writer_in_the_same_process_is_refused_until_the_first_closes(base_dir):
     """One writer per directory when the first does not share (``share=False``); shared
-    stores are tests/test_share.py's."""
+    stores are tests/api/test_share.py's."""
     first = tflux.open(base_dir, share=False, **FAST)
     first.enqueue("", 0, b"x")
     with pytest.raises(LockedError) as exc:

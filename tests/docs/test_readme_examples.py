@@ -1,7 +1,7 @@
 """Every Python example of the README runs as written (issue 30, item 19), twice in the same
 directory (a user runs an example again): each in a child process whose working directory is a
 fresh temporary one, so its relative paths ("path/to/base", "events") land there. The Spark
-example has its own test on a real cluster (tests/test_spark_cluster.py)."""
+example has its own test on a real cluster (tests/spark/test_spark_cluster.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import tflux
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", (ROOT / "README.md").read_text(), re.M | re.S)
 EXAMPLES = [code for code in BLOCKS if "pyspark" not in code]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import tflux
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

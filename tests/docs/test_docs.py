@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import tflux
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_site_builds_strict_and_documents_every_public_name(tmp_path):
