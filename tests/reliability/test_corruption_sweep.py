@@ -1,6 +1,6 @@
 """Corruption sweep: every byte of every file class, every kind of damage.
 
-tests/core/test_recovery.py and tests/api/test_store.py check hand-picked damages with exact
+tests/core/test_recovery.py and tests/api/test_store_restore.py check hand-picked damages with exact
 offsets; this sweep applies each damage at *every* offset of
 
 - a log of three segments (two sealed, one last with preallocated zeros after its end marker),
