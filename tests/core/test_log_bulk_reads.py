@@ -1,5 +1,6 @@
-"""Bulk reads to Python (issue 11): ``Log.read_batch`` and ``Log.read_deltas`` hand each column
-over as a tflux-owned buffer (``tflux.ColumnBuffer``) without copying it.
+"""Bulk reads to Python: ``Log.entries``, ``Log.read_batch`` (read budget) and ``Log.read_deltas``,
+and the Arrow views; since issue 11 each column is handed over as a tflux-owned buffer
+(``tflux.ColumnBuffer``) without copying it.
 
 Every column must equal what the writer wrote and what the per-record reads return, over random
 logs that cross segment boundaries, with sealed segments compressed (``.log.z``) or not, opened
@@ -18,9 +19,122 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import tflux
+from _log_support import open_log
+from conftest import (
+    entry_tuples,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_columns import add, create, delete, remove
+from tflux import Entry
+
+
+@pytest.fixture
+def log(log_dir):
+    log = open_log(log_dir)
+    yield log
+    if not log.closed:
+        log.close()
+
+
+# --- entries, read_batch, arrow ------------------------------------------------------------------
+
+
+@pytest.fixture
+def ten(log_dir):
+    """A log of 10 entries spread over several segments."""
+    log = open_log(log_dir, soft_limit=64, hard_limit=100)
+    expected = []
+    for i in range(10):
+        data = bytes(range(i * 3, i * 3 + i))
+        term = 1 + i // 4
+        log.append(term, data)
+        expected.append((i, term, data))
+    yield log, expected
+    log.close()
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "want"),
+    [
+        (None, None, range(10)),
+        (3, None, range(3, 10)),
+        (None, 4, range(4)),
+        (2, 5, range(2, 5)),
+        (4, 4, range(0)),
+        (9, 10, range(9, 10)),
+        (10, None, range(0)),
+        (0, 10, range(10)),
+    ],
+)
+def test_entries_end_is_exclusive_and_none_means_the_whole_log(ten, start, end, want):
+    log, expected = ten
+    assert entry_tuples(log.entries(start, end)) == [expected[i] for i in want]
+    batch = log.read_batch(start, end)
+    assert entry_tuples(batch) == [expected[i] for i in want]
+
+
+def test_read_batch_buffers_agree_with_entries(ten):
+    log, expected = ten
+    batch = log.read_batch(1, 9)
+    want = expected[1:9]
+    assert len(batch) == 8
+    assert [batch[i] for i in range(8)] == [Entry(*e) for e in want]
+    assert list(batch) == [Entry(*e) for e in want]
+    with pytest.raises(IndexError):
+        batch[8]
+    assert batch.lsn.itemsize == 8
+    assert batch.term.itemsize == 4
+    assert batch.offsets.itemsize == 4
+    assert batch.lsn.tolist() == [e[0] for e in want]
+    assert batch.term.tolist() == [e[1] for e in want]
+    offsets = batch.offsets.tolist()
+    assert len(offsets) == 9
+    assert offsets[0] == 0
+    assert [offsets[i + 1] - offsets[i] for i in range(8)] == [len(e[2]) for e in want]
+    assert bytes(batch.data)[offsets[0] : offsets[-1]] == b"".join(e[2] for e in want)
+
+
+def test_to_arrow_has_lsn_term_and_data_columns_of_the_documented_types(ten):
+    log, expected = ten
+    rb = log.read_batch().to_arrow()
+    assert isinstance(rb, pa.RecordBatch)
+    assert rb.schema.names == ["lsn", "term", "data"]
+    assert rb.schema.field("lsn").type == pa.int64()
+    assert rb.schema.field("term").type == pa.int32()
+    assert rb.schema.field("data").type == pa.binary()
+    assert rb.num_rows == 10
+    assert rb.column("lsn").to_pylist() == [e[0] for e in expected]
+    assert rb.column("term").to_pylist() == [e[1] for e in expected]
+    assert rb.column("data").to_pylist() == [e[2] for e in expected]
+
+
+def test_to_arrow_of_a_slice_starts_at_the_slice(ten):
+    log, expected = ten
+    rb = log.read_batch(6, 8).to_arrow()
+    assert rb.to_pydict() == {
+        "lsn": [6, 7],
+        "term": [expected[6][1], expected[7][1]],
+        "data": [expected[6][2], expected[7][2]],
+    }
+
+
+def test_read_batch_with_a_small_budget_returns_a_nonempty_prefix(ten):
+    log, expected = ten
+    batch = log.read_batch(2, None, max_bytes=1)
+    got = entry_tuples(batch)
+    assert 1 <= len(got) <= 8
+    assert got == expected[2 : 2 + len(got)]
+
+
+def test_an_empty_read_batch_converts_to_an_empty_record_batch(log):
+    batch = log.read_batch()
+    assert len(batch) == 0
+    assert list(batch) == []
+    rb = batch.to_arrow()
+    assert rb.num_rows == 0
+    assert rb.schema.names == ["lsn", "term", "data"]
+
 
 SMALL = {"soft_limit": 512, "hard_limit": 1024, "preallocate": False, "sync": "never"}
 
