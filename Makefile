@@ -45,7 +45,7 @@ test-rust: ## the Rust core alone (no Python needed)
 
 bench: ## every benchmark group, timed (needs '.[bench]'); regenerates docs/benchmarks.md + docs/img/
 	mkdir -p .benchmarks
-	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/all.json -p no:cacheprovider && $(PYTHON) benches/report.py .benchmarks/all.json
+	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/all.json -p no:cacheprovider && $(PYTHON) -m benches.report .benchmarks/all.json
 
 clean: ## remove build products
 	cargo clean

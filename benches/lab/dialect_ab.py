@@ -3,11 +3,11 @@
 ``farm-bench``; the same logical log in both dialects (the taskflux base is the spec base
 converted by ``tflux convert``).
 
-    python benches/dialect_ab.py make BASE N SIZE   # N AddRecord deltas of SIZE-byte payloads
+    python benches/lab/dialect_ab.py make BASE N SIZE   # N AddRecord deltas of SIZE-byte payloads
                                                      # (spec), and BASE-taskflux (converted)
-    python benches/dialect_ab.py restore BASE        # a read-only restore
-    python benches/dialect_ab.py verify BASE         # tflux.verify_base without the replay
-    python benches/dialect_ab.py convert BASE OUT    # tflux convert BASE OUT --to taskflux
+    python benches/lab/dialect_ab.py restore BASE        # a read-only restore
+    python benches/lab/dialect_ab.py verify BASE         # tflux.verify_base without the replay
+    python benches/lab/dialect_ab.py convert BASE OUT    # tflux convert BASE OUT --to taskflux
 """
 
 from __future__ import annotations

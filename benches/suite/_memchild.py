@@ -1,7 +1,7 @@
 """Child process of the memory benchmark: memory before and after filling a store.
 
-    python benches/_memchild.py restore BASE
-    python benches/_memchild.py enqueue_many BASE N PAYLOAD
+    python benches/suite/_memchild.py restore BASE
+    python benches/suite/_memchild.py enqueue_many BASE N PAYLOAD
 
 ``restore`` opens the store in BASE (replaying its log); ``enqueue_many`` creates a store in
 BASE with ``log_sync_policy="never"`` and enqueues N records of PAYLOAD bytes into the default

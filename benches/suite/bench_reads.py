@@ -1,15 +1,16 @@
 """Reads to Python (issue 11): bulk columns and random single records, each beside its baseline
-in the same session. ``benches/reads_report.py`` renders the JSON into docs/benchmarks.md.
+in the same session. ``benches/report/reads.py`` renders the JSON into docs/benchmarks.md.
 
-    python -m pytest benches/bench_reads.py --benchmark-enable \
+    python -m pytest benches/suite/bench_reads.py --benchmark-enable \
         --benchmark-json=.benchmarks/reads.json -p no:cacheprovider
-    python benches/reads_report.py .benchmarks/reads.json
+    python -m benches.report --reads .benchmarks/reads.json
 
 Groups ``bulk-64B`` / ``bulk-1KiB`` read a cached log of ``TFLUX_BENCH_READ_BYTES`` (256 MiB)
 with ``Log.read_batch`` in a loop (default 4 MiB budget), handing each batch to Python as
 memoryviews or as a ``pyarrow.RecordBatch``; beside them ``tflux.verify`` of the same log (the
 same framing and CRC work, nothing handed over), one crc32fast over the same bytes (the ceiling)
-and the pure-Python reader (``benches/pyref.py``, on the leading 16 MiB, normalised per record).
+and the pure-Python reader (``benches/suite/pyref.py``, on the leading 16 MiB, normalised per
+record).
 Group ``deltas-64B`` decodes a log of AddRecord deltas (64 B messages) with ``Log.read_deltas``
 + ``to_arrow()`` beside a pure-Python decode of the same deltas into column lists (``struct``,
 on the leading deltas). Groups ``random-64B`` / ``random-1KiB`` read single records at random
@@ -35,9 +36,9 @@ from pathlib import Path
 import pytest
 import tflux
 
-from benches._benchdata import LogData, build_log, record_size
-from benches._queuedata import QUEUE, QueueLog, build_queue_log
-from benches.pyref import scan_log as pyref_scan_log
+from benches.suite._benchdata import LogData, build_log, record_size
+from benches.suite._queuedata import QUEUE, QueueLog, build_queue_log
+from benches.suite.pyref import scan_log as pyref_scan_log
 
 ROUNDS = int(os.environ.get("TFLUX_BENCH_ROUNDS", "7"))
 SUBSET_BYTES = 16 << 20

@@ -7,7 +7,7 @@
   3 receivers in threads at once) beside ``recv`` one by one;
 - send-to-receive latency across processes (a read-only channel in a child process), p50/p99.
 
-Run: ``python -m benches.bench_channel [--quick]``; ``test_smoke`` runs it small under pytest.
+Run: ``python -m benches.suite.bench_channel [--quick]``; ``test_smoke`` runs it small under pytest.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from pathlib import Path
 import _needs
 import pytest
 
-from benches._queuedata import QueueLog, build_queue_log
+from benches.suite._queuedata import QueueLog, build_queue_log
 
 _needs.pyspark()
 

@@ -5,7 +5,7 @@ as ``bench_queue.py``: CreateQueue, then Add, Add, Remove(front), ...), side by 
 - ``tflux.verify`` of the same log directory, every core and one core: the scan restore is
   judged against,
 - ``tflux.crc32`` (crc32fast) over the same segment bytes, one stream: the CRC ceiling,
-- the plain-Python restore of ``benches/pyfile_replay.py`` (reads the files itself: ``struct``
+- the plain-Python restore of ``benches/suite/pyfile_replay.py`` (reads the files itself: ``struct``
   + ``zlib.crc32`` + ``heapq``) on the leading deltas, normalised per delta by the report.
 
 Group ``restore-scaling-64B`` restores 1M/4M/16M-delta logs (``TFLUX_BENCH_SCALING``) in a
@@ -13,7 +13,7 @@ fresh child process per round (``_memchild.py``) and keeps time and ``/proc/self
 memory (peak, anonymous, file-backed) in ``extra_info``, with the anonymous peak sampled during
 the open (``_memchild.AnonPeak``).
 
-``python benches/restore_report.py .benchmarks/restore.json`` renders these groups into
+``python -m benches.report --restore .benchmarks/restore.json`` renders these groups into
 docs/benchmarks.md.
 """
 
@@ -29,11 +29,11 @@ from pathlib import Path
 import pytest
 import tflux
 
-from benches import pyfile_replay
-from benches._queuedata import QueueLog
-from benches.bench_log import run
-from benches.bench_queue import check_front, check_queues, restore_rounds
-from benches.conftest import _queue_log
+from benches.suite import pyfile_replay
+from benches.suite._queuedata import QueueLog
+from benches.suite.bench_log import run
+from benches.suite.bench_queue import check_front, check_queues, restore_rounds
+from benches.suite.conftest import _queue_log
 
 PLAIN_DELTAS = int(os.environ.get("TFLUX_BENCH_PLAIN_DELTAS", "300000"))
 MEMCHILD = Path(__file__).with_name("_memchild.py")

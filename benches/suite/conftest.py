@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 import tflux
 
-from benches._benchdata import LogData, build_log
-from benches._queuedata import QueueLog, build_queue_log
+from benches.suite._benchdata import LogData, build_log
+from benches.suite._queuedata import QueueLog, build_queue_log
 
 FULL_BYTES = 1 << 30
 SMOKE_BYTES = 2 << 20

@@ -1,9 +1,9 @@
 """Two builds side by side on one cached log: ``tflux.verify`` against one crc32fast stream.
 
-``python benches/verify_ab.py OLD_PYTHON NEW_PYTHON LOG_DIR [ROUNDS] [PER_ROUND]``: OLD_PYTHON and
-NEW_PYTHON are interpreters of two venvs (e.g. ``/work/venv-main/bin/python`` and this
-worktree's), LOG_DIR a log directory (e.g. ``BASE/data/log`` of a ``bench_restore.py`` log). One
-child per build stays up; each round (order alternating) times PER_ROUND calls of
+``python benches/lab/verify_ab.py OLD_PYTHON NEW_PYTHON LOG_DIR [ROUNDS] [PER_ROUND]``:
+OLD_PYTHON and NEW_PYTHON are interpreters of two venvs (e.g. ``/work/venv-main/bin/python`` and
+this worktree's), LOG_DIR a log directory (e.g. ``BASE/data/log`` of a ``bench_restore.py``
+log). One child per build stays up; each round (order alternating) times PER_ROUND calls of
 ``tflux.verify(LOG_DIR)`` and of ``tflux.crc32`` over every segment's bytes up to its end of data
 (what verify checks), in wall and CPU time (every thread). Prints medians, bests, the
 verify / crc32fast ratio of each build (rates) and NEW / OLD, with the load average. On a

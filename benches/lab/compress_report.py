@@ -7,7 +7,7 @@ read-only restore (``tflux.open(readonly=True)``) and of ``tflux.verify_base`` f
 restore and verify runs in a fresh process (timed inside it), so the decompressed-segment cache
 starts empty, as after a restart. Run with a release build:
 
-    python benches/compress_report.py [--scale 1.0] [--repeat 5]
+    python benches/lab/compress_report.py [--scale 1.0] [--repeat 5]
 """
 
 from __future__ import annotations

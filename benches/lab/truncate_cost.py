@@ -6,7 +6,7 @@ For each case the log holds ``kept`` bytes of 1 KiB entries in its active segmen
 uncommitted entries; one round times ``truncate_after`` dropping those 64 (``sync="always"``, the
 default: the cut is durable when the call returns), then appends them again (untimed).
 
-    python benches/truncate_cost.py [--rounds 15]
+    python benches/lab/truncate_cost.py [--rounds 15]
 
 Prints one line per case: median and 90th percentile in milliseconds.
 """

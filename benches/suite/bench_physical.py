@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import tflux
 
-from benches.bench_log import ROUNDS, run
+from benches.suite.bench_log import ROUNDS, run
 
 TIMED_BYTES = 256 << 20
 SMOKE_BYTES = 1 << 20

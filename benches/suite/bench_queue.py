@@ -35,10 +35,10 @@ from pathlib import Path
 import pytest
 import tflux
 
-from benches import pyref_replay
-from benches._benchdata import record_size
-from benches._queuedata import QueueLog, add_record
-from benches.bench_log import ROUNDS, run
+from benches.suite import pyref_replay
+from benches.suite._benchdata import record_size
+from benches.suite._queuedata import QueueLog, add_record
+from benches.suite.bench_log import ROUNDS, run
 
 # The pure-Python replay runs on the leading deltas of the restore log only.
 PYREF_DELTAS = int(os.environ.get("TFLUX_BENCH_PYREF_DELTAS", "1000000"))

@@ -1,11 +1,11 @@
 """Quick side-by-side of restore and verify on two cached logs (outside pytest-benchmark).
 
-``python -m benches.restore_quick [ROOT]`` builds (once, kept under ROOT, default
+``python -m benches.lab.restore_quick [ROOT]`` builds (once, kept under ROOT, default
 ``/tmp/tflux-restore-quick``) a 3M-delta log of 64 B messages and a 1M-delta log of 1 KiB
 messages (CreateQueue, then Add, Add, Remove(front), ...), then times
 ``tflux.open(base, readonly=True)`` and ``tflux.verify`` of the same log, ``ROUNDS`` rounds
 each (default 3), printing best, median and the median ratio. ``prof`` mode
-(``python -m benches.restore_quick ROOT prof NAME [N]``) only restores NAME (``b64`` or ``k1``)
+(``python -m benches.lab.restore_quick ROOT prof NAME [N]``) only restores NAME (``b64`` or ``k1``)
 N times, for ``perf record -g``.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import tflux
 
-from benches._queuedata import build_queue_log
+from benches.suite._queuedata import build_queue_log
 
 LOGS = [("b64", 3_000_000, 64), ("k1", 1_000_000, 1024)]
 

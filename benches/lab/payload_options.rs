@@ -6,7 +6,7 @@
 //!   borrow  no copy: (offset, len) into the source, as a record borrowing from the map would.
 //! Prints time per payload and the anonymous memory (RssAnon) each way adds per payload.
 //!
-//!   rustc -O -o /tmp/payload_options benches/payload_options.rs
+//!   rustc -O -o /tmp/payload_options benches/lab/payload_options.rs
 //!   /tmp/payload_options 3333333 64; /tmp/payload_options 333333 1024
 //! (a fresh process per size; each way runs in a forked child so RssAnon is its own).
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 import tflux
 
-from benches._benchdata import LogData, build_log
-from benches._queuedata import QueueLog, build_queue_log
-from benches.bench_log import read_all, run
-from benches.bench_queue import memchild, memory_figures
-from benches.conftest import parse_size
+from benches.suite._benchdata import LogData, build_log
+from benches.suite._queuedata import QueueLog, build_queue_log
+from benches.suite.bench_log import read_all, run
+from benches.suite.bench_queue import memchild, memory_figures
+from benches.suite.conftest import parse_size
 
 SCALING_DELTAS = [1_000_000, 4_000_000, 16_000_000]
 SMOKE_SCALING = [3_000, 6_000, 12_000]

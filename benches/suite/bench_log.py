@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 import tflux
 
-from benches._benchdata import LogData, record_size
-from benches.pyref import scan_log as pyref_scan_log
+from benches.suite._benchdata import LogData, record_size
+from benches.suite.pyref import scan_log as pyref_scan_log
 
 ROUNDS = int(os.environ.get("TFLUX_BENCH_ROUNDS", "7"))
 # Slow readers scan the leading segments up to this many bytes (at least one segment).

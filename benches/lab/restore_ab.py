@@ -1,8 +1,8 @@
 """Two builds of tflux side by side on one cached log: restore (and verify) time, wall and CPU.
 
-``python -m benches.restore_ab OLD NEW BASE [ROUNDS] [MODE ...]``: OLD and NEW are directories
+``python -m benches.lab.restore_ab OLD NEW BASE [ROUNDS] [MODE ...]``: OLD and NEW are directories
 holding a ``tflux`` package (e.g. copies of ``python/tflux`` after ``maturin develop -r`` of each
-build); BASE a base directory (e.g. one ``benches.restore_quick`` built). Each round runs one
+build); BASE a base directory (e.g. one ``benches.lab.restore_quick`` built). Each round runs one
 child per build (order alternating between rounds), each child times 3 of MODE (``restore``:
 ``tflux.open(BASE, readonly=True)``; ``verify``: ``tflux.verify`` of its log) and reports its
 median wall and CPU (user + system, every thread) time; the medians over the rounds and the
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> None:
         for mode in modes:
             for name, path in order:
                 env = dict(os.environ, PYTHONPATH=path)
-                cmd = [sys.executable, "-m", "benches.restore_ab", "--child", mode, base]
+                cmd = [sys.executable, "-m", "benches.lab.restore_ab", "--child", mode, base]
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
                 wall, cpu, thread = map(float, out.stdout.split())
                 seen.setdefault((mode, name), []).append((wall, cpu, thread))
