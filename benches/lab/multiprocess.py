@@ -2,7 +2,7 @@
 
 Not a test (pytest collects ``bench_*.py`` only): run it by hand::
 
-    python benches/multiprocess.py [--seconds N] [--out FILE.json] [--dir DIR]
+    python benches/lab/multiprocess.py [--seconds N] [--out FILE.json] [--dir DIR]
 
 Three parts, printed as tables (and written to ``--out`` as JSON):
 

@@ -1,7 +1,7 @@
 """Side-by-side ratios on ``local[2]``: the JVM reader, the Python source and Parquet over the
 same rows (AddRecords of 64 B messages), in one run, interleaved rounds, medians.
 
-    python -m benches.spark_jvm_ratio [RECORDS] [ROUNDS]
+    python -m benches.lab.spark_jvm_ratio [RECORDS] [ROUNDS]
 
 Prints one line per query: seconds (median) for tflux (JVM), tflux_python and Parquet, and
 the JVM reader's throughput relative to Parquet (Parquet time / tflux time). Needs a JDK.

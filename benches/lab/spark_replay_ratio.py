@@ -1,7 +1,7 @@
 """``tflux.spark.replay(...).count()`` beside the local restore (``tflux.open(base,
 readonly=True)``) of the same base, with 1 and 2 executor cores, in one run (medians).
 
-    python -m benches.spark_replay_ratio [RECORDS] [ROUNDS]
+    python -m benches.lab.spark_replay_ratio [RECORDS] [ROUNDS]
 
 The store: RECORDS enqueues of 64 B over one busy queue (80%) and three others, a third of them
 acked, a snapshot at half way. The JVM reader serves the scans (its jar is built first).
@@ -165,7 +165,8 @@ def main() -> None:
                 env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
             for master in MASTERS:
                 sessions[label + master] = subprocess.Popen(
-                    [sys.executable, "-m", "benches.spark_replay_ratio", "--child", base, master],
+                    [sys.executable, "-m", "benches.lab.spark_replay_ratio", "--child", base,
+                     master],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
                 )  # fmt: skip
         for name, proc in sessions.items():  # warm-ups one at a time
