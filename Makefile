@@ -45,7 +45,7 @@ test-rust: ## the Rust core alone (no Python needed)
 
 bench: ## every benchmark group, timed (needs '.[bench]'); regenerates docs/benchmarks.md + docs/img/
 	mkdir -p .benchmarks
-	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/all.json -p no:cacheprovider && $(PYTHON) benches/report.py .benchmarks/all.json
+	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/all.json -p no:cacheprovider && $(PYTHON) -m benches.report .benchmarks/all.json
 
 clean: ## remove build products
 	cargo clean
@@ -53,5 +53,5 @@ clean: ## remove build products
 
 .PHONY: reliability
 reliability: ## long reliability campaign (slow tests, 2 min per fuzz target); figures in .reliability/
-	TFLUX_RELIABILITY_OUT=.reliability $(PYTHON) -m pytest -m slow -s -p no:cacheprovider tests/test_crash.py tests/test_power_loss.py tests/test_corruption_sweep.py tests/test_concurrency.py
+	TFLUX_RELIABILITY_OUT=.reliability $(PYTHON) -m pytest -m slow -s -p no:cacheprovider tests/reliability/test_crash.py tests/reliability/test_power_loss.py tests/reliability/test_corruption_sweep.py tests/reliability/test_concurrency.py
 	rust/core/fuzz/run-fuzz.sh 120

@@ -1,1 +1,3 @@
-"""Benchmarks of tflux (pytest-benchmark); see conftest.py and report.py."""
+"""Benchmarks of tflux: ``suite/`` (pytest-benchmark, collected by pytest), ``report/`` (the
+generator of docs/benchmarks.md, ``python -m benches.report``) and ``lab/`` (one-off scripts run
+by hand, never collected)."""

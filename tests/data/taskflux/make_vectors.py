@@ -2,7 +2,7 @@
 section 11 and ``../shared/taskflux-csharp/README.md`` list, with ``struct`` and a bitwise
 CRC-32/MPEG-2: nothing of tflux is imported, so the vectors hold tflux's core (Rust), its Python
 face and the JVM reader to an encoder they do not share. Run it to regenerate (the output is
-committed; ``tests/test_golden.py`` checks the files still match it).
+committed; ``tests/core/test_golden.py`` checks the files still match it).
 
     python tests/data/taskflux/make_vectors.py
 """

@@ -307,7 +307,7 @@ pub fn decode(buf: &[u8]) -> Result<(Header, Vec<u8>), BadCompressed> {
 /// Reads at most `limit` bytes of `reader` into `out`: the first reservation at most
 /// [`MAX_RESERVE`], then as `read_to_end` grows it, straight into the vector's spare room.
 /// `read_to_end` reserves fallibly: an allocation that fails is [`BadCompressed::Memory`],
-/// never an abort of the process (`tests/test_hostile_input.py`, under a 1 GiB limit).
+/// never an abort of the process (`tests/reliability/test_hostile_input.py`, under a 1 GiB limit).
 fn read_bounded(reader: impl Read, limit: u64, out: &mut Vec<u8>) -> Result<(), BadCompressed> {
     out.try_reserve_exact(limit.min(MAX_RESERVE) as usize)
         .map_err(|_| BadCompressed::Memory(limit - 1))?;
