@@ -8,14 +8,26 @@ comparing with the core's paths rather than by a second copy of the names.
 
 from __future__ import annotations
 
-import re
+import os
 from pathlib import Path
 
 from tflux._tflux import Layout as _CoreLayout
+from tflux._tflux import segment_files, segment_first_lsn
 
-# A segment, plain or compressed (``NNN.log.z``, spec section 9).
-SEGMENT_NAME = re.compile(r"^[0-9]{19}\.log(\.z)?$")
 SETTINGS_FILE = Path(_CoreLayout(".", detect=False).settings).name
+
+
+def is_segment_name(name: str) -> bool:
+    """Whether ``name`` is a segment file's name (``NNN.log`` or ``NNN.log.z``, spec sections 3
+    and 9): the core's rule (``tflux.segment_first_lsn``)."""
+    return segment_first_lsn(name) is not None
+
+
+def segment_names(log_dir: str | Path) -> list[str]:
+    """The segment files of ``log_dir`` in LSN order, by name, as the core lists them (one per
+    segment, the ``.log.z`` when both exist; ``tflux.segment_files``); none for a missing
+    directory."""
+    return [os.path.basename(p) for p in segment_files(log_dir)]
 
 
 class Layout:

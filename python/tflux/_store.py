@@ -7,22 +7,14 @@ import os
 import warnings
 from typing import Any
 
+from tflux._tflux import SETTINGS_KEYWORDS as _SETTINGS_KEYWORDS
 from tflux._tflux import Store
 from tflux._tflux import load_settings as _load_settings
 from tflux.errors import SettingsWarning
 
-# Keyword arguments are the snake_case forms of the settings file's PascalCase keys.
-SETTINGS = {
-    "log_file_soft_limit": "LogFileSoftLimit",
-    "log_file_hard_limit": "LogFileHardLimit",
-    "log_preallocate_segments": "LogPreallocateSegments",
-    "snapshot_creation_segments_threshold": "SnapshotCreationSegmentsThreshold",
-    "log_sync_policy": "LogSyncPolicy",
-    "log_sync_interval_ms": "LogSyncIntervalMs",
-    "disk_full_ratio": "DiskFullRatio",
-    "log_compress_sealed_segments": "LogCompressSealedSegments",
-    "dead_letter": "DeadLetter",
-}
+# Keyword arguments are the snake_case forms of the settings file's PascalCase keys (the
+# core's table, in its order).
+SETTINGS = dict(_SETTINGS_KEYWORDS)
 
 
 def open(

@@ -132,6 +132,9 @@ class Problem:
     @property
     def lsn(self) -> int | None:
         """The entry concerned, when known (a replay failure)."""
+    @property
+    def in_log(self) -> bool:
+        """Whether it is a problem of a segment file itself, which repair can cut away."""
 
 @final
 class VerifyReport:
@@ -330,6 +333,10 @@ Implementation = Literal["heap", "array"]
 
 IMPLEMENTATIONS: Mapping[int, str]
 """Queue implementation codes (as in deltas and snapshots) to names: ``{1: "heap", 2: "array"}``."""
+
+SETTINGS_KEYWORDS: Mapping[str, str]
+"""``tflux.open``'s setting keyword arguments to the settings file's keys, in the core's order:
+``{"log_file_soft_limit": "LogFileSoftLimit", ...}``."""
 
 @final
 class Record:
@@ -986,6 +993,15 @@ def base_kind(base: str | PathLike[str]) -> Literal["store", "channel"] | None:
     """What ``base`` is: ``"store"`` (it holds a metadata file or a snapshot), ``"channel"``
     (it holds ``data/cursors``) or None (neither yet). Both at once raises ``CorruptionError``;
     ``tflux.open`` and ``Channel.open`` each refuse the other's directory."""
+
+def segment_files(log_dir: str | PathLike[str]) -> list[str]:
+    """The segment files of ``log_dir`` in LSN order, one path per segment (the ``.log.z`` when
+    both files of a segment exist), as the core lists them; names that are not segment names
+    are left out, and a missing directory has none."""
+
+def segment_first_lsn(name: str) -> int | None:
+    """The first LSN a segment file name says (``NNN.log`` or ``NNN.log.z``); None when
+    ``name`` is not a segment name."""
 
 @final
 class RepairPlan:

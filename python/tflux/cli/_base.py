@@ -12,7 +12,7 @@ import click
 from rich.markup import escape
 
 import tflux
-from tflux._layout import SEGMENT_NAME, Layout
+from tflux._layout import Layout, segment_names
 from tflux._store import settings_for_reading
 from tflux.cli._render import CliError, err
 from tflux.errors import SettingsWarning
@@ -49,7 +49,7 @@ def _log_dir(path: Path) -> Path:
     if candidate.is_dir():  # a base directory: an empty log is the store's to judge
         return candidate
     log_dir = path
-    if not any(SEGMENT_NAME.match(name) for name in os.listdir(log_dir)):
+    if not segment_names(log_dir):
         raise CliError(
             f"{path}: no log segments found "
             "(expected a base directory with data/log/ or a log directory with NNN...N.log files)"

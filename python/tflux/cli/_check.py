@@ -24,7 +24,7 @@ from rich.progress import (
 )
 
 import tflux
-from tflux._layout import SEGMENT_NAME
+from tflux._layout import is_segment_name
 from tflux.cli._render import (
     MiB,
     _compression_ratio,
@@ -123,18 +123,8 @@ def _finding_from_problem(
         path,
         offset,
         _strip_location(problem.message, problem.path, problem.offset),
-        # A problem of a segment file (what repair can cut away).
-        in_log=problem.kind
-        in (
-            "torn_tail",
-            "corruption",
-            "term_order",
-            "gap",
-            "overlap",
-            "not_regular_file",
-            "twin_conflict",
-        )
-        and SEGMENT_NAME.match(Path(problem.path).name) is not None,
+        # A problem of a segment file (what repair can cut away): the core says.
+        in_log=problem.in_log,
     )
 
 
@@ -240,7 +230,7 @@ def _bar(total: int) -> Iterator[_Bar]:
 def _segment_bytes(log_dir: Path) -> int:
     total = 0
     for entry in os.scandir(log_dir):
-        if SEGMENT_NAME.match(entry.name):
+        if is_segment_name(entry.name):
             total += entry.stat().st_size
     return total
 

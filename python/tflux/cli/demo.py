@@ -17,7 +17,7 @@ import click
 from rich.markup import escape
 
 import tflux
-from tflux._layout import SEGMENT_NAME, SETTINGS_FILE, Layout
+from tflux._layout import SETTINGS_FILE, Layout, is_segment_name
 from tflux.cli._base import _open_store
 from tflux.cli._check import Checked, _check, _checked_json, _print_findings
 from tflux.cli._render import (
@@ -124,7 +124,7 @@ def _demo_dir(directory: Path | None) -> Path:
     if directory is None:
         return Path(tempfile.mkdtemp(prefix="tflux-demo-"))
     log_dir = Layout(directory).log
-    if log_dir.is_dir() and any(SEGMENT_NAME.match(n) for n in os.listdir(log_dir)):
+    if log_dir.is_dir() and any(is_segment_name(n) for n in os.listdir(log_dir)):
         raise CliError(f"{directory} already holds a log; give an empty or new directory")
     if Layout(directory).settings.exists():
         raise CliError(f"{directory} already holds {SETTINGS_FILE}; give an empty or new directory")

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 import tflux
-from tflux._layout import SEGMENT_NAME, Layout
+from tflux._layout import Layout, is_segment_name
 from tflux._view import open_view
 from tflux.cli._base import _dialect, _is_channel, _locate, _settings_for_reading, dialect_option
 from tflux.cli._render import (
@@ -191,7 +191,7 @@ def dump(
     decoded_line = _dump_decoded_json if as_json else _dump_decoded_text
     bad: list[tuple[int, str]] = []  # (lsn, error) of undecodable records
     only: str | None = None  # PATH is one segment file: that segment alone
-    if path.is_file() and SEGMENT_NAME.match(path.name):
+    if path.is_file() and is_segment_name(path.name):
         only, path = path.name, path.parent
     base, log_dir = _locate(path)
     if base is not None:  # the log alone is read, but a bad settings file is still worth a word

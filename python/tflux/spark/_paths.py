@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import tflux
-from tflux._layout import SEGMENT_NAME, Layout
+from tflux._layout import Layout
+from tflux._layout import segment_names as _segment_names
 from tflux._view import open_view  # noqa: F401  (the sources' name for it)
 
 
@@ -29,12 +30,8 @@ class Source:
 
 def is_channel(base: str) -> bool:
     """Whether ``base`` is a channel directory (its records are opaque messages, not deltas):
-    the CLI's rule, called rather than restated."""
-    from pathlib import Path
-
-    from tflux.cli._base import _is_channel
-
-    return _is_channel(Path(base))
+    the core's rule (``tflux.base_kind``)."""
+    return tflux.base_kind(base) == "channel"
 
 
 def split_paths(path: str | Sequence[str] | None) -> list[str]:
@@ -97,14 +94,9 @@ def resolve(path: str | Sequence[str] | None, dialect: str | None = None) -> lis
 
 
 def segment_names(log_dir: str) -> list[str]:
-    """Segment files of ``log_dir`` in LSN order (names that break the rule are ignored)."""
-    try:
-        names = os.listdir(log_dir)
-    except FileNotFoundError:
-        return []
-    # One name per segment: the ``.log.z`` when both exist (readers look for it first).
-    by_lsn = {n[:19]: n for n in sorted(names) if SEGMENT_NAME.match(n)}
-    return [by_lsn[k] for k in sorted(by_lsn)]
+    """Segment files of ``log_dir`` in LSN order, one per segment (the ``.log.z`` when both
+    exist), as the core lists them."""
+    return _segment_names(log_dir)
 
 
 def start_lsn(name: str) -> int:

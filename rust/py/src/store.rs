@@ -788,5 +788,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     let proxy = m.py().import("types")?.getattr("MappingProxyType")?;
     m.add("IMPLEMENTATIONS", proxy.call1((table,))?)?;
+    // The settings keys by keyword argument, in the core's order: {"log_file_soft_limit":
+    // "LogFileSoftLimit", ...}, read-only.
+    let keywords = pyo3::types::PyDict::new(m.py());
+    for key in tflux_core::base::settings::KEYS {
+        keywords.set_item(tflux_core::base::settings::keyword(key), key)?;
+    }
+    m.add("SETTINGS_KEYWORDS", proxy.call1((keywords,))?)?;
     Ok(())
 }

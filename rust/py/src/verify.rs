@@ -21,6 +21,7 @@ pub struct PyProblem {
     message: String,
     fatal: bool,
     lsn: Option<i64>,
+    in_log: bool,
 }
 
 impl From<&core_recovery::Finding> for PyProblem {
@@ -32,6 +33,7 @@ impl From<&core_recovery::Finding> for PyProblem {
             message: p.message.clone(),
             fatal: p.fatal,
             lsn: p.lsn,
+            in_log: p.in_log(),
         }
     }
 }
@@ -385,6 +387,26 @@ fn base_kind(py: Python<'_>, base: PathBuf) -> PyResult<Option<&'static str>> {
     py_result(py, core_base::kind(&base).map_err(Fail::from)).map(|k| k.name())
 }
 
+/// The segment files of the log directory `log_dir` in LSN order, one per segment (the
+/// `.log.z` when both files of a segment exist), as the core lists them: names that are not
+/// segment names are left out. A missing directory has none.
+#[pyfunction]
+fn segment_files(py: Python<'_>, log_dir: PathBuf) -> PyResult<Vec<String>> {
+    if !log_dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let listed = py.detach(|| tflux_core::io::fsutil::list_segments(&log_dir));
+    let (segments, _) = py_result(py, listed.map_err(Fail::from))?;
+    Ok(segments.iter().map(|s| path_str(&s.path)).collect())
+}
+
+/// The first LSN a segment file's name says (`NNN.log` or `NNN.log.z`), or None when `name` is
+/// not a segment name.
+#[pyfunction]
+fn segment_first_lsn(name: &str) -> Option<i64> {
+    tflux_core::format::segment::parse_any_file_name(name)
+}
+
 /// What `Log.open(path, repair=True)` would do.
 #[pyclass(module = "tflux", name = "RepairPlan", frozen)]
 pub struct PyRepairPlan {
@@ -457,6 +479,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(verify_base, m)?)?;
     m.add_function(wrap_pyfunction!(base_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(segment_files, m)?)?;
+    m.add_function(wrap_pyfunction!(segment_first_lsn, m)?)?;
     m.add_function(wrap_pyfunction!(dialect_of, m)?)?;
     m.add_class::<PyConvertReport>()?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;

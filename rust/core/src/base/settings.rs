@@ -86,6 +86,23 @@ pub const KEYS: [&str; 9] = [
     "DeadLetter",
 ];
 
+/// The keyword argument that stands for settings key `key` (`tflux.open(base,
+/// log_file_soft_limit=...)`): its snake_case form (`LogFileSoftLimit` -> `log_file_soft_limit`).
+pub fn keyword(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    for (i, c) in key.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A JSON value for an error message, never longer than a short prefix.
 fn quote_value(v: &Value) -> String {
     match v {
@@ -336,6 +353,25 @@ fn parse_dead_letter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_key_has_its_snake_case_keyword() {
+        let words: Vec<String> = KEYS.iter().map(|k| keyword(k)).collect();
+        assert_eq!(
+            words,
+            [
+                "log_file_soft_limit",
+                "log_file_hard_limit",
+                "log_preallocate_segments",
+                "snapshot_creation_segments_threshold",
+                "log_sync_policy",
+                "log_sync_interval_ms",
+                "disk_full_ratio",
+                "log_compress_sealed_segments",
+                "dead_letter",
+            ]
+        );
+    }
 
     #[test]
     fn a_read_only_look_takes_the_defaults_and_a_warning_naming_the_file() {

@@ -220,10 +220,10 @@ pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
     for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
         let entry = entry.ctx("list log directory", dir)?;
         let path = entry.path();
-        let parsed = entry.file_name().to_str().and_then(|n| {
-            crate::format::segment::parse_file_name(n)
-                .or_else(|| crate::format::compressed::parse_file_name(n))
-        });
+        let parsed = entry
+            .file_name()
+            .to_str()
+            .and_then(crate::format::segment::parse_any_file_name);
         let Some(first_lsn) = parsed else {
             ignored.push(path);
             continue;

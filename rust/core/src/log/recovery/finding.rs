@@ -141,6 +141,18 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// Whether repair can cut it away: a problem of the kind [`FindingKind::in_log`] says, in a
+    /// segment file itself (what `tflux repair` may act on).
+    pub fn in_log(&self) -> bool {
+        self.kind.in_log()
+            && self
+                .path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(crate::format::segment::parse_any_file_name)
+                .is_some()
+    }
+
     pub fn new(kind: FindingKind, path: &Path, offset: Option<u64>, message: String) -> Finding {
         Finding {
             kind,
