@@ -999,6 +999,11 @@ def segment_files(log_dir: str | PathLike[str]) -> list[str]:
     both files of a segment exist), as the core lists them; names that are not segment names
     are left out, and a missing directory has none."""
 
+def record_offset(path: str | PathLike[str], index: int) -> int | None:
+    """Byte offset of record ``index`` (0-based) of the plain segment file ``path``, in the
+    dialect its first record says; None for a ``.log.z`` (offsets there are the original's) or
+    a file holding fewer whole records."""
+
 def segment_first_lsn(name: str) -> int | None:
     """The first LSN a segment file name says (``NNN.log`` or ``NNN.log.z``); None when
     ``name`` is not a segment name."""

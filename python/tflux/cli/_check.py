@@ -5,7 +5,6 @@ agree, and optionally a full replay. Shared by verify, repair, inspect and demo.
 from __future__ import annotations
 
 import os
-import struct
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from rich.progress import (
 
 import tflux
 from tflux._layout import is_segment_name
+from tflux._tflux import record_offset
 from tflux.cli._render import (
     MiB,
     _compression_ratio,
@@ -40,44 +40,17 @@ from tflux.cli._render import (
 LARGE = 64 * MiB  # verify shows a progress bar (on a terminal) from this many bytes on
 
 
-def _record_offsets(segment: tflux.SegmentInfo, upto: int) -> list[int]:
-    """Byte offsets of the first ``upto`` records of ``segment`` (framing only, spec section 3)."""
-    with open(segment.path, "rb") as f:
-        raw = f.read(segment.size)
-    offsets, offset = [], 8
-    for _ in range(upto):
-        offsets.append(offset)
-        (length,) = struct.unpack_from(">i", raw, offset + 12)
-        offset += 16 + length + (-length) % 4
-    return offsets
-
-
 def _lsn_location(segments: Sequence[tflux.SegmentInfo], lsn: int) -> tuple[str | None, int | None]:
     """The segment file holding ``lsn`` and the offset where its record starts."""
     for seg in segments:
         if seg.count and seg.start_lsn <= lsn <= seg.last_lsn:
             if seg.compression is not None:
                 return seg.path, None  # offsets inside a .log.z are the original's
-            try:
-                return seg.path, _record_offsets(seg, lsn - seg.start_lsn + 1)[-1]
-            except (OSError, struct.error):
+            try:  # the core walks the framing (either dialect)
+                return seg.path, record_offset(seg.path, lsn - seg.start_lsn)
+            except (OSError, tflux.TfluxError):
                 return seg.path, None
     return None, None
-
-
-def _records_before(path: str, offset: int) -> int | None:
-    """How many whole records precede ``offset`` in the segment file ``path``."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(offset)
-        count, at = 0, 8
-        while at < offset:
-            (length,) = struct.unpack_from(">i", raw, at + 12)
-            at += 16 + length + (-length) % 4
-            count += 1
-        return count if at == offset else None
-    except (OSError, struct.error):
-        return None
 
 
 @dataclass(frozen=True)

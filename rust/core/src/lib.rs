@@ -1,10 +1,13 @@
 //! tflux-core: the storage engine of TaskFlux.
 //!
-//! Layers, bottom up: [`codec`] (big-endian primitives and the CRC), [`format`](mod@format) (byte layouts of
-//! records and segment headers), [`segment`] (one segment file: scan, append, cut), [`log`] (the
-//! segmented Raft log), [`log::recovery`] (the one scanner that classifies a log directory),
-//! [`log::verify`] (read-only checking of a log directory).
-//! Nothing here knows about Python; the `tflux-py` crate wraps these types.
+//! Wings, bottom up (each imports only the ones below it): [`codec`] and [`error`];
+//! [`format`](mod@format) (byte layouts, no I/O); [`durability`] (sync policies, group commit,
+//! the interval thread, disk watermarks); [`io`] (the storage seam, maps, file helpers);
+//! [`segment`] (one segment file); [`state`] (the queue state machine); [`log`] (the segmented
+//! Raft log, its recovery scanner, `verify` and Arrow columns); [`base`] (a base directory, its
+//! settings and files, the restore checks, `verify_base`, `convert`); [`replay`]; [`store`],
+//! [`channel`] and [`share`] (several processes). Nothing here knows about Python; the
+//! `tflux-py` crate wraps these types.
 
 pub mod base;
 pub mod channel;

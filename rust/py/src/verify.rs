@@ -400,6 +400,22 @@ fn segment_files(py: Python<'_>, log_dir: PathBuf) -> PyResult<Vec<String>> {
     Ok(segments.iter().map(|s| path_str(&s.path)).collect())
 }
 
+/// Byte offset of record `index` (0-based) of the plain segment file at `path`, in the dialect
+/// its first record says; None for a `.log.z` (offsets there are the original's) or a file
+/// holding fewer whole records.
+#[pyfunction]
+fn record_offset(py: Python<'_>, path: PathBuf, index: usize) -> PyResult<Option<u64>> {
+    let found = py.detach(|| -> tflux_core::Result<Option<u64>> {
+        if tflux_core::format::compressed::is_compressed_path(&path) {
+            return Ok(None);
+        }
+        let says = tflux_core::log::dialect::plain_segment_says(&path)?;
+        let dialect = tflux_core::log::dialect::file_dialect(says, None)?;
+        tflux_core::segment::record_offset_in_file(&path, dialect, index)
+    });
+    py_result(py, found.map_err(Fail::from))
+}
+
 /// The first LSN a segment file's name says (`NNN.log` or `NNN.log.z`), or None when `name` is
 /// not a segment name.
 #[pyfunction]
@@ -481,6 +497,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(base_kind, m)?)?;
     m.add_function(wrap_pyfunction!(segment_files, m)?)?;
     m.add_function(wrap_pyfunction!(segment_first_lsn, m)?)?;
+    m.add_function(wrap_pyfunction!(record_offset, m)?)?;
     m.add_function(wrap_pyfunction!(dialect_of, m)?)?;
     m.add_class::<PyConvertReport>()?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;

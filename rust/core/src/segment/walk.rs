@@ -147,6 +147,21 @@ pub(super) fn walk_in(dialect: Dialect, bytes: &[u8], at: usize, steps: usize) -
     with_framing!(dialect, F => walk::<F>(bytes, at, steps))
 }
 
+/// Byte offset of record `index` (0-based) of the plain segment file at `path`, following the
+/// framing of `dialect` from the file header: where the CLI says a record starts. `None` when
+/// the file holds fewer whole records, or is not a regular file (never opened then: a FIFO
+/// would block).
+pub fn record_offset_in_file(path: &Path, dialect: Dialect, index: usize) -> Result<Option<u64>> {
+    if !std::fs::metadata(path).ctx("stat segment", path)?.is_file() {
+        return Ok(None);
+    }
+    let file = File::open(path).ctx("open segment", path)?;
+    let len = file.metadata().ctx("stat segment", path)?.len();
+    let map = map_readonly(&file, len).ctx("map segment", path)?;
+    let bytes = map.as_deref().unwrap_or(&[]);
+    Ok(walk_in(dialect, bytes, header::HEADER_LEN, index).map(|at| at as u64))
+}
+
 /// [`walk_in`] with the framing fixed at compile time.
 pub(super) fn walk<F: Framing>(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
     for _ in 0..steps {
