@@ -256,7 +256,7 @@ fuzz_target!(|ops: Vec<Op>| {
             }
             Op::Restore { name: n, last_id } => {
                 let mut snap = state.to_snapshot(lsn, 1);
-                // Known bug (rust/core/tests/reliability.rs, artifacts/replay_model/crash-72a5...):
+                // Known bug (rust/core/tests/reliability_regressions.rs, artifacts/replay_model/crash-72a5...):
                 // an AddRecord after last id 2^64-1 overflows. Set TFLUX_FUZZ_ID_OVERFLOW=1 to
                 // fuzz that edge; by default last ids stay below it so the run explores the rest.
                 let last_id = if std::env::var_os("TFLUX_FUZZ_ID_OVERFLOW").is_some() {

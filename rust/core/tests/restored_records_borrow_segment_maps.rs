@@ -273,7 +273,7 @@ fn a_store_keeps_borrowed_records_through_snapshot_and_compaction() {
     store.close().unwrap();
 }
 
-/// Ad-hoc: `TFLUX_BORROW_LOG=<log dir> cargo test --release --test borrowed -- --ignored`.
+/// Ad-hoc: `TFLUX_BORROW_LOG=<log dir> cargo test --release --test restored_records_borrow_segment_maps -- --ignored`.
 #[test]
 #[ignore]
 fn count_borrowed_in_a_given_log() {

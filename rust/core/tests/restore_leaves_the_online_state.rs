@@ -6,7 +6,7 @@
 //! snapshot); and over a log large enough for a pending column to take its reservation and be
 //! compacted many times. The fed segments are applied from the replay steps their scan made
 //! (`tflux_core::format::steps`: AddRecord and RemoveRecord deltas of the queue the delta before
-//! named, coded on the pool). `overlapped_restore.rs` compares the two restores with each
+//! named, coded on the pool). `restore_on_every_core_matches_one_core.rs` compares the two restores with each
 //! other; this file holds both to the online apply.
 
 mod common;
