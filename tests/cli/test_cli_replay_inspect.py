@@ -100,6 +100,25 @@ def test_replay_of_an_undecodable_delta_exits_1_naming_the_lsn(tmp_path):
     assert segment.name in line and f"offset {offset}" in line
 
 
+def test_replay_names_the_offset_of_a_bad_delta_in_a_taskflux_log(tmp_path):
+    """The record's offset comes from the core's framing walk in the log's own dialect: a
+    taskflux record has a 20-byte header and no padding (spec section 11), so a walker of the
+    spec framing (16 bytes, padded to 4) names the wrong byte."""
+    with tflux.open(tmp_path, dialect="taskflux", share=False) as store:
+        store.create_queue("jobs")
+        store.enqueue_many("jobs", [(i, b"m" * (i % 7 + 1)) for i in range(12)])
+    log_dir = tmp_path / "data" / "log"
+    with tflux.Log.open(log_dir, sync="never", dialect="taskflux") as log:
+        bad_lsn = log.append(1, b"Zgarbage")
+        (segment,) = [s for s in log.segments if s.start_lsn <= bad_lsn <= s.last_lsn]
+        before = log.read(segment.start_lsn)[: bad_lsn - segment.start_lsn]
+    offset = 8 + sum(20 + len(entry.data) for entry in before)
+    result = run_cli("replay", tmp_path)
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert f"LSN {bad_lsn}" in line and f"offset {offset}" in line, line
+
+
 # --------------------------------------------------------------------------------------------
 # inspect
 
