@@ -420,7 +420,7 @@ fn record_offset(py: Python<'_>, path: PathBuf, index: usize) -> PyResult<Option
 /// not a segment name.
 #[pyfunction]
 fn segment_first_lsn(name: &str) -> Option<i64> {
-    tflux_core::format::segment::parse_any_file_name(name)
+    tflux_core::format::compressed::parse_any_file_name(name)
 }
 
 /// What `Log.open(path, repair=True)` would do.

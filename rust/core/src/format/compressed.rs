@@ -176,6 +176,12 @@ pub fn is_compressed_path(path: &std::path::Path) -> bool {
         .is_some_and(|n| n.ends_with(NAME_SUFFIX))
 }
 
+/// The first LSN of a segment file of either kind, plain (`NNN.log`) or compressed
+/// (`NNN.log.z`), from its name; `None` for any other name.
+pub fn parse_any_file_name(name: &str) -> Option<i64> {
+    super::segment::parse_file_name(name).or_else(|| parse_file_name(name))
+}
+
 /// Parses a compressed segment's name: exactly a segment name plus `.z`.
 pub fn parse_file_name(name: &str) -> Option<i64> {
     super::segment::parse_file_name(name.strip_suffix(".z")?)

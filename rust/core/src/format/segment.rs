@@ -34,12 +34,6 @@ pub fn parse_file_name(name: &str) -> Option<i64> {
     digits.parse::<i64>().ok()
 }
 
-/// The first LSN of a segment file of either kind, plain (`NNN.log`) or compressed
-/// (`NNN.log.z`, spec section 9), from its name; `None` for any other name.
-pub fn parse_any_file_name(name: &str) -> Option<i64> {
-    parse_file_name(name).or_else(|| super::compressed::parse_file_name(name))
-}
-
 /// What the first bytes of a segment file say.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Header {

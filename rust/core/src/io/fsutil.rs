@@ -223,7 +223,7 @@ pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
         let parsed = entry
             .file_name()
             .to_str()
-            .and_then(crate::format::segment::parse_any_file_name);
+            .and_then(crate::format::compressed::parse_any_file_name);
         let Some(first_lsn) = parsed else {
             ignored.push(path);
             continue;

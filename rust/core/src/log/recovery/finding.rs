@@ -149,7 +149,7 @@ impl Finding {
                 .path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(crate::format::segment::parse_any_file_name)
+                .and_then(crate::format::compressed::parse_any_file_name)
                 .is_some()
     }
 
