@@ -27,11 +27,11 @@ use crate::base::files;
 use crate::base::{self, Layout, VerifyDepth, VerifyOptions};
 use crate::error::{Error, IoContext, Result};
 use crate::format::dialect::Dialect;
+use crate::format::record::with_framing;
 use crate::format::record::END_MARKER;
 use crate::format::segment as seg_format;
 use crate::io::storage::{self, Rename, Storage};
 use crate::log::{Log, LogOptions};
-use crate::with_framing;
 
 /// What a conversion did.
 #[derive(Debug, Clone)]

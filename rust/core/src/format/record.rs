@@ -232,7 +232,6 @@ impl Framing for Taskflux {
 
 /// Runs `$body` with `$F` naming the [`Framing`] of `$dialect`: the one place a run-time
 /// dialect becomes a compile-time layout.
-#[macro_export]
 macro_rules! with_framing {
     ($dialect:expr, $F:ident => $body:expr) => {
         match $dialect {
@@ -251,6 +250,7 @@ macro_rules! with_framing {
         }
     };
 }
+pub(crate) use with_framing;
 
 /// Zero bytes that follow `len` data bytes so the next spec record is 4-byte aligned.
 #[inline]

@@ -15,11 +15,11 @@ use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::compressed::Method;
 use crate::format::dialect::Dialect;
 use crate::format::record;
+use crate::format::record::with_framing;
 use crate::format::segment as seg_format;
 use crate::io::fsutil::{self, sync_dir};
 use crate::io::storage::{self, Storage, StorageFile};
 use crate::segment::{self, Segment, SegmentBytes};
-use crate::with_framing;
 use recovery::{LogScan, Parallelism, RecoveryMode, ScanOptions};
 
 pub mod columns;

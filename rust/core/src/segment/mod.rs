@@ -17,8 +17,8 @@ use crate::format::segment as header;
 use crate::io::mmap::map_readonly;
 use crate::io::storage::{Open, Rename, Storage, StorageFile};
 
+use crate::format::record::with_framing;
 use crate::format::steps::{Step, StepWriter, Steps};
-use crate::with_framing;
 pub use bytes::SegmentBytes;
 
 pub mod bytes;

@@ -456,8 +456,7 @@ pub fn read_segment_deltas(
     let mut at = seg_format::HEADER_LEN;
     for i in 0..hi {
         // Checked by the scan just now: framing only.
-        let frame =
-            crate::with_framing!(dialect, F => record::parse_in::<F, false>(&scan.bytes, at));
+        let frame = crate::format::record::with_framing!(dialect, F => record::parse_in::<F, false>(&scan.bytes, at));
         let Frame::Record { term, data, next } = frame else {
             let e = Error::corruption(path, Some(at as u64), "record changed while it was read");
             return Err(e);
