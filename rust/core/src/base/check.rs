@@ -263,7 +263,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
 }
 
 /// Options of the log a read-only store open uses (the scan is the store's).
-pub(super) fn readonly_store_log(dialect: Dialect) -> LogOptions {
+fn readonly_store_log(dialect: Dialect) -> LogOptions {
     LogOptions {
         readonly: true,
         empty_entries: false,

@@ -88,7 +88,7 @@ pub fn dialect_of(path: &Path, chosen: Option<Dialect>) -> Result<Dialect> {
 }
 
 /// The file name of one of [`Layout`]'s files (the one place that names them).
-pub(super) fn layout_name(file: impl Fn(&Layout) -> &PathBuf) -> Option<&'static str> {
+fn layout_name(file: impl Fn(&Layout) -> &PathBuf) -> Option<&'static str> {
     static LAYOUT: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
     let layout = LAYOUT.get_or_init(|| Layout::new(Path::new("")));
     file(layout).file_name().and_then(|n| n.to_str())

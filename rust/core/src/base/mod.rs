@@ -22,6 +22,15 @@ pub mod files;
 mod layout;
 mod restore;
 pub mod settings;
-pub use check::*;
-pub use layout::*;
-pub use restore::*;
+pub use check::{
+    verify_base, BaseReport, SnapshotQueueSummary, SnapshotSummary, VerifyDepth, VerifyOptions,
+};
+
+pub use layout::{
+    dialect_of, kind, require_kind, resolve_log_dir, verify, verify_in, Kind, Layout,
+};
+
+pub use restore::{
+    check_continuity, check_log, check_terms, load_snapshot, replay, restore_snapshot,
+    snapshot_identity, store_scan_options, Restored,
+};

@@ -32,9 +32,12 @@ pub mod verify;
 mod write;
 pub use crate::durability::SyncPolicy;
 pub use crate::log::recovery::{RecoveryReport, SegmentInfo};
-pub use open::*;
-pub use read::*;
-pub use write::*;
+pub use open::PendingOpen;
+
+pub use read::{Entry, EntryBatch, ReadSink, SpanReader, SpanStart, Split};
+
+use write::Leftover;
+pub use write::MAX_ENTRY_LSN;
 
 /// A read asking for at most this many data bytes, or ...
 const RANDOM_READ_BYTES: u64 = 64 << 10;

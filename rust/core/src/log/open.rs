@@ -209,12 +209,12 @@ impl Log {
 
 /// Name, device, inode and birth time of a file: a file deleted and made again under the same
 /// name may reuse the inode number, not the birth time (where the file system records one).
-pub(super) type FileIdentity = (std::ffi::OsString, u64, u64, Option<SystemTime>);
+type FileIdentity = (std::ffi::OsString, u64, u64, Option<SystemTime>);
 
 /// The [`FileIdentity`] of every segment-named entry of `dir`, sorted; empty when the
 /// directory cannot be listed. Two equal lists mean no segment was added, removed or replaced
 /// in between (appends do not count).
-pub(super) fn segment_identities(dir: &Path) -> Vec<FileIdentity> {
+fn segment_identities(dir: &Path) -> Vec<FileIdentity> {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
@@ -243,7 +243,7 @@ pub(super) fn segment_identities(dir: &Path) -> Vec<FileIdentity> {
 /// `before` (a writer deleted, replaced or added one while they were scanned) and the failure
 /// is one such a change causes: corruption (a gap, a record being written or replaced) or a
 /// file gone missing.
-pub(super) fn stale_if_changed(err: Error, dir: &Path, before: &[FileIdentity]) -> Error {
+fn stale_if_changed(err: Error, dir: &Path, before: &[FileIdentity]) -> Error {
     let changed = || segment_identities(dir) != before;
     match err {
         Error::Corruption {

@@ -5,7 +5,7 @@ use super::*;
 
 /// Bytes on disk to read from the active segment for `remaining` bytes of data: the data plus
 /// a quarter for framing, at most 8 MiB per positioned read.
-pub(super) fn slack(remaining: u64) -> u64 {
+fn slack(remaining: u64) -> u64 {
     remaining
         .saturating_add(remaining / 4)
         .saturating_add(64)
@@ -13,7 +13,7 @@ pub(super) fn slack(remaining: u64) -> u64 {
 }
 
 /// Fills an [`EntryBatch`] within a data budget (the first entry always fits).
-pub(super) struct BatchSink {
+struct BatchSink {
     batch: EntryBatch,
     start: i64,
     budget: u64,
@@ -69,7 +69,7 @@ impl Split {
 
 /// Records `from..=to` of one segment (index `segment`, first LSN `seg_first`) laid out in
 /// `bytes` from index `at` (`bytes[0]` at file offset `base`), for [`Log::locate`] to walk.
-pub(super) struct Span {
+struct Span {
     dialect: Dialect,
     bytes: SegmentBytes,
     base: u64,
@@ -83,7 +83,7 @@ pub(super) struct Span {
 
 /// What walking a [`Span`] found: each record's data length, then the failure that stopped
 /// the walk, if any (index in the bytes, reason).
-pub(super) struct Walked {
+struct Walked {
     lens: Vec<u32>,
     failure: Option<(usize, String)>,
 }
@@ -572,13 +572,7 @@ impl Log {
     /// The records `from..=to` cut into spans for [`Log::locate`] to walk, as many parts as
     /// `split` says, none across segments; the active segment is read only as far as `left`
     /// budget bytes reach. Returns the last LSN the spans cover.
-    pub(super) fn spans(
-        &mut self,
-        from: i64,
-        to: i64,
-        split: &Split,
-        left: u64,
-    ) -> Result<(Vec<Span>, i64)> {
+    fn spans(&mut self, from: i64, to: i64, split: &Split, left: u64) -> Result<(Vec<Span>, i64)> {
         let n = (to - from + 1) as usize;
         let per = n.div_ceil(split.parts(n)).max(1) as i64;
         let mut spans = Vec::new();

@@ -95,7 +95,7 @@ impl Log {
     }
 
     /// Validates terms and sizes, then writes the entries into the active segment.
-    pub(super) fn append_entries<'a>(
+    fn append_entries<'a>(
         &mut self,
         entries: impl Iterator<Item = (i32, &'a [u8])> + Clone,
         commit: Commit,
@@ -366,7 +366,7 @@ pub(super) enum Leftover {
 
 /// Whether entries are committed as they are appended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Commit {
+enum Commit {
     Leave,
     Through,
 }
@@ -375,7 +375,7 @@ pub use crate::segment::MAX_ENTRY_LSN;
 
 /// Refuses to place `count` entries from `first` on when the last would be past
 /// [`MAX_ENTRY_LSN`].
-pub(super) fn check_lsn_room(first: i64, count: usize) -> Result<()> {
+fn check_lsn_room(first: i64, count: usize) -> Result<()> {
     let last = i64::try_from(count)
         .ok()
         .and_then(|n| first.checked_add(n))
@@ -389,7 +389,7 @@ pub(super) fn check_lsn_room(first: i64, count: usize) -> Result<()> {
     }
 }
 
-pub(super) fn check_term(term: i32, previous: i32) -> Result<()> {
+fn check_term(term: i32, previous: i32) -> Result<()> {
     if term < 0 {
         return Err(Error::InvalidArgument(format!(
             "term must be >= 0 (got {term})"

@@ -8,7 +8,7 @@
 pub(super) const SEALED_STRIDE: usize = 8;
 
 /// The stride of [`RecordIndex::counting`]: no segment holds this many records.
-pub(super) const COUNTING_STRIDE: usize = 1 << (usize::BITS - 1);
+const COUNTING_STRIDE: usize = 1 << (usize::BITS - 1);
 
 /// Small reads of a sealed segment of `records` records after which its full offsets are built
 /// ([`super::Segment::note_random_read`]).

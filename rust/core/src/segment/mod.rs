@@ -29,11 +29,26 @@ mod read;
 mod rewrite;
 mod scan;
 mod walk;
-pub use file::*;
-pub use index::*;
-pub use rewrite::*;
-pub use scan::*;
-pub use walk::*;
+pub use file::initialise;
+use file::{changed_under_reader, reserve, unreadable};
+use index::SEALED_STRIDE;
+pub use index::{reads_before_full_offsets, RecordIndex};
+pub use rewrite::{
+    cut_temp_path, remove_cut_leftovers, rewrite_prefix, zero_range, RewriteOptions, RewriteStep,
+    CUT_SUFFIX,
+};
+
+pub use scan::{
+    scan_file, scan_file_keeping, scan_file_stepping, ActiveBytes, FileBytes, FileScan,
+};
+#[cfg(test)]
+use scan::{scan_file_with, ActiveRead};
+
+pub use walk::{
+    record_offset_in_file, scan_records, scan_records_from, scan_records_in, walk_frames,
+    walk_framing, RecordSink, ScanStop,
+};
+use walk::{walk_in, Scratch};
 
 /// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
 /// an entry (the next LSN, the start of a log emptied after it), so that every LSN the log

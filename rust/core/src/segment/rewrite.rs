@@ -79,7 +79,7 @@ pub fn rewrite_prefix(
 }
 
 /// Steps up to the fsync of [`rewrite_prefix`]: the new file, complete and durable.
-pub(super) fn write_prefix_copy(
+fn write_prefix_copy(
     storage: &dyn Storage,
     source: &dyn StorageFile,
     path: &Path,
@@ -112,7 +112,7 @@ pub(super) fn write_prefix_copy(
     Ok(file)
 }
 
-pub(super) fn stop_if(opts: &RewriteOptions, step: RewriteStep, path: &Path) -> Result<()> {
+fn stop_if(opts: &RewriteOptions, step: RewriteStep, path: &Path) -> Result<()> {
     if opts.stop_after == Some(step) {
         let why = std::io::Error::other(format!("stopped after {step:?} (fault injection)"));
         return Err(Error::io("cut segment", path, why));

@@ -342,14 +342,14 @@ pub(super) fn scan_file_with(
 /// ([`crate::format::steps::MIN_AVERAGE`]), judged on its first [`crate::format::steps::PROBE`] records; a
 /// segment with fewer records (or whose first ones do not frame: the scan will say why) gets
 /// them.
-pub(super) fn steps_pay(dialect: Dialect, bytes: &[u8]) -> bool {
+fn steps_pay(dialect: Dialect, bytes: &[u8]) -> bool {
     use crate::format::steps::{MIN_AVERAGE, PROBE};
     walk_in(dialect, bytes, header::HEADER_LEN, PROBE)
         .is_none_or(|end| (end - header::HEADER_LEN) / PROBE >= MIN_AVERAGE)
 }
 
 /// What [`scan_windowed`] found in an active segment whose records end cleanly.
-pub(super) struct Windowed {
+struct Windowed {
     index: RecordIndex,
     count: usize,
     first_term: Option<i32>,
@@ -364,7 +364,7 @@ pub(super) struct Windowed {
 /// other end, which the caller scans again with the whole file at hand (its classification
 /// may read all of it: how far garbage reaches, whether only zeros follow). Reads with
 /// positioned reads, so the file's cursor stays at the start for that scan.
-pub(super) fn scan_windowed(
+fn scan_windowed(
     dialect: Dialect,
     file: &File,
     path: &Path,
@@ -447,7 +447,7 @@ pub(super) fn scan_windowed(
 }
 
 /// Reads `buf.len()` bytes at `offset` (fewer at the end of the file): how many were read.
-pub(super) fn read_full_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<usize> {
+fn read_full_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<usize> {
     crate::io::fsutil::read_full_at(file, path, "read segment", buf, offset)
 }
 

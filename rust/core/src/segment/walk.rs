@@ -118,13 +118,13 @@ pub fn scan_records_in<'a, F: Framing>(
 /// comes from this record's length field, so without a hint each record's first bytes are
 /// waited for in turn (and the hardware's prefetcher stops at every page boundary). About a
 /// dozen 64-byte records, or one 1 KiB record, ahead.
-pub(super) const PREFETCH_DISTANCE: usize = 1024;
+const PREFETCH_DISTANCE: usize = 1024;
 
 /// Asks the CPU to start loading the bytes `PREFETCH_DISTANCE` past `at`: a hint, with no effect
 /// on what the walk reads or finds. `perf` of verify on 64 B records had 31% of the framing's
 /// samples on the wait for a record's last word.
 #[inline(always)]
-pub(super) fn prefetch_ahead(buf: &[u8], at: usize) {
+fn prefetch_ahead(buf: &[u8], at: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -163,7 +163,7 @@ pub fn record_offset_in_file(path: &Path, dialect: Dialect, index: usize) -> Res
 }
 
 /// [`walk_in`] with the framing fixed at compile time.
-pub(super) fn walk<F: Framing>(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
+fn walk<F: Framing>(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> {
     for _ in 0..steps {
         let header = bytes.get(at..at.checked_add(F::HEADER_LEN)?)?;
         if header[..4] != record::RECORD_MARKER {
@@ -222,7 +222,7 @@ pub fn walk_framing<F: Framing>(
 }
 
 #[inline(always)]
-pub(super) fn walk_frames_by<'b>(
+fn walk_frames_by<'b>(
     parse: impl Fn(&'b [u8], usize) -> Frame<'b>,
     bytes: &'b [u8],
     mut at: usize,

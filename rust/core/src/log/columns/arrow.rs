@@ -301,7 +301,7 @@ impl<T: Copy + Default + pool::Pooled> Fixed<T> {
 }
 
 /// `len` zeros with room for `capacity` values, in a kept vector when there is one.
-pub(super) fn zeroed<T: pool::Pooled + Default>(len: usize, capacity: usize) -> Vec<T> {
+fn zeroed<T: pool::Pooled + Default>(len: usize, capacity: usize) -> Vec<T> {
     let mut values = pool::take(capacity.max(len));
     values.resize(len, T::default());
     values

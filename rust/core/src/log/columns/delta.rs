@@ -37,10 +37,10 @@ pub struct Repeats {
 
 // Entry codes: the kind's index into `KIND_NAMES` (`code & 3`), and a CreateQueue with a key
 // range apart (it fills `key_min`/`key_max`).
-pub(super) const CREATE: u8 = 0;
-pub(super) const ADD: u8 = 2;
-pub(super) const REMOVE: u8 = 3;
-pub(super) const CREATE_RANGED: u8 = 4;
+const CREATE: u8 = 0;
+const ADD: u8 = 2;
+const REMOVE: u8 = 3;
+const CREATE_RANGED: u8 = 4;
 
 /// The column decoder. Each delta is decoded once as it arrives ([`Columns::push`]: the
 /// lengths alone for a delta of the queue before it, [`fields::code_in_queue`], else
@@ -573,7 +573,7 @@ pub fn read_deltas_with(
 
 /// Decodes the records of one span while [`Log::locate`] walks them ([`Columns::push`] each
 /// as it comes, while it is in cache).
-pub(super) struct SpanDecoder {
+struct SpanDecoder {
     first_lsn: i64,
     columns: Columns,
     /// The records' undecoded data, when asked for (or an error making it: data past 2 GiB).

@@ -18,9 +18,16 @@ mod arrow;
 mod delta;
 pub mod pool;
 mod snapshot;
-pub use arrow::*;
-pub use delta::*;
-pub use snapshot::*;
+use arrow::{offset, Fixed};
+pub use arrow::{Binary, Bitmap, Nullable, KIND_NAMES};
+pub use delta::{
+    read_deltas, read_deltas_with, read_segment_deltas, DeltaColumns, DeltaRead, Repeats,
+    PART_ENTRIES,
+};
+
+#[cfg(test)]
+use delta::Columns;
+pub use snapshot::SnapshotColumns;
 
 #[cfg(test)]
 mod tests;

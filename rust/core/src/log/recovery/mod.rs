@@ -25,7 +25,10 @@ mod act;
 mod finding;
 mod plan;
 mod scan;
-pub(crate) use act::*;
-pub use finding::*;
-pub use plan::*;
-pub use scan::*;
+pub(crate) use act::{recover, twin_matches};
+pub use finding::{Finding, FindingKind, RecoveryReport, SegmentInfo};
+pub use plan::{plan_repair, PlannedCut, RepairPlan};
+pub use scan::{
+    scan_dir, scan_dir_feeding, scan_segment, Keep, LogScan, Parallelism, Position, RecoveryMode,
+    ScanOptions, ScannedFile, TwinAction,
+};

@@ -213,7 +213,7 @@ pub fn scan_segment(
 
 /// [`scan_segment`] choosing what the scan of the last segment keeps of its bytes: the walk of
 /// [`scan_dir`] only needs its index and findings ([`ActiveBytes::Dropped`]).
-pub(super) fn scan_segment_keeping(
+fn scan_segment_keeping(
     path: &Path,
     position: Position,
     previous_term: i32,
@@ -285,7 +285,7 @@ pub(super) fn scan_segment_keeping(
 
 /// A `.log.z` whose header's last LSN is not the last record inside (checked only when the
 /// records end cleanly).
-pub(super) fn compressed_last_lsn(path: &Path, scan: &FileScan) -> Option<Finding> {
+fn compressed_last_lsn(path: &Path, scan: &FileScan) -> Option<Finding> {
     let h = scan.compressed.as_ref()?;
     let counted = h.first_lsn.checked_add(scan.count as i64)? - 1;
     if counted == h.last_lsn {
@@ -300,7 +300,7 @@ pub(super) fn compressed_last_lsn(path: &Path, scan: &FileScan) -> Option<Findin
 }
 
 /// Whether `kind` refuses an open in `mode` (ReportOnly reports what a tolerant open refuses).
-pub(super) fn is_fatal(kind: FindingKind, mode: RecoveryMode) -> bool {
+fn is_fatal(kind: FindingKind, mode: RecoveryMode) -> bool {
     match kind {
         FindingKind::IgnoredFile | FindingKind::CompressedTwin => false,
         k if k.is_crash_residue() => mode == RecoveryMode::Strict,
@@ -309,7 +309,7 @@ pub(super) fn is_fatal(kind: FindingKind, mode: RecoveryMode) -> bool {
 }
 
 /// The finding at the end of a segment with a valid header (None when it ends cleanly).
-pub(super) fn classify_end(
+fn classify_end(
     path: &Path,
     scan: &mut FileScan,
     is_last: bool,
@@ -350,7 +350,7 @@ pub(super) fn classify_end(
 
 /// Whether `count` records from `first_lsn` on would place one past the largest LSN (a hostile
 /// or damaged file name; the arithmetic of the log must never overflow).
-pub(super) fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
+fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
     let end = i64::try_from(count)
         .ok()
         .and_then(|n| first_lsn.checked_add(n));
@@ -366,7 +366,7 @@ pub(super) fn past_max_entry_lsn(first_lsn: i64, count: usize) -> bool {
 /// and the pool keeps scanning while the walk classifies and unmaps), which bounds the maps
 /// and open files held at once. Dropping it waits for the scans still running, so none reads
 /// a file that the caller goes on to cut or move.
-pub(super) struct ScanAhead<'a> {
+struct ScanAhead<'a> {
     entries: &'a [SegmentFile],
     options: &'a ScanOptions,
     /// How many segments may be scanned ahead of the one the walk waits for.
@@ -383,10 +383,10 @@ pub(super) struct ScanAhead<'a> {
     buffers: Arc<Mutex<Vec<Vec<Step>>>>,
 }
 
-pub(super) type SegmentScan = (FileScan, Option<Finding>);
+type SegmentScan = (FileScan, Option<Finding>);
 
 /// The walk of [`scan_dir`] keeps no bytes of the last segment: only its index and findings.
-pub(super) const DROPPED: ActiveBytes = ActiveBytes::Dropped;
+const DROPPED: ActiveBytes = ActiveBytes::Dropped;
 
 impl<'a> ScanAhead<'a> {
     fn new(entries: &'a [SegmentFile], options: &'a ScanOptions) -> Self {
@@ -491,7 +491,7 @@ impl Drop for ScanAhead<'_> {
 
 /// Whether scanning `scan`'s file after `previous_term` would give the same result as the scan
 /// after term 0: its first record is at or above it, or it stopped before any term check.
-pub(super) fn keeps_previous_term(scan: &FileScan, previous_term: i32) -> bool {
+fn keeps_previous_term(scan: &FileScan, previous_term: i32) -> bool {
     match scan.first_term {
         Some(t) => t >= previous_term,
         None => !matches!(scan.stop, ScanStop::Term { .. }),
@@ -513,7 +513,7 @@ pub fn scan_dir(dir: &Path, options: ScanOptions, storage: &Arc<dyn Storage>) ->
 /// stops at the first fatal finding (so every segment before it had none), is kept whole by
 /// every open that accepts the scan (a repair cuts and moves only from the first fatal finding
 /// on). Whatever later findings refuse the open, the caller drops what it applied.
-pub(super) fn final_once_walked(mode: RecoveryMode, position: Position, damaged: bool) -> bool {
+fn final_once_walked(mode: RecoveryMode, position: Position, damaged: bool) -> bool {
     mode != RecoveryMode::ReportOnly && position == Position::Sealed && !damaged
 }
 
