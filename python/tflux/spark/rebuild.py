@@ -86,8 +86,9 @@ BROADCAST_REMOVES = 1_000_000
 # each stage, and 17 steps of binary search per add: small beside a scan of the removes, and
 # far above what a queue whose acks keep up needs (about one range per live record).
 RANGE_PLAN_RANGES = 100_000
-# Runs of removed ids one chunk of the summary scan may hold (the reader's summaryRuns); past
-# it the chunk gives an overflow row and replay falls back to the removes' join.
+# Runs of removed ids one chunk of the summary scan may hold (the reader's summaryRuns; replay
+# asks for less with many segments, see _Frames); past it the chunk gives an overflow row and
+# replay falls back to the removes' join.
 SUMMARY_RUNS = 65_536
 
 SEGMENT_BASE = StructType(
@@ -204,6 +205,7 @@ class _Frames:
         self.dialects = {src.log_dir: src.dialect for src in self.sources if src.log_dir}
         names: dict[tuple[str, str], _Name] = defaultdict(_Name)
         logs, snaps = [], []
+        segments = 0
         describe = _snapshot_describer(spark, fmt)
         for src in self.sources:
             snap = describe(src.snapshot) if src.snapshot else None
@@ -218,6 +220,7 @@ class _Frames:
                 if snap.records:
                     snaps.append(src.snapshot)
             seg_names = _paths.segment_names(src.log_dir) if src.log_dir else []
+            segments += len(seg_names)
             if seg_names:
                 first = _paths.start_lsn(seg_names[0])
                 if first > after + 1:
@@ -238,7 +241,11 @@ class _Frames:
             # Both scans read the same LSNs: the second stops where the first did (a live store
             # may append meanwhile), so their queue_adds agree.
             if fmt == "tflux" and jvm_reader_loaded(spark):
-                small = summaries(spark, logs, self.dialects, ranges=ranges)
+                # Runs per chunk: a share of the plan's cap, so that a log whose removes are
+                # too scattered for the plan overflows early instead of sending the driver
+                # rows it would drop (at most about RANGE_PLAN_RANGES per split of a segment).
+                runs = min(SUMMARY_RUNS, max(1024, RANGE_PLAN_RANGES // max(segments, 1)))
+                small = summaries(spark, logs, self.dialects, ranges=ranges, runs=runs)
                 removed = _Removed() if ranges else None
             else:
                 small = self._summarize(union(spark, logs, {}, cols, fmt, dialects=self.dialects))
@@ -692,14 +699,19 @@ def union(
 
 
 def summaries(
-    spark: SparkSession, logs, dialects: dict[str, str] | None = None, ranges: bool = False
+    spark: SparkSession,
+    logs,
+    dialects: dict[str, str] | None = None,
+    ranges: bool = False,
+    runs: int | None = None,
 ) -> DataFrame:
     """Step 1 through the JVM reader's ``summary`` option: per (log directory, source, queue,
     segment) the last LSN, adds and removes, and a row per CreateQueue/DeleteQueue with the
     adds of its queue before it; the same rows :meth:`_Frames._summarize` aggregates from
     every entry, aggregated here from a few rows per segment (and split). With ``ranges``, also
     the rows of the removed ranges (``rm_lo``, ``rm_hi``, ``rm_lsn``, ``rm_count``; an overflow
-    row has ``rm_lo`` null; see ``Summary.java``), kept apart by ``rm_lsn``."""
+    row has ``rm_lo`` null; see ``Summary.java``), kept apart by ``rm_lsn``, with at most
+    ``runs`` (default :data:`SUMMARY_RUNS`) runs per chunk."""
     out = None
     keys = ["log_dir", "source", "queue", "segment", "ev_lsn", "ev_kind", "ev_impl"]
     aggs = [
@@ -713,7 +725,7 @@ def summaries(
     for log_dir, first in logs:
         reader = spark.read.format("tflux").option("fromLsn", str(first)).option("summary", "true")
         if ranges:
-            reader = reader.option("summaryRuns", str(SUMMARY_RUNS))
+            reader = reader.option("summaryRuns", str(runs or SUMMARY_RUNS))
         if dialects and dialects.get(log_dir):
             reader = reader.option("dialect", dialects[log_dir])
         df = reader.load(log_dir).withColumn("log_dir", F.lit(log_dir))
