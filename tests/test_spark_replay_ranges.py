@@ -119,6 +119,9 @@ def test_fifo_acks_are_one_range_per_queue_and_replay_equals_the_restore(jvm, tm
     # FIFO acks merge across the whole log into one range per queue.
     assert sorted(map(len, frames.ranges.values())) == [1, 1]
     assert removed_ids(frames) == 800 + 400
+    # A scan with the plan and no column (count) reads its records: the removed adds are gone.
+    scan = jvm.read.format("tflux").option("replayPlan", frames.plan)
+    assert scan.load(str(base / "data" / "log")).count() == len(deltas) - 1200
 
 
 def test_acks_out_of_order_and_spanning_segments(jvm, tmp_path):

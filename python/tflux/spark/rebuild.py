@@ -272,6 +272,7 @@ class _Frames:
             else None
         )
         plan = replay_plan(seg_rows, inc_rows, keys, self.ranges) if in_scan else None
+        self.plan = plan
         log = union(spark, logs, ends, cols, fmt, plan, self.dialects) if logs else None
         if log is None:
             log = _small(spark, [], logs_schema(spark))

@@ -355,8 +355,10 @@ public final class LogSource implements TableProvider, DataSourceRegister {
           parts.add(new LogPartition(new Chunk[] {whole}, prefer));
           continue;
         }
+        // Removed ranges in a replayPlan drop rows: such a scan reads its records.
         boolean countOnly = schema.fields().length == 0
-            && !Options.flag(options, "summary", false);
+            && !Options.flag(options, "summary", false)
+            && Options.get(options, "replayPlan") == null;
         List<Chunk> chunks = Planner.chunks(src, from, to, splitBytes, countOnly);
         parts.addAll(Planner.pack(chunks, splitBytes, prefer));
       }
