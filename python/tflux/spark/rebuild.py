@@ -36,10 +36,30 @@ How it scales (no window, no stage that runs one task per queue, no shuffle of e
    incarnation. The removes are broadcast when there are at most :data:`BROADCAST_REMOVES`
    (step 1 counted them), so the live records need no shuffle at all; more removes are joined
    with a shuffle by (incarnation, id), which spreads a busy queue too.
+
+Removes as id ranges (issue 31). At the end of a replay the removed ids of an incarnation are
+its ids minus the live ones (minus ids never added), so merged over the whole log they are at
+most about one range per live record, whatever the order of the acks. Step 1 (the JVM
+reader's ``summary`` scan, with its ``rm_*`` columns) gives per queue, chunk and group (the
+removes between two CreateQueue/DeleteQueue of the name) the removed ids merged into runs,
+each with the group's first LSN and its count of removes; :func:`_merge_ranges` places each
+run in the incarnation whose LSN interval holds that LSN (where the scan places a
+RemoveRecord), keeps the final incarnations', and merges them. When every RemoveRecord is in a
+range (no chunk overflowed past :data:`SUMMARY_RUNS` runs) and the merged ranges are at most
+:data:`RANGE_PLAN_RANGES`, they travel in ``replayPlan`` (``r LO HI`` lines) and the JVM
+readers drop, in the scan, every AddRecord and snapshot record in a removed range of its
+incarnation (``ReplayIds.Queue.removed``, the one place of that rule): step 4 is then the final
+incarnations' filter alone, with no removes' scan and no join. The set of removed
+(incarnation, id) is what the anti-join uses, so the rows are the same: an id removed twice
+merges into one range, a remove of an id never added removes nothing, one logged before its
+add removes it, as with the join. ``validate=True`` builds the frames without ranges, so
+:meth:`_Frames.check` sees every add and remove, unchanged. Otherwise (too many ranges, an
+overflow, the broadcast joins of step 3, the Python source) the join serves as above.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -60,6 +80,16 @@ from tflux.spark._jvm import jvm_reader_loaded
 MAX_LSN = 2**63 - 1
 # At most this many removes are broadcast to every task (about 50 MB); more are shuffled.
 BROADCAST_REMOVES = 1_000_000
+# At most this many removed ranges (merged over the whole log, final incarnations only) travel
+# in the replayPlan option; more fall back to the removes' join. 100,000 ranges are about 2.5 MB
+# of plan text parsed once on the driver, 1.6 MB of arrays in the reader factory Spark ships with
+# each stage, and 17 steps of binary search per add: small beside a scan of the removes, and
+# far above what a queue whose acks keep up needs (about one range per live record).
+RANGE_PLAN_RANGES = 100_000
+# Runs of removed ids one chunk of the summary scan may hold (the reader's summaryRuns; replay
+# asks for less with many segments, see _Frames); past it the chunk gives an overflow row and
+# replay falls back to the removes' join.
+SUMMARY_RUNS = 65_536
 
 SEGMENT_BASE = StructType(
     [
@@ -101,11 +131,71 @@ class _Name:
     events: list[tuple[int, str, int | None, str, int]] = field(default_factory=list)
 
 
+@dataclass
+class _Removed:
+    """Step 1's removed ranges, as the driver collects them from :func:`summaries`."""
+
+    # per (source, queue): (LSN of the range's group, first id, last id)
+    by_name: dict[tuple[str, str], list[tuple[int, int, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    covered: int = 0  # RemoveRecords the ranges hold
+    overflow: bool = False  # a chunk had too many runs: no ranges
+
+
+def _merge_ranges(
+    removed: _Removed, inc_rows: list[tuple], final_incs: list[int], removes: int
+) -> dict[int, list[tuple[int, int]]] | None:
+    """Each final incarnation's removed ids as merged ranges ``(lo, hi)`` (ascending, apart),
+    each range placed in the incarnation whose LSN interval holds its group's LSN (as the scan
+    places a RemoveRecord); None when they cannot stand for the removes: a chunk overflowed,
+    the ranges do not hold every RemoveRecord step 1 counted, or there are more than
+    :data:`RANGE_PLAN_RANGES`. Ids removed twice merge into one range: the set of removed
+    (incarnation, id) is what the removes' anti-join uses too, so the live records are the
+    same (``validate=True`` checks duplicates on the full frames instead)."""
+    if removed.overflow or removed.covered != removes:
+        return None
+    starts: dict[tuple[str, str], tuple[list[int], list[tuple]]] = {}
+    for row in sorted(inc_rows, key=lambda r: (r[0], r[1], r[3])):
+        entry = starts.setdefault((row[0], row[1]), ([], []))
+        entry[0].append(row[3])
+        entry[1].append(row)
+    final = set(final_incs)
+    per_inc: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for name, rows in removed.by_name.items():
+        lsns, incs = starts[name]
+        for lsn, lo, hi in rows:
+            at = bisect.bisect_right(lsns, lsn) - 1
+            _, _, inc, _, end, *_ = incs[at]
+            if lsn < end and inc in final:
+                per_inc[inc].append((lo, hi))
+    out: dict[int, list[tuple[int, int]]] = {}
+    total = 0
+    for inc, rows in per_inc.items():
+        rows.sort()
+        merged = [list(rows[0])]
+        for lo, hi in rows[1:]:
+            if lo <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        out[inc] = [(lo, hi) for lo, hi in merged]
+        total += len(merged)
+        if total > RANGE_PLAN_RANGES:
+            return None
+    return out
+
+
 class _Frames:
     """The DataFrames replay and the summary are built from (one small job runs here)."""
 
     def __init__(
-        self, spark: SparkSession, path, fmt: str = "tflux", dialect: str | None = None
+        self,
+        spark: SparkSession,
+        path,
+        fmt: str = "tflux",
+        dialect: str | None = None,
+        ranges: bool = True,
     ) -> None:
         register(spark)
         self.spark = spark
@@ -115,6 +205,7 @@ class _Frames:
         self.dialects = {src.log_dir: src.dialect for src in self.sources if src.log_dir}
         names: dict[tuple[str, str], _Name] = defaultdict(_Name)
         logs, snaps = [], []
+        segments = 0
         describe = _snapshot_describer(spark, fmt)
         for src in self.sources:
             snap = describe(src.snapshot) if src.snapshot else None
@@ -129,6 +220,7 @@ class _Frames:
                 if snap.records:
                     snaps.append(src.snapshot)
             seg_names = _paths.segment_names(src.log_dir) if src.log_dir else []
+            segments += len(seg_names)
             if seg_names:
                 first = _paths.start_lsn(seg_names[0])
                 if first > after + 1:
@@ -144,14 +236,20 @@ class _Frames:
         cols += ["implementation", "queue_adds"]
         ends: dict[str, str] = {}
         removes = 0
+        removed: _Removed | None = None
         if logs:
             # Both scans read the same LSNs: the second stops where the first did (a live store
             # may append meanwhile), so their queue_adds agree.
             if fmt == "tflux" and jvm_reader_loaded(spark):
-                small = summaries(spark, logs, self.dialects)
+                # Runs per chunk: a share of the plan's cap, so that a log whose removes are
+                # too scattered for the plan overflows early instead of sending the driver
+                # rows it would drop (at most about RANGE_PLAN_RANGES per split of a segment).
+                runs = min(SUMMARY_RUNS, max(1024, RANGE_PLAN_RANGES // max(segments, 1)))
+                small = summaries(spark, logs, self.dialects, ranges=ranges, runs=runs)
+                removed = _Removed() if ranges else None
             else:
                 small = self._summarize(union(spark, logs, {}, cols, fmt, dialects=self.dialects))
-            last, removes = self._collect_events(small, names)
+            last, removes = self._collect_events(small, names, removed)
             logs = [(d, first) for d, first in logs if d in last]  # the others had no entries
             ends = {d: str(last[d]) for d, _ in logs}
         seg_rows, inc_rows, summary_rows, keys = self._plan(names)
@@ -166,7 +264,15 @@ class _Frames:
         # and the snapshot records' keys are a CASE too.
         first_names = sum(1 for row in inc_rows if row[3] == -1)
         self.keyed = in_scan and keys is not None and (not snaps or first_names <= CASE_NAMES)
-        plan = replay_plan(seg_rows, inc_rows, keys) if in_scan else None
+        # The removed ids as ranges per final incarnation (step 1 gave them), filtered in the
+        # scans: then no removes' scan and no join.
+        self.ranges = (
+            _merge_ranges(removed, inc_rows, self.final_incs, removes)
+            if in_scan and removed is not None and removes
+            else None
+        )
+        plan = replay_plan(seg_rows, inc_rows, keys, self.ranges) if in_scan else None
+        self.plan = plan
         log = union(spark, logs, ends, cols, fmt, plan, self.dialects) if logs else None
         if log is None:
             log = _small(spark, [], logs_schema(spark))
@@ -187,13 +293,16 @@ class _Frames:
         else:
             self.adds, self.removes = self._joined(add_rows, remove_rows, seg_rows)
         self.remove_count = removes  # RemoveRecords in the LSNs both scans read (step 1)
+        # Without removes, or with their ranges in the scans, no removes' scan and no join.
+        self.join_removes = bool(removes) and self.ranges is None
         self.broadcast_removes = removes <= BROADCAST_REMOVES and _broadcast_allowed(spark)
         records = self.adds
         if snaps:
-            snap_records = (
-                spark.read.format(fmt.replace("tflux", "tflux_snapshot", 1))
-                .load(",".join(snaps))
-                .select("source", "queue", "record_id", "key", "message")
+            snap_reader = spark.read.format(fmt.replace("tflux", "tflux_snapshot", 1))
+            if self.ranges is not None:  # the JVM snapshot reader drops the removed records
+                snap_reader = snap_reader.option("replayPlan", plan)
+            snap_records = snap_reader.load(",".join(snaps)).select(
+                "source", "queue", "record_id", "key", "message"
             )
             snap_records = _first_incarnation(
                 snap_records, inc_rows, self, keys if self.keyed else None
@@ -274,13 +383,22 @@ class _Frames:
 
     @staticmethod
     def _collect_events(
-        small: DataFrame, names: dict[tuple[str, str], _Name]
+        small: DataFrame, names: dict[tuple[str, str], _Name], removed: _Removed | None = None
     ) -> tuple[dict[str, int], int]:
         """Step 1 on the driver: the rows of :meth:`_summarize` or :func:`summaries` into
-        ``names``; returns the last LSN read per log directory and the number of removes."""
+        ``names`` (and, given ``removed``, the removed ranges of :func:`summaries` with
+        ``ranges=True`` into it); returns the last LSN read per log directory and the number
+        of removes."""
         last: dict[str, int] = {}
         removes = 0
         for r in small.collect():
+            if removed is not None and r.rm_lsn is not None:
+                if r.rm_lo is None:  # a chunk with too many runs
+                    removed.overflow = True
+                else:
+                    removed.by_name[(r.source, r.queue)].append((r.rm_lsn, r.rm_lo, r.rm_hi))
+                    removed.covered += r.rm_count
+                continue
             last[r.log_dir] = max(last.get(r.log_dir, -1), r.last)
             removes += r.removes
             n = names[(r.source, r.queue)]
@@ -331,7 +449,10 @@ class _Frames:
 
     def check(self) -> None:
         """Raise :class:`tflux.ReplayError` (with the LSN) where the local restore would: a
-        RemoveRecord of a record that is not there, or removed twice. Costs two Spark jobs."""
+        RemoveRecord of a record that is not there, or removed twice. Costs two Spark jobs.
+        Needs every record, removed or not: frames built with ``ranges=False``."""
+        if self.ranges is not None:
+            raise ValueError("check() needs the frames of every record (ranges=False)")
         keys = ["inc", "record_id"]
         present = self.records.select(*keys)
         missing = self.removes.join(present, keys, "left_anti").orderBy("lsn").limit(1).collect()
@@ -364,7 +485,7 @@ class _Frames:
             removes = F.broadcast(removes)
         # In a final incarnation: a set of longs tested in the task, no join.
         live = self.records.filter(F.col("inc").isin(self.final_incs))
-        if self.remove_count:  # without removes, no scan of them and no join
+        if self.join_removes:  # else no removes, or the scans dropped the removed records
             live = live.join(removes, on, "left_anti")
         return live.select("source", "queue", "record_id", "key", "message")
 
@@ -521,11 +642,15 @@ REPLAY_PLAN_ROWS = 20_000
 
 
 def replay_plan(
-    seg_rows: list[tuple], inc_rows: list[tuple], keys: dict[int, tuple[int, int]] | None
+    seg_rows: list[tuple],
+    inc_rows: list[tuple],
+    keys: dict[int, tuple[int, int]] | None,
+    ranges: dict[int, list[tuple[int, int]]] | None = None,
 ) -> str:
     """The JVM reader's ``replayPlan`` option (format in ``ReplayIds.java``): per name its
     segments' earlier adds and its incarnations in LSN order with their key ranges (none
-    without ``keys``: the reader's ``replay_key`` is then null)."""
+    without ``keys``: the reader's ``replay_key`` is then null), each with its removed
+    ``ranges`` (``r LO HI`` lines; the readers then drop the records in them)."""
     by_name: dict[tuple[str, str], list[str]] = defaultdict(list)
     for source, queue, seg, prefix in seg_rows:
         by_name[(source, queue)].append(f"s {seg} {prefix}")
@@ -536,6 +661,8 @@ def replay_plan(
         by_name[(source, queue)].append(
             f"i {inc} {start} {end} {adds_before} {base} {key_base} {span}"
         )
+        if ranges and inc in ranges:
+            by_name[(source, queue)].extend(f"r {lo} {hi}" for lo, hi in ranges[inc])
     lines = []
     for (source, queue), rows in by_name.items():
         lines.append(f"q {source.encode().hex()} {queue.encode().hex()}")
@@ -572,23 +699,39 @@ def union(
     return out
 
 
-def summaries(spark: SparkSession, logs, dialects: dict[str, str] | None = None) -> DataFrame:
+def summaries(
+    spark: SparkSession,
+    logs,
+    dialects: dict[str, str] | None = None,
+    ranges: bool = False,
+    runs: int | None = None,
+) -> DataFrame:
     """Step 1 through the JVM reader's ``summary`` option: per (log directory, source, queue,
     segment) the last LSN, adds and removes, and a row per CreateQueue/DeleteQueue with the
     adds of its queue before it; the same rows :meth:`_Frames._summarize` aggregates from
-    every entry, aggregated here from a few rows per segment (and split)."""
+    every entry, aggregated here from a few rows per segment (and split). With ``ranges``, also
+    the rows of the removed ranges (``rm_lo``, ``rm_hi``, ``rm_lsn``, ``rm_count``; an overflow
+    row has ``rm_lo`` null; see ``Summary.java``), kept apart by ``rm_lsn``, with at most
+    ``runs`` (default :data:`SUMMARY_RUNS`) runs per chunk."""
     out = None
+    keys = ["log_dir", "source", "queue", "segment", "ev_lsn", "ev_kind", "ev_impl"]
+    aggs = [
+        F.max("last").alias("last"),
+        F.coalesce(F.max("adds"), F.lit(0)).alias("adds"),
+        F.sum("removes").alias("removes"),
+    ]
+    if ranges:
+        keys += ["rm_lsn", "rm_lo", "rm_hi"]
+        aggs.append(F.sum("rm_count").alias("rm_count"))
     for log_dir, first in logs:
         reader = spark.read.format("tflux").option("fromLsn", str(first)).option("summary", "true")
+        if ranges:
+            reader = reader.option("summaryRuns", str(runs or SUMMARY_RUNS))
         if dialects and dialects.get(log_dir):
             reader = reader.option("dialect", dialects[log_dir])
         df = reader.load(log_dir).withColumn("log_dir", F.lit(log_dir))
         out = df if out is None else out.unionByName(df)
-    return out.groupBy("log_dir", "source", "queue", "segment", "ev_lsn", "ev_kind", "ev_impl").agg(
-        F.max("last").alias("last"),
-        F.coalesce(F.max("adds"), F.lit(0)).alias("adds"),
-        F.sum("removes").alias("removes"),
-    )
+    return out.groupBy(*keys).agg(*aggs)
 
 
 def logs_schema(spark: SparkSession) -> StructType:
@@ -618,7 +761,8 @@ def replay(
     is read in the one its files say. Files that disagree with it, or with each other, raise
     :class:`tflux.DialectError` before any job runs.
     """
-    frames = _Frames(spark, path, dialect=dialect)
+    # validate=True checks the full frames (every add and remove), so no ranges there.
+    frames = _Frames(spark, path, dialect=dialect, ranges=not validate)
     if validate:
         frames.check()
     return frames.output(frames.live())

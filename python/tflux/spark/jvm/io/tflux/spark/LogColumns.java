@@ -199,6 +199,8 @@ final class LogColumns {
       throw new IllegalArgumentException(
           "tflux: inc, replay_id and replay_key need the replayPlan option");
     }
+    // Removed ranges drop rows whichever columns Spark asked for.
+    ids |= replay != null && replay.hasRanges;
     this.replay = ids ? replay : null;
     adds = vec[QUEUE_ADDS] == null && !ids ? null : new QueueAdds();
     fields = needFields;
@@ -257,9 +259,11 @@ final class LogColumns {
   /**
    * Decodes the delta in {@code buf[at, at + len)} (the record data at file offset {@code
    * dataOffset} of {@code path}) into row {@code row}. A delta that does not follow the spec is
-   * a {@link CorruptException} naming the file and the offset of the bad field.
+   * a {@link CorruptException} naming the file and the offset of the bad field. Returns false
+   * when the row is not returned: an AddRecord the {@code replayPlan}'s removed ranges drop
+   * ({@link ReplayIds.Queue#removed}); the next record then fills the same row.
    */
-  void add(int row, long lsn, int term, ByteBuffer buf, int at, int len, String path,
+  boolean add(int row, long lsn, int term, ByteBuffer buf, int at, int len, String path,
       long dataOffset) {
     WritableColumnVector[] v = vec;
     if (v[LSN] != null) {
@@ -275,11 +279,20 @@ final class LogColumns {
       nulls(row, b(KIND) | b(QUEUE) | b(KEY) | b(RECORD_ID) | b(MESSAGE) | b(IMPLEMENTATION)
           | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE) | b(KEY_MIN) | b(KEY_MAX) | b(QUEUE_ADDS)
           | b(INC) | b(REPLAY_ID) | b(REPLAY_KEY));
-      return;
+      return true;
     }
     c.reset(buf, at, at + len, 0);
     int kind = -1;
+    // The delta's fields, decoded before any is written: a dropped row writes no null.
     int impl = 0;
+    int maxQ = 0;
+    int maxM = 0;
+    boolean range = false;
+    long min = 0;
+    long max = 0;
+    long key = 0;
+    int msgAt = 0;
+    int msgLen = 0;
     long removed = 0;
     try {
       int marker = c.u8("delta marker");
@@ -291,24 +304,12 @@ final class LogColumns {
           nameAt = c.queueName();
           nameLen = c.lastLen;
           impl = c.i32("implementation");
-          int maxQ = c.i32("max queue size");
-          int maxM = c.i32("max message size");
-          boolean range = c.bool("key range flag");
-          long min = range ? c.i64("key range min") : 0;
-          long max = range ? c.i64("key range max") : 0;
+          maxQ = c.i32("max queue size");
+          maxM = c.i32("max message size");
+          range = c.bool("key range flag");
+          min = range ? c.i64("key range min") : 0;
+          max = range ? c.i64("key range max") : 0;
           end(kind);
-          if (fields) {
-            nulls(row, b(KEY) | b(RECORD_ID) | b(MESSAGE));
-            putInt(row, IMPLEMENTATION, impl);
-            putInt(row, MAX_QUEUE_SIZE, maxQ);
-            putInt(row, MAX_MESSAGE_SIZE, maxM);
-            if (range) {
-              putLong(row, KEY_MIN, min);
-              putLong(row, KEY_MAX, max);
-            } else {
-              nulls(row, b(KEY_MIN) | b(KEY_MAX));
-            }
-          }
           break;
         }
         case 'D': {
@@ -316,30 +317,16 @@ final class LogColumns {
           nameAt = c.queueName();
           nameLen = c.lastLen;
           end(kind);
-          if (fields) {
-            nulls(row, b(KEY) | b(RECORD_ID) | b(MESSAGE));
-            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
-            nulls(row, b(KEY_MIN) | b(KEY_MAX));
-          }
           break;
         }
         case 'A': {
           kind = 2;
           nameAt = c.queueName();
           nameLen = c.lastLen;
-          long key = c.i64("key");
-          int msgAt = c.buffer("message length");
-          int msgLen = c.lastLen;
+          key = c.i64("key");
+          msgAt = c.buffer("message length");
+          msgLen = c.lastLen;
           end(kind);
-          if (fields) {
-            putLong(row, KEY, key);
-            nulls(row, b(RECORD_ID));
-            if (message != null) {
-              message.put(row, buf, msgAt, msgLen);
-            }
-            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
-            nulls(row, b(KEY_MIN) | b(KEY_MAX));
-          }
           break;
         }
         case 'R': {
@@ -353,12 +340,6 @@ final class LogColumns {
                 + " at LSN " + lsn + " exceeds Int64");
           }
           removed = id;
-          if (fields) {
-            nulls(row, b(KEY) | b(MESSAGE));
-            putLong(row, RECORD_ID, id);
-            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
-            nulls(row, b(KEY_MIN) | b(KEY_MAX));
-          }
           break;
         }
         default:
@@ -366,17 +347,51 @@ final class LogColumns {
       }
       if (adds != null) {
         long count = kind == 2 ? adds.add(buf, nameAt, nameLen) : adds.get(buf, nameAt, nameLen);
+        if (replay != null && !replayIds(row, kind, lsn, count, removed, buf, nameAt, nameLen)) {
+          return false;
+        }
         if (v[QUEUE_ADDS] != null) {
           v[QUEUE_ADDS].putLong(row, count);
         }
-        if (replay != null) {
-          replayIds(row, kind, lsn, count, removed, buf, nameAt, nameLen);
-        }
         if (summary != null) {
-          summary.entry(kind, lsn, count, impl, buf, nameAt, nameLen);
+          summary.entry(kind, lsn, count, impl, removed, buf, nameAt, nameLen);
         }
       }
       if (fields) {
+        switch (kind) {
+          case 0:
+            nulls(row, b(KEY) | b(RECORD_ID) | b(MESSAGE));
+            putInt(row, IMPLEMENTATION, impl);
+            putInt(row, MAX_QUEUE_SIZE, maxQ);
+            putInt(row, MAX_MESSAGE_SIZE, maxM);
+            if (range) {
+              putLong(row, KEY_MIN, min);
+              putLong(row, KEY_MAX, max);
+            } else {
+              nulls(row, b(KEY_MIN) | b(KEY_MAX));
+            }
+            break;
+          case 1:
+            nulls(row, b(KEY) | b(RECORD_ID) | b(MESSAGE));
+            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
+            nulls(row, b(KEY_MIN) | b(KEY_MAX));
+            break;
+          case 2:
+            putLong(row, KEY, key);
+            nulls(row, b(RECORD_ID));
+            if (message != null) {
+              message.put(row, buf, msgAt, msgLen);
+            }
+            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
+            nulls(row, b(KEY_MIN) | b(KEY_MAX));
+            break;
+          default:
+            nulls(row, b(KEY) | b(MESSAGE));
+            putLong(row, RECORD_ID, removed);
+            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
+            nulls(row, b(KEY_MIN) | b(KEY_MAX));
+            break;
+        }
         if (kindIds != null) {
           kindIds.putInt(row, kind);
         }
@@ -388,11 +403,15 @@ final class LogColumns {
       throw new CorruptException(path, dataOffset + e.offset,
           "undecodable delta at LSN " + lsn + ": " + e.display());
     }
+    return true;
   }
 
-  /** {@code inc}, {@code replay_id} and {@code replay_key} of row {@code row} (see {@link ReplayIds}). */
-  private void replayIds(int row, int kind, long lsn, long count, long removed, ByteBuffer buf,
-      int nameAt, int nameLen) {
+  /**
+   * {@code inc}, {@code replay_id} and {@code replay_key} of row {@code row} (see {@link
+   * ReplayIds}); false, writing nothing, for an AddRecord in a removed range of its incarnation.
+   */
+  private boolean replayIds(int row, int kind, long lsn, long count, long removed,
+      ByteBuffer buf, int nameAt, int nameLen) {
     ReplayIds.Queue q = null;
     int at = -1;
     ReplayIds.Resolved r = null;
@@ -413,10 +432,13 @@ final class LogColumns {
         putLong(row, INC, q.inc[at]);
       }
       nulls(row, b(REPLAY_ID) | b(REPLAY_KEY));
-      return;
+      return true;
+    }
+    long id = kind == 3 ? removed : q.baseId[at] + r.segBase + count - q.addsBefore[at];
+    if (kind == 2 && q.removed(at, id)) {
+      return false;
     }
     putLong(row, INC, q.inc[at]);
-    long id = kind == 3 ? removed : q.baseId[at] + r.segBase + count - q.addsBefore[at];
     putLong(row, REPLAY_ID, id);
     long key = q.key(at, id);
     if (key < 0) {
@@ -424,6 +446,7 @@ final class LogColumns {
     } else {
       putLong(row, REPLAY_KEY, key);
     }
+    return true;
   }
 
   private void end(int kind) throws Cursor.DecodeError {

@@ -29,13 +29,13 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   private LogSource.Chunk chunk;
 
   LogReader(LogSource.Chunk[] chunks, StructType schema, long from, long to, int batchRows,
-      ReplayIds replay, boolean summarize) {
+      ReplayIds replay, boolean summarize, int summaryRuns) {
     this.chunks = new ArrayDeque<>(Arrays.asList(chunks));
     if (summarize) {
       StructType counting = new StructType().add(LogColumns.NAMES[LogColumns.QUEUE_ADDS],
           LogColumns.TYPES[LogColumns.QUEUE_ADDS]);
       this.cols = new LogColumns(counting, 1, null);
-      this.summary = new Summary(cols.adds, schema);
+      this.summary = new Summary(cols.adds, schema, summaryRuns);
       cols.summary = summary;
     } else {
       this.cols = new LogColumns(schema, batchRows, replay);
@@ -132,8 +132,11 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
     if (lsn < from || lsn > to) {
       return;
     }
-    cols.add(summary != null ? 0 : rows++, lsn, term, cur.buf, dataAt, dataLen, cur.path,
-        fileOffset + cur.dialect.header);
+    // A row the replay plan drops (false) is filled again by the next record.
+    if (cols.add(summary != null ? 0 : rows, lsn, term, cur.buf, dataAt, dataLen, cur.path,
+        fileOffset + cur.dialect.header) && summary == null) {
+      rows++;
+    }
   }
 
   private void countBefore(long lsn, int term, int dataAt, int dataLen, long fileOffset) {

@@ -355,8 +355,10 @@ public final class LogSource implements TableProvider, DataSourceRegister {
           parts.add(new LogPartition(new Chunk[] {whole}, prefer));
           continue;
         }
+        // Removed ranges in a replayPlan drop rows: such a scan reads its records.
         boolean countOnly = schema.fields().length == 0
-            && !Options.flag(options, "summary", false);
+            && !Options.flag(options, "summary", false)
+            && Options.get(options, "replayPlan") == null;
         List<Chunk> chunks = Planner.chunks(src, from, to, splitBytes, countOnly);
         parts.addAll(Planner.pack(chunks, splitBytes, prefer));
       }
@@ -367,8 +369,10 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     public PartitionReaderFactory createReaderFactory() {
       int rows = (int) Math.min(Options.bytes(options, "batchRows", 4096), 1 << 20);
       String plan = Options.get(options, "replayPlan");
+      int runs = (int) Math.min(Options.bytes(options, "summaryRuns", Summary.MAX_RUNS),
+          1 << 24);
       return new Factory(schema, from, to, rows, plan == null ? null : ReplayIds.parse(plan),
-          Options.flag(options, "summary", false));
+          Options.flag(options, "summary", false), runs);
     }
   }
 
@@ -380,10 +384,12 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     final int batchRows;
     final ReplayIds replay;
     final boolean summary;
+    final int summaryRuns;
 
     Factory(StructType schema, long from, long to, int batchRows, ReplayIds replay,
-        boolean summary) {
+        boolean summary, int summaryRuns) {
       this.summary = summary;
+      this.summaryRuns = summaryRuns;
       this.schema = schema;
       this.from = from;
       this.to = to;
@@ -404,7 +410,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
       return new LogReader(((LogPartition) partition).chunks, schema, from, to, batchRows,
-          replay, summary);
+          replay, summary, summaryRuns);
     }
   }
 }

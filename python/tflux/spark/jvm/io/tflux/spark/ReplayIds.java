@@ -18,9 +18,17 @@ import java.util.Map;
  * the removes' join hashes one long: {@code key_base + id} for ids in {@code [1, span]} (every id
  * the incarnation can hold; each incarnation has its own range), else null.
  *
+ * <p>Removed ranges: {@code r LO HI} lines after an incarnation's line list the record ids
+ * {@code [LO, HI]} removed in it (ascending, disjoint, not adjacent: the driver merged them from
+ * the {@code summary} option's ranges). When a plan has them, the scan does not return an
+ * AddRecord whose id lies in one, and the snapshot reader ({@link SnapshotSource}) does not
+ * return a snapshot record whose id lies in one of its queue's first incarnation: both ask
+ * {@link Queue#removed}, the one place that rule lives. Replay then needs no removes' join.
+ *
  * <p>Text form (written by {@code rebuild.py}), one line each: {@code q SOURCE_HEX QUEUE_HEX}
  * starts a queue name (hex of the UTF-8 bytes), then {@code s SEGMENT SEG_BASE} per segment
- * and {@code i INC START END ADDS_BEFORE BASE_ID KEY_BASE SPAN} per incarnation in LSN order.
+ * and {@code i INC START END ADDS_BEFORE BASE_ID KEY_BASE SPAN} per incarnation in LSN order,
+ * each followed by its {@code r LO HI} lines, if any.
  */
 final class ReplayIds implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -36,6 +44,33 @@ final class ReplayIds implements Serializable {
     long[] baseId = new long[0];
     long[] keyBase = new long[0];
     long[] span = new long[0];
+    /** Per incarnation its removed ranges' first and last ids (ascending), or null: none. */
+    long[][] removedLo = new long[0][];
+    long[][] removedHi = new long[0][];
+
+    /**
+     * Whether record {@code id} of incarnation {@code at} was removed: it lies in one of the
+     * incarnation's removed ranges (a binary search). The rule for log and snapshot records.
+     */
+    boolean removed(int at, long id) {
+      long[] lo = removedLo[at];
+      if (lo == null) {
+        return false;
+      }
+      int a = 0;
+      int b = lo.length - 1;
+      int found = -1;
+      while (a <= b) { // the last range starting at or before id
+        int mid = (a + b) >>> 1;
+        if (lo[mid] <= id) {
+          found = mid;
+          a = mid + 1;
+        } else {
+          b = mid - 1;
+        }
+      }
+      return found >= 0 && id <= removedHi[at][found];
+    }
 
     /** {@code replay_key} of record {@code id} in incarnation {@code at}, or -1 (null). */
     long key(int at, long id) {
@@ -76,12 +111,15 @@ final class ReplayIds implements Serializable {
 
   /** Source -> queue name (its bytes as ISO-8859-1 chars) -> queue. */
   final Map<String, Map<String, Queue>> sources = new HashMap<>();
+  /** Whether any incarnation has removed ranges (then the scan drops rows). */
+  boolean hasRanges;
 
   static ReplayIds parse(String text) {
     ReplayIds out = new ReplayIds();
     Queue q = null;
     int n = 0;
     java.util.List<long[]> incs = new java.util.ArrayList<>();
+    java.util.List<java.util.List<long[]>> ranges = new java.util.ArrayList<>();
     for (String line : text.split("\n")) {
       n++;
       String t = line.trim();
@@ -92,7 +130,7 @@ final class ReplayIds implements Serializable {
       try {
         switch (f[0]) {
           case "q":
-            finish(q, incs);
+            finish(q, incs, ranges);
             q = new Queue();
             String source = new String(hex(f[1]), StandardCharsets.UTF_8);
             String name = new String(hex(f.length > 2 ? f[2] : ""),
@@ -108,6 +146,24 @@ final class ReplayIds implements Serializable {
               r[i] = Long.parseLong(f[i + 1]);
             }
             incs.add(r);
+            ranges.add(null);
+            break;
+          case "r":
+            if (incs.isEmpty()) {
+              throw new IllegalArgumentException("a range before any incarnation");
+            }
+            long lo = Long.parseLong(f[1]);
+            long hi = Long.parseLong(f[2]);
+            java.util.List<long[]> own = ranges.get(ranges.size() - 1);
+            if (own == null) {
+              own = new java.util.ArrayList<>();
+              ranges.set(ranges.size() - 1, own);
+            }
+            if (lo < 0 || lo > hi || (!own.isEmpty() && lo - 1 <= own.get(own.size() - 1)[1])) {
+              throw new IllegalArgumentException("ranges not ascending and apart");
+            }
+            own.add(new long[] {lo, hi});
+            out.hasRanges = true;
             break;
           default:
             throw new IllegalArgumentException("unknown line kind");
@@ -117,11 +173,12 @@ final class ReplayIds implements Serializable {
             + "': " + e.getMessage(), e);
       }
     }
-    finish(q, incs);
+    finish(q, incs, ranges);
     return out;
   }
 
-  private static void finish(Queue q, java.util.List<long[]> incs) {
+  private static void finish(Queue q, java.util.List<long[]> incs,
+      java.util.List<java.util.List<long[]>> ranges) {
     if (q == null) {
       return;
     }
@@ -133,7 +190,18 @@ final class ReplayIds implements Serializable {
     q.baseId = new long[n];
     q.keyBase = new long[n];
     q.span = new long[n];
+    q.removedLo = new long[n][];
+    q.removedHi = new long[n][];
     for (int i = 0; i < n; i++) {
+      java.util.List<long[]> own = ranges.get(i);
+      if (own != null) {
+        q.removedLo[i] = new long[own.size()];
+        q.removedHi[i] = new long[own.size()];
+        for (int j = 0; j < own.size(); j++) {
+          q.removedLo[i][j] = own.get(j)[0];
+          q.removedHi[i][j] = own.get(j)[1];
+        }
+      }
       long[] r = incs.get(i);
       q.inc[i] = r[0];
       q.start[i] = r[1];
@@ -147,6 +215,7 @@ final class ReplayIds implements Serializable {
       }
     }
     incs.clear();
+    ranges.clear();
   }
 
   private static byte[] hex(String s) {

@@ -34,7 +34,9 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * {@code spark.read.format("tflux_snapshot")} on the JVM: one row per record of each source's
- * snapshot, the same columns and rows as the Python source ({@code snapshot_source.py}).
+ * snapshot, the same columns and rows as the Python source ({@code snapshot_source.py}). With
+ * replay's {@code replayPlan} option (see {@link ReplayIds}), a record removed in its queue's
+ * first incarnation (the one holding the snapshot, before every log entry) is not returned.
  */
 public final class SnapshotSource implements TableProvider, DataSourceRegister {
   static final String[] NAMES = {"source", "queue", "implementation", "record_id", "key",
@@ -181,7 +183,8 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-      return new Factory(schema);
+      String plan = Options.get(options, "replayPlan");
+      return new Factory(schema, plan == null ? null : ReplayIds.parse(plan));
     }
   }
 
@@ -213,9 +216,11 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
   static final class Factory implements PartitionReaderFactory {
     private static final long serialVersionUID = 1L;
     final StructType schema;
+    final ReplayIds replay;
 
-    Factory(StructType schema) {
+    Factory(StructType schema, ReplayIds replay) {
       this.schema = schema;
+      this.replay = replay;
     }
 
     @Override
@@ -230,7 +235,7 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-      return new Reader((Part) partition, schema);
+      return new Reader((Part) partition, schema, replay);
     }
   }
 
@@ -244,9 +249,15 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
     List<Snapshot.Queue> queues;
     int q;
     int r;
+    /** Replay's plan (or null), and for queue {@link #planned} its queue there and incarnation. */
+    final ReplayIds replay;
+    int planned = -1;
+    ReplayIds.Queue plannedQueue;
+    int plannedAt = -1;
 
-    Reader(Part part, StructType schema) {
+    Reader(Part part, StructType schema, ReplayIds replay) {
       this.part = part;
+      this.replay = replay;
       StructField[] fields = schema.fields();
       ids = new int[fields.length];
       out = new ColumnVector[fields.length];
@@ -321,6 +332,10 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
           throw new IllegalArgumentException("tflux: record id " + Long.toUnsignedString(id)
               + " exceeds Int64");
         }
+        if (replay != null && removed(queue, id)) {
+          r++;
+          continue;
+        }
         for (int i = 0; i < ids.length; i++) {
           switch (ids[i]) {
             case 1:
@@ -348,6 +363,19 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
       }
       batch.setNumRows(rows);
       return rows > 0;
+    }
+
+    /** Whether the plan removed record {@code id} of {@code queue} (the {@link #q}th). */
+    private boolean removed(Snapshot.Queue queue, long id) {
+      if (planned != q) {
+        planned = q;
+        java.util.Map<String, ReplayIds.Queue> names = replay.source(part.source);
+        plannedQueue = names == null ? null
+            : names.get(new String(queue.name, java.nio.charset.StandardCharsets.ISO_8859_1));
+        // The snapshot's records are in the incarnation holding LSN -1 (before the log).
+        plannedAt = plannedQueue == null ? -1 : plannedQueue.find(-1);
+      }
+      return plannedAt >= 0 && plannedQueue.removed(plannedAt, id);
     }
 
     /** The first index whose value is at least {@code lo} in the ascending {@code at}. */

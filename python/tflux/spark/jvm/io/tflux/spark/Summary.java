@@ -2,6 +2,7 @@ package io.tflux.spark;
 
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.types.DataType;
@@ -20,13 +21,30 @@ import org.apache.spark.unsafe.types.UTF8String;
  * with the adds of its queue before it). Aggregating these by (queue, segment, event) gives what aggregating the
  * entries would, from a few rows per segment instead of a hash aggregate over every entry.
  * Every entry is still decoded and checked by {@link LogColumns}.
+ *
+ * <p>When Spark asks for the {@code rm_*} columns, the RemoveRecords' ids also come as ranges:
+ * per queue name and <em>group</em> (the removes of that name in the chunk between two of its
+ * CreateQueue/DeleteQueue, so a group lies in one incarnation), its ids sorted and merged into
+ * runs of consecutive ids, one row each: {@code rm_lo}, {@code rm_hi} (inclusive), {@code rm_lsn}
+ * (the group's first RemoveRecord's LSN: the driver places the range in its incarnation by it)
+ * and {@code rm_count} (the RemoveRecords in it; more than {@code rm_hi - rm_lo + 1} means an id
+ * removed twice). A chunk whose runs exceed {@code maxRuns} gives instead one overflow row
+ * ({@code rm_lo} and {@code rm_hi} null, {@code rm_lsn} the chunk's first RemoveRecord's LSN,
+ * {@code rm_count} its RemoveRecords) and the driver does without ranges. Memory: the ids
+ * buffered per name grow with the ids read (sorted and merged every {@link #BUFFER} of them) and
+ * the runs are bounded by {@code maxRuns}; nothing is sized by a length read from the file.
  */
 final class Summary {
   static final String[] NAMES = {"source", "segment", "queue", "last", "adds", "removes",
-      "ev_lsn", "ev_kind", "ev_impl"};
+      "ev_lsn", "ev_kind", "ev_impl", "rm_lo", "rm_hi", "rm_lsn", "rm_count"};
   static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
       DataTypes.StringType, DataTypes.LongType, DataTypes.LongType, DataTypes.LongType,
-      DataTypes.LongType, DataTypes.StringType, DataTypes.IntegerType};
+      DataTypes.LongType, DataTypes.StringType, DataTypes.IntegerType, DataTypes.LongType,
+      DataTypes.LongType, DataTypes.LongType, DataTypes.LongType};
+  /** Runs per chunk before it gives an overflow row instead (option {@code summaryRuns}). */
+  static final int MAX_RUNS = 1 << 16;
+  /** Ids a name buffers before they are sorted and merged into its runs. */
+  static final int BUFFER = 4096;
 
   static StructType schema() {
     List<StructField> fields = new ArrayList<>();
@@ -43,6 +61,14 @@ final class Summary {
     long adds;
     long removes;
     long entries;
+    /** The open group's ids not yet merged, and its runs (see {@link Summary}). */
+    long[] ids;
+    int buffered;
+    long[] lo;
+    long[] hi;
+    long[] count;
+    int runs;
+    long groupLsn = Long.MIN_VALUE;
   }
 
   /** One CreateQueue or DeleteQueue. */
@@ -65,14 +91,38 @@ final class Summary {
   private final QueueAdds adds;
   private final List<Event> events = new ArrayList<>();
   private final StructType readSchema;
+  /** Whether Spark asked for the ranges ({@code rm_*} columns). */
+  private final boolean ranges;
+  private final int maxRuns;
+  /** The closed groups' range rows of the chunk, and the runs held (closed and open). */
+  private final List<Object[]> rangeRows = new ArrayList<>();
+  private long runsHeld;
+  /** The chunk's runs exceeded {@link #maxRuns}: no ranges, one overflow row. */
+  private boolean overflow;
+  private long firstRemoveLsn = Long.MIN_VALUE;
+  private long chunkRemoves;
 
   Summary(QueueAdds adds, StructType readSchema) {
-    this.adds = adds;
-    this.readSchema = readSchema;
+    this(adds, readSchema, MAX_RUNS);
   }
 
-  /** One entry of the chunk (after {@link QueueAdds} counted it; its slot is the last one). */
-  void entry(int kind, long lsn, long count, int impl, ByteBuffer buf, int nameAt, int nameLen) {
+  Summary(QueueAdds adds, StructType readSchema, int maxRuns) {
+    this.adds = adds;
+    this.readSchema = readSchema;
+    this.maxRuns = maxRuns;
+    boolean any = false;
+    for (StructField f : readSchema.fields()) {
+      any |= f.name().startsWith("rm_");
+    }
+    this.ranges = any;
+  }
+
+  /**
+   * One entry of the chunk (after {@link QueueAdds} counted it; its slot is the last one);
+   * {@code removed}: a RemoveRecord's record id.
+   */
+  void entry(int kind, long lsn, long count, int impl, long removed, ByteBuffer buf, int nameAt,
+      int nameLen) {
     int slot = adds.lastSlot();
     PerQueue q = (PerQueue) adds.data(slot);
     if (q == null) {
@@ -85,11 +135,134 @@ final class Summary {
       q.entries++;
       if (kind == 3) {
         q.removes++;
+        if (ranges) {
+          removed(q, lsn, removed);
+        }
       }
     } else {
       byte[] name = new byte[nameLen];
       buf.get(nameAt, name, 0, nameLen);
       events.add(new Event(name, lsn, kind, impl, count));
+      if (ranges) {
+        closeGroup(q, adds.key(slot)); // the next removes of the name are another incarnation's
+      }
+    }
+  }
+
+  private void removed(PerQueue q, long lsn, long id) {
+    chunkRemoves++;
+    if (firstRemoveLsn == Long.MIN_VALUE) {
+      firstRemoveLsn = lsn;
+    }
+    if (overflow) {
+      return;
+    }
+    if (q.groupLsn == Long.MIN_VALUE) {
+      q.groupLsn = lsn;
+    }
+    if (q.ids == null) {
+      q.ids = new long[16];
+    } else if (q.buffered == q.ids.length) {
+      if (q.ids.length < BUFFER) {
+        q.ids = Arrays.copyOf(q.ids, q.ids.length * 2);
+      } else {
+        merge(q);
+        if (overflow) {
+          return;
+        }
+      }
+    }
+    q.ids[q.buffered++] = id;
+  }
+
+  /** Sorts the buffered ids of {@code q} and merges them into its runs. */
+  private void merge(PerQueue q) {
+    int n = q.buffered;
+    q.buffered = 0;
+    if (n == 0) {
+      return;
+    }
+    long[] ids = q.ids;
+    Arrays.sort(ids, 0, n);
+    // The new runs (equal ids extend a run: a duplicate counts twice in it).
+    long[] nlo = new long[n];
+    long[] nhi = new long[n];
+    long[] ncount = new long[n];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      long id = ids[i];
+      if (m > 0 && id - 1 <= nhi[m - 1]) { // ids are >= 0: no overflow
+        nhi[m - 1] = id;
+        ncount[m - 1]++;
+      } else {
+        nlo[m] = id;
+        nhi[m] = id;
+        ncount[m] = 1;
+        m++;
+      }
+    }
+    // Merged with the runs held, both in order of lo: overlapping or adjacent runs join.
+    int old = q.runs;
+    long[] lo = new long[old + m];
+    long[] hi = new long[old + m];
+    long[] count = new long[old + m];
+    int r = 0;
+    int a = 0;
+    int b = 0;
+    while (a < old || b < m) {
+      boolean takeOld = b >= m || (a < old && q.lo[a] <= nlo[b]);
+      long l = takeOld ? q.lo[a] : nlo[b];
+      long h = takeOld ? q.hi[a] : nhi[b];
+      long c = takeOld ? q.count[a++] : ncount[b++];
+      if (r > 0 && l - 1 <= hi[r - 1]) {
+        hi[r - 1] = Math.max(hi[r - 1], h);
+        count[r - 1] += c;
+      } else {
+        lo[r] = l;
+        hi[r] = h;
+        count[r] = c;
+        r++;
+      }
+    }
+    q.lo = lo;
+    q.hi = hi;
+    q.count = count;
+    q.runs = r;
+    runsHeld += r - old;
+    if (runsHeld > maxRuns) {
+      overflow = true;
+      forgetRanges();
+    }
+  }
+
+  /** Ends the open group of {@code q}: its runs become range rows of the chunk. */
+  private void closeGroup(PerQueue q, byte[] name) {
+    if (overflow || q.groupLsn == Long.MIN_VALUE) {
+      return;
+    }
+    merge(q);
+    if (overflow) {
+      return;
+    }
+    for (int i = 0; i < q.runs; i++) {
+      rangeRows.add(new Object[] {name, q.groupLsn, null, 0L, null, null, null, q.lo[i],
+          q.hi[i], q.groupLsn, q.count[i]});
+    }
+    q.runs = 0;
+    q.lo = q.hi = q.count = null;
+    q.groupLsn = Long.MIN_VALUE;
+  }
+
+  /** Drops every run of the chunk (it overflowed); the removes are still counted. */
+  private void forgetRanges() {
+    rangeRows.clear();
+    for (int s = 0; s < adds.slots(); s++) {
+      PerQueue q = adds.key(s) == null ? null : (PerQueue) adds.data(s);
+      if (q != null) {
+        q.ids = q.lo = q.hi = q.count = null;
+        q.buffered = q.runs = 0;
+        q.groupLsn = Long.MIN_VALUE;
+      }
     }
   }
 
@@ -101,15 +274,34 @@ final class Summary {
     List<Object[]> rows = new ArrayList<>();
     for (Event e : events) {
       rows.add(new Object[] {e.queue, e.lsn, e.addsBefore, 0L, e.lsn,
-          LogColumns.KIND_NAMES[e.kind], e.kind == 0 ? e.impl : null});
+          LogColumns.KIND_NAMES[e.kind], e.kind == 0 ? e.impl : null, null, null, null, null});
     }
     events.clear();
     for (int s = 0; s < adds.slots(); s++) {
       PerQueue q = adds.key(s) == null ? null : (PerQueue) adds.data(s);
       if (q != null && q.entries > 0) {
-        rows.add(new Object[] {adds.key(s), q.last, q.adds, q.removes, null, null, null});
+        rows.add(new Object[] {adds.key(s), q.last, q.adds, q.removes, null, null, null, null,
+            null, null, null});
       }
-      if (q != null) {
+      if (q != null && ranges) {
+        closeGroup(q, adds.key(s));
+      }
+    }
+    if (overflow) {
+      // Beside the queue of the chunk's first row: the aggregate keeps it apart by rm_lsn.
+      Object[] first = rows.get(0);
+      rows.add(new Object[] {first[0], firstRemoveLsn, null, 0L, null, null, null, null, null,
+          firstRemoveLsn, chunkRemoves});
+    } else {
+      rows.addAll(rangeRows);
+    }
+    rangeRows.clear();
+    runsHeld = 0;
+    overflow = false;
+    firstRemoveLsn = Long.MIN_VALUE;
+    chunkRemoves = 0;
+    for (int s = 0; s < adds.slots(); s++) {
+      if (adds.key(s) != null && adds.data(s) != null) {
         adds.setData(s, null);
       }
     }
