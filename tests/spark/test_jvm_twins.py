@@ -419,11 +419,16 @@ def test_spark_replay_gives_each_add_its_id_and_leaves_the_live_records(
     if not in_scan:  # the ids from rebuild.py's joins over the JVM reader's queue_adds
         monkeypatch.setattr(rebuild, "REPLAY_PLAN_ROWS", 0)
     base = install(tmp_path, vector)
+    # Every add with its id: without removed ranges (which drop removed adds in the scan).
+    ranges = rebuild.RANGE_PLAN_RANGES
+    monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", 0)
     frames = rebuild._Frames(jvm_spark, str(base))
     assert bool(plans) == in_scan and all(plans)
     adds = {bytes(r.message): r.record_id for r in frames.adds.collect()}
     after = MANIFEST[vector].get("snapshot", {}).get("last_index", -1)
     assert adds == want_add_ids(after)
+    # The live records: with removed ranges where the plan takes them.
+    monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", ranges)
     live = tflux.spark.replay(jvm_spark, str(base)).collect()
     order = {(q, i): n for n, (q, i, _, _) in enumerate(want_live())}
     got = sorted(
