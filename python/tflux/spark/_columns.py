@@ -64,7 +64,8 @@ def snapshot_schema() -> pa.Schema:
             pa.field("source", pa.string()),
             *snapshot_batch_schema(),
             pa.field("last_index", pa.int64()),
-            pa.field("last_term", pa.int32()),
+            # Int64: a wide snapshot's term (spec 4.1) may be past Int32.
+            pa.field("last_term", pa.int64()),
         ]
     )
 
@@ -193,6 +194,6 @@ def read_snapshot(source: str, path: str, dialect: str | None = None) -> Iterato
             _constant(source, n, pa.string()),
             *part.columns,
             _constant(batch.last_index, n, pa.int64()),
-            _constant(batch.last_term, n, pa.int32()),
+            _constant(batch.last_term, n, pa.int64()),
         ]
         yield pa.RecordBatch.from_arrays(cols, schema=schema)

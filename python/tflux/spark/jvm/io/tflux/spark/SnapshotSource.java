@@ -43,7 +43,7 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
       "message", "last_index", "last_term"};
   static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
       DataTypes.IntegerType, DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType,
-      DataTypes.LongType, DataTypes.IntegerType};
+      DataTypes.LongType, DataTypes.LongType};
 
   @Override
   public String shortName() {
@@ -295,7 +295,7 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
           } else if (ids[i] == 6) {
             ((ConstantColumnVector) out[i]).setLong(snap.lastIndex);
           } else if (ids[i] == 7) {
-            ((ConstantColumnVector) out[i]).setInt((int) snap.lastTerm);
+            ((ConstantColumnVector) out[i]).setLong(snap.lastTerm);
           }
         }
       }
