@@ -1,7 +1,11 @@
 //! `verify_base`: every check a restore applies, collected into one report instead of stopping
 //! at the first, so `tflux verify` and `tflux.open` can never disagree about a directory.
 
-use super::*;
+use super::{
+    check_continuity, check_terms, files, kind, replay, restore_snapshot, scan_dir,
+    store_scan_options, Dialect, Error, Finding, FindingKind, Instant, Layout, Log, LogOptions,
+    Metadata, Path, PathBuf, QueueInfo, RecoveryMode, Result, ScanOptions, SegmentInfo, Settings,
+};
 
 /// How deep `verify_base` goes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Paths of a base directory (spec section 1), the names of its files, and what kind of
 //! directory a path is (a store's base, a channel, a bare log): the one place that knows them.
 
-use super::*;
+use super::{Dialect, Error, Path, PathBuf, RecoveryMode, Result, ScanOptions, SETTINGS_FILE};
 use crate::log::recovery::Keep;
 use crate::log::verify::VerifyReport;
 

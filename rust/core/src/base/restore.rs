@@ -2,7 +2,10 @@
 //! against the metadata, the log's continuity with the snapshot, and the replay itself.
 //! `Store::open` stops at the first failure; [`super::verify_base`] collects them all.
 
-use super::*;
+use super::{
+    files, Dialect, Error, Layout, Log, LogScan, Metadata, QueueState, RecoveryMode, Result,
+    ScanOptions, Snapshot,
+};
 
 /// The scan a store restores from: a log holds deltas, which are never empty (a trailing empty
 /// record is a torn header).

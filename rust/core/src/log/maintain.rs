@@ -1,7 +1,10 @@
 //! Keeping the log's files in shape: rolling to a new segment, compressing sealed ones,
 //! restarting at an LSN, and the fault-injection hooks of the crash tests.
 
-use super::*;
+use super::{
+    fsutil, seg_format, segment, sync_dir, Arc, Dialect, Error, IoContext, Leftover, Log, Method,
+    Path, PathBuf, Result, Segment, SyncPolicy,
+};
 
 impl Log {
     /// Fault injection for crash tests: the next cuts stop right after `step`, leaving the

@@ -1,7 +1,10 @@
 //! Opening a log: scan, check and act on what the scan found ([`PendingOpen`]), and the check
 //! that no other process replaced a segment file while this one scanned.
 
-use super::*;
+use super::{
+    fs, fsutil, recovery, seg_format, segment, Error, File, Log, LogOptions, LogScan, Path,
+    PathBuf, RecoveryMode, Result, ScanOptions, Segment, SystemTime,
+};
 
 /// A log scanned and locked but not yet opened ([`Log::prepare`]).
 pub struct PendingOpen {

@@ -1,7 +1,10 @@
 //! The write path: appends, commit, truncation, compaction, fsync and what a failed write
 //! leaves behind.
 
-use super::*;
+use super::{
+    record, segment, sync_dir, with_framing, Arc, Error, IoContext, Log, PoisonCause, Result,
+    Segment, StorageFile, SyncPolicy,
+};
 
 impl Log {
     /// A handle on the active segment and the last LSN written to it, so that a caller can

@@ -1,7 +1,10 @@
 //! The segment file object: creating and wrapping a scanned file, its descriptor budget,
 //! sealing and unsealing, appending, cutting and syncing.
 
-use super::*;
+use super::{
+    header, rewrite_prefix, sealed_budget, Arc, Dialect, Error, Handle, Identity, IoContext, Open,
+    Path, PathBuf, RecordIndex, Result, RewriteOptions, Segment, Storage, StorageFile, END_MARKER,
+};
 
 impl Segment {
     /// Wraps an already scanned file (not sealed).

@@ -1,7 +1,12 @@
 //! Reads of a segment's records: locating a record, copying and visiting ranges, and the replay
 //! walk over its bytes.
 
-use super::*;
+use super::{
+    bytes, changed_under_reader, compressed, header, map_readonly, reads_before_full_offsets,
+    scan_records, unreadable, walk_frames, walk_framing, walk_in, with_framing, BadRecord, Error,
+    Handle, Identity, IoContext, Open, RecordIndex, RecordSink, Result, ScanStop, Scratch, Segment,
+    SegmentBytes, END_MARKER, REPLAY_WINDOW, SCRATCH_KEPT, SEALED_STRIDE,
+};
 
 impl Segment {
     /// Offset of the record at `lsn` (inside this segment); walks headers from the nearest

@@ -1,7 +1,10 @@
 //! Copy-on-truncate: a segment cut short is rewritten as a copy under a `.cut` name and renamed
 //! over the original, so a crash leaves the old file or the new one, never neither.
 
-use super::*;
+use super::{
+    header, reserve, Arc, Error, IoContext, Open, Path, PathBuf, Rename, Result, Storage,
+    StorageFile, END_MARKER,
+};
 
 /// Steps of [`rewrite_prefix`], in order. A crash after any of them leaves, under the
 /// segment's name, either the old file or the new one (never neither), and at most a leftover

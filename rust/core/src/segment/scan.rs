@@ -1,7 +1,12 @@
 //! The open-time scan of one segment file: what a first look at it tells (its records, where
 //! they end, its replay steps) and the segment built from that.
 
-use super::*;
+use super::{
+    bytes, compressed, header, map_readonly, scan_records_from, walk_in, with_framing, Arc,
+    BadCompressed, BadRecord, Dialect, Error, File, Handle, IoContext, Open, OpenOptions, Path,
+    PathBuf, RecordIndex, Result, ScanStop, Segment, SegmentBytes, Step, StepWriter, Steps,
+    Storage, StorageFile, END_MARKER, SEALED_STRIDE,
+};
 
 /// The bytes of a whole segment file (the name before [`SegmentBytes`] replaced it).
 pub type FileBytes = SegmentBytes;

@@ -1,7 +1,10 @@
 //! Walking a segment's records: the framing walk (length, CRC, end marker) every scan and read
 //! shares, and where it stopped.
 
-use super::*;
+use super::{
+    header, map_readonly, record, with_framing, BadRecord, ChecksumRun, Dialect, File, Frame,
+    Framing, IoContext, Path, Result,
+};
 
 /// Where a scan stopped when it did not reach a clean end.
 #[derive(Debug, Clone, PartialEq, Eq)]

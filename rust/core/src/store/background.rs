@@ -1,7 +1,7 @@
 //! What the store does on its own: the interval fsync, the compression of sealed segments, and
 //! snapshots (taken by threshold after a write, or on request) with the log compacted up to them.
 
-use super::*;
+use super::{files, lock, spawn_interval, Arc, Duration, Error, Inner, Result, Store, StoreSync};
 
 impl Store {
     /// Starts the background threads: the fsync thread of the "interval" policy and the

@@ -1,7 +1,9 @@
 //! Deliveries: dequeue with timeouts and leases, ack, nack, lease expiry and the dead-letter
 //! rules; what is in flight lives in memory only ([`crate::store::deliveries`]).
 
-use super::*;
+use super::{
+    raw_name, DeltaRef, Duration, Error, Inner, Instant, QueueConfig, Record, Result, Store,
+};
 
 impl Store {
     /// Takes the next record of `name` (smallest key, then lowest id), waiting up to `timeout`

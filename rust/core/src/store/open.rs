@@ -1,7 +1,11 @@
 //! Opening a store: settings, the writer lock, metadata, snapshot and log, each checked by the
 //! base directory's restore checks in order, then the replay into the queue state.
 
-use super::*;
+use super::{
+    base, files, Arc, AtomicBool, Condvar, Deliveries, Dialect, Duration, Error, Gate, GroupCommit,
+    Inner, Instant, Layout, Log, LogOptions, Mutex, OpenReport, Parallelism, Path, RecoveryMode,
+    Replayer, Result, Settings, Storage, Store, StoreOptions, SyncPolicy,
+};
 
 impl Store {
     /// Opens (creating the layout unless read-only) the store in `base`. `overrides` is a JSON

@@ -1,7 +1,7 @@
 //! Writes that change queues: creating and deleting them, and enqueueing records (logged,
 //! applied, then durable per the sync policy).
 
-use super::*;
+use super::{raw_name, Applied, DeltaRef, Error, QueueConfig, Result, Store};
 
 impl Store {
     // ----- client operations -----

@@ -1,7 +1,10 @@
 //! Reads of the store's state: counts, peeks, the queues, the log's bounds and the metadata.
 
 use super::open::log_options;
-use super::*;
+use super::{
+    base, lock, Arc, Error, Instant, Log, Metadata, QueueInfo, QueueState, Record, Result, Store,
+    StoreOptions,
+};
 
 impl Store {
     /// Ready records of `name` (in-flight ones are not counted).

@@ -1,7 +1,7 @@
 //! Arrow's memory layout, the primitives every column is built from: nullable fixed-width
 //! values, LSB-first validity bitmaps and int32-offset binary columns.
 
-use super::*;
+use super::{pool, Error, Range, Result};
 
 /// A nullable fixed-width column.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -1,7 +1,10 @@
 //! Log deltas decoded into columns: one segment alone, or a range of the log split across the
 //! cores (each span decoded by its own [`SpanDecoder`] and appended in LSN order).
 
-use super::*;
+use super::{
+    fields, format_delta, offset, pool, Binary, Bitmap, DeltaRef, Dialect, Error, Fixed, Log,
+    Nullable, Parallelism, Result, SpanReader, SpanStart, Split, KIND_NAMES,
+};
 
 /// Decoded entries in columns.
 #[derive(Debug, Default, Clone, PartialEq)]

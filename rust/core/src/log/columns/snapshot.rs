@@ -1,6 +1,6 @@
 //! A snapshot's records in columns: queue, implementation, record_id, key, message.
 
-use super::*;
+use super::{Binary, Error, Result};
 
 /// The records of a snapshot in columns: queue, implementation, record_id, key, message.
 #[derive(Debug, Default, Clone)]

@@ -1,7 +1,10 @@
 //! Acting on a scan: cutting a torn tail, initialising a half-created segment, resolving
 //! compressed twins and executing a repair plan (every byte removed is copied aside first).
 
-use super::*;
+use super::{
+    fsutil, record, segment, Arc, Dialect, Error, FindingKind, IoContext, LogScan, Path, PathBuf,
+    RecoveryMode, RecoveryReport, RepairPlan, Result, Segment, Storage, TwinAction,
+};
 
 /// Acts on a scan whose mode accepted it (the caller checked [`LogScan::ok`], or the mode is
 /// Repair): cuts a torn tail, initialises a half-created last segment, or executes the repair

@@ -1,6 +1,9 @@
 //! Repair plans: what a repair would cut or move aside, derived from a scan alone.
 
-use super::*;
+use super::{
+    scan_dir, Dialect, Finding, FindingKind, LogScan, Path, PathBuf, RecoveryMode, Result,
+    ScanOptions,
+};
 
 /// A cut planned inside one segment.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,11 @@
 //! The one walk over a log directory: the scan's options, each segment classified by how it
 //! ends, and the directory-level checks (term order, gaps, overlaps, twins), read-only.
 
-use super::*;
+use super::{
+    fsutil, record, scan_file_keeping, twin_matches, ActiveBytes, Arc, Dialect, EntryKind,
+    FileScan, Finding, FindingKind, Header, Mutex, Path, PathBuf, Result, ScanStop, Segment,
+    SegmentFile, SegmentInfo, Step, Steps, Storage,
+};
 
 /// What a scan does with what it finds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
