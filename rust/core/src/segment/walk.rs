@@ -185,7 +185,7 @@ fn walk<F: Framing>(bytes: &[u8], mut at: usize, steps: usize) -> Option<usize> 
 /// it to `step` with its index in `bytes`. `Err((index, reason))` names a missing or damaged
 /// record, or the reason `step` refused one; `Ok(false)` when `step` stopped the walk.
 /// `Segment::walk` turns the failure into an error naming the file; a bulk read walking parts
-/// of segments on other threads does so afterwards ([`Segment::unreadable_at`]).
+/// of segments on other threads does so afterwards ([`super::Segment::unreadable_at`]).
 pub fn walk_frames<F: Framing, const CRC: bool>(
     bytes: &[u8],
     at: usize,
@@ -252,7 +252,7 @@ fn walk_frames_by<'b>(
     Ok(true)
 }
 
-/// Where [`Segment::copy_into`] puts records: each record's data is appended to `data()` and
+/// Where [`super::Segment::copy_into`] puts records: each record's data is appended to `data()` and
 /// checked there, then `push` takes its LSN and term.
 pub trait RecordSink {
     /// Whether to copy the record at `lsn` carrying `len` data bytes (false stops the copy).

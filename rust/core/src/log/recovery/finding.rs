@@ -134,7 +134,7 @@ pub struct Finding {
     pub fatal: bool,
     /// Offset just past the last non-zero byte from `offset` on: how far a cut must zero.
     pub reach: Option<u64>,
-    /// Index of the segment file in [`LogScan::files`].
+    /// Index of the segment file in [`super::LogScan::files`].
     pub file: Option<usize>,
     /// The entry concerned, when known (a replay failure).
     pub lsn: Option<i64>,
