@@ -259,3 +259,29 @@ def test_a_closed_log_keeps_its_data_for_the_next_open(log_dir):
         log.append(1, b"b")
     with open_log(log_dir) as again:
         assert entry_tuples(again.entries()) == [(0, 1, b"a")]
+
+
+def test_close_stops_the_interval_fsync_thread_at_once(log_dir):
+    """``sync="interval"`` runs the core's one interval thread; close wakes and ends it, instead
+    of leaving it asleep for the rest of its interval (a minute here)."""
+    script = textwrap.dedent(
+        f"""
+        import os, time, tflux
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+        before = threads()
+        log = tflux.Log.open({str(log_dir)!r}, sync="interval", sync_interval_ms=60_000)
+        log.append(1, b"x")
+        during = threads()
+        log.close()
+        deadline = time.monotonic() + 10
+        while threads() >= during and time.monotonic() < deadline:
+            time.sleep(0.02)
+        print(before, during, threads())
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    before, during, after = map(int, out.stdout.split())
+    assert during > before, "the interval thread never started"
+    assert after < during, "the interval thread outlived close"
