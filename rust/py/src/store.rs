@@ -284,8 +284,11 @@ pub fn queue_config(
         max_message_size: size(max_message_size, "max_message_size")?,
         key_range: key_range_arg(key_range)?,
     };
-    // The rules of a queue's configuration (an array needs a key range, ...) are the core's
-    // (`QueueConfig::validate`, run by every create).
+    if config.key_range.is_none() && implementation == "array" {
+        return Err(argument_error(
+            "implementation=\"array\" needs key_range=(min, max): it keeps one FIFO per key",
+        ));
+    }
     Ok(config)
 }
 
