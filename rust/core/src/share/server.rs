@@ -265,12 +265,41 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
 }
 
 /// Sends one error reply and lets the connection go.
+///
+/// It reads what the peer sent before it closes. Linux resets the peer of a Unix socket
+/// closed with unread data (`ECONNRESET`), and a client that reads the reset instead of this
+/// reply takes a live owner for gone: it drops its session (its deliveries go back) and
+/// reconnects. So writing stops first, then the peer's hello (one small frame) is read and
+/// dropped until the peer closes, for at most [`REFUSE_DRAIN`] and [`REFUSE_DRAIN_BYTES`].
 fn refuse(stream: &UnixStream, err: &Error) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
     if let Ok(frame) = error_reply(err) {
         let _ = wire::send(&mut &*stream, &frame);
     }
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
+    let deadline = std::time::Instant::now() + REFUSE_DRAIN;
+    let mut left = REFUSE_DRAIN_BYTES;
+    let mut buf = [0u8; 4096];
+    while left > 0 && std::time::Instant::now() < deadline {
+        match std::io::Read::read(&mut &*stream, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => left = left.saturating_sub(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
 }
+
+/// How long a refused connection's peer has to read the refusal and close.
+const REFUSE_DRAIN: Duration = Duration::from_millis(200);
+/// The most a refused peer may send before its connection is closed regardless.
+const REFUSE_DRAIN_BYTES: usize = 64 << 10;
 
 pub(super) fn error_reply(err: &Error) -> Result<Vec<u8>> {
     let r = err.to_remote();
