@@ -99,6 +99,17 @@ def test_a_key_that_does_not_fit_names_the_field(base_dir):
             store.enqueue_many("", [(0, b""), (2**64, b"")])
 
 
+def test_an_array_queue_without_a_key_range_is_refused_by_the_core_rule(base_dir):
+    # The bindings do not restate the rule: the core's QueueConfig::validate answers, in words a
+    # user reads (no on-disk implementation code), and nothing is logged.
+    with tflux.open(base_dir, **FAST) as store:
+        with pytest.raises(ArgumentError, match=r'^an "array" queue needs a key range'):
+            store.create_queue("q", implementation="array")
+        assert [q.name for q in store.queues()] == [""]
+        store.create_queue("q", implementation="array", key_range=(0, 3))
+        assert [(q.name, q.implementation) for q in store.queues()][1] == ("q", "array")
+
+
 def test_open_needs_a_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(TypeError):

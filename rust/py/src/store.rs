@@ -284,11 +284,8 @@ pub fn queue_config(
         max_message_size: size(max_message_size, "max_message_size")?,
         key_range: key_range_arg(key_range)?,
     };
-    if config.key_range.is_none() && implementation == "array" {
-        return Err(argument_error(
-            "implementation=\"array\" needs key_range=(min, max): it keeps one FIFO per key",
-        ));
-    }
+    // The rules of a configuration (an array needs a key range, ...) are the core's
+    // (`QueueConfig::validate`, which every create runs).
     Ok(config)
 }
 

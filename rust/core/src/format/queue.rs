@@ -83,7 +83,10 @@ impl QueueConfig {
         match self.implementation {
             IMPL_HEAP => {}
             IMPL_ARRAY if self.key_range.is_none() => {
-                return Err("a queue array (implementation 2) needs a key range".into())
+                return Err(
+                    "an \"array\" queue needs a key range (min, max): it keeps one FIFO per key"
+                        .into(),
+                )
             }
             IMPL_ARRAY => {}
             other => {
