@@ -628,3 +628,69 @@ fn a_roll_over_that_cannot_make_its_segment_stops_nothing() {
     assert!(ch.collect().unwrap() > 0);
     assert!(ch.bounds().unwrap().0 > before.0);
 }
+
+/// Writes `segments` (each a list of (term, data), the first starting at LSN 0) into the
+/// channel log at `dir` byte by byte, as another writer of the spec format could: records a
+/// channel never sends itself (an empty one, a term that goes down).
+fn foreign_log(dir: &Path, segments: &[&[(i32, &[u8])]]) {
+    use tflux_core::format::{record, segment};
+    let log_dir = dir.join("data").join("log");
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let mut lsn = 0i64;
+    for entries in segments {
+        let mut bytes = segment::header().to_vec();
+        for (term, data) in entries.iter() {
+            record::encode(&mut bytes, *term, data);
+        }
+        std::fs::write(log_dir.join(segment::file_name(lsn)), bytes).unwrap();
+        lsn += entries.len() as i64;
+    }
+}
+
+fn readonly_receiver(dir: &Path) -> (Channel, tflux_core::channel::Receiver) {
+    let ro = Channel::open(
+        dir,
+        ChannelOptions {
+            readonly: true,
+            ..small()
+        },
+    )
+    .unwrap();
+    let rx = ro.receiver("r", Start::Earliest).unwrap();
+    (ro, rx)
+}
+
+#[test]
+fn a_receiver_reads_an_empty_record_between_others_as_the_scanner_does() {
+    // The scanner (recovery, verify) takes an empty record followed by more records as a
+    // record; the follower must agree, in the active segment and in a sealed one, and not
+    // wait forever (or spin) in front of it.
+    let items: [(i32, &[u8]); 4] = [(0, b"a"), (0, b""), (0, b"b"), (0, b"c")];
+    let layouts: [&[&[(i32, &[u8])]]; 2] = [&[&items], &[&items[..3], &items[3..]]];
+    for (roll_after, segments) in layouts.iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        foreign_log(dir.path(), segments);
+        let (_ro, rx) = readonly_receiver(dir.path());
+        let got = recv_all(&rx);
+        let want: Vec<(i64, Vec<u8>)> = items
+            .iter()
+            .enumerate()
+            .map(|(i, (_, d))| (i as i64, d.to_vec()))
+            .collect();
+        assert_eq!(got, want, "layout {roll_after}");
+    }
+}
+
+#[test]
+fn a_receiver_refuses_a_term_that_goes_down_in_a_sealed_segment_as_the_scanner_does() {
+    let dir = tempfile::tempdir().unwrap();
+    foreign_log(dir.path(), &[&[(2, b"a"), (1, b"b")], &[(3, b"c")]]);
+    let (_ro, rx) = readonly_receiver(dir.path());
+    let err = rx
+        .recv_many(1 << 20, u64::MAX, Some(Duration::ZERO))
+        .map(|b| b.len());
+    match err {
+        Err(Error::Corruption { reason, .. }) => assert!(reason.contains("term"), "{reason}"),
+        other => panic!("expected corruption naming the term, got {other:?}"),
+    }
+}

@@ -2,12 +2,16 @@
 //! reader of every receiver, in the writer's process and in others alike. It needs no lock and
 //! no scan at open, sees records as soon as they are written, steps into the next segment at
 //! roll-over and keeps reading a file that retention deletes meanwhile (its descriptor stays
-//! valid). Frames are parsed by [`record::parse`] and headers checked by
-//! [`seg_format::check_header`]: the format rules live there, not here.
+//! valid).
 //!
-//! What it sees at the end of the active segment is the writer's business: an end marker, a
-//! record still being written (a bad frame) or zeros all mean "nothing more yet". A bad frame is
-//! corruption only once the next segment exists (the writer moved on, so the record is final).
+//! It is the scanner's follow mode: records are taken one at a time by the scanner's own step
+//! ([`segment::next_record`]: framing, checksum, term order) and where they stop is judged by the
+//! scanner's rule for a segment's end ([`segment::end_of_records`]); headers are checked by
+//! [`seg_format::check_header`]. In the active segment a torn record, or an empty record with
+//! nothing after it ([`segment::is_ambiguous_empty_record`]), means "nothing more yet": the
+//! writer may be writing it. Once the next segment exists the writer has moved on, the segment
+//! is sealed, and it is read by the rules of a sealed one: what stops the walk before a clean
+//! end is corruption, and an empty record is a record.
 
 use std::fs::File;
 use std::io;
@@ -16,11 +20,15 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::format::compressed;
-use crate::format::record::{self, Frame};
+use crate::format::dialect::Dialect;
+use crate::format::record;
 use crate::format::segment as seg_format;
 use crate::io::fsutil;
 use crate::segment::bytes::{self as segbytes, SegmentBytes};
-use crate::segment::MAX_ENTRY_LSN;
+use crate::segment::{self, EndOfRecords, MAX_ENTRY_LSN};
+
+/// Channels exist only in the spec dialect (spec section 11).
+const DIALECT: Dialect = Dialect::Spec;
 
 /// Bytes read at once while records flow, and while waiting at the end (cheap polls).
 const FLOWING_READ: usize = 1 << 20;
@@ -81,6 +89,10 @@ pub struct Tail {
     window_at: u64,
     /// Position of the next record in `window`.
     pos: usize,
+    /// The term of the record before `pos` (-1 before the first one read).
+    term: i32,
+    /// Whether the open segment is sealed: a later one exists, or it is a `.log.z`.
+    sealed: bool,
 }
 
 impl Tail {
@@ -93,6 +105,8 @@ impl Tail {
             window: Vec::new(),
             window_at: 0,
             pos: 0,
+            term: -1,
+            sealed: false,
         }
     }
 
@@ -111,64 +125,80 @@ impl Tail {
     ) -> Result<usize> {
         let mut got = 0usize;
         let mut bytes = 0u64;
-        // The window may hold stale zeros where records have been written since: re-read the
-        // file once before concluding that the end is reached.
-        let mut refreshed = false;
         while got < max_messages {
             if self.seg.is_none() && !self.locate()? {
                 break;
             }
-            if self.pos >= self.window.len() {
-                // Window used up: read on (big reads while records flow, small ones at the end).
-                let len = if got > 0 { FLOWING_READ } else { IDLE_READ };
-                self.refill(len)?;
-                if self.window.is_empty() {
-                    if refreshed || !self.advance()? {
-                        break;
-                    }
-                    refreshed = true;
-                }
-                continue;
-            }
-            match record::parse(&self.window, self.pos) {
-                // An empty record is never sent (a channel refuses empty messages): it is a
-                // header whose rest is not visible yet.
-                Frame::Record { data, next, .. } if !data.is_empty() => {
+            // Big reads while records flow, small ones at the end (cheap polls).
+            let len = if got > 0 { FLOWING_READ } else { IDLE_READ };
+            match self.next_here(len)? {
+                Some((term, data, next)) => {
                     let n = data.len() as u64;
                     if got > 0 && bytes + n > max_bytes {
                         break;
                     }
-                    out.push(data);
+                    out.push(&self.window[data]);
                     bytes += n;
                     got += 1;
                     self.pos = next;
+                    self.term = term;
                     self.next += 1;
-                    refreshed = false;
                     if bytes >= max_bytes {
                         break;
                     }
                 }
-                Frame::Bad(
-                    record::BadRecord::ShortHeader { .. } | record::BadRecord::PastEnd { .. },
-                ) if !refreshed => {
-                    // The window ends inside a record: read it whole.
-                    refreshed = true;
-                    self.refill(self.record_need().max(FLOWING_READ))?;
-                }
-                _ if !refreshed => {
-                    refreshed = true;
-                    let len = if got > 0 { FLOWING_READ } else { IDLE_READ };
-                    self.refill(len.max(self.record_need()))?;
-                }
-                _ => {
+                None => {
                     if !self.advance()? {
                         break;
                     }
-                    refreshed = false;
                 }
             }
         }
         Ok(got)
+    }
+
+    /// The record at the window's position as `(term, its data's range in the window, the
+    /// position after it)`, by the scanner's rules, re-reading the file once (at least `len`
+    /// bytes) when the window does not show it whole. `None`: nothing more in the open segment
+    /// (yet, while it is the active one).
+    fn next_here(&mut self, len: usize) -> Result<Option<(i32, std::ops::Range<usize>, usize)>> {
+        for attempt in 0..2 {
+            let stop = match segment::next_record(DIALECT, &self.window, self.pos, self.term) {
+                Ok((term, data, next)) => {
+                    let from = self.pos + record::HEADER_LEN;
+                    let ambiguous = data.is_empty()
+                        && segment::is_ambiguous_empty_record(DIALECT, &self.window, self.pos);
+                    if self.sealed || !ambiguous {
+                        return Ok(Some((term, from..from + data.len(), next)));
+                    }
+                    // Possibly a header the writer has not finished: wait, as for a torn one.
+                    None
+                }
+                Err(stop) => Some(stop),
+            };
+            if attempt == 0 {
+                // The window may end inside the record, or hold stale zeros where the writer
+                // has written since: read it again before judging.
+                self.refill(len.max(self.record_need()))?;
+                continue;
+            }
+            let Some(stop) = stop else {
+                return Ok(None);
+            };
+            return match segment::end_of_records(DIALECT, &self.window, &stop, !self.sealed) {
+                EndOfRecords::Clean | EndOfRecords::Torn(_) => Ok(None),
+                EndOfRecords::TermOrder(why) | EndOfRecords::Corrupt(why) => {
+                    let at = self.window_at + stop.offset().unwrap_or(0);
+                    let path = self
+                        .seg
+                        .as_ref()
+                        .map(|s| s.path.clone())
+                        .unwrap_or_default();
+                    Err(Error::corruption(&path, Some(at), why))
+                }
+            };
+        }
+        Ok(None)
     }
 
     /// Bytes the record at `pos` needs (from its length field when present).
@@ -239,45 +269,39 @@ impl Tail {
         let Some(opened) = open_segment(&path, is_last)? else {
             return Ok(false);
         };
+        self.sealed = !is_last || opened.bytes.is_some();
         self.seg = Some(opened);
         self.window.clear();
         self.window_at = seg_format::HEADER_LEN as u64;
         self.pos = 0;
+        self.term = -1;
         // Skip the records before `next` (checked, not delivered).
         let mut lsn = segments[k].first_lsn;
         while lsn < self.next {
-            match record::parse(&self.window, self.pos) {
-                Frame::Record { next, data, .. } if !data.is_empty() => {
+            match self.next_here(FLOWING_READ)? {
+                Some((term, _, next)) => {
                     self.pos = next;
+                    self.term = term;
                     lsn += 1;
                 }
-                _ => {
-                    self.refill(FLOWING_READ.max(self.record_need()))?;
-                    let more = match record::parse(&self.window, 0) {
-                        Frame::Record { data, .. } => !data.is_empty(),
-                        _ => false,
-                    };
-                    if !more {
-                        // The log ends before `next` (messages a receiver saw were lost with
-                        // the page cache before their fsync): the next send gets that LSN, so
-                        // resume there rather than skip what is sent from now on.
-                        if is_last {
-                            self.next = lsn;
-                        }
-                        let path = self
-                            .seg
-                            .as_ref()
-                            .map(|s| s.path.clone())
-                            .unwrap_or_default();
-                        if !is_last {
-                            return Err(Error::corruption(
-                                &path,
-                                Some(self.window_at),
-                                format!("segment ends at LSN {} before LSN {}", lsn - 1, self.next),
-                            ));
-                        }
-                        return Ok(true);
-                    }
+                None if is_last => {
+                    // The log ends before `next` (messages a receiver saw were lost with the
+                    // page cache before their fsync): the next send gets that LSN, so resume
+                    // there rather than skip what is sent from now on.
+                    self.next = lsn;
+                    return Ok(true);
+                }
+                None => {
+                    let path = self
+                        .seg
+                        .as_ref()
+                        .map(|s| s.path.clone())
+                        .unwrap_or_default();
+                    return Err(Error::corruption(
+                        &path,
+                        Some(self.window_at + self.pos as u64),
+                        format!("segment ends at LSN {} before LSN {}", lsn - 1, self.next),
+                    ));
                 }
             }
         }
@@ -299,21 +323,16 @@ impl Tail {
             next_path = zipped;
         }
         if next_path != seg_path && next_path.exists() {
-            // The writer moved on: whatever is left here must be an end marker.
-            self.refill(FLOWING_READ.max(self.record_need()))?;
-            if let Frame::Bad(bad) = record::parse(&self.window, self.pos) {
-                return Err(Error::corruption(
-                    &seg_path,
-                    Some(self.window_at + self.pos as u64),
-                    bad.to_string(),
-                ));
-            }
-            if let Frame::Record { .. } = record::parse(&self.window, self.pos) {
+            if !self.sealed {
+                // The writer moved on: this segment is final. Look at its end again by the
+                // rules of a sealed segment (corruption is an error, an empty record a record).
+                self.sealed = true;
                 return Ok(true);
             }
             let Some(opened) = open_segment(&next_path, true)? else {
                 return Ok(false);
             };
+            self.sealed = opened.bytes.is_some();
             self.seg = Some(opened);
             self.window.clear();
             self.window_at = seg_format::HEADER_LEN as u64;

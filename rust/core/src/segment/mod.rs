@@ -45,8 +45,9 @@ pub use scan::{
 use scan::{scan_file_with, ActiveRead};
 
 pub use walk::{
-    record_offset_in_file, scan_records, scan_records_from, scan_records_in, walk_frames,
-    walk_framing, RecordSink, ScanStop,
+    end_of_records, is_ambiguous_empty_record, is_torn_header, next_record, record_offset_in_file,
+    scan_records, scan_records_from, scan_records_in, walk_frames, walk_framing, EndOfRecords,
+    RecordSink, ScanStop,
 };
 use walk::{walk_in, Scratch};
 

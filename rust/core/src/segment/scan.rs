@@ -1,6 +1,7 @@
 //! The open-time scan of one segment file: what a first look at it tells (its records, where
 //! they end, its replay steps) and the segment built from that.
 
+use super::walk;
 use super::{
     bytes, compressed, header, map_readonly, scan_records_from, walk_in, with_framing, Arc,
     BadCompressed, BadRecord, Dialect, Error, File, Handle, IoContext, Open, OpenOptions, Path,
@@ -39,36 +40,21 @@ pub struct FileScan {
 }
 
 impl FileScan {
-    /// In the last segment, a scan that stopped on a term violation may have met a torn header:
-    /// a record marker followed by nothing but zeros reads as an empty record of term 0. That
-    /// cannot be a real record (its term would decrease), so it is a torn write, not corruption.
+    /// In the last segment, whether a scan that stopped on a term violation met a torn header
+    /// ([`walk::is_torn_header`]).
     pub fn stop_is_torn_header(&self) -> bool {
-        if self.dialect != Dialect::Spec {
-            return false; // only the spec's term field can read as a decreasing 0
-        }
-        match self.stop {
-            ScanStop::Term {
-                offset, term: 0, ..
-            } => self.zero_after(offset + 4),
-            _ => false,
-        }
+        walk::is_torn_header(self.dialect, &self.bytes, &self.stop)
     }
 
-    /// True when the last record read is empty and nothing but zeros follows its term: either a
-    /// genuine empty record or a header torn after its term (the two are identical on disk).
+    /// True when the last record read is empty and nothing but zeros follows its term
+    /// ([`walk::is_ambiguous_empty_record`]).
     pub fn ends_with_ambiguous_empty_record(&self) -> bool {
         let Some(last) = self.index.len().checked_sub(1) else {
             return false;
         };
         let at = self.index.offset(last) as usize;
-        with_framing!(self.dialect, F => F::EMPTY_CHECKSUM_IS_ZERO
-            && self.end as usize == at + F::HEADER_LEN
-            && self.zero_after((at + F::CRC_AT) as u64))
-    }
-
-    fn zero_after(&self, offset: u64) -> bool {
-        let from = (offset as usize).min(self.bytes.len());
-        self.bytes[from..].iter().all(|&b| b == 0)
+        let empty = with_framing!(self.dialect, F => self.end as usize == at + F::HEADER_LEN);
+        empty && walk::is_ambiguous_empty_record(self.dialect, &self.bytes, at)
     }
 
     /// Offset just past the last non-zero byte at or after `from`: how far garbage reaches.

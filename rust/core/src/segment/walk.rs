@@ -43,6 +43,97 @@ impl ScanStop {
     }
 }
 
+/// What the stop of a walk over a segment's records means: the one rule of a segment's end,
+/// for the scan at open (recovery, verify) and for a reader following a segment as it is
+/// written (a channel's receivers). Only the last segment can end torn: its writer may have
+/// been cut, or may still be writing; in a sealed one every record is final.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndOfRecords {
+    /// An end marker, or the end of the bytes at a record boundary.
+    Clean,
+    /// A record not completely written (the last segment only): what is wrong with it.
+    Torn(String),
+    /// A complete record whose term is negative or goes down.
+    TermOrder(String),
+    /// A record that cannot be read in a sealed segment.
+    Corrupt(String),
+}
+
+/// Classifies `stop`, a walk's stop over `bytes` (its offsets index `bytes`), in the last
+/// segment or a sealed one.
+pub fn end_of_records(
+    dialect: Dialect,
+    bytes: &[u8],
+    stop: &ScanStop,
+    is_last: bool,
+) -> EndOfRecords {
+    match stop {
+        ScanStop::Clean => EndOfRecords::Clean,
+        ScanStop::Term { .. } if is_last && is_torn_header(dialect, bytes, stop) => {
+            EndOfRecords::Torn("record header never completed".into())
+        }
+        ScanStop::Bad { reason, .. } if is_last => EndOfRecords::Torn(reason.to_string()),
+        ScanStop::Term { .. } => EndOfRecords::TermOrder(stop.describe()),
+        ScanStop::Bad { .. } => EndOfRecords::Corrupt(stop.describe()),
+    }
+}
+
+/// Whether a term stop met a torn header: a record marker followed by nothing but zeros reads
+/// as an empty record of term 0. That cannot be a real record where it stops the walk (its term
+/// would go down), so it is a write cut short, not damage. Only the spec's term field can read
+/// as a decreasing 0.
+pub fn is_torn_header(dialect: Dialect, bytes: &[u8], stop: &ScanStop) -> bool {
+    dialect == Dialect::Spec
+        && matches!(stop, ScanStop::Term { offset, term: 0, .. } if zero_from(bytes, *offset + 4))
+}
+
+/// Whether the empty record at `at` has nothing but zeros after its term in `bytes`: a genuine
+/// empty record, or a header torn after its term (the two are identical on disk where the
+/// dialect's checksum of nothing is zero). The caller knows the record at `at` is empty.
+pub fn is_ambiguous_empty_record(dialect: Dialect, bytes: &[u8], at: usize) -> bool {
+    with_framing!(dialect, F => F::EMPTY_CHECKSUM_IS_ZERO && zero_from(bytes, (at + F::CRC_AT) as u64))
+}
+
+fn zero_from(bytes: &[u8], offset: u64) -> bool {
+    let from = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    bytes[from..].iter().all(|&b| b == 0)
+}
+
+/// One step of the scanner's walk ([`scan_records_in`]'s rules for one record: framing,
+/// checksum, term order): the record at `at` as `(term, data, offset after it)`, or where and
+/// why a walk stops there. For a reader that takes records one at a time from bytes that grow.
+pub fn next_record(
+    dialect: Dialect,
+    buf: &[u8],
+    at: usize,
+    previous_term: i32,
+) -> std::result::Result<(i32, &[u8], usize), ScanStop> {
+    with_framing!(dialect, F => match record::parse_in::<F, true>(buf, at) {
+        Frame::Record { term, data, next } if !term_goes_down(term, previous_term) => {
+            Ok((term, data, next))
+        }
+        Frame::Record { term, .. } => Err(ScanStop::Term {
+            offset: at as u64,
+            term,
+            previous: previous_term,
+        }),
+        Frame::End => Err(ScanStop::Clean),
+        Frame::Bad(reason) => Err(ScanStop::Bad {
+            offset: at as u64,
+            reason,
+        }),
+    })
+}
+
+/// The scan's term rule: a term is never negative, nor below the term before it (one
+/// comparison: after the first record the term before is never negative).
+#[inline(always)]
+fn term_goes_down(term: i32, previous_term: i32) -> bool {
+    term < previous_term.max(0)
+}
+
 /// Walks the spec records of `buf` from offset 8, calling `visit(offset, term, data)` for each
 /// good record. Stops at the end marker, the first bad record, or the first decreasing term.
 /// Returns the offset just past the last good record and why it stopped.
@@ -89,9 +180,7 @@ pub fn scan_records_in<'a, F: Framing>(
                     let offset = at as u64;
                     return (offset, ScanStop::Bad { offset, reason });
                 }
-                // Neither negative nor below the term before (one comparison: after the first
-                // record the term before is never negative).
-                if term < previous_term.max(0) {
+                if term_goes_down(term, previous_term) {
                     let stop = ScanStop::Term {
                         offset: at as u64,
                         term,

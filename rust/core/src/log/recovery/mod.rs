@@ -19,7 +19,9 @@ use crate::format::segment::Header;
 use crate::format::steps::{Step, Steps};
 use crate::io::fsutil::{self, EntryKind, SegmentFile};
 use crate::io::storage::Storage;
-use crate::segment::{self, scan_file_keeping, ActiveBytes, FileScan, ScanStop, Segment};
+use crate::segment::{
+    self, end_of_records, scan_file_keeping, ActiveBytes, EndOfRecords, FileScan, ScanStop, Segment,
+};
 
 mod act;
 mod finding;

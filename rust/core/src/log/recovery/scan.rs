@@ -2,9 +2,9 @@
 //! ends, and the directory-level checks (term order, gaps, overlaps, twins), read-only.
 
 use super::{
-    fsutil, record, scan_file_keeping, twin_matches, ActiveBytes, Arc, Dialect, EntryKind,
-    FileScan, Finding, FindingKind, Header, Mutex, Path, PathBuf, Result, ScanStop, Segment,
-    SegmentFile, SegmentInfo, Step, Steps, Storage,
+    end_of_records, fsutil, record, scan_file_keeping, twin_matches, ActiveBytes, Arc, Dialect,
+    EndOfRecords, EntryKind, FileScan, Finding, FindingKind, Header, Mutex, Path, PathBuf, Result,
+    ScanStop, Segment, SegmentFile, SegmentInfo, Step, Steps, Storage,
 };
 
 /// What a scan does with what it finds.
@@ -334,18 +334,14 @@ fn classify_end(
     }
     scan.count = scan.index.len();
     let offset = scan.stop.offset()?;
-    let (kind, message) = match &scan.stop {
-        ScanStop::Clean => return None,
-        ScanStop::Term { .. } if is_last && scan.stop_is_torn_header() => (
+    let (kind, message) = match end_of_records(scan.dialect, &scan.bytes, &scan.stop, is_last) {
+        EndOfRecords::Clean => return None,
+        EndOfRecords::Torn(why) => (
             FindingKind::TornTail,
-            "torn tail: record header never completed; the next open cuts it".to_string(),
+            format!("torn tail: {why}; the next open cuts it"),
         ),
-        ScanStop::Bad { reason, .. } if is_last => (
-            FindingKind::TornTail,
-            format!("torn tail: {reason}; the next open cuts it"),
-        ),
-        stop @ ScanStop::Term { .. } => (FindingKind::TermOrder, stop.describe()),
-        stop => (FindingKind::Corruption, stop.describe()),
+        EndOfRecords::TermOrder(why) => (FindingKind::TermOrder, why),
+        EndOfRecords::Corrupt(why) => (FindingKind::Corruption, why),
     };
     let mut f = Finding::new(kind, path, Some(offset), message);
     f.reach = Some(scan.nonzero_end(offset));
