@@ -31,7 +31,8 @@ pub fn replay(state: &mut QueueState, log: &mut Log, start: Option<i64>) -> Resu
 /// the directory cannot be listed. Compressed segments hold more than their size says: the
 /// bound is then low, which costs only speed.
 pub fn adds_bound_of_dir(dir: &Path) -> usize {
-    let Ok((segments, _)) = crate::io::fsutil::list_segments(dir) else {
+    let Ok((segments, _)) = crate::io::fsutil::list_segments(&crate::io::storage::RealStorage, dir)
+    else {
         return 0;
     };
     let bytes: u64 = segments

@@ -270,7 +270,11 @@ fn receivers_read_compressed_sealed_segments() {
         ch.send_many(&[msg(i)]).unwrap();
     }
     // Replace every sealed segment by its .log.z (spec section 9), as compression does.
-    let (segs, _) = tflux_core::io::fsutil::list_segments(&ch.layout().log).unwrap();
+    let (segs, _) = tflux_core::io::fsutil::list_segments(
+        &tflux_core::io::storage::RealStorage,
+        &ch.layout().log,
+    )
+    .unwrap();
     let mut compressed_any = false;
     for pair in segs.windows(2) {
         let original = std::fs::read(&pair[0].path).unwrap();
@@ -629,10 +633,13 @@ fn a_roll_over_that_cannot_make_its_segment_stops_nothing() {
     assert!(ch.bounds().unwrap().0 > before.0);
 }
 
+/// Segments of a hand-written log: each a list of `(term, data)`.
+type Segments<'a> = &'a [&'a [(i32, &'a [u8])]];
+
 /// Writes `segments` (each a list of (term, data), the first starting at LSN 0) into the
 /// channel log at `dir` byte by byte, as another writer of the spec format could: records a
 /// channel never sends itself (an empty one, a term that goes down).
-fn foreign_log(dir: &Path, segments: &[&[(i32, &[u8])]]) {
+fn foreign_log(dir: &Path, segments: Segments<'_>) {
     use tflux_core::format::{record, segment};
     let log_dir = dir.join("data").join("log");
     std::fs::create_dir_all(&log_dir).unwrap();
@@ -666,7 +673,7 @@ fn a_receiver_reads_an_empty_record_between_others_as_the_scanner_does() {
     // record; the follower must agree, in the active segment and in a sealed one, and not
     // wait forever (or spin) in front of it.
     let items: [(i32, &[u8]); 4] = [(0, b"a"), (0, b""), (0, b"b"), (0, b"c")];
-    let layouts: [&[&[(i32, &[u8])]]; 2] = [&[&items], &[&items[..3], &items[3..]]];
+    let layouts: [Segments<'_>; 2] = [&[&items], &[&items[..3], &items[3..]]];
     for (roll_after, segments) in layouts.iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
         foreign_log(dir.path(), segments);

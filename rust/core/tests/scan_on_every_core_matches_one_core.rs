@@ -110,7 +110,7 @@ proptest! {
             RecoveryMode::ReportOnly,
         ] {
             let scan_with = |parallelism, keep, steps| {
-                let options = ScanOptions { mode, empty_entries, parallelism, keep, steps, dialect: None, progress: None };
+                let options = ScanOptions { mode, empty_entries, parallelism, keep, steps, dialect: None, progress: None, storage: tflux_core::io::storage::real() };
                 scan_dir(dir.path(), options, &tflux_core::io::storage::real()).map(|s| seen(&s))
             };
             let scan = |parallelism, keep| scan_with(parallelism, keep, false);

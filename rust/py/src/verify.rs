@@ -395,7 +395,9 @@ fn segment_files(py: Python<'_>, log_dir: PathBuf) -> PyResult<Vec<String>> {
     if !log_dir.is_dir() {
         return Ok(Vec::new());
     }
-    let listed = py.detach(|| tflux_core::io::fsutil::list_segments(&log_dir));
+    let listed = py.detach(|| {
+        tflux_core::io::fsutil::list_segments(&tflux_core::io::storage::RealStorage, &log_dir)
+    });
     let (segments, _) = py_result(py, listed.map_err(Fail::from))?;
     Ok(segments.iter().map(|s| path_str(&s.path)).collect())
 }

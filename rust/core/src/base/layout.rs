@@ -70,7 +70,8 @@ pub fn dialect_of(path: &Path, chosen: Option<Dialect>) -> Result<Dialect> {
         return Ok(Layout::detect(path, chosen)?.dialect);
     }
     if path.is_dir() {
-        let (segments, _) = crate::io::fsutil::list_segments(path)?;
+        let (segments, _) =
+            crate::io::fsutil::list_segments(&crate::io::storage::RealStorage, path)?;
         return crate::log::dialect::log_dialect(&segments, chosen);
     }
     let name = path

@@ -203,7 +203,7 @@ impl Channel {
         let layout = ChannelLayout::new(base);
         if layout.log.is_dir() {
             // Channels exist only in the spec dialect (spec section 11).
-            let (segments, _) = fsutil::list_segments(&layout.log)?;
+            let (segments, _) = fsutil::list_segments(&*opts.storage, &layout.log)?;
             crate::log::dialect::log_dialect(&segments, Some(Dialect::Spec))?;
         }
         let log = if opts.readonly {

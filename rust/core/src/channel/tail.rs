@@ -24,6 +24,7 @@ use crate::format::dialect::Dialect;
 use crate::format::record;
 use crate::format::segment as seg_format;
 use crate::io::fsutil;
+use crate::io::storage::RealStorage;
 use crate::segment::bytes::{self as segbytes, SegmentBytes};
 use crate::segment::{self, EndOfRecords, MAX_ENTRY_LSN};
 
@@ -253,7 +254,7 @@ impl Tail {
 
     /// Finds and opens the segment holding `next`. False when there is none yet.
     fn locate(&mut self) -> Result<bool> {
-        let (segments, _) = fsutil::list_segments(&self.dir)?;
+        let (segments, _) = fsutil::list_segments(&RealStorage, &self.dir)?;
         let Some(first) = segments.first() else {
             return Ok(false);
         };
@@ -354,7 +355,7 @@ impl Tail {
 /// `(first LSN held, LSN after the last complete record)` of a log directory, read from its
 /// files (a read-only channel has no log open).
 pub fn bounds(dir: &Path) -> Result<(i64, i64)> {
-    let (segments, _) = fsutil::list_segments(dir)?;
+    let (segments, _) = fsutil::list_segments(&RealStorage, dir)?;
     let Some(first) = segments.first() else {
         return Ok((0, 0));
     };

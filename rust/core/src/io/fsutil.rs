@@ -214,15 +214,18 @@ pub enum EntryKind {
 
 /// Segment-named entries of `dir` (`NNN.log` and `NNN.log.z`) sorted by first LSN, and the
 /// names that are not segments. A `.log` beside a `.log.z` of the same LSN is its `twin`.
-pub fn list_segments(dir: &Path) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
+/// The listing goes through `storage` (a log's own; [`super::storage::RealStorage`] for a
+/// one-off reader).
+pub fn list_segments(
+    storage: &dyn Storage,
+    dir: &Path,
+) -> Result<(Vec<SegmentFile>, Vec<PathBuf>)> {
     let mut segments = Vec::new();
     let mut ignored = Vec::new();
-    for entry in fs::read_dir(dir).ctx("list log directory", dir)? {
-        let entry = entry.ctx("list log directory", dir)?;
-        let path = entry.path();
-        let parsed = entry
+    for path in storage.list_dir(dir).ctx("list log directory", dir)? {
+        let parsed = path
             .file_name()
-            .to_str()
+            .and_then(|n| n.to_str())
             .and_then(crate::format::compressed::parse_any_file_name);
         let Some(first_lsn) = parsed else {
             ignored.push(path);

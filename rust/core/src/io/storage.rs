@@ -1,10 +1,14 @@
 //! The storage seam: every call that changes files on disk (create, positioned write, fsync,
-//! rename, remove, directory creation and fsync, the writer lock) goes through [`Storage`], so
-//! tests can inject I/O errors and power loss (`io::testing::FaultStorage`, behind the `testing` feature) where production uses
-//! [`RealStorage`] (modelled on raft-engine's `FileSystem` and redb's `StorageBackend`).
+//! rename, remove, directory creation and fsync, the writer lock) goes through [`Storage`], and
+//! so do the reads a log's open and reads make of its segments (the opening of a segment for
+//! its scan, the listing of the log directory, the memory map of a sealed segment). Tests
+//! inject I/O errors and power loss there (`io::testing::FaultStorage`, behind the `testing`
+//! feature) where production uses [`RealStorage`] (modelled on raft-engine's `FileSystem` and
+//! redb's `StorageBackend`).
 //!
-//! Reads of whole files, directory listings and memory maps stay on `std::fs`: they change
-//! nothing, and a map needs the real descriptor, which [`StorageFile::file`] exposes.
+//! A map needs the real descriptor: [`Storage::open_file`] hands out a plain [`File`], and
+//! [`StorageFile::file`] exposes one. Readers outside a log (the CLI's and Spark's one-off
+//! reads of a file, the channel's tail) use `std::fs` or [`RealStorage`] directly.
 //!
 //! The file handle is a trait object: one indirect call per write or fsync costs nanoseconds next
 //! to the system call it wraps; nothing here allocates per append.
@@ -13,8 +17,10 @@ use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+
+use memmap2::Mmap;
 
 /// How [`Storage::open`] opens a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +58,16 @@ pub trait Storage: Send + Sync + Debug {
     /// Takes the exclusive writer lock on a directory; `Ok(None)` when another holder has it.
     /// The returned handle holds the lock until dropped.
     fn lock_dir(&self, path: &Path) -> io::Result<Option<File>>;
+
+    // ----- reads: they change nothing, but a failing device fails them too -----
+
+    /// Opens an existing file for reading (and writing when `writable`) as a plain descriptor:
+    /// what a segment's scan opens, and later maps or [`Storage::adopt`]s.
+    fn open_file(&self, path: &Path, writable: bool) -> io::Result<File>;
+    /// The paths of the entries of a directory, in the order the system lists them.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+    /// Maps the first `len` bytes of `file` read-only (`None` when `len` is 0).
+    fn map(&self, file: &File, len: u64) -> io::Result<Option<Mmap>>;
 }
 
 /// An open file of a [`Storage`].
@@ -151,6 +167,18 @@ impl Storage for RealStorage {
             Err(fs::TryLockError::WouldBlock) => Ok(None),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
+    }
+
+    fn open_file(&self, path: &Path, writable: bool) -> io::Result<File> {
+        OpenOptions::new().read(true).write(writable).open(path)
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        fs::read_dir(path)?.map(|e| e.map(|e| e.path())).collect()
+    }
+
+    fn map(&self, file: &File, len: u64) -> io::Result<Option<Mmap>> {
+        super::mmap::map_readonly(file, len)
     }
 }
 

@@ -6,6 +6,10 @@
 //!   entries were in place at each directory's last fsync; [`FaultStorage::crash`] rewrites the
 //!   tree to exactly that (every unsynced byte and every unsynced name change is dropped).
 //!
+//! - fails the Nth read of one kind ([`ReadKind`]: opening a file to read it, listing a
+//!   directory, mapping a file) with an errno ([`FaultStorage::fail_read`]). Reads are counted
+//!   apart: arming one never moves the changing operations' numbers.
+//!
 //! After [`FaultStorage::crash_at`]'s operation, every changing operation fails with `EIO` (the
 //! machine is down), so nothing after the crash point can become durable.
 //!
@@ -38,6 +42,17 @@ pub enum OpKind {
     CreateDir,
     SyncDir,
     Lock,
+}
+
+/// The reads a fault can target (counted apart from the changing operations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReadKind {
+    /// [`Storage::open_file`].
+    Open,
+    /// [`Storage::list_dir`].
+    List,
+    /// [`Storage::map`].
+    Map,
 }
 
 /// One injected failure: the `nth` (0-based) operation of `kind` (`None`: of any kind) fails.
@@ -82,6 +97,9 @@ struct State {
     ops: u64,
     per_kind: BTreeMap<OpKind, u64>,
     fault: Option<Fault>,
+    /// Reads so far, per kind, and the read that fails: `(kind, nth, errno)`.
+    reads: BTreeMap<ReadKind, u64>,
+    read_fault: Option<(ReadKind, u64, i32)>,
     crash_at: Option<u64>,
     crashed: bool,
     /// Each file fsync sleeps this long first (widens race windows in tests).
@@ -116,6 +134,20 @@ impl State {
         Err(io::Error::from_raw_os_error(
             self.fault.map_or(EIO, |f| f.errno),
         ))
+    }
+
+    /// Counts a read and decides whether it fails (a crash does not fail reads: tests read the
+    /// tree a crash left through the same storage).
+    fn begin_read(&mut self, kind: ReadKind) -> io::Result<()> {
+        let count = self.reads.entry(kind).or_default();
+        let nth = *count;
+        *count += 1;
+        match self.read_fault {
+            Some((k, n, errno)) if k == kind && n == nth => {
+                Err(io::Error::from_raw_os_error(errno))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn entries(&mut self, dir: &Path) -> &mut Entries {
@@ -161,6 +193,19 @@ impl FaultStorage {
     /// Arms one injected failure (replacing any earlier one).
     pub fn fail(&self, fault: Fault) {
         lock(&self.state).fault = Some(fault);
+    }
+
+    /// Arms one injected read failure: the `nth` (0-based, counted from now) read of `kind`
+    /// fails with `errno` (replacing any earlier read fault).
+    pub fn fail_read(&self, kind: ReadKind, nth: u64, errno: i32) {
+        let mut st = lock(&self.state);
+        let base = *st.reads.get(&kind).unwrap_or(&0);
+        st.read_fault = Some((kind, base + nth, errno));
+    }
+
+    /// Reads of one kind seen so far.
+    pub fn reads_of(&self, kind: ReadKind) -> u64 {
+        *lock(&self.state).reads.get(&kind).unwrap_or(&0)
     }
 
     /// Power goes off during operation number `index` (0-based, all kinds): it and every later
@@ -406,5 +451,20 @@ impl Storage for FaultStorage {
     fn lock_dir(&self, path: &Path) -> io::Result<Option<File>> {
         lock(&self.state).begin(OpKind::Lock, path)?;
         RealStorage.lock_dir(path)
+    }
+
+    fn open_file(&self, path: &Path, writable: bool) -> io::Result<File> {
+        lock(&self.state).begin_read(ReadKind::Open)?;
+        RealStorage.open_file(path, writable)
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        lock(&self.state).begin_read(ReadKind::List)?;
+        RealStorage.list_dir(path)
+    }
+
+    fn map(&self, file: &File, len: u64) -> io::Result<Option<memmap2::Mmap>> {
+        lock(&self.state).begin_read(ReadKind::Map)?;
+        RealStorage.map(file, len)
     }
 }

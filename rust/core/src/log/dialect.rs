@@ -133,7 +133,8 @@ pub fn base_says(layout: BaseFiles<'_>) -> Result<Vec<Found>> {
     found.extend(metadata_file_says(layout.metadata)?);
     found.extend(snapshot_file_says(layout.snapshot)?);
     if layout.log.is_dir() {
-        let (segments, _) = crate::io::fsutil::list_segments(layout.log)?;
+        let (segments, _) =
+            crate::io::fsutil::list_segments(&crate::io::storage::RealStorage, layout.log)?;
         if let Some(first) = segments.first() {
             found.extend(segment_says(first)?);
         }

@@ -5,7 +5,7 @@
 //! through a read-only memory map; the active (last) segment is read and written with positioned
 //! reads and writes.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -2,9 +2,9 @@
 //! walk over its bytes.
 
 use super::{
-    bytes, changed_under_reader, compressed, header, map_readonly, reads_before_full_offsets,
-    scan_records, unreadable, walk_frames, walk_framing, walk_in, with_framing, BadRecord, Error,
-    Handle, Identity, IoContext, Open, RecordIndex, RecordSink, Result, ScanStop, Scratch, Segment,
+    bytes, changed_under_reader, compressed, header, reads_before_full_offsets, scan_records,
+    unreadable, walk_frames, walk_framing, walk_in, with_framing, Arc, BadRecord, Error, Handle,
+    Identity, IoContext, Open, RecordIndex, RecordSink, Result, ScanStop, Scratch, Segment,
     SegmentBytes, END_MARKER, REPLAY_WINDOW, SCRATCH_KEPT, SEALED_STRIDE,
 };
 
@@ -64,11 +64,13 @@ impl Segment {
         if self.map.is_none() {
             let (path, size, compressed) =
                 (self.path.clone(), self.size, self.compressed.is_some());
+            let storage = Arc::clone(&self.storage);
             let bytes = self.with_file(|file| {
                 Ok(if compressed {
                     bytes::decompressed_or_corrupt(&path, file.file()).map(|b| b.0)
                 } else {
-                    map_readonly(file.file(), size)
+                    storage
+                        .map(file.file(), size)
                         .ctx("map segment", &path)
                         .map(SegmentBytes::mapped)
                 })

@@ -3,10 +3,10 @@
 
 use super::walk;
 use super::{
-    bytes, compressed, header, map_readonly, scan_records_from, walk_in, with_framing, Arc,
-    BadCompressed, BadRecord, Dialect, Error, File, Handle, IoContext, Open, OpenOptions, Path,
-    PathBuf, RecordIndex, Result, ScanStop, Segment, SegmentBytes, Step, StepWriter, Steps,
-    Storage, StorageFile, END_MARKER, SEALED_STRIDE,
+    bytes, compressed, header, scan_records_from, walk_in, with_framing, Arc, BadCompressed,
+    BadRecord, Dialect, Error, File, Handle, IoContext, Open, Path, PathBuf, RecordIndex, Result,
+    ScanStop, Segment, SegmentBytes, Step, StepWriter, Steps, Storage, StorageFile, END_MARKER,
+    SEALED_STRIDE,
 };
 
 /// The bytes of a whole segment file (the name before [`SegmentBytes`] replaced it).
@@ -77,6 +77,7 @@ impl FileScan {
 /// mapped segment's index counts its records without their offsets ([`RecordIndex::counting`]):
 /// enough for a report, not for reads.
 pub fn scan_file(
+    storage: &dyn Storage,
     dialect: Dialect,
     path: &Path,
     writable: bool,
@@ -85,6 +86,7 @@ pub fn scan_file(
     build_index: bool,
 ) -> Result<FileScan> {
     scan_file_keeping(
+        storage,
         dialect,
         path,
         writable,
@@ -109,7 +111,9 @@ pub enum ActiveBytes {
 }
 
 /// [`scan_file`] choosing what a scan of the active segment keeps ([`ActiveBytes`]).
+#[allow(clippy::too_many_arguments)]
 pub fn scan_file_keeping(
+    storage: &dyn Storage,
     dialect: Dialect,
     path: &Path,
     writable: bool,
@@ -119,6 +123,7 @@ pub fn scan_file_keeping(
     active: ActiveBytes,
 ) -> Result<FileScan> {
     scan_file_with(
+        storage,
         dialect,
         path,
         writable,
@@ -136,6 +141,7 @@ pub fn scan_file_keeping(
 /// the segment right after its scan ([`crate::format::steps`]), when its records are long enough for
 /// steps to pay (`steps_pay`). Same findings, same index.
 pub fn scan_file_stepping(
+    storage: &dyn Storage,
     dialect: Dialect,
     path: &Path,
     previous_term: i32,
@@ -143,6 +149,7 @@ pub fn scan_file_stepping(
     steps: Vec<Step>,
 ) -> Result<FileScan> {
     scan_file_with(
+        storage,
         dialect,
         path,
         false,
@@ -159,6 +166,7 @@ pub fn scan_file_stepping(
 /// writing a sealed segment's replay steps into `steps` when given ([`scan_file_stepping`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn scan_file_with(
+    storage: &dyn Storage,
     dialect: Dialect,
     path: &Path,
     writable: bool,
@@ -169,10 +177,8 @@ pub(super) fn scan_file_with(
     active: ActiveBytes,
     steps: Option<Vec<Step>>,
 ) -> Result<FileScan> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(writable)
-        .open(path)
+    let file = storage
+        .open_file(path, writable)
         .ctx("open segment", path)?;
     let len = file.metadata().ctx("stat segment", path)?.len();
     let plain_active = !map && !bytes::is_compressed(path);
@@ -212,7 +218,7 @@ pub(super) fn scan_file_with(
             }
         }
     } else if map {
-        SegmentBytes::mapped(map_readonly(&file, len).ctx("map segment", path)?)
+        SegmentBytes::mapped(storage.map(&file, len).ctx("map segment", path)?)
     } else {
         let mut read = ActiveRead::start(&file, path, len, chunk)?;
         if read.buf.get(..header::HEADER_LEN) != Some(&header::header()[..]) {

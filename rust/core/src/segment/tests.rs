@@ -7,6 +7,7 @@ use super::{
 use crate::format::dialect::Dialect;
 use crate::format::record::{self, BadRecord};
 use crate::format::segment as header;
+use crate::io::storage::RealStorage;
 use crate::log::recovery::{scan_segment, FindingKind, Position, ScanOptions};
 use proptest::prelude::*;
 
@@ -74,6 +75,7 @@ fn same_as_whole(bytes: &[u8], chunk: u64, build_index: bool) {
     std::fs::write(&path, bytes).unwrap();
     let scan = |chunk, active| {
         scan_file_with(
+            &RealStorage,
             Dialect::Spec,
             &path,
             false,
@@ -147,7 +149,7 @@ fn an_end_marker_at_or_across_a_chunk_boundary_ends_the_scan_as_a_whole_read_doe
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0000000000000000000.log");
         std::fs::write(&path, &bytes).unwrap();
-        let scan = scan_file(Dialect::Spec, &path, false, false, 0, true).unwrap();
+        let scan = scan_file(&RealStorage, Dialect::Spec, &path, false, false, 0, true).unwrap();
         assert_eq!((scan.end, &scan.stop), (end as u64, &ScanStop::Clean));
     }
 }
@@ -196,7 +198,8 @@ fn an_absurd_length_near_a_chunk_boundary_is_judged_against_the_whole_file() {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("0000000000000000000.log");
             std::fs::write(&path, &bytes).unwrap();
-            let scan = scan_file(Dialect::Spec, &path, false, false, 0, true).unwrap();
+            let scan =
+                scan_file(&RealStorage, Dialect::Spec, &path, false, false, 0, true).unwrap();
             let ScanStop::Bad { offset, reason } = &scan.stop else {
                 panic!("{:?}", scan.stop)
             };
@@ -223,7 +226,7 @@ fn a_trailing_empty_record_is_judged_on_the_whole_rest_of_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0000000000000000000.log");
         std::fs::write(&path, &bytes).unwrap();
-        let scan = scan_file(Dialect::Spec, &path, false, false, 0, true).unwrap();
+        let scan = scan_file(&RealStorage, Dialect::Spec, &path, false, false, 0, true).unwrap();
         assert_eq!(scan.ends_with_ambiguous_empty_record(), garbage.is_none());
     }
 }

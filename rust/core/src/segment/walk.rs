@@ -104,6 +104,7 @@ fn zero_from(bytes: &[u8], offset: u64) -> bool {
 /// One step of the scanner's walk ([`scan_records_in`]'s rules for one record: framing,
 /// checksum, term order): the record at `at` as `(term, data, offset after it)`, or where and
 /// why a walk stops there. For a reader that takes records one at a time from bytes that grow.
+#[inline]
 pub fn next_record(
     dialect: Dialect,
     buf: &[u8],

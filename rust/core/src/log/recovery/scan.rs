@@ -45,6 +45,9 @@ pub struct ScanOptions {
     /// Raised by each segment's file size once it is scanned (a progress bar's count: `tflux
     /// verify` on a terminal); nothing else reads it.
     pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Where segments are opened, listed and mapped ([`scan_dir`] sets it to the storage it
+    /// is given).
+    pub storage: Arc<dyn Storage>,
 }
 
 impl ScanOptions {
@@ -64,6 +67,7 @@ impl Default for ScanOptions {
             steps: false,
             dialect: None,
             progress: None,
+            storage: crate::io::storage::real(),
         }
     }
 }
@@ -230,6 +234,7 @@ fn scan_segment_keeping(
     let offsets = is_last || options.keep == Keep::Reads;
     let mut scan = match steps {
         Some(buffer) if !is_last => crate::segment::scan_file_stepping(
+            &*options.storage,
             options.framing(),
             path,
             previous_term,
@@ -237,6 +242,7 @@ fn scan_segment_keeping(
             buffer,
         )?,
         _ => scan_file_keeping(
+            &*options.storage,
             options.framing(),
             path,
             false,
@@ -527,12 +533,13 @@ pub fn scan_dir_feeding(
     storage: &Arc<dyn Storage>,
     feed: &mut dyn FnMut(&mut Segment),
 ) -> Result<LogScan> {
-    let (entries, ignored) = fsutil::list_segments(dir)?;
+    let (entries, ignored) = fsutil::list_segments(&**storage, dir)?;
     // Before anything is read as records: a log of another dialect is not damage.
     let dialect = crate::log::dialect::log_dialect(&entries, options.dialect)?;
     let options = ScanOptions {
         parallelism: options.parallelism.available(),
         dialect: Some(dialect),
+        storage: Arc::clone(storage),
         ..options
     };
     let mut scan = LogScan {
