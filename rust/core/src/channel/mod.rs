@@ -5,15 +5,14 @@
 //! A channel directory has the base layout without snapshot and metadata: `data/log/`,
 //! `data/cursors/` (one `NAME.cursor` per receiver, and `locks/NAME` that a live receiver holds),
 //! `data/temp/`. One writable channel per directory (the log's lock); any number of read-only
-//! ones, in other processes, whose receivers follow the files ([`tail`]).
+//! ones, in other processes, whose receivers follow the files (the scanner's follow mode, [`crate::log::follow`]).
 //!
-//! Modules: [`cursor`] (cursor files and name locks), [`tail`] (the reader), [`receiver`],
+//! Modules: [`cursor`] (cursor files and name locks), [`receiver`] (over the log's follower),
 //! [`collect`] (which segments may go), the disk watermarks of [`crate::durability::watermarks`].
 
 pub mod collect;
 pub mod cursor;
 pub mod receiver;
-pub mod tail;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,9 +31,9 @@ use crate::log::{Log, LogOptions, SyncPolicy};
 
 use crate::durability::watermarks::Gate;
 pub use crate::durability::watermarks::{SpaceProbe, Statvfs, Watermarks};
+pub use crate::log::follow::Messages;
 pub use collect::Retention;
 pub use receiver::{Receiver, Start};
-pub use tail::Messages;
 
 /// The term every channel record carries (a channel is not a Raft log; terms stay constant).
 const TERM: i32 = 0;
@@ -164,7 +163,7 @@ impl Shared {
                 let log = lock(log);
                 Ok((log.start_index(), log.last_index() + 1))
             }
-            None => tail::bounds(&self.layout.log),
+            None => crate::log::follow::bounds(&self.layout.log),
         }
     }
 }

@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::cursor::{self, NameLock};
-use super::tail::{Messages, Tail};
 use super::{lock, Shared};
 use crate::error::{Error, Result};
 use crate::format::receiver::validate_name;
+use crate::log::follow::{Messages, Tail};
 
 /// Where a new receiver starts (ignored when its cursor exists).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,6 +24,7 @@ use recovery::{LogScan, Parallelism, RecoveryMode, ScanOptions};
 
 pub mod columns;
 pub mod dialect;
+pub mod follow;
 mod maintain;
 mod open;
 mod read;

@@ -1,5 +1,5 @@
 //! Follows a log directory from an LSN on, by reading its segment files directly: the one
-//! reader of every receiver, in the writer's process and in others alike. It needs no lock and
+//! reader of every channel receiver, in the writer's process and in others alike. It needs no lock and
 //! no scan at open, sees records as soon as they are written, steps into the next segment at
 //! roll-over and keeps reading a file that retention deletes meanwhile (its descriptor stays
 //! valid).
