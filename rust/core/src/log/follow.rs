@@ -79,6 +79,9 @@ impl Messages {
     }
 }
 
+/// A record found in the window: its term, its data's range in the window, the position after it.
+type Found = (i32, std::ops::Range<usize>, usize);
+
 /// Where a tail stands: the segment file it reads, a window of its bytes, the next LSN.
 pub struct Tail {
     dir: PathBuf,
@@ -162,44 +165,59 @@ impl Tail {
     /// position after it)`, by the scanner's rules, re-reading the file once (at least `len`
     /// bytes) when the window does not show it whole. `None`: nothing more in the open segment
     /// (yet, while it is the active one).
-    fn next_here(&mut self, len: usize) -> Result<Option<(i32, std::ops::Range<usize>, usize)>> {
-        for attempt in 0..2 {
-            let stop = match segment::next_record(DIALECT, &self.window, self.pos, self.term) {
-                Ok((term, data, next)) => {
-                    let from = self.pos + record::HEADER_LEN;
-                    let ambiguous = data.is_empty()
-                        && segment::is_ambiguous_empty_record(DIALECT, &self.window, self.pos);
-                    if self.sealed || !ambiguous {
-                        return Ok(Some((term, from..from + data.len(), next)));
-                    }
-                    // Possibly a header the writer has not finished: wait, as for a torn one.
-                    None
-                }
-                Err(stop) => Some(stop),
-            };
-            if attempt == 0 {
-                // The window may end inside the record, or hold stale zeros where the writer
-                // has written since: read it again before judging.
-                self.refill(len.max(self.record_need()))?;
-                continue;
-            }
-            let Some(stop) = stop else {
-                return Ok(None);
-            };
-            return match segment::end_of_records(DIALECT, &self.window, &stop, !self.sealed) {
-                EndOfRecords::Clean | EndOfRecords::Torn(_) => Ok(None),
-                EndOfRecords::TermOrder(why) | EndOfRecords::Corrupt(why) => {
-                    let at = self.window_at + stop.offset().unwrap_or(0);
-                    let path = self
-                        .seg
-                        .as_ref()
-                        .map(|s| s.path.clone())
-                        .unwrap_or_default();
-                    Err(Error::corruption(&path, Some(at), why))
-                }
-            };
+    #[inline(always)]
+    fn next_here(&mut self, len: usize) -> Result<Option<Found>> {
+        match self.record_here() {
+            Some(found) => Ok(Some(found)),
+            // The window may end inside the record, or hold stale zeros where the writer has
+            // written since: read it again before judging.
+            None => self.next_after_refill(len),
         }
-        Ok(None)
+    }
+
+    /// [`Tail::next_here`] once the window did not show a record: re-read, look again, judge.
+    /// Apart (and cold) so the walk over the window stays a loop of inlined steps.
+    #[cold]
+    #[inline(never)]
+    fn next_after_refill(&mut self, len: usize) -> Result<Option<Found>> {
+        self.refill(len.max(self.record_need()))?;
+        if let Some(found) = self.record_here() {
+            return Ok(Some(found));
+        }
+        let stop = match segment::next_record(DIALECT, &self.window, self.pos, self.term) {
+            // An empty record with nothing after it in the active segment: possibly a header
+            // the writer has not finished, so wait, as for a torn one.
+            Ok(_) => return Ok(None),
+            Err(stop) => stop,
+        };
+        match segment::end_of_records(DIALECT, &self.window, &stop, !self.sealed) {
+            EndOfRecords::Clean | EndOfRecords::Torn(_) => Ok(None),
+            EndOfRecords::TermOrder(why) | EndOfRecords::Corrupt(why) => {
+                let at = self.window_at + stop.offset().unwrap_or(0);
+                let path = self
+                    .seg
+                    .as_ref()
+                    .map(|s| s.path.clone())
+                    .unwrap_or_default();
+                Err(Error::corruption(&path, Some(at), why))
+            }
+        }
+    }
+
+    /// The record the window shows at the position, by the scanner's step; `None` when it
+    /// shows none whole, or an empty record with nothing after it in the active segment.
+    #[inline(always)]
+    fn record_here(&self) -> Option<Found> {
+        let (term, data, next) =
+            segment::next_record(DIALECT, &self.window, self.pos, self.term).ok()?;
+        if data.is_empty()
+            && !self.sealed
+            && segment::is_ambiguous_empty_record(DIALECT, &self.window, self.pos)
+        {
+            return None;
+        }
+        let from = self.pos + record::HEADER_LEN;
+        Some((term, from..from + data.len(), next))
     }
 
     /// Bytes the record at `pos` needs (from its length field when present).
