@@ -1,7 +1,8 @@
-//! Codecs of deltas, the snapshot and the metadata: golden vectors (tests/data, written from the
-//! spec by an independent encoder) decode exactly and encode byte-identically; corrupt bytes at
-//! every offset class are `CorruptionError`s naming the offending field's offset, never a panic;
-//! absurd counts and lengths fail fast; random values round-trip; writes are atomic.
+//! The snapshot codec (spec section 4 and the wide snapshot of 4.1): the golden snapshot
+//! decodes to the manifest's values and agrees with a hand encoder written from the spec;
+//! corrupt bytes at every offset class are `CorruptionError`s naming the offending field's
+//! offset; absurd counts fail fast; random snapshots round-trip; encode, decode and a restore
+//! accept the same snapshots; snapshot files are written atomically.
 
 mod common;
 
@@ -10,8 +11,7 @@ use std::path::Path;
 use common::*;
 use proptest::prelude::*;
 use tflux_core::base::files;
-use tflux_core::format::delta::{self, Delta, DeltaError, DeltaRef};
-use tflux_core::format::metadata::{self, Metadata};
+use tflux_core::format::metadata::Metadata;
 use tflux_core::format::snapshot::{self, QueueData, Snapshot};
 use tflux_core::io::storage::RealStorage;
 use tflux_core::state::{IMPL_ARRAY, IMPL_HEAP};
@@ -83,16 +83,6 @@ fn hand_snapshot(index: i32, term: i32, state: &[u8]) -> Vec<u8> {
     f
 }
 
-fn hand_metadata(version: i32, term: i32, vote: i32) -> Vec<u8> {
-    let mut f = vec![0x5A, 0x6E, 0xA0, 0x12];
-    f.extend_from_slice(&version.to_be_bytes());
-    f.extend_from_slice(&term.to_be_bytes());
-    f.extend_from_slice(&vote.to_be_bytes());
-    let crc = crc32fast::hash(&f[4..]);
-    f.extend_from_slice(&crc.to_be_bytes());
-    f
-}
-
 /// The snapshot the manifest describes for `tflux.snapshot` (records in ascending id order).
 fn manifest_snapshot() -> Snapshot {
     Snapshot {
@@ -134,172 +124,6 @@ fn corruption_offset(r: tflux_core::Result<impl std::fmt::Debug>) -> (u64, Strin
 
 fn snap_err(bytes: &[u8]) -> (u64, String) {
     corruption_offset(snapshot::decode(bytes, Path::new("tflux.snapshot")))
-}
-
-fn meta_err(bytes: &[u8]) -> (u64, String) {
-    corruption_offset(metadata::decode(bytes, Path::new("tflux.metadata")))
-}
-
-// ---------- deltas ----------
-
-fn golden_deltas() -> Vec<(String, Delta, Vec<u8>)> {
-    let text = std::fs::read_to_string(data_dir().join("deltas.json")).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    json.as_object()
-        .unwrap()
-        .iter()
-        .map(|(label, v)| {
-            let name = v["queue"].as_str().unwrap().as_bytes().to_vec();
-            let delta = match v["kind"].as_str().unwrap() {
-                "C" => Delta::CreateQueue {
-                    name,
-                    implementation: v["implementation"].as_i64().unwrap() as i32,
-                    max_queue_size: v["max_queue_size"].as_i64().unwrap() as i32,
-                    max_message_size: v["max_message_size"].as_i64().unwrap() as i32,
-                    key_range: v["key_range"]
-                        .as_array()
-                        .map(|r| (r[0].as_i64().unwrap(), r[1].as_i64().unwrap())),
-                },
-                "D" => Delta::DeleteQueue { name },
-                "A" => Delta::AddRecord {
-                    name,
-                    key: v["key"].as_i64().unwrap(),
-                    message: unhex(v["message_hex"].as_str().unwrap()),
-                },
-                "R" => Delta::RemoveRecord {
-                    name,
-                    id: v["record_id"].as_u64().unwrap(),
-                },
-                k => panic!("unknown kind {k}"),
-            };
-            (label.clone(), delta, unhex(v["hex"].as_str().unwrap()))
-        })
-        .collect()
-}
-
-#[test]
-fn golden_deltas_decode_exactly_and_encode_byte_identically() {
-    let vectors = golden_deltas();
-    assert_eq!(vectors.len(), 6);
-    for (label, delta, bytes) in vectors {
-        assert_eq!(delta::decode(&bytes).unwrap(), delta.as_ref(), "{label}");
-        let mut out = Vec::new();
-        delta.as_ref().encode(&mut out);
-        assert_eq!(out, bytes, "{label}");
-        assert_eq!(delta.as_ref().encoded_len(), bytes.len(), "{label}");
-    }
-}
-
-#[test]
-fn every_truncated_delta_is_an_error_within_its_bytes() {
-    for (label, _, bytes) in golden_deltas() {
-        for cut in 0..bytes.len() {
-            let e = delta::decode(&bytes[..cut]).unwrap_err();
-            assert!(e.offset <= cut, "{label} cut at {cut}: {e}");
-            assert!(
-                e.reason.contains("past the end"),
-                "{label} cut at {cut}: {e}"
-            );
-        }
-    }
-}
-
-#[test]
-fn every_delta_with_an_extra_byte_reports_trailing_bytes() {
-    for (label, _, mut bytes) in golden_deltas() {
-        let end = bytes.len();
-        bytes.push(0);
-        let e = delta::decode(&bytes).unwrap_err();
-        assert_eq!(e.offset, end, "{label}");
-        assert!(e.reason.contains("1 trailing bytes after"), "{label}: {e}");
-    }
-}
-
-#[test]
-fn flipped_delta_bytes_never_panic() {
-    for (_, _, bytes) in golden_deltas() {
-        for i in 0..bytes.len() {
-            for flip in [0x01, 0x80, 0xFF] {
-                let mut b = bytes.clone();
-                b[i] ^= flip;
-                if let Err(e) = delta::decode(&b) {
-                    assert!(e.offset <= b.len());
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn delta_errors_name_field_and_offset() {
-    let cases: Vec<(Vec<u8>, usize, &str)> = vec![
-        (vec![], 0, "delta marker runs past the end (0 bytes left)"),
-        (b"Z".to_vec(), 0, "unknown delta marker 0x5A"),
-        (
-            b"D\x03a b".to_vec(),
-            3,
-            "queue name byte 0x20 at offset 3 is not in '!'..'~'",
-        ),
-        (
-            b"D\x01\x7f".to_vec(),
-            2,
-            "queue name byte 0x7F at offset 2 is not in '!'..'~'",
-        ),
-        (
-            b"D\x04ab".to_vec(),
-            1,
-            "queue name length 4 runs past the end (2 bytes left)",
-        ),
-        (
-            [&b"A\x00"[..], &[0; 8], &[0x7F, 0xFF, 0xFF, 0xFF], b"hello"].concat(),
-            10,
-            "message length 2147483647 runs past the end (5 bytes left)",
-        ),
-        (
-            [&b"A\x00"[..], &[0; 8], &[0xFF, 0xFF, 0xFF, 0xFF]].concat(),
-            10,
-            "message length -1 is negative",
-        ),
-        (
-            [&b"R\x00"[..], &[0; 8], &[1, 2, 3]].concat(),
-            10,
-            "3 trailing bytes after RemoveRecord",
-        ),
-        (
-            [&b"C\x00"[..], &[0; 12], &[2]].concat(),
-            14,
-            "key range flag 0x02 is not a Bool (0 or 1)",
-        ),
-        (
-            [&b"C\x00"[..], &[0; 12], &[1], &[0; 9]].concat(),
-            23,
-            "key range max runs past the end (1 bytes left)",
-        ),
-    ];
-    for (bytes, offset, reason) in cases {
-        assert_eq!(
-            delta::decode(&bytes).unwrap_err(),
-            DeltaError {
-                offset,
-                reason: reason.into()
-            },
-            "{bytes:02x?}"
-        );
-    }
-}
-
-#[test]
-fn queue_names_are_validated() {
-    assert!(delta::validate_queue_name(b"").is_ok());
-    assert!(delta::validate_queue_name(b"!~azAZ09:_-").is_ok());
-    assert!(delta::validate_queue_name(&[b'a'; 255]).is_ok());
-    assert!(delta::validate_queue_name(&[b'a'; 256]).is_err());
-    for bad in [b' ', 0x7F, 0x00, 0x80, 0xFF, b'\n'] {
-        assert!(
-            delta::validate_queue_name(&[b'a', bad]).is_err(),
-            "{bad:#x}"
-        );
-    }
 }
 
 // ---------- snapshot ----------
@@ -778,178 +602,8 @@ fn atomic_write_does_not_create_a_missing_parent() {
     assert!(!dir.path().join("nope").exists());
 }
 
-// ---------- metadata ----------
-
-#[test]
-fn golden_metadata_decodes_and_encodes_byte_identically() {
-    let cases = [
-        (
-            "tflux.metadata",
-            Metadata {
-                term: 7,
-                voted_for: Some(2),
-            },
-        ),
-        (
-            "tflux.metadata.novote",
-            Metadata {
-                term: 1,
-                voted_for: None,
-            },
-        ),
-    ];
-    for (name, expected) in cases {
-        let bytes = golden(name);
-        assert_eq!(
-            metadata::decode(&bytes, Path::new(name)).unwrap(),
-            expected,
-            "{name}"
-        );
-        assert_eq!(metadata::encode(&expected).to_vec(), bytes, "{name}");
-        assert_eq!(
-            hand_metadata(1, expected.term, expected.voted_for.unwrap_or(-1)),
-            bytes
-        );
-    }
-    // Some(-1) is "no vote" too.
-    let m = Metadata {
-        term: 1,
-        voted_for: Some(-1),
-    };
-    assert_eq!(
-        metadata::encode(&m).to_vec(),
-        golden("tflux.metadata.novote")
-    );
-}
-
-#[test]
-fn metadata_errors_name_their_offsets() {
-    let good = golden("tflux.metadata");
-    for cut in 0..20 {
-        let (offset, reason) = meta_err(&good[..cut]);
-        assert_eq!(offset, cut as u64);
-        assert!(reason.contains("expected exactly 20"), "{reason}");
-    }
-    let mut long = good.clone();
-    long.push(0);
-    assert_eq!(meta_err(&long).0, 20);
-    for i in 0..20 {
-        let mut b = good.clone();
-        b[i] ^= 0x40;
-        let expected = match i {
-            0..=3 => 0,
-            4..=7 => 4,
-            _ => 16,
-        };
-        assert_eq!(meta_err(&b).0, expected, "byte {i}");
-    }
-    assert_eq!(
-        meta_err(&hand_metadata(2, 1, -1)),
-        (4, "unknown metadata version 2 (expected 1)".into())
-    );
-    assert_eq!(
-        meta_err(&hand_metadata(1, -1, -1)),
-        (8, "negative term -1".into())
-    );
-    assert_eq!(
-        meta_err(&hand_metadata(1, 1, -2)),
-        (12, "invalid vote -2 (expected -1 or a node id >= 0)".into())
-    );
-    assert!(metadata::decode(&hand_metadata(1, 0, 0), Path::new("m")).is_ok());
-}
-
-#[test]
-fn metadata_files_are_written_atomically() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tflux.metadata");
-    assert_eq!(files::read_metadata(&path).unwrap(), Metadata::default());
-    std::fs::write(&path, b"").unwrap();
-    assert_eq!(
-        files::read_metadata(&path).unwrap(),
-        Metadata {
-            term: 1,
-            voted_for: None
-        }
-    );
-    let m = Metadata {
-        term: 7,
-        voted_for: Some(2),
-    };
-    files::write_metadata(&RealStorage, &path, &m).unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), golden("tflux.metadata"));
-    files::write_metadata(
-        &RealStorage,
-        &path,
-        &Metadata {
-            term: 8,
-            voted_for: None,
-        },
-    )
-    .unwrap();
-    assert_eq!(
-        files::read_metadata(&path).unwrap(),
-        Metadata {
-            term: 8,
-            voted_for: None
-        }
-    );
-    assert_eq!(
-        std::fs::read_dir(dir.path().join("temp")).unwrap().count(),
-        0
-    );
-    for bad in [
-        Metadata {
-            term: -1,
-            voted_for: None,
-        },
-        Metadata {
-            term: 1,
-            voted_for: Some(-2),
-        },
-    ] {
-        assert!(matches!(
-            files::write_metadata(&RealStorage, &path, &bad),
-            Err(Error::InvalidArgument(_))
-        ));
-    }
-    assert_eq!(files::read_metadata(&path).unwrap().term, 8);
-}
-
-// ---------- round trips ----------
-
 fn name() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(0x21u8..=0x7E, 0..=255)
-}
-
-fn delta_strategy() -> impl Strategy<Value = Delta> {
-    prop_oneof![
-        (
-            name(),
-            any::<i32>(),
-            any::<i32>(),
-            any::<i32>(),
-            any::<Option<(i64, i64)>>()
-        )
-            .prop_map(
-                |(name, implementation, max_queue_size, max_message_size, key_range)| {
-                    Delta::CreateQueue {
-                        name,
-                        implementation,
-                        max_queue_size,
-                        max_message_size,
-                        key_range,
-                    }
-                }
-            ),
-        name().prop_map(|name| Delta::DeleteQueue { name }),
-        (
-            name(),
-            any::<i64>(),
-            prop::collection::vec(any::<u8>(), 0..300)
-        )
-            .prop_map(|(name, key, message)| Delta::AddRecord { name, key, message }),
-        (name(), any::<u64>()).prop_map(|(name, id)| Delta::RemoveRecord { name, id }),
-    ]
 }
 
 /// A size limit as stored: -1 (none) or 0..=Int32::MAX.
@@ -1046,22 +700,6 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
 
     #[test]
-    fn deltas_round_trip(d in delta_strategy()) {
-        let bytes = d.encode();
-        prop_assert_eq!(bytes.len(), d.as_ref().encoded_len());
-        let back = delta::decode(&bytes).unwrap();
-        prop_assert_eq!(&back, &d.as_ref());
-        prop_assert_eq!(Delta::from(back), d);
-    }
-
-    #[test]
-    fn arbitrary_bytes_never_panic_the_delta_decoder(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
-        if let Ok(d) = delta::decode(&bytes) {
-            prop_assert_eq!(d.to_bytes(), bytes);
-        }
-    }
-
-    #[test]
     fn snapshots_round_trip(s in snapshot_strategy()) {
         let bytes = snapshot::encode(&s).unwrap();
         prop_assert_eq!(snapshot::decode(&bytes, Path::new("s")).unwrap(), s);
@@ -1096,22 +734,6 @@ proptest! {
         bytes.truncate(i);
         prop_assert!(snapshot::decode(&bytes, Path::new("s")).is_err());
     }
-
-    #[test]
-    fn metadata_round_trips(term in 0..=i32::MAX, vote in prop::option::of(0..=i32::MAX)) {
-        let m = Metadata { term, voted_for: vote };
-        prop_assert_eq!(metadata::decode(&metadata::encode(&m), Path::new("m")).unwrap(), m);
-    }
-}
-
-#[test]
-fn decoded_delta_borrows_from_its_bytes() {
-    let bytes = unhex("4100fffffffffffffffd0000000568656c6c6f");
-    let d = delta::decode(&bytes).unwrap();
-    let DeltaRef::AddRecord { message, .. } = d else {
-        panic!("{d:?}")
-    };
-    assert_eq!(message.as_ptr(), bytes[14..].as_ptr());
 }
 
 // ---------- the codec agrees with a restore (issue 10, defect 10) ----------
@@ -1166,150 +788,4 @@ proptest! {
             }
         }
     }
-}
-
-// ---------- special files (issue 10, defect 7) ----------
-
-fn mkfifo(path: &Path) {
-    let ok = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "mkfifo {}", path.display());
-}
-
-/// Runs `f` on another thread and fails (instead of hanging) if it takes over 10 s.
-fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(std::time::Duration::from_secs(10))
-        .expect("the read blocked or ran away")
-}
-
-fn refused_naming(r: tflux_core::Result<impl std::fmt::Debug>, path: &Path, needle: &str) {
-    match r {
-        Err(e @ Error::Corruption { .. }) | Err(e @ Error::Settings(_)) => {
-            let m = e.to_string();
-            assert!(m.contains(&path.display().to_string()), "{m}");
-            assert!(m.contains(needle), "{m}");
-        }
-        other => panic!(
-            "expected a refusal naming {}, got {other:?}",
-            path.display()
-        ),
-    }
-}
-
-#[test]
-fn special_files_as_metadata_snapshot_or_settings_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().to_path_buf();
-    let meta = base.join("tflux.metadata");
-    let snap = base.join("tflux.snapshot");
-    let settings = base.join(tflux_core::base::settings::SETTINGS_FILE);
-
-    // A FIFO: refused at once, never a blocked open.
-    for p in [&meta, &snap, &settings] {
-        mkfifo(p);
-    }
-    let (m, s, t) = (meta.clone(), snap.clone(), base.clone());
-    let (rm, rs, rt) = within_10s(move || {
-        (
-            files::read_metadata(&m),
-            files::read_snapshot(&s),
-            tflux_core::base::settings::Settings::load(&t, None),
-        )
-    });
-    refused_naming(rm, &meta, "a FIFO, not a regular file");
-    refused_naming(rs, &snap, "a FIFO, not a regular file");
-    refused_naming(rt, &settings, "a FIFO, not a regular file");
-
-    // A symlink to /dev/zero: refused, never read until memory runs out.
-    for p in [&meta, &snap, &settings] {
-        std::fs::remove_file(p).unwrap();
-        std::os::unix::fs::symlink("/dev/zero", p).unwrap();
-    }
-    let (m, s, t) = (meta.clone(), snap.clone(), base.clone());
-    let (rm, rs, rt) = within_10s(move || {
-        (
-            files::read_metadata(&m),
-            files::read_snapshot(&s),
-            tflux_core::base::settings::Settings::load(&t, None),
-        )
-    });
-    refused_naming(rm, &meta, "a character device, not a regular file");
-    refused_naming(rs, &snap, "a character device, not a regular file");
-    refused_naming(rt, &settings, "a character device, not a regular file");
-
-    // A directory with the settings file's name is not "no settings file".
-    std::fs::remove_file(&settings).unwrap();
-    std::fs::create_dir(&settings).unwrap();
-    refused_naming(
-        tflux_core::base::settings::Settings::load(&base, None),
-        &settings,
-        "a directory, not a regular file",
-    );
-
-    // A symlink to a regular file is read as that file.
-    std::fs::remove_file(&snap).unwrap();
-    let real = base.join("real.snapshot");
-    std::fs::write(&real, golden("tflux.snapshot")).unwrap();
-    std::os::unix::fs::symlink(&real, &snap).unwrap();
-    assert_eq!(
-        files::read_snapshot(&snap).unwrap(),
-        Some(manifest_snapshot())
-    );
-}
-
-#[test]
-fn reads_are_bounded_by_the_format() {
-    let dir = tempfile::tempdir().unwrap();
-    // A sparse file longer than any snapshot the format allows: refused without reading it.
-    let snap = dir.path().join("tflux.snapshot");
-    let f = std::fs::File::create(&snap).unwrap();
-    f.set_len(snapshot::MAX_FILE_LEN + 1).unwrap();
-    refused_naming(files::read_snapshot(&snap), &snap, "bytes long");
-    // Settings: at most 1 MiB.
-    let settings = dir.path().join(tflux_core::base::settings::SETTINGS_FILE);
-    let mut text = b"{\"LogSyncPolicy\": \"".to_vec();
-    text.resize(
-        tflux_core::base::settings::SETTINGS_MAX_LEN as usize + 1,
-        b'x',
-    );
-    std::fs::write(&settings, &text).unwrap();
-    refused_naming(
-        tflux_core::base::settings::Settings::load(dir.path(), None),
-        &settings,
-        "1048577 bytes long",
-    );
-}
-
-/// Issue 10, defect 13: a bad key or value is quoted by a short prefix, never whole.
-#[test]
-fn settings_errors_quote_a_short_prefix() {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = dir.path().join(tflux_core::base::settings::SETTINGS_FILE);
-    let long = "y".repeat(500_000);
-    for text in [
-        format!("{{\"LogSyncPolicy\": \"{long}\"}}"),
-        format!("{{\"{long}\": 1}}"),
-        format!("{{\"LogFileSoftLimit\": [{}1]}}", "1,".repeat(200_000)),
-    ] {
-        std::fs::write(&settings, &text).unwrap();
-        let e = tflux_core::base::settings::Settings::load(dir.path(), None).unwrap_err();
-        let m = e.to_string();
-        assert!(matches!(e, Error::Settings(_)), "{m}");
-        assert!(m.len() < 600, "{} bytes: {}", m.len(), &m[..600]);
-    }
-    std::fs::remove_file(&settings).unwrap();
-    let e = tflux_core::base::settings::Settings::load(
-        dir.path(),
-        Some(&format!("{{\"LogSyncPolicy\": \"{long}\"}}")),
-    )
-    .unwrap_err();
-    assert!(e.to_string().len() < 600);
-    assert!(e.to_string().contains("LogSyncPolicy"), "{e}");
 }
