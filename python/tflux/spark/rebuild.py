@@ -287,6 +287,7 @@ class _Frames:
                 F.col("replay_id").alias("record_id"),
                 "key",
                 "message",
+                F.col("lsn").alias("add_lsn"),
                 *rkey,
             )
             self.removes = remove_rows.select("source", "queue", "inc", "record_id", "lsn", *rkey)
@@ -307,6 +308,8 @@ class _Frames:
             snap_records = _first_incarnation(
                 snap_records, inc_rows, self, keys if self.keyed else None
             )
+            # Added before the log's first LSN (check() orders a remove after its add).
+            snap_records = snap_records.withColumn("add_lsn", F.lit(-1).cast("long"))
             records = snap_records.unionByName(records)
         self.records = records
 
@@ -346,6 +349,7 @@ class _Frames:
             (F.col("base_id") + F.col("rank") - F.col("adds_before")).alias("record_id"),
             "key",
             "message",
+            F.col("lsn").alias("add_lsn"),
         )
         removes = remove_rows.select("source", "queue", "lsn", "record_id")
         return adds, with_inc(removes).select("source", "queue", "inc", "record_id", "lsn")
@@ -449,13 +453,22 @@ class _Frames:
 
     def check(self) -> None:
         """Raise :class:`tflux.ReplayError` (with the LSN) where the local restore would: a
-        RemoveRecord of a record that is not there, or removed twice. Costs two Spark jobs.
-        Needs every record, removed or not: frames built with ``ranges=False``."""
+        RemoveRecord of a record that is not there (never added, or added only after the
+        remove), or removed twice. Costs two Spark jobs. Needs every record, removed or not:
+        frames built with ``ranges=False``."""
         if self.ranges is not None:
             raise ValueError("check() needs the frames of every record (ranges=False)")
         keys = ["inc", "record_id"]
-        present = self.records.select(*keys)
-        missing = self.removes.join(present, keys, "left_anti").orderBy("lsn").limit(1).collect()
+        # An (incarnation, id) is added once: its ids count its adds. The join keeps each
+        # remove once, with the LSN of its add (-1 for a snapshot's record, null for none).
+        present = self.records.select(*keys, "add_lsn")
+        missing = (
+            self.removes.join(present, keys, "left")
+            .filter(F.col("add_lsn").isNull() | (F.col("add_lsn") > F.col("lsn")))
+            .orderBy("lsn")
+            .limit(1)
+            .collect()
+        )
         twice = (
             self.removes.groupBy(*keys)
             .agg(
