@@ -1,5 +1,7 @@
 //! Channels: ordered fan-out, durable cursors, roll-over, collection, watermarks.
 
+mod common;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -637,19 +639,19 @@ fn a_roll_over_that_cannot_make_its_segment_stops_nothing() {
 type Segments<'a> = &'a [&'a [(i32, &'a [u8])]];
 
 /// Writes `segments` (each a list of (term, data), the first starting at LSN 0) into the
-/// channel log at `dir` byte by byte, as another writer of the spec format could: records a
-/// channel never sends itself (an empty one, a term that goes down).
+/// channel log at `dir`, framed by hand from the spec ([`common::hand_segment`]), as another
+/// writer of the format could: records a channel never sends itself (an empty one, a term that
+/// goes down).
 fn foreign_log(dir: &Path, segments: Segments<'_>) {
-    use tflux_core::format::{record, segment};
     let log_dir = dir.join("data").join("log");
     std::fs::create_dir_all(&log_dir).unwrap();
     let mut lsn = 0i64;
     for entries in segments {
-        let mut bytes = segment::header().to_vec();
-        for (term, data) in entries.iter() {
-            record::encode(&mut bytes, *term, data);
-        }
-        std::fs::write(log_dir.join(segment::file_name(lsn)), bytes).unwrap();
+        std::fs::write(
+            log_dir.join(common::seg_name(lsn)),
+            common::hand_segment(entries),
+        )
+        .unwrap();
         lsn += entries.len() as i64;
     }
 }

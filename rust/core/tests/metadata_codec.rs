@@ -23,17 +23,6 @@ fn hand_metadata(version: i32, term: i32, vote: i32) -> Vec<u8> {
     f
 }
 
-fn corruption_offset(r: tflux_core::Result<impl std::fmt::Debug>) -> (u64, String) {
-    match r {
-        Err(Error::Corruption {
-            offset: Some(o),
-            reason,
-            ..
-        }) => (o, reason),
-        other => panic!("expected a corruption error with an offset, got {other:?}"),
-    }
-}
-
 fn meta_err(bytes: &[u8]) -> (u64, String) {
     corruption_offset(metadata::decode(bytes, Path::new("tflux.metadata")))
 }

@@ -111,17 +111,6 @@ fn manifest_snapshot() -> Snapshot {
     }
 }
 
-fn corruption_offset(r: tflux_core::Result<impl std::fmt::Debug>) -> (u64, String) {
-    match r {
-        Err(Error::Corruption {
-            offset: Some(o),
-            reason,
-            ..
-        }) => (o, reason),
-        other => panic!("expected a corruption error with an offset, got {other:?}"),
-    }
-}
-
 fn snap_err(bytes: &[u8]) -> (u64, String) {
     corruption_offset(snapshot::decode(bytes, Path::new("tflux.snapshot")))
 }

@@ -44,6 +44,18 @@ pub fn expected_records(name: &str) -> Vec<(i64, i32, Vec<u8>)> {
         .collect()
 }
 
+/// The offset and reason of a corruption error (panics on anything else).
+pub fn corruption_offset(r: tflux_core::Result<impl std::fmt::Debug>) -> (u64, String) {
+    match r {
+        Err(tflux_core::Error::Corruption {
+            offset: Some(o),
+            reason,
+            ..
+        }) => (o, reason),
+        other => panic!("expected a corruption error with an offset, got {other:?}"),
+    }
+}
+
 /// One record, framed by hand from the spec's table.
 pub fn hand_record(term: i32, data: &[u8]) -> Vec<u8> {
     let mut out = vec![0xAA, 0xF5, 0x34, 0xC4];
