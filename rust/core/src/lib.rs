@@ -22,6 +22,7 @@ pub mod log;
 pub mod replay;
 pub mod segment;
 pub mod share;
+pub mod signal;
 pub mod state;
 pub mod store;
 

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::base::settings::StoreSync;
-use crate::durability::{spawn_interval, GroupCommit, Stopper};
+use crate::durability::{spawn_interval, GroupCommit, Logged, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::dialect::Dialect;
 use crate::io::fsutil;
@@ -337,6 +337,15 @@ impl Channel {
     /// Appends `items` (all or nothing) and makes them durable per the sync policy; returns
     /// the LSN of the first.
     pub fn send_many<D: AsRef<[u8]>>(&self, items: &[D]) -> Result<i64> {
+        let (first, logged) = self.send_many_logged(items)?;
+        self.make_durable(logged)?;
+        Ok(first)
+    }
+
+    /// [`Channel::send_many`] without the wait for durability: the messages are in the log
+    /// and visible to receivers; [`Channel::make_durable`] makes them durable per the sync
+    /// policy (one wait may cover the sends of several callers).
+    pub fn send_many_logged<D: AsRef<[u8]>>(&self, items: &[D]) -> Result<(i64, Logged)> {
         let s = &*self.shared;
         if s.opts.readonly {
             return Err(Error::ReadOnly {
@@ -350,7 +359,7 @@ impl Channel {
             ));
         }
         if items.is_empty() {
-            return Ok(self.bounds()?.1);
+            return Ok((self.bounds()?.1, Logged::NOTHING));
         }
         if let Some(cause) = self.stopped() {
             return Err(Error::Poisoned { cause });
@@ -394,12 +403,21 @@ impl Channel {
             }
             self.compress_sealed();
         }
-        if s.opts.sync == StoreSync::Always {
-            self.wait_durable(last).map_err(|e| Error::NotDurable {
-                cause: PoisonCause::from_error(&e),
-            })?;
+        Ok((first, Logged::at(last)))
+    }
+
+    /// Waits until what [`Channel::send_many_logged`] logged is durable per the sync policy
+    /// (only "always" waits); a failure is `NotDurable`: the messages are sent, not known
+    /// durable.
+    pub fn make_durable(&self, logged: Logged) -> Result<()> {
+        match logged.lsn() {
+            Some(last) if self.shared.opts.sync == StoreSync::Always => {
+                self.wait_durable(last).map_err(|e| Error::NotDurable {
+                    cause: PoisonCause::from_error(&e),
+                })
+            }
+            _ => Ok(()),
         }
-        Ok(first)
     }
 
     /// With `compress_sealed`, replaces the sealed segments not yet compressed by `.log.z`

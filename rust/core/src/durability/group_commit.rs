@@ -17,6 +17,31 @@ struct SyncState {
     stop: bool,
 }
 
+/// A change that is in the log and applied, whose durability nobody has waited for yet: the
+/// owner's server answers a batch of requests from several clients with one wait (one group
+/// commit for all of them) instead of a wait per request. [`Logged::NOTHING`] wrote nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[must_use = "a logged change is durable only once it is waited for"]
+pub struct Logged(Option<i64>);
+
+impl Logged {
+    pub const NOTHING: Logged = Logged(None);
+
+    pub fn at(lsn: i64) -> Logged {
+        Logged(Some(lsn))
+    }
+
+    /// The last LSN to wait for, if anything was written.
+    pub fn lsn(self) -> Option<i64> {
+        self.0
+    }
+
+    /// What covers both: waiting for it makes both durable.
+    pub fn and(self, other: Logged) -> Logged {
+        Logged(self.0.max(other.0))
+    }
+}
+
 /// Group commit: waiters for durability share one fsync.
 #[derive(Default)]
 pub struct GroupCommit {

@@ -8,7 +8,7 @@ pub mod interval;
 pub mod policy;
 pub mod watermarks;
 
-pub use group_commit::GroupCommit;
+pub use group_commit::{GroupCommit, Logged};
 pub use interval::{spawn_interval, Stopper};
 pub use policy::{StoreSync, SyncPolicy};
 pub use watermarks::is_ratio;

@@ -176,6 +176,13 @@ impl Client {
         if let Err(e) = wire::send(&mut &*stream, &frame) {
             return Err(self.lost(e, false));
         }
+        // Waits in poll, not in the read: Linux wakes a reader blocked on a Unix socket as
+        // soon as the owner takes in the request (the socket became writable again), so a
+        // blocked read costs the client a second, useless wake-up per call; poll wakes only
+        // for the reply.
+        if let Err(e) = wait_readable(&stream) {
+            return Err(self.lost(e, true));
+        }
         // Requests and replies alternate, so a reader for this reply reads nothing of another.
         let mut reader = std::io::BufReader::with_capacity(8 << 10, &*stream);
         let body = match wire::receive(&mut reader, Duration::MAX, || true) {
@@ -430,6 +437,27 @@ impl Client {
     pub fn close(&self) {
         lock(&self.idle).clear();
         self.lost.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Blocks until `stream` has something to read (a reply, or the owner's end).
+fn wait_readable(stream: &UnixStream) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one initialised pollfd.
+        let n = unsafe { libc::poll(&mut fd, 1, -1) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 

@@ -13,6 +13,9 @@
 
 pub mod channel;
 pub mod client;
+mod connection;
+mod off_loop;
+mod requests;
 mod role;
 pub mod server;
 pub mod store;

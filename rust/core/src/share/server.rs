@@ -1,40 +1,53 @@
 //! The owner's side: serves the store it opened to the other processes of the same user over
-//! a Unix socket beside the data. One thread accepts; each connection has a thread of its own,
-//! so a slow or blocked client (a dequeue waiting for records, a peer that stopped reading)
-//! holds up nobody else, and concurrent enqueues share the store's group commit.
+//! a Unix socket beside the data.
+//!
+//! One thread, the loop, accepts and reads every connection (`poll`), carries out each
+//! request that cannot wait, and answers a whole batch of writes after one wait for their
+//! durability: with N clients enqueueing and acking, one wake-up of one thread and one group
+//! commit serve all N, where a thread per connection cost each request two thread switches
+//! and a wait of its own (docs/format.md, "Several processes"). A request that may wait (a
+//! dequeue of an empty queue) or take long (a snapshot) goes to a thread off the loop
+//! ([`super::off_loop`]) with its connection, so nobody waits behind it; a peer that is slow,
+//! stops reading or sends garbage only ever holds its own connection.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::wire::{self, op, In, Out, Received};
+use super::connection::Connection;
+use super::off_loop::{Job, OffLoop, Syncer};
+use super::requests::{self, error_reply, Outcome};
+use super::wire;
 use crate::channel::Channel;
+use crate::durability::Logged;
 use crate::error::{Error, IoContext, Result};
 use crate::fork::{Birth, ParentOnly};
-use crate::state::QueueConfig;
 use crate::store::Store;
 
-/// More connections than this at once are refused (each has a thread).
+/// More connections than this at once are refused.
 pub const MAX_CONNECTIONS: usize = 1024;
-/// How often an idle connection's thread looks up to see whether the owner is stopping.
+/// How often the loop looks at the deadlines of its connections when nothing happens.
 const TICK: Duration = Duration::from_millis(200);
-/// A peer that starts a frame must finish it within this time.
-const FRAME_DEADLINE: Duration = Duration::from_secs(10);
-/// A reply the peer does not read within this time drops the connection.
-const SEND_DEADLINE: Duration = Duration::from_secs(10);
-/// The longest a single dequeue or wait request holds its thread (clients ask in slices).
-const LONGEST_WAIT: Duration = Duration::from_secs(1);
 /// How long a closing owner waits for its clients to settle the records they hold (acks and
 /// nacks are still served, no new deliveries are made). A delivery still open after it is
 /// void: the record is delivered again, as after a crash. `TFLUX_OWNER_DRAIN` (seconds, read
 /// when the owner starts serving) sets another.
 pub const DRAIN: Duration = Duration::from_secs(10);
+/// Refusals being sent at once (each takes a short-lived thread); a peer beyond them is
+/// simply disconnected.
+const MAX_REFUSING: usize = 16;
+/// The most one read of one connection takes in.
+const READ_CHUNK: usize = 64 << 10;
+/// How long a closing server goes on answering the requests that arrived before it closed.
+const CLOSE_DOWN: Duration = Duration::from_secs(5);
+/// Connections accepted per turn of the loop (the rest wait in the backlog for the next).
+const ACCEPTS_PER_TURN: usize = 64;
 
 fn drain_time() -> Duration {
     std::env::var("TFLUX_OWNER_DRAIN")
@@ -44,20 +57,17 @@ fn drain_time() -> Duration {
         .map_or(DRAIN, |s| Duration::from_secs_f64(s.min(3600.0)))
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One client process's deliveries: the records it holds in flight over all of its
 /// connections. When its last connection goes, they go back to their queues.
 #[derive(Default)]
-struct Session {
+pub(super) struct Session {
     connections: usize,
-    in_flight: HashSet<(Vec<u8>, u64, u64)>,
+    pub in_flight: HashSet<(Vec<u8>, u64, u64)>,
 }
-
-/// A live connection: its raw descriptor (to shut it down at stop) and its thread.
-type Connection = (i32, Option<JoinHandle<()>>);
 
 /// What an owner serves.
 #[derive(Clone)]
@@ -67,27 +77,86 @@ pub enum Served {
     Channel(Channel),
 }
 
-struct Shared {
-    served: Served,
+impl Served {
+    /// Waits until `logged` is durable per the sync policy of what is served.
+    pub(super) fn make_durable(&self, logged: Logged) -> Result<()> {
+        match self {
+            Served::Store(store) => store.make_durable(logged),
+            Served::Channel(channel) => channel.make_durable(logged),
+        }
+    }
+}
+
+pub(super) struct Shared {
+    pub served: Served,
     stop: AtomicBool,
     /// Closing: no new deliveries to clients while they settle the ones they hold.
-    draining: AtomicBool,
+    pub draining: AtomicBool,
     /// Requests in progress (received, reply not yet sent): a drain waits for them too, so
     /// an ack it saw settle gets its reply, and a dequeue's record is recorded for its session.
-    busy: std::sync::atomic::AtomicUsize,
-    /// Raw descriptors of the live connections (for `shutdown` at stop) and their threads.
-    connections: Mutex<HashMap<u64, Connection>>,
-    sessions: Mutex<HashMap<u64, Session>>,
-    next: AtomicU64,
+    busy: AtomicUsize,
+    /// Connections open (on the loop, off it, being refused not counted).
+    open: AtomicUsize,
+    refusing: Arc<AtomicUsize>,
+    pub sessions: Mutex<HashMap<u64, Session>>,
+    /// Connections that threads off the loop answered, for the loop to take back.
+    returned: Mutex<Vec<Connection>>,
+    /// Set (under the `returned` lock) when the loop ends: nothing is given back after.
+    loop_ended: AtomicBool,
+    /// Wakes the loop (an eventfd): a connection came back, or the server stops.
+    wake: ParentOnly<OwnedFd>,
+    pub off_loop: OffLoop,
+    pub syncer: Syncer,
     uid: u32,
+}
+
+impl Shared {
+    fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to the eventfd this struct owns. A full
+        // counter (EAGAIN) still leaves the loop woken.
+        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// A connection a thread off the loop answered: the loop sends its reply and reads on.
+    pub fn give_back(&self, connection: Connection) {
+        self.give_back_all(vec![connection]);
+    }
+
+    /// Several connections at once (one wake-up of the loop). Once the loop has ended they
+    /// end here.
+    pub fn give_back_all(&self, connections: Vec<Connection>) {
+        if connections.is_empty() {
+            return;
+        }
+        let mut returned = lock(&self.returned);
+        if self.loop_ended.load(Ordering::SeqCst) {
+            drop(returned);
+            return connections.into_iter().for_each(|c| self.finish(c));
+        }
+        returned.extend(connections);
+        drop(returned);
+        self.wake();
+    }
+
+    /// A connection ends: its request no longer counts as in progress, and the last
+    /// connection of a session gives back what the session held.
+    pub fn finish(&self, connection: Connection) {
+        if connection.counted {
+            self.busy.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.open.fetch_sub(1, Ordering::SeqCst);
+        if let Some(session) = connection.session {
+            end_session(self, session);
+        }
+    }
 }
 
 /// A running server; stopping (or dropping) it closes every connection, so each client sees
 /// its owner go.
 pub struct Server {
     shared: Arc<Shared>,
-    listener: Arc<ParentOnly<UnixListener>>,
-    acceptor: Option<JoinHandle<()>>,
+    looper: Option<JoinHandle<()>>,
     socket: PathBuf,
     born: Birth,
     drain: Duration,
@@ -95,7 +164,7 @@ pub struct Server {
 
 impl Server {
     /// Binds `socket` (replacing a stale one: the caller holds the owner lock, so no live
-    /// owner has it) and starts serving `store`.
+    /// owner has it) and starts serving `served`.
     pub fn start(served: Served, socket: &Path) -> Result<Server> {
         match std::fs::remove_file(socket) {
             Ok(()) => {}
@@ -107,29 +176,51 @@ impl Server {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
             .ctx("restrict socket", socket)?;
-        let listener = Arc::new(ParentOnly::new(listener));
+        listener
+            .set_nonblocking(true)
+            .ctx("make the owner's socket non-blocking", socket)?;
+        let listener = ParentOnly::new(listener);
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let wake = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if wake < 0 {
+            return Err(Error::io(
+                "make the owner's wake-up descriptor",
+                socket,
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: `wake` is a new descriptor nothing else owns.
+        let wake = ParentOnly::new(unsafe { OwnedFd::from_raw_fd(wake) });
         let shared = Arc::new(Shared {
             served,
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
-            busy: std::sync::atomic::AtomicUsize::new(0),
-            connections: Mutex::new(HashMap::new()),
+            busy: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
+            refusing: Arc::new(AtomicUsize::new(0)),
             sessions: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(0),
+            returned: Mutex::new(Vec::new()),
+            loop_ended: AtomicBool::new(false),
+            wake,
+            off_loop: OffLoop::default(),
+            syncer: Syncer::default(),
             // SAFETY: geteuid cannot fail.
             uid: unsafe { libc::geteuid() },
         });
-        let acceptor = {
-            let (shared, listener) = (shared.clone(), listener.clone());
+        shared
+            .syncer
+            .start(&shared)
+            .ctx("start the owner's server", socket)?;
+        let looper = {
+            let shared = shared.clone();
             std::thread::Builder::new()
                 .name("tflux-owner".into())
-                .spawn(move || accept_loop(&shared, &listener))
+                .spawn(move || Loop::new(shared, listener).run())
                 .ctx("start the owner's server", socket)?
         };
         Ok(Server {
             shared,
-            listener,
-            acceptor: Some(acceptor),
+            looper: Some(looper),
             socket: socket.to_path_buf(),
             born: Birth::now(),
             drain: drain_time(),
@@ -138,11 +229,11 @@ impl Server {
 
     /// Connections open right now.
     pub fn connections(&self) -> usize {
-        lock(&self.shared.connections).len()
+        self.shared.open.load(Ordering::SeqCst)
     }
 
-    /// Stops accepting, closes every connection (waking their threads) and waits for them;
-    /// records in flight to clients go back to their queues. Idempotent.
+    /// Stops accepting, closes every connection and waits for the threads; records in flight
+    /// to clients go back to their queues. Idempotent.
     pub fn stop(&mut self) {
         if !self.born.is_here() {
             // A forked child's copy: the sockets were closed at the fork; the threads and the
@@ -153,40 +244,27 @@ impl Server {
             self.drain();
         }
         self.shared.stop.store(true, Ordering::SeqCst);
-        // Wakes the blocked accept (Linux returns EINVAL from accept after shutdown).
-        // SAFETY: the listener's descriptor is open for as long as `self.listener` lives.
-        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
-        if let Some(t) = self.acceptor.take() {
+        self.shared.wake();
+        if let Some(t) = self.looper.take() {
             let _ = t.join();
         }
-        let threads: Vec<JoinHandle<()>> = {
-            let mut conns = lock(&self.shared.connections);
-            conns
-                .values_mut()
-                .filter_map(|(fd, t)| {
-                    // SAFETY: a connection's thread removes its entry (under this lock)
-                    // before its stream closes, so `fd` is still that stream's descriptor.
-                    unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
-                    t.take()
-                })
-                .collect()
-        };
-        for t in threads {
-            let _ = t.join();
+        self.shared.off_loop.stop(&self.shared);
+        self.shared.syncer.stop();
+        let returned = std::mem::take(&mut *lock(&self.shared.returned));
+        for c in returned {
+            self.shared.finish(c);
         }
         let _ = std::fs::remove_file(&self.socket);
     }
-}
 
-impl Server {
     /// Lets clients settle what they hold (a graceful close delivers nothing twice).
     fn drain(&self) {
         self.shared.draining.store(true, Ordering::SeqCst);
-        let until = std::time::Instant::now() + self.drain;
+        let until = Instant::now() + self.drain;
         let Served::Store(store) = &self.shared.served else {
             return;
         };
-        while std::time::Instant::now() < until {
+        while Instant::now() < until {
             let mut open = false;
             for s in lock(&self.shared.sessions).values_mut() {
                 // Deliveries settled elsewhere (a lease that ran out, a record acked through
@@ -209,58 +287,412 @@ impl Drop for Server {
     }
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
-    loop {
-        let accepted = listener.accept();
-        if shared.stop.load(Ordering::SeqCst) {
+/// The loop's own state: what only its thread touches.
+struct Loop {
+    shared: Arc<Shared>,
+    /// None once the server is closing.
+    listener: Option<ParentOnly<UnixListener>>,
+    connections: HashMap<u64, Connection>,
+    next_id: u64,
+    scratch: Vec<u8>,
+    /// Out of descriptors (or another accept failure): the listener rests until then
+    /// instead of waking the loop at once again.
+    accept_paused_until: Option<Instant>,
+    last_sweep: Instant,
+}
+
+/// What a turn of the loop decided for a connection with a request.
+enum Next {
+    /// A reply is queued: send it.
+    Reply,
+    /// Send the reply once the batch's writes are durable.
+    Durable(wire::Out),
+    /// Carried out off the loop.
+    OffLoop(Vec<u8>),
+    Refuse(Error),
+    End,
+}
+
+impl Loop {
+    fn new(shared: Arc<Shared>, listener: ParentOnly<UnixListener>) -> Loop {
+        Loop {
+            shared,
+            listener: Some(listener),
+            connections: HashMap::new(),
+            next_id: 0,
+            scratch: vec![0; READ_CHUNK],
+            accept_paused_until: None,
+            last_sweep: Instant::now(),
+        }
+    }
+
+    fn run(mut self) {
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        let mut ids: Vec<u64> = Vec::new();
+        let mut closing_until: Option<Instant> = None;
+        loop {
+            if closing_until.is_none() && self.shared.stop.load(Ordering::SeqCst) {
+                // Closing: no new connections, and no new requests. Every connection stops
+                // reading, so a client's write from now on fails at once (EPIPE: it knows the
+                // request never arrived and takes it to the next owner), while each request
+                // that did arrive is still carried out and answered: no client is ever left
+                // not knowing whether a request it sent was carried out.
+                self.listener = None;
+                closing_until = Some(Instant::now() + CLOSE_DOWN);
+            }
+            if let Some(until) = closing_until {
+                for c in self.connections.values_mut() {
+                    c.stop_reading();
+                }
+                let away = self
+                    .shared
+                    .open
+                    .load(Ordering::SeqCst)
+                    .saturating_sub(self.connections.len());
+                if (self.connections.is_empty() && away == 0) || Instant::now() >= until {
+                    break;
+                }
+            }
+            self.wait(&mut fds, &mut ids);
+            self.take_back();
+            let mut ended = Vec::new();
+            for (i, id) in ids.iter().enumerate() {
+                let revents = fds[i + 2].revents;
+                if revents == 0 {
+                    continue;
+                }
+                let Some(c) = self.connections.get_mut(id) else {
+                    continue;
+                };
+                let alive = if c.is_replying() {
+                    send(&self.shared, c)
+                } else if c.wants_read() {
+                    c.receive(&mut self.scratch).unwrap_or(false)
+                } else {
+                    true
+                };
+                if !alive {
+                    ended.push(*id);
+                }
+            }
+            for id in ended {
+                self.end(id);
+            }
+            if fds[0].revents != 0 {
+                self.accept();
+            }
+            self.serve_requests();
+            self.sweep();
+        }
+        let returned = {
+            let mut returned = lock(&self.shared.returned);
+            self.shared.loop_ended.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *returned)
+        };
+        for c in returned {
+            self.shared.finish(c);
+        }
+        for (_, c) in self.connections.drain() {
+            self.shared.finish(c);
+        }
+    }
+
+    /// Blocks until something happens: a connection is readable (or writable, when its
+    /// reply is stalled), one is accepted, a connection comes back, the server stops, or a
+    /// tick passes (for the deadlines).
+    fn wait(&mut self, fds: &mut Vec<libc::pollfd>, ids: &mut Vec<u64>) {
+        fds.clear();
+        ids.clear();
+        let now = Instant::now();
+        let listening = self.accept_paused_until.is_none_or(|t| now >= t);
+        let listener = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
+        let pollfd = |fd: i32, events: libc::c_short| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        fds.push(pollfd(if listening { listener } else { -1 }, libc::POLLIN));
+        fds.push(pollfd(self.shared.wake.as_raw_fd(), libc::POLLIN));
+        for (id, c) in &self.connections {
+            let events = if c.is_replying() {
+                libc::POLLOUT
+            } else if c.wants_read() {
+                libc::POLLIN
+            } else {
+                0
+            };
+            fds.push(pollfd(c.fd(), events));
+            ids.push(*id);
+        }
+        let timeout = match self.accept_paused_until {
+            Some(t) if t > now => TICK.min(t - now),
+            _ => TICK,
+        };
+        // SAFETY: `fds` holds `fds.len()` initialised pollfd entries.
+        let n = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                timeout.as_millis().max(1) as libc::c_int,
+            )
+        };
+        if n < 0 {
+            // EINTR (or ENOMEM): nothing happened, the next turn polls again.
+            fds.iter_mut().for_each(|f| f.revents = 0);
+        }
+        if fds[1].revents != 0 {
+            let mut count = 0u64;
+            // SAFETY: reads 8 bytes into a live u64 from the eventfd (resets its counter).
+            unsafe {
+                libc::read(
+                    self.shared.wake.as_raw_fd(),
+                    (&mut count as *mut u64).cast(),
+                    8,
+                )
+            };
+        }
+    }
+
+    /// Takes back the connections threads off the loop answered, and sends their replies.
+    fn take_back(&mut self) {
+        let back = std::mem::take(&mut *lock(&self.shared.returned));
+        for mut c in back {
+            if send(&self.shared, &mut c) {
+                self.connections.insert(c.id, c);
+            } else {
+                self.shared.finish(c);
+            }
+        }
+    }
+
+    fn accept(&mut self) {
+        for _ in 0..ACCEPTS_PER_TURN {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            let stream = match listener.accept() {
+                Ok((s, _)) => ParentOnly::new(s),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors (EMFILE) or another failure: rest rather than spin
+                    // on a listener that stays readable.
+                    let pause = if e.raw_os_error() == Some(libc::EMFILE) {
+                        50
+                    } else {
+                        5
+                    };
+                    self.accept_paused_until = Some(Instant::now() + Duration::from_millis(pause));
+                    return;
+                }
+            };
+            match peer_uid(&stream) {
+                Ok(uid) if uid == self.shared.uid => {}
+                Ok(uid) => {
+                    self.refuse(
+                        stream,
+                        Error::InvalidArgument(format!(
+                            "user {uid} may not use the store of user {}",
+                            self.shared.uid
+                        )),
+                    );
+                    continue;
+                }
+                Err(_) => continue,
+            }
+            if self.shared.open.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+                self.refuse(
+                    stream,
+                    Error::InvalidArgument(format!(
+                        "the owner serves at most {MAX_CONNECTIONS} connections at once"
+                    )),
+                );
+                continue;
+            }
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let id = self.next_id;
+            self.next_id += 1;
+            self.shared.open.fetch_add(1, Ordering::SeqCst);
+            self.connections.insert(id, Connection::new(id, stream));
+        }
+    }
+
+    /// Sends a refusal from a short-lived thread (it waits for the peer to read it).
+    fn refuse(&self, stream: ParentOnly<UnixStream>, err: Error) {
+        let refusing = self.shared.refusing.clone();
+        if refusing.fetch_add(1, Ordering::SeqCst) >= MAX_REFUSING {
+            refusing.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        let stream = match accepted {
-            Ok((s, _)) => ParentOnly::new(s),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
-                // Out of descriptors: wait for some to be released rather than spin.
-                std::thread::sleep(Duration::from_millis(50));
+        let spawned = std::thread::Builder::new()
+            .name("tflux-owner-refuse".into())
+            .stack_size(128 << 10)
+            .spawn({
+                let refusing = refusing.clone();
+                move || {
+                    if stream.set_nonblocking(false).is_ok() {
+                        refuse(&stream, &err);
+                    }
+                    refusing.fetch_sub(1, Ordering::SeqCst);
+                }
+            });
+        if spawned.is_err() {
+            refusing.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Takes one request from every connection that has one, carries out those that cannot
+    /// wait, waits once for the durability of all the writes among them, and answers them.
+    fn serve_requests(&mut self) {
+        let mut durable: Vec<(u64, wire::Out)> = Vec::new();
+        let mut logged = Logged::NOTHING;
+        let mut decided: Vec<(u64, Next)> = Vec::new();
+        for (id, c) in self.connections.iter_mut() {
+            if c.is_replying() {
                 continue;
             }
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
-            }
-        };
-        let mut conns = lock(&shared.connections);
-        if conns.len() >= MAX_CONNECTIONS {
-            drop(conns);
-            refuse(
-                &stream,
-                &Error::InvalidArgument(format!(
-                    "the owner serves at most {MAX_CONNECTIONS} connections at once"
-                )),
-            );
-            continue;
+            let body = match c.take_frame() {
+                Ok(Some(body)) => body,
+                Ok(None) => continue,
+                Err(_) => {
+                    decided.push((*id, Next::End));
+                    continue;
+                }
+            };
+            let next = request(&self.shared, c, body, &mut logged);
+            decided.push((*id, next));
         }
-        let id = shared.next.fetch_add(1, Ordering::Relaxed);
-        let fd = stream.as_raw_fd();
-        let thread = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("tflux-client".into())
-                .stack_size(256 << 10)
-                .spawn(move || {
-                    serve(&shared, &stream);
-                    // Out of the table before the stream closes (`Server::stop`).
-                    lock(&shared.connections).remove(&id);
-                    drop(stream);
-                })
-        };
-        match thread {
-            Ok(t) => {
-                conns.insert(id, (fd, Some(t)));
-            }
-            Err(_) => {
-                // The thread never ran: nothing else holds the stream, which closed with it.
+        // Replies that need no fsync go out before the batch's fsync; so do the requests
+        // handed off the loop.
+        for (id, next) in decided {
+            match next {
+                Next::Reply => {
+                    if let Some(mut c) = self.connections.remove(&id) {
+                        if send(&self.shared, &mut c) {
+                            self.connections.insert(id, c);
+                        } else {
+                            self.shared.finish(c);
+                        }
+                    }
+                }
+                Next::Durable(out) => durable.push((id, out)),
+                Next::OffLoop(body) => {
+                    if let Some(connection) = self.connections.remove(&id) {
+                        self.shared
+                            .off_loop
+                            .submit(&self.shared, Job { connection, body });
+                    }
+                }
+                Next::Refuse(err) => {
+                    // Only a hello is refused: nothing is in progress, no session begun.
+                    if let Some(c) = self.connections.remove(&id) {
+                        self.shared.open.fetch_sub(1, Ordering::SeqCst);
+                        self.refuse(c.stream, err);
+                    }
+                }
+                Next::End => self.end(id),
             }
         }
+        // One wait for every write of the batch, off the loop: the loop serves on (dequeues,
+        // the next batch's writes) while the fsync runs.
+        let replies: Vec<(Connection, wire::Out)> = durable
+            .into_iter()
+            .filter_map(|(id, out)| Some((self.connections.remove(&id)?, out)))
+            .collect();
+        if !replies.is_empty() {
+            self.shared.syncer.submit(replies, logged);
+        }
+    }
+
+    fn end(&mut self, id: u64) {
+        if let Some(c) = self.connections.remove(&id) {
+            self.shared.finish(c);
+        }
+    }
+
+    /// Ends the connections whose peer overran a deadline (looked at a few times a second).
+    fn sweep(&mut self) {
+        let now = Instant::now();
+        if now.saturating_duration_since(self.last_sweep) < TICK / 4 {
+            return;
+        }
+        self.last_sweep = now;
+        let late: Vec<u64> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.overdue(now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in late {
+            self.end(id);
+        }
+    }
+}
+
+/// Sends what the socket takes of a queued reply (a request whose reply is all sent is no
+/// longer in progress): false when the peer is gone.
+pub(super) fn send(shared: &Shared, c: &mut Connection) -> bool {
+    match c.flush() {
+        Ok(true) => {
+            if std::mem::take(&mut c.counted) {
+                shared.busy.fetch_sub(1, Ordering::SeqCst);
+            }
+            true
+        }
+        Ok(false) => true,
+        Err(_) => false,
+    }
+}
+
+/// Carries out the request `body` of connection `c` on the loop (the hello first).
+fn request(shared: &Shared, c: &mut Connection, body: Vec<u8>, logged: &mut Logged) -> Next {
+    let Some(session) = c.session else {
+        // The hello: magic, version, session.
+        return match requests::hello(&body) {
+            Ok(session) => match requests::welcome(&shared.served) {
+                Ok(frame) => {
+                    lock(&shared.sessions)
+                        .entry(session)
+                        .or_default()
+                        .connections += 1;
+                    c.session = Some(session);
+                    c.reply(frame);
+                    Next::Reply
+                }
+                Err(_) => Next::End,
+            },
+            Err(e) => Next::Refuse(e),
+        };
+    };
+    // A wait that arrives while the owner drains takes nothing and need not be waited for
+    // (it returns empty); every other request is, until its reply is sent.
+    let counted = !(requests::waits(&body) && shared.draining.load(Ordering::SeqCst));
+    if counted {
+        shared.busy.fetch_add(1, Ordering::SeqCst);
+        c.counted = true;
+    }
+    match requests::handle(shared, session, &body, false) {
+        Ok(Outcome::Reply(out)) => reply(c, Ok(out)),
+        Ok(Outcome::Durable(out, l)) => {
+            *logged = logged.and(l);
+            Next::Durable(out)
+        }
+        Ok(Outcome::Blocking) => Next::OffLoop(body),
+        // A request that cannot be decoded or is refused changed nothing: the error goes back
+        // and the connection (framed by lengths, still in step) goes on.
+        Err(e) => reply(c, Err(e)),
+    }
+}
+
+fn reply(c: &mut Connection, result: Result<wire::Out>) -> Next {
+    match requests::reply_frame(result) {
+        Some(frame) => {
+            c.reply(frame);
+            Next::Reply
+        }
+        None => Next::End,
     }
 }
 
@@ -278,10 +710,10 @@ fn refuse(stream: &UnixStream, err: &Error) {
     }
     let _ = stream.shutdown(std::net::Shutdown::Write);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
-    let deadline = std::time::Instant::now() + REFUSE_DRAIN;
+    let deadline = Instant::now() + REFUSE_DRAIN;
     let mut left = REFUSE_DRAIN_BYTES;
     let mut buf = [0u8; 4096];
-    while left > 0 && std::time::Instant::now() < deadline {
+    while left > 0 && Instant::now() < deadline {
         match std::io::Read::read(&mut &*stream, &mut buf) {
             Ok(0) => break,
             Ok(n) => left = left.saturating_sub(n),
@@ -300,21 +732,6 @@ fn refuse(stream: &UnixStream, err: &Error) {
 const REFUSE_DRAIN: Duration = Duration::from_millis(200);
 /// The most a refused peer may send before its connection is closed regardless.
 const REFUSE_DRAIN_BYTES: usize = 64 << 10;
-
-pub(super) fn error_reply(err: &Error) -> Result<Vec<u8>> {
-    let r = err.to_remote();
-    let mut out = Out::new(wire::FAILED);
-    out.u8(r.kind as u8)
-        .bytes(r.message.as_bytes())
-        .u8(r.path.is_some() as u8)
-        .bytes(r.path.as_deref().unwrap_or("").as_bytes())
-        .opt_u64(r.offset)
-        .opt_i64(r.errno.map(i64::from))
-        .bytes(r.queue.as_bytes())
-        .bytes(r.policy.as_bytes())
-        .opt_i64(r.lsn);
-    out.frame()
-}
 
 /// The peer's user id (SO_PEERCRED).
 fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
@@ -340,108 +757,6 @@ fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
     Ok(cred.uid)
 }
 
-fn serve(shared: &Shared, stream: &UnixStream) {
-    match peer_uid(stream) {
-        Ok(uid) if uid == shared.uid => {}
-        Ok(uid) => {
-            refuse(
-                stream,
-                &Error::InvalidArgument(format!(
-                    "user {uid} may not use the store of user {}",
-                    shared.uid
-                )),
-            );
-            return;
-        }
-        Err(_) => return,
-    }
-    if stream.set_read_timeout(Some(TICK)).is_err()
-        || stream.set_write_timeout(Some(SEND_DEADLINE)).is_err()
-    {
-        return;
-    }
-    let idle = || !shared.stop.load(Ordering::SeqCst);
-    // The hello: magic, version, session.
-    // One read usually brings a whole frame (its length and body).
-    let mut reader = std::io::BufReader::with_capacity(64 << 10, stream);
-    let session = match wire::receive(&mut reader, FRAME_DEADLINE, idle) {
-        Ok(Received::Frame(body)) => match hello(&body) {
-            Ok(s) => s,
-            Err(e) => return refuse(stream, &e),
-        },
-        _ => return,
-    };
-    let mut reply = Out::new(wire::OK);
-    reply
-        .u32(wire::VERSION)
-        .u32(std::process::id())
-        .bytes(match &shared.served {
-            Served::Store(store) => store.layout().dialect.name().as_bytes(),
-            Served::Channel(_) => b"spec",
-        });
-    let Ok(reply) = reply.frame() else { return };
-    if wire::send(&mut &*stream, &reply).is_err() {
-        return;
-    }
-    lock(&shared.sessions)
-        .entry(session)
-        .or_default()
-        .connections += 1;
-    // Closed, stopped, a half frame or an oversized one: the connection ends.
-    while let Ok(Received::Frame(body)) = wire::receive(&mut reader, FRAME_DEADLINE, idle) {
-        // A wait that arrives while the owner drains takes nothing and need not be waited
-        // for (it returns empty); every other request is, until its reply is sent.
-        let waits = matches!(body.first().copied(), Some(op::DEQUEUE | op::WAIT_READY));
-        let counted = !(waits && shared.draining.load(Ordering::SeqCst));
-        if counted {
-            shared.busy.fetch_add(1, Ordering::SeqCst);
-        }
-        let sent = answer(shared, session, stream, &body);
-        if counted {
-            shared.busy.fetch_sub(1, Ordering::SeqCst);
-        }
-        if !sent {
-            break;
-        }
-    }
-    end_session(shared, session);
-}
-
-/// Carries out one request and sends its reply; false when the reply could not be sent.
-fn answer(shared: &Shared, session: u64, stream: &UnixStream, body: &[u8]) -> bool {
-    // A request that cannot be decoded changed nothing: the error goes back and the
-    // connection (framed by lengths, still in step) goes on.
-    let reply = match handle(shared, session, body) {
-        Ok(out) => out.frame(),
-        Err(e) => error_reply(&e),
-    };
-    match reply {
-        Ok(frame) => wire::send(&mut &*stream, &frame).is_ok(),
-        Err(e) => error_reply(&e)
-            .map(|f| wire::send(&mut &*stream, &f).is_ok())
-            .unwrap_or(false),
-    }
-}
-
-fn hello(body: &[u8]) -> Result<u64> {
-    let mut r = In::new(body);
-    let magic = r.u32("magic")?.to_le_bytes();
-    if &magic != wire::MAGIC {
-        return Err(wire::malformed("not a tflux client"));
-    }
-    let version = r.u32("version")?;
-    if version != wire::VERSION {
-        return Err(Error::InvalidArgument(format!(
-            "the owner speaks version {} of the protocol, the client {version}: use the same \
-             tflux in every process that shares a base directory",
-            wire::VERSION
-        )));
-    }
-    let session = r.u64("session")?;
-    r.end()?;
-    Ok(session)
-}
-
 /// The last connection of a client process is gone: what it held in flight goes back.
 fn end_session(shared: &Shared, session: u64) {
     let returned = {
@@ -462,221 +777,5 @@ fn end_session(shared: &Shared, session: u64) {
         // A record settled meanwhile (ack over another path, lease expiry) is not in
         // flight under this receipt any more: nothing to return.
         let _ = store.nack(&queue, id, Some(receipt));
-    }
-}
-
-fn wait_arg(ms: u64) -> Option<Duration> {
-    Some(Duration::from_millis(ms).min(LONGEST_WAIT))
-}
-
-/// Carries out one request; the reply to send.
-fn handle(shared: &Shared, session: u64, body: &[u8]) -> Result<Out> {
-    let mut r = In::new(body);
-    let code = r.u8("op")?;
-    let mut out = Out::new(wire::OK);
-    let store = match &shared.served {
-        Served::Store(store) => &**store,
-        Served::Channel(channel) => {
-            handle_channel(channel, code, &mut r, &mut out)?;
-            return Ok(out);
-        }
-    };
-    match code {
-        op::CREATE_QUEUE => {
-            let name = r.bytes("queue")?;
-            let config: QueueConfig = r.config()?;
-            let exist_ok = r.flag("exist_ok")?;
-            r.end()?;
-            let created = store.create_queue_as(name, config, exist_ok)?;
-            out.u8(created as u8);
-        }
-        op::DELETE_QUEUE => {
-            let name = r.bytes("queue")?;
-            r.end()?;
-            store.delete_queue(name)?;
-        }
-        op::ENQUEUE_MANY => {
-            let name = r.bytes("queue")?;
-            let n = r.count(12, "records")?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push((r.i64("key")?, r.bytes("payload")?));
-            }
-            r.end()?;
-            let ids = store.enqueue_many(name, &items)?;
-            out.u32(ids.len() as u32);
-            for id in ids {
-                out.u64(id);
-            }
-        }
-        op::DEQUEUE => {
-            let name = r.bytes("queue")?;
-            let wait = wait_arg(r.u64("timeout")?);
-            let lease = r.opt_u64("lease")?.map(Duration::from_millis);
-            r.end()?;
-            // Counted as busy (by `serve`) before the drain flag is read, so a drain that saw
-            // no request in progress and no delivery open cannot miss this one.
-            let got = if shared.draining.load(Ordering::SeqCst) {
-                Ok(None)
-            } else {
-                store.dequeue_leased(name, wait, lease)
-            };
-            if let Ok(Some((record, receipt))) = &got {
-                // Held for the session before the reply leaves: a client that dies before
-                // reading it still gives the record back.
-                let mut sessions = lock(&shared.sessions);
-                let held = &mut sessions.entry(session).or_default().in_flight;
-                held.insert((name.to_vec(), record.id, *receipt));
-            }
-            match got? {
-                None => {
-                    if shared.draining.load(Ordering::SeqCst) {
-                        std::thread::sleep(wait.unwrap_or(LONGEST_WAIT).min(TICK));
-                    }
-                    out.u8(0);
-                }
-                Some((record, receipt)) => {
-                    out.u8(1).record(&record, receipt);
-                }
-            }
-        }
-        op::WAIT_READY => {
-            let name = r.bytes("queue")?;
-            let wait = wait_arg(r.u64("timeout")?);
-            r.end()?;
-            let ready = if shared.draining.load(Ordering::SeqCst) {
-                std::thread::sleep(wait.unwrap_or(LONGEST_WAIT).min(TICK));
-                false
-            } else {
-                store.wait_ready(name, wait)?
-            };
-            out.u8(ready as u8);
-        }
-        op::ACK_MANY => {
-            // The smallest item: an empty queue name, an id, no receipt.
-            let n = r.count(13, "records")?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                let queue = r.bytes("queue")?;
-                let id = r.u64("id")?;
-                let receipt = r.opt_u64("receipt")?;
-                items.push((queue, id, receipt));
-            }
-            r.end()?;
-            store.ack_many(&items)?;
-            settle(
-                shared,
-                session,
-                items.iter().map(|(q, id, rc)| (*q, *id, *rc)),
-            );
-        }
-        op::NACK => {
-            let queue = r.bytes("queue")?;
-            let id = r.u64("id")?;
-            let receipt = r.opt_u64("receipt")?;
-            r.end()?;
-            store.nack(queue, id, receipt)?;
-            settle(shared, session, [(queue, id, receipt)].into_iter());
-        }
-        op::COUNT => {
-            let name = r.bytes("queue")?;
-            r.end()?;
-            out.u64(store.count(name)?);
-        }
-        op::PEEK => {
-            let name = r.bytes("queue")?;
-            r.end()?;
-            match store.peek(name)? {
-                None => out.u8(0),
-                Some(rec) => out.u8(1).record(&rec, 0),
-            };
-        }
-        op::PEEK_ALL => {
-            let name = r.bytes("queue")?;
-            r.end()?;
-            let records = store.peek_all(name)?;
-            out.u32(records.len() as u32);
-            for rec in &records {
-                out.record(rec, 0);
-            }
-        }
-        op::QUEUES => {
-            r.end()?;
-            let queues = store.queues()?;
-            out.u32(queues.len() as u32);
-            for q in &queues {
-                out.info(q);
-            }
-        }
-        op::SNAPSHOT => {
-            r.end()?;
-            out.u8(store.snapshot()? as u8);
-        }
-        op::INFO => {
-            r.end()?;
-            let (start, last, snap) = store.log_bounds()?;
-            let term = store.metadata()?.term;
-            out.i64(start)
-                .i64(last)
-                .i64(snap)
-                .i64(i64::from(term))
-                .bytes(store.settings().to_json().as_bytes());
-        }
-        other => return Err(wire::malformed(format!("unknown request {other}"))),
-    }
-    Ok(out)
-}
-
-/// A channel's requests: what a sender in another process needs of the owner.
-fn handle_channel(channel: &Channel, code: u8, r: &mut In<'_>, out: &mut Out) -> Result<()> {
-    match code {
-        op::SEND_MANY => {
-            let n = r.count(4, "messages")?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(r.bytes("message")?);
-            }
-            r.end()?;
-            out.i64(channel.send_many(&items)?);
-        }
-        op::CHANNEL_SYNC => {
-            r.end()?;
-            channel.sync()?;
-        }
-        op::DROP_RECEIVER => {
-            let name = r.str("receiver")?;
-            r.end()?;
-            out.u8(channel.drop_receiver(name)? as u8);
-        }
-        op::COLLECT => {
-            r.end()?;
-            out.u64(channel.collect()? as u64);
-        }
-        op::DISK_FULL => {
-            r.end()?;
-            out.u8(channel.disk_full() as u8);
-        }
-        other => return Err(wire::malformed(format!("unknown channel request {other}"))),
-    }
-    Ok(())
-}
-
-/// Records acked or nacked over this session are no longer its to return.
-fn settle<'a>(
-    shared: &Shared,
-    session: u64,
-    items: impl Iterator<Item = (&'a [u8], u64, Option<u64>)>,
-) {
-    let mut sessions = lock(&shared.sessions);
-    let Some(s) = sessions.get_mut(&session) else {
-        return;
-    };
-    for (queue, id, receipt) in items {
-        match receipt {
-            Some(receipt) => {
-                s.in_flight.remove(&(queue.to_vec(), id, receipt));
-            }
-            None => s.in_flight.retain(|(q, i, _)| !(q == queue && *i == id)),
-        }
     }
 }

@@ -332,13 +332,17 @@ pub fn receive(
             format!("a frame of {len} bytes (the most is {MAX_FRAME})"),
         ));
     }
+    // Grown by at most a chunk ahead of what arrived (zeroing only that much).
+    const CHUNK: usize = 16 << 10;
     let mut body = Vec::new();
-    let mut chunk = [0u8; 16 << 10];
     while body.len() < len {
-        let want = (len - body.len()).min(chunk.len());
-        match read_some(&mut chunk[..want], &mut started)? {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n => body.extend_from_slice(&chunk[..n]),
+        let got = body.len();
+        let want = (len - got).min(CHUNK);
+        body.resize(got + want, 0);
+        match read_some(&mut body[got..], &mut started) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => body.truncate(got + n),
+            Err(e) => return Err(e),
         }
     }
     Ok(Received::Frame(body))

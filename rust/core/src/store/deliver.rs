@@ -2,7 +2,7 @@
 //! rules; what is in flight lives in memory only ([`crate::store::deliveries`]).
 
 use super::{
-    raw_name, DeltaRef, Duration, Error, Inner, Instant, QueueConfig, Record, Result, Store,
+    raw_name, DeltaRef, Duration, Error, Inner, Instant, Logged, QueueConfig, Record, Result, Store,
 };
 
 impl Store {
@@ -75,11 +75,7 @@ impl Store {
             if let Some(next) = inner.deliveries.next_expiry(name) {
                 wait = wait.min(next.saturating_duration_since(now));
             }
-            inner = self
-                .ready
-                .wait_timeout(inner, wait)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            inner = self.ready.wait_timeout(inner, wait);
             if inner.closed {
                 return Err(Error::Closed("store"));
             }
@@ -208,8 +204,14 @@ impl Store {
     /// Acknowledges several in-flight records with one log write and one fsync: either all
     /// are acknowledged or, when one is not in flight (or named twice), none is.
     pub fn ack_many(&self, items: &[(&[u8], u64, Option<u64>)]) -> Result<()> {
+        let logged = self.ack_many_logged(items)?;
+        self.make_durable(logged)
+    }
+
+    /// [`Store::ack_many`] without the wait for durability ([`Store::make_durable`]).
+    pub fn ack_many_logged(&self, items: &[(&[u8], u64, Option<u64>)]) -> Result<Logged> {
         if items.is_empty() {
-            return Ok(());
+            return Ok(Logged::NOTHING);
         }
         let lsn = {
             let mut inner = self.writable()?;
@@ -236,12 +238,19 @@ impl Store {
             }
             lsn
         };
-        self.after_write(lsn)
+        Ok(Logged::at(lsn))
     }
 
     /// Puts an in-flight record back with its id (so before later records of the same key);
     /// `receipt` as in [`Store::ack`].
     pub fn nack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
+        let logged = self.nack_logged(name, id, receipt)?;
+        self.make_durable(logged)
+    }
+
+    /// [`Store::nack`] without the wait for durability of a dead-letter move
+    /// ([`Store::make_durable`]); a record that simply goes back writes nothing.
+    pub fn nack_logged(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<Logged> {
         self.refuse_readonly()?;
         let moved = {
             let mut inner = self.inner()?;
@@ -255,10 +264,7 @@ impl Store {
             self.delivery_failed(&mut inner, name, id)?
         };
         self.ready.notify_all();
-        match moved {
-            Some(lsn) => self.after_write(lsn),
-            None => Ok(()),
-        }
+        Ok(moved.map_or(Logged::NOTHING, Logged::at))
     }
 
     /// Whether the delivery `receipt` of record `id` of `name` is still open (neither acked,

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use crate::base;
 use crate::base::files;
 use crate::base::settings::{Settings, StoreSync};
 use crate::durability::watermarks::{Gate, SpaceProbe, Statvfs, Watermarks};
-use crate::durability::{spawn_interval, GroupCommit, Stopper};
+use crate::durability::{spawn_interval, GroupCommit, Logged, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::delta::DeltaRef;
 use crate::format::dialect::Dialect;
@@ -107,7 +107,7 @@ pub struct Store {
     readonly: bool,
     inner: Mutex<Inner>,
     /// Signalled when records become ready (enqueue, nack) or queues go away.
-    ready: Condvar,
+    ready: crate::signal::Signal,
     durability: GroupCommit,
     /// Set when a failure after a successful write (an automatic snapshot) must stop later
     /// writes without failing the write itself.
@@ -264,6 +264,16 @@ impl Store {
             self.tell(waited)?;
         }
         Ok(())
+    }
+
+    /// Waits until a change made by one of the `*_logged` calls (or several: see
+    /// [`Logged::and`]) is durable per the sync policy. A failure says that the change is
+    /// logged and applied, and not known durable: `NotDurable`.
+    pub fn make_durable(&self, logged: Logged) -> Result<()> {
+        match logged.lsn() {
+            Some(lsn) => self.after_write(lsn),
+            None => Ok(()),
+        }
     }
 
     /// Syncs everything and releases the lock. Further calls fail with `Closed`; waiting

@@ -2,9 +2,9 @@
 //! base directory's restore checks in order, then the replay into the queue state.
 
 use super::{
-    base, files, Arc, AtomicBool, Condvar, Deliveries, Dialect, Duration, Error, Gate, GroupCommit,
-    Inner, Instant, Layout, Log, LogOptions, Mutex, OpenReport, Parallelism, Path, RecoveryMode,
-    Replayer, Result, Settings, Storage, Store, StoreOptions, SyncPolicy,
+    base, files, Arc, AtomicBool, Deliveries, Dialect, Duration, Error, Gate, GroupCommit, Inner,
+    Instant, Layout, Log, LogOptions, Mutex, OpenReport, Parallelism, Path, RecoveryMode, Replayer,
+    Result, Settings, Storage, Store, StoreOptions, SyncPolicy,
 };
 
 impl Store {
@@ -205,7 +205,7 @@ impl Store {
                 stale: false,
                 deliveries: Deliveries::default(),
             }),
-            ready: Condvar::new(),
+            ready: crate::signal::Signal::new(),
             durability: GroupCommit::new(synced),
             refused: Mutex::new(None),
             told: AtomicBool::new(false),

@@ -1,7 +1,7 @@
 //! Writes that change queues: creating and deleting them, and enqueueing records (logged,
 //! applied, then durable per the sync policy).
 
-use super::{raw_name, Applied, DeltaRef, Error, QueueConfig, Result, Store};
+use super::{raw_name, Applied, DeltaRef, Error, Logged, QueueConfig, Result, Store};
 
 impl Store {
     // ----- client operations -----
@@ -53,11 +53,24 @@ impl Store {
     /// Enqueues records (one log write, one fsync); returns their ids. All are checked against
     /// the queue's policies first: either all are enqueued or none.
     pub fn enqueue_many(&self, name: &[u8], items: &[(i64, &[u8])]) -> Result<Vec<u64>> {
+        let (ids, logged) = self.enqueue_many_logged(name, items)?;
+        self.make_durable(logged)?;
+        Ok(ids)
+    }
+
+    /// [`Store::enqueue_many`] without the wait for durability: the records are logged,
+    /// applied and ready; [`Store::make_durable`] (for this call, or one covering several)
+    /// is what makes them durable per the sync policy.
+    pub fn enqueue_many_logged(
+        &self,
+        name: &[u8],
+        items: &[(i64, &[u8])],
+    ) -> Result<(Vec<u64>, Logged)> {
         let (ids, lsn) = {
             let mut inner = self.writable()?;
             inner.state.queue(name)?;
             if items.is_empty() {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), Logged::NOTHING));
             }
             for (key, message) in items {
                 inner.state.check_enqueue(name, *key, message.len())?;
@@ -105,8 +118,7 @@ impl Store {
             (ids, lsn)
         };
         self.ready.notify_all();
-        self.after_write(lsn)?;
-        Ok(ids)
+        Ok((ids, Logged::at(lsn)))
     }
 
     pub fn enqueue(&self, name: &[u8], key: i64, message: &[u8]) -> Result<u64> {

@@ -1,0 +1,162 @@
+//! One client connection as the owner's loop sees it: a non-blocking socket, the bytes of the
+//! request still arriving, the reply still leaving, and the deadlines that keep a slow or
+//! hostile peer from holding anything: a frame must arrive whole within [`FRAME_DEADLINE`]
+//! of its first byte, a reply must be read within [`SEND_DEADLINE`].
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use super::wire::MAX_FRAME;
+use crate::fork::ParentOnly;
+
+/// A peer that starts a frame must finish it within this time.
+pub const FRAME_DEADLINE: Duration = Duration::from_secs(10);
+/// A reply the peer does not read within this time drops the connection.
+pub const SEND_DEADLINE: Duration = Duration::from_secs(10);
+
+pub(super) struct Connection {
+    pub id: u64,
+    pub stream: ParentOnly<UnixStream>,
+    /// The client process's session, once its hello was answered.
+    pub session: Option<u64>,
+    /// Counted in the server's requests in progress (until its reply is sent).
+    pub counted: bool,
+    /// Bytes received and not yet taken as a frame: they grow only by what arrived, so a
+    /// length alone reserves nothing.
+    received: Vec<u8>,
+    /// When the first byte of the frame now arriving came.
+    frame_started: Option<Instant>,
+    reply: Vec<u8>,
+    replied: usize,
+    /// Since when the reply has waited for the peer to read.
+    stalled_since: Option<Instant>,
+    /// Shut for reading (the server closes): what arrived before is still read.
+    read_shut: bool,
+}
+
+impl Connection {
+    pub fn new(id: u64, stream: ParentOnly<UnixStream>) -> Connection {
+        Connection {
+            id,
+            stream,
+            session: None,
+            counted: false,
+            received: Vec::new(),
+            frame_started: None,
+            reply: Vec::new(),
+            replied: 0,
+            stalled_since: None,
+            read_shut: false,
+        }
+    }
+
+    /// Takes no more requests: the peer's later writes fail (`EPIPE`), so it knows they
+    /// never arrived; the bytes that did arrive are still read, then the read sees the end.
+    pub fn stop_reading(&mut self) {
+        if !std::mem::replace(&mut self.read_shut, true) {
+            let _ = self.stream.shutdown(std::net::Shutdown::Read);
+        }
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.stream.as_raw_fd()
+    }
+
+    /// Whether the loop should read: no reply is leaving (requests and replies alternate,
+    /// so a peer that does not read its replies is not read either) and no whole frame
+    /// waits to be taken.
+    pub fn wants_read(&self) -> bool {
+        !self.is_replying() && !self.has_frame()
+    }
+
+    pub fn is_replying(&self) -> bool {
+        self.replied < self.reply.len()
+    }
+
+    /// Reads what arrived, at most `scratch.len()` bytes. False when the peer closed.
+    pub fn receive(&mut self, scratch: &mut [u8]) -> io::Result<bool> {
+        loop {
+            match (&*self.stream).read(scratch) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    if self.received.is_empty() {
+                        self.frame_started = Some(Instant::now());
+                    }
+                    self.received.extend_from_slice(&scratch[..n]);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn frame_len(&self) -> Option<usize> {
+        let head = self.received.get(..4)?;
+        Some(u32::from_le_bytes(head.try_into().unwrap()) as usize)
+    }
+
+    fn has_frame(&self) -> bool {
+        self.frame_len()
+            .is_some_and(|len| len > MAX_FRAME || self.received.len() >= 4 + len)
+    }
+
+    /// The body of the next whole frame, if one has arrived; an error for a length over
+    /// [`MAX_FRAME`] (the connection then ends: it can no longer be kept in step).
+    pub fn take_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let Some(len) = self.frame_len() else {
+            return Ok(None);
+        };
+        if len > MAX_FRAME {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a frame of {len} bytes (the most is {MAX_FRAME})"),
+            ));
+        }
+        if self.received.len() < 4 + len {
+            return Ok(None);
+        }
+        let body = self.received[4..4 + len].to_vec();
+        self.received.drain(..4 + len);
+        self.frame_started = (!self.received.is_empty()).then(Instant::now);
+        Ok(Some(body))
+    }
+
+    /// Queues a reply (the one before it was sent: requests and replies alternate).
+    pub fn reply(&mut self, frame: Vec<u8>) {
+        debug_assert!(!self.is_replying());
+        self.reply = frame;
+        self.replied = 0;
+    }
+
+    /// Sends what the socket takes of the reply; true once all of it is sent.
+    pub fn flush(&mut self) -> io::Result<bool> {
+        while self.is_replying() {
+            match (&*self.stream).write(&self.reply[self.replied..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.replied += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.stalled_since.get_or_insert_with(Instant::now);
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.reply = Vec::new();
+        self.replied = 0;
+        self.stalled_since = None;
+        Ok(true)
+    }
+
+    /// Whether the peer overran a deadline: a frame begun and not finished, a reply unread.
+    pub fn overdue(&self, now: Instant) -> bool {
+        let late = |since: Option<Instant>, limit: Duration| {
+            since.is_some_and(|t| now.saturating_duration_since(t) > limit)
+        };
+        late(self.frame_started, FRAME_DEADLINE) || late(self.stalled_since, SEND_DEADLINE)
+    }
+}
