@@ -336,6 +336,37 @@ def test_the_owner_closing_hands_over_to_a_client_without_a_reopen(base, monkeyp
     client.close()
 
 
+BRIEF_OWNER = r"""
+import sys, time, tflux
+store = tflux.open(sys.argv[1])
+store.create_queue("jobs", exist_ok=True)
+assert store.is_owner
+print("owner", flush=True)
+time.sleep(float(sys.argv[2]))
+store.close()
+"""
+
+
+def test_a_closing_owner_leaves_no_client_write_in_doubt(base):
+    """A graceful close stops reading before it closes the connections: each enqueue a client
+    sends is either carried out and answered, or fails to leave (EPIPE) and goes to the next
+    owner. Before, an enqueue sent in the instant between the drain and the close raised
+    OwnerLostError although the owner never read it (the first owner here closes while three
+    clients enqueue without pause; each producer that finishes first hands over again)."""
+    for trial in range(3):
+        owner = spawn(BRIEF_OWNER, base, 0.3)
+        assert owner.stdout.readline().strip() == "owner"
+        producers = [spawn(PRODUCER, base, f"t{trial}p{k}", 400) for k in range(3)]
+        events = [e for p in producers for e in finish(p)]
+        finish(owner)
+        maybe = [x for k, x in events if k == "maybe"]
+        assert not maybe, f"writes left in doubt by a graceful close: {maybe[:5]}"
+        sent = {x for k, x in events if k == "sent"}
+        assert len(sent) == 1200
+    left = remaining(base)
+    assert sorted(left) == sorted(f"t{t}p{k}-{i}" for t in range(3) for k in range(3) for i in range(400))
+
+
 def test_a_store_opened_before_fork_becomes_a_client_of_the_parent_in_the_child(base):
     """gunicorn --preload: opened at import in the master, used by forked workers."""
     store = tflux.open(base)
@@ -519,3 +550,38 @@ def test_a_closing_owner_lets_clients_settle_what_they_hold(base):
     assert sorted(r.payload for r in client.records("jobs")) == [b"expired", b"left"]
     assert client.is_owner
     client.close()
+
+
+def test_a_peer_that_never_reads_its_replies_holds_up_nobody(base):
+    """The owner serves every connection from one loop: a peer that pipelines requests and
+    never reads a reply fills its own socket, and from then on only its connection waits
+    (it is not read again until its reply is taken, and is dropped after the send deadline);
+    every other client is served at once meanwhile."""
+    count = b"\x08" + struct.pack("<I", 4) + b"jobs"
+    request = struct.pack("<I", len(count)) + count
+    with tflux.open(base) as owner:
+        owner.enqueue("jobs", 1, b"x")
+        greedy = _connect(base)
+        greedy.sendall(_hello())
+        greedy.setblocking(False)
+        pushed = 0
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                pushed += greedy.send(request * 256)
+            except BlockingIOError:
+                # Both socket buffers are full: the owner stopped reading this peer.
+                time.sleep(0.2)
+                try:
+                    pushed += greedy.send(request * 256)
+                except BlockingIOError:
+                    break
+        assert pushed > 0
+        with tflux.open(base) as client:
+            t = time.monotonic()
+            for i in range(50):
+                assert client.count("jobs") == 1 + i
+                client.enqueue("jobs", 2, b"y")
+            assert time.monotonic() - t < 5, "a client waited behind a peer that does not read"
+        greedy.close()
+        assert owner.count("jobs") == 51

@@ -214,9 +214,8 @@ def test_a_trickling_peer_is_dropped_at_the_frame_deadline(tmp_path):
 
 
 def test_a_peer_that_sent_five_bytes_costs_the_owner_little(tmp_path):
-    """What a started frame costs beyond its connection (a connection's thread has a heap of
-    its own, ~0.6 MiB with mimalloc's eager arena commit: docs/format.md); it was 1 MiB of
-    zero-filled body per peer."""
+    """What a started frame costs beyond its connection: the bytes that arrived (it was 1 MiB
+    of zero-filled body per peer)."""
     base = tmp_path / "b"
     owner = spawn(OWNER, base, "up")
     try:

@@ -16,6 +16,12 @@ pub const FRAME_DEADLINE: Duration = Duration::from_secs(10);
 /// A reply the peer does not read within this time drops the connection.
 pub const SEND_DEADLINE: Duration = Duration::from_secs(10);
 
+/// Reads of one connection per turn of the loop (so one large frame does not hold up the
+/// others for long).
+const READS_PER_TURN: usize = 16;
+/// Receive room a connection keeps between frames.
+const KEPT_CAPACITY: usize = 64 << 10;
+
 pub(super) struct Connection {
     pub id: u64,
     pub stream: ParentOnly<UnixStream>,
@@ -75,23 +81,29 @@ impl Connection {
         self.replied < self.reply.len()
     }
 
-    /// Reads what arrived, at most `scratch.len()` bytes. False when the peer closed.
+    /// Reads what arrived: until the socket has no more, a whole frame is in, or
+    /// [`READS_PER_TURN`] reads of `scratch.len()` bytes. False when the peer closed.
     pub fn receive(&mut self, scratch: &mut [u8]) -> io::Result<bool> {
-        loop {
+        let mut reads = 0;
+        while reads < READS_PER_TURN && !self.has_frame() {
             match (&*self.stream).read(scratch) {
                 Ok(0) => return Ok(false),
                 Ok(n) => {
+                    reads += 1;
                     if self.received.is_empty() {
                         self.frame_started = Some(Instant::now());
                     }
                     self.received.extend_from_slice(&scratch[..n]);
-                    return Ok(true);
+                    if n < scratch.len() {
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
             }
         }
+        Ok(true)
     }
 
     fn frame_len(&self) -> Option<usize> {
@@ -121,6 +133,10 @@ impl Connection {
         }
         let body = self.received[4..4 + len].to_vec();
         self.received.drain(..4 + len);
+        if self.received.is_empty() && self.received.capacity() > KEPT_CAPACITY {
+            // A large frame's room goes with it.
+            self.received = Vec::new();
+        }
         self.frame_started = (!self.received.is_empty()).then(Instant::now);
         Ok(Some(body))
     }

@@ -216,7 +216,13 @@ impl Server {
             std::thread::Builder::new()
                 .name("tflux-owner".into())
                 .spawn(move || Loop::new(shared, listener).run())
-                .ctx("start the owner's server", socket)?
+        };
+        let looper = match looper {
+            Ok(t) => t,
+            Err(e) => {
+                shared.syncer.stop();
+                return Err(Error::io("start the owner's server", socket, e));
+            }
         };
         Ok(Server {
             shared,
@@ -569,12 +575,12 @@ impl Loop {
         for (id, next) in decided {
             match next {
                 Next::Reply => {
-                    if let Some(mut c) = self.connections.remove(&id) {
-                        if send(&self.shared, &mut c) {
-                            self.connections.insert(id, c);
-                        } else {
-                            self.shared.finish(c);
-                        }
+                    let gone = self
+                        .connections
+                        .get_mut(&id)
+                        .is_some_and(|c| !send(&self.shared, c));
+                    if gone {
+                        self.end(id);
                     }
                 }
                 Next::Durable(out) => durable.push((id, out)),
