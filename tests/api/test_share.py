@@ -364,7 +364,8 @@ def test_a_closing_owner_leaves_no_client_write_in_doubt(base):
         sent = {x for k, x in events if k == "sent"}
         assert len(sent) == 1200
     left = remaining(base)
-    assert sorted(left) == sorted(f"t{t}p{k}-{i}" for t in range(3) for k in range(3) for i in range(400))
+    made = [f"t{t}p{k}-{i}" for t in range(3) for k in range(3) for i in range(400)]
+    assert sorted(left) == sorted(made)
 
 
 def test_a_store_opened_before_fork_becomes_a_client_of_the_parent_in_the_child(base):
