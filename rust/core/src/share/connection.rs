@@ -176,3 +176,73 @@ impl Connection {
         late(self.frame_started, FRAME_DEADLINE) || late(self.stalled_since, SEND_DEADLINE)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (Connection, UnixStream) {
+        let (ours, peer) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        (Connection::new(0, ParentOnly::new(ours)), peer)
+    }
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut f = (body.len() as u32).to_le_bytes().to_vec();
+        f.extend_from_slice(body);
+        f
+    }
+
+    #[test]
+    fn a_frame_is_taken_only_once_whole_and_frames_come_out_in_order() {
+        let (mut c, mut peer) = pair();
+        let mut scratch = vec![0; 64];
+        let (a, b) = (frame(b"first"), frame(b"second"));
+        peer.write_all(&a[..3]).unwrap();
+        assert!(c.receive(&mut scratch).unwrap());
+        assert!(c.take_frame().unwrap().is_none());
+        assert!(c.wants_read());
+        let mut rest = a[3..].to_vec();
+        rest.extend_from_slice(&b);
+        peer.write_all(&rest).unwrap();
+        assert!(c.receive(&mut scratch).unwrap());
+        assert_eq!(c.take_frame().unwrap().as_deref(), Some(&b"first"[..]));
+        assert_eq!(c.take_frame().unwrap().as_deref(), Some(&b"second"[..]));
+        assert!(c.take_frame().unwrap().is_none());
+        drop(peer);
+        assert!(
+            !c.receive(&mut scratch).unwrap(),
+            "the peer's close is seen"
+        );
+    }
+
+    #[test]
+    fn a_length_alone_reserves_nothing_and_an_oversized_one_is_refused() {
+        let (mut c, mut peer) = pair();
+        let mut scratch = vec![0; 1024];
+        peer.write_all(&(200u32 << 20).to_le_bytes()).unwrap();
+        peer.write_all(b"x").unwrap();
+        c.receive(&mut scratch).unwrap();
+        assert!(c.take_frame().unwrap().is_none());
+        assert!(c.received.capacity() < 4096, "sized by what arrived");
+        let (mut c, mut peer) = pair();
+        peer.write_all(&u32::MAX.to_le_bytes()).unwrap();
+        c.receive(&mut scratch).unwrap();
+        assert!(
+            !c.wants_read(),
+            "nothing more is read of a peer that announced too much"
+        );
+        assert!(c.take_frame().is_err());
+    }
+
+    #[test]
+    fn a_peer_that_does_not_read_its_reply_overruns_the_send_deadline_only() {
+        let (mut c, _peer) = pair();
+        c.reply(vec![7; 8 << 20]);
+        assert!(!c.flush().unwrap(), "the socket takes only part of 8 MiB");
+        assert!(c.is_replying() && !c.wants_read());
+        let now = Instant::now();
+        assert!(!c.overdue(now));
+        assert!(c.overdue(now + SEND_DEADLINE + Duration::from_secs(1)));
+    }
+}
