@@ -150,6 +150,8 @@ pub(super) struct Syncer {
 struct Waiting {
     replies: Vec<(Connection, Out)>,
     logged: Logged,
+    /// Answering a batch (its fsync may be running).
+    busy: bool,
     stop: bool,
 }
 
@@ -171,6 +173,12 @@ impl Syncer {
         self.work.notify_one();
     }
 
+    /// Whether nothing is handed over and no batch is being answered.
+    pub fn is_idle(&self) -> bool {
+        let st = lock(&self.state);
+        st.replies.is_empty() && !st.busy
+    }
+
     /// Answers what is handed over already, then ends the thread.
     pub fn stop(&self) {
         lock(&self.state).stop = true;
@@ -186,43 +194,55 @@ fn sync_loop(shared: &Arc<Shared>) {
     loop {
         let (replies, logged) = {
             let mut st = lock(&syncer.state);
+            st.busy = false;
             while st.replies.is_empty() && !st.stop {
                 st = syncer.work.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             if st.replies.is_empty() {
                 return;
             }
+            st.busy = true;
             (
                 std::mem::take(&mut st.replies),
                 std::mem::take(&mut st.logged),
             )
         };
-        // One wait for every write handed over: one group commit (shared with the owner's
-        // own callers) for all of their clients.
-        let synced = shared.served.make_durable(logged);
-        let failed = synced
-            .as_ref()
-            .err()
-            .and_then(|e| requests::error_reply(e).ok());
-        let mut back = Vec::with_capacity(replies.len());
-        for (mut c, out) in replies {
-            let frame = match &failed {
-                Some(f) => Some(f.clone()),
-                None => requests::reply_frame(Ok(out)),
-            };
-            // Sent from here, so the reply does not wait for the loop to wake up too.
-            match frame {
-                Some(frame) => {
-                    c.reply(frame);
-                    if send(shared, &mut c) {
-                        back.push(c);
-                    } else {
-                        shared.finish(c);
-                    }
-                }
-                None => shared.finish(c),
-            }
-        }
+        let back = answer_durable(shared, replies, logged);
         shared.give_back_all(back);
     }
+}
+
+/// Waits once for every write of `replies` (one group commit, shared with the owner's own
+/// callers, for all of their clients), then sends each reply, or the failure to each, from
+/// this thread (the reply does not wait for another thread to wake up); the connections
+/// still open.
+pub(super) fn answer_durable(
+    shared: &Shared,
+    replies: Vec<(Connection, Out)>,
+    logged: Logged,
+) -> Vec<Connection> {
+    let synced = shared.served.make_durable(logged);
+    let failed = synced
+        .as_ref()
+        .err()
+        .and_then(|e| requests::error_reply(e).ok());
+    let mut open = Vec::with_capacity(replies.len());
+    for (mut c, out) in replies {
+        let frame = match &failed {
+            Some(f) => Some(f.clone()),
+            None => requests::reply_frame(Ok(out)),
+        };
+        match frame {
+            Some(frame) => {
+                c.reply(frame);
+                if send(shared, &mut c) {
+                    open.push(c);
+                } else {
+                    shared.finish(c);
+                }
+            }
+            None => shared.finish(c),
+        }
+    }
+    open
 }

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::connection::Connection;
-use super::off_loop::{Job, OffLoop, Syncer};
+use super::off_loop::{self, Job, OffLoop, Syncer};
 use super::requests::{self, error_reply, Outcome};
 use super::wire;
 use crate::channel::Channel;
@@ -607,9 +607,45 @@ impl Loop {
             .into_iter()
             .filter_map(|(id, out)| Some((self.connections.remove(&id)?, out)))
             .collect();
-        if !replies.is_empty() {
+        if replies.is_empty() {
+            return;
+        }
+        // One write alone, with nothing else to serve meanwhile (one client calling at a
+        // time): the loop waits for it itself, which spares two thread switches (to the
+        // syncer and back): a third less of the owner's CPU per call, and 1.2-1.4x the calls
+        // per second of one client. With more, the syncer waits (measured: docs/benchmarks.md).
+        let alone = replies.len() == 1 && self.shared.syncer.is_idle() && !self.anything_ready();
+        if alone {
+            for c in off_loop::answer_durable(&self.shared, replies, logged) {
+                self.connections.insert(c.id, c);
+            }
+        } else {
             self.shared.syncer.submit(replies, logged);
         }
+    }
+
+    /// Whether a connection (or the listener) has something to read right now.
+    fn anything_ready(&self) -> bool {
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(self.connections.len() + 1);
+        if let Some(l) = &self.listener {
+            fds.push(libc::pollfd {
+                fd: l.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        for c in self.connections.values() {
+            if c.wants_read() {
+                fds.push(libc::pollfd {
+                    fd: c.fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+        }
+        // SAFETY: `fds` holds `fds.len()` initialised pollfd entries.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+        n != 0
     }
 
     fn end(&mut self, id: u64) {
