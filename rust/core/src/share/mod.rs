@@ -18,6 +18,7 @@ mod off_loop;
 mod requests;
 mod role;
 pub mod server;
+mod serving;
 pub mod store;
 pub mod wire;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::connection::Connection;
 use super::requests::{self, Outcome};
-use super::server::{lock, send, Shared, MAX_CONNECTIONS};
+use super::serving::{lock, send, Shared, MAX_CONNECTIONS};
 use super::wire::Out;
 use crate::durability::Logged;
 
@@ -42,7 +42,7 @@ pub(super) struct OffLoop {
 impl OffLoop {
     /// Hands a request to a thread (a new one when none is idle). A thread that cannot be
     /// made leaves the job queued for the next one that frees up.
-    pub fn submit(&self, shared: &Arc<Shared>, job: Job) {
+    pub fn submit(self: &Arc<Self>, shared: &Arc<Shared>, job: Job) {
         let mut st = lock(&self.state);
         st.jobs.push_back(job);
         if st.idle >= st.jobs.len() {
@@ -53,11 +53,11 @@ impl OffLoop {
         if st.threads.len() >= MAX_CONNECTIONS {
             return;
         }
-        let shared = shared.clone();
+        let (shared, pool) = (shared.clone(), self.clone());
         let made = std::thread::Builder::new()
             .name("tflux-owner-wait".into())
             .stack_size(256 << 10)
-            .spawn(move || work(&shared));
+            .spawn(move || work(&shared, &pool));
         if let Ok(t) = made {
             st.threads.push(t);
         }
@@ -104,11 +104,11 @@ impl OffLoop {
     }
 }
 
-fn work(shared: &Arc<Shared>) {
+fn work(shared: &Arc<Shared>, pool: &OffLoop) {
     while let Some(Job {
         mut connection,
         body,
-    }) = shared.off_loop.next()
+    }) = pool.next()
     {
         let session = connection.session.unwrap_or_default();
         let result = requests::handle(shared, session, &body, true).and_then(|outcome| {
@@ -156,11 +156,11 @@ struct Waiting {
 }
 
 impl Syncer {
-    pub fn start(&self, shared: &Arc<Shared>) -> std::io::Result<()> {
-        let shared = shared.clone();
+    pub fn start(self: &Arc<Self>, shared: &Arc<Shared>) -> std::io::Result<()> {
+        let (shared, syncer) = (shared.clone(), self.clone());
         let t = std::thread::Builder::new()
             .name("tflux-owner-sync".into())
-            .spawn(move || sync_loop(&shared))?;
+            .spawn(move || sync_loop(&shared, &syncer))?;
         *lock(&self.thread) = Some(t);
         Ok(())
     }
@@ -189,8 +189,7 @@ impl Syncer {
     }
 }
 
-fn sync_loop(shared: &Arc<Shared>) {
-    let syncer = &shared.syncer;
+fn sync_loop(shared: &Arc<Shared>, syncer: &Syncer) {
     loop {
         let (replies, logged) = {
             let mut st = lock(&syncer.state);

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::server::{lock, Served, Shared};
+use super::serving::{lock, Served, Shared};
 use super::wire::{self, op, In, Out};
 use crate::channel::Channel;
 use crate::durability::Logged;

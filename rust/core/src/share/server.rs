@@ -10,28 +10,26 @@
 //! ([`super::off_loop`]) with its connection, so nobody waits behind it; a peer that is slow,
 //! stops reading or sends garbage only ever holds its own connection.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::connection::Connection;
 use super::off_loop::{self, Job, OffLoop, Syncer};
 use super::requests::{self, error_reply, Outcome};
+use super::serving::{lock, send, Shared};
+pub use super::serving::{Served, MAX_CONNECTIONS};
 use super::wire;
-use crate::channel::Channel;
 use crate::durability::Logged;
 use crate::error::{Error, IoContext, Result};
 use crate::fork::{Birth, ParentOnly};
-use crate::store::Store;
 
-/// More connections than this at once are refused.
-pub const MAX_CONNECTIONS: usize = 1024;
 /// How often the loop looks at the deadlines of its connections when nothing happens.
 const TICK: Duration = Duration::from_millis(200);
 /// How long a closing owner waits for its clients to settle the records they hold (acks and
@@ -57,105 +55,12 @@ fn drain_time() -> Duration {
         .map_or(DRAIN, |s| Duration::from_secs_f64(s.min(3600.0)))
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// One client process's deliveries: the records it holds in flight over all of its
-/// connections. When its last connection goes, they go back to their queues.
-#[derive(Default)]
-pub(super) struct Session {
-    connections: usize,
-    pub in_flight: HashSet<(Vec<u8>, u64, u64)>,
-}
-
-/// What an owner serves.
-#[derive(Clone)]
-pub enum Served {
-    Store(Arc<Store>),
-    /// A channel's senders (receivers read the files themselves, in any process).
-    Channel(Channel),
-}
-
-impl Served {
-    /// Waits until `logged` is durable per the sync policy of what is served.
-    pub(super) fn make_durable(&self, logged: Logged) -> Result<()> {
-        match self {
-            Served::Store(store) => store.make_durable(logged),
-            Served::Channel(channel) => channel.make_durable(logged),
-        }
-    }
-}
-
-pub(super) struct Shared {
-    pub served: Served,
-    stop: AtomicBool,
-    /// Closing: no new deliveries to clients while they settle the ones they hold.
-    pub draining: AtomicBool,
-    /// Requests in progress (received, reply not yet sent): a drain waits for them too, so
-    /// an ack it saw settle gets its reply, and a dequeue's record is recorded for its session.
-    busy: AtomicUsize,
-    /// Connections open (on the loop, off it, being refused not counted).
-    open: AtomicUsize,
-    refusing: Arc<AtomicUsize>,
-    pub sessions: Mutex<HashMap<u64, Session>>,
-    /// Connections that threads off the loop answered, for the loop to take back.
-    returned: Mutex<Vec<Connection>>,
-    /// Set (under the `returned` lock) when the loop ends: nothing is given back after.
-    loop_ended: AtomicBool,
-    /// Wakes the loop (an eventfd): a connection came back, or the server stops.
-    wake: ParentOnly<OwnedFd>,
-    pub off_loop: OffLoop,
-    pub syncer: Syncer,
-    uid: u32,
-}
-
-impl Shared {
-    fn wake(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to the eventfd this struct owns. A full
-        // counter (EAGAIN) still leaves the loop woken.
-        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    /// A connection a thread off the loop answered: the loop sends its reply and reads on.
-    pub fn give_back(&self, connection: Connection) {
-        self.give_back_all(vec![connection]);
-    }
-
-    /// Several connections at once (one wake-up of the loop). Once the loop has ended they
-    /// end here.
-    pub fn give_back_all(&self, connections: Vec<Connection>) {
-        if connections.is_empty() {
-            return;
-        }
-        let mut returned = lock(&self.returned);
-        if self.loop_ended.load(Ordering::SeqCst) {
-            drop(returned);
-            return connections.into_iter().for_each(|c| self.finish(c));
-        }
-        returned.extend(connections);
-        drop(returned);
-        self.wake();
-    }
-
-    /// A connection ends: its request no longer counts as in progress, and the last
-    /// connection of a session gives back what the session held.
-    pub fn finish(&self, connection: Connection) {
-        if connection.counted {
-            self.busy.fetch_sub(1, Ordering::SeqCst);
-        }
-        self.open.fetch_sub(1, Ordering::SeqCst);
-        if let Some(session) = connection.session {
-            end_session(self, session);
-        }
-    }
-}
-
 /// A running server; stopping (or dropping) it closes every connection, so each client sees
 /// its owner go.
 pub struct Server {
     shared: Arc<Shared>,
+    off_loop: Arc<OffLoop>,
+    syncer: Arc<Syncer>,
     looper: Option<JoinHandle<()>>,
     socket: PathBuf,
     born: Birth,
@@ -202,30 +107,34 @@ impl Server {
             returned: Mutex::new(Vec::new()),
             loop_ended: AtomicBool::new(false),
             wake,
-            off_loop: OffLoop::default(),
-            syncer: Syncer::default(),
             // SAFETY: geteuid cannot fail.
             uid: unsafe { libc::geteuid() },
         });
-        shared
-            .syncer
+        let off_loop = Arc::new(OffLoop::default());
+        let syncer = Arc::new(Syncer::default());
+        syncer
             .start(&shared)
             .ctx("start the owner's server", socket)?;
         let looper = {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("tflux-owner".into())
-                .spawn(move || Loop::new(shared, listener).run())
+                .spawn({
+                    let (off_loop, syncer) = (off_loop.clone(), syncer.clone());
+                    move || Loop::new(shared, off_loop, syncer, listener).run()
+                })
         };
         let looper = match looper {
             Ok(t) => t,
             Err(e) => {
-                shared.syncer.stop();
+                syncer.stop();
                 return Err(Error::io("start the owner's server", socket, e));
             }
         };
         Ok(Server {
             shared,
+            off_loop,
+            syncer,
             looper: Some(looper),
             socket: socket.to_path_buf(),
             born: Birth::now(),
@@ -254,8 +163,8 @@ impl Server {
         if let Some(t) = self.looper.take() {
             let _ = t.join();
         }
-        self.shared.off_loop.stop(&self.shared);
-        self.shared.syncer.stop();
+        self.off_loop.stop(&self.shared);
+        self.syncer.stop();
         let returned = std::mem::take(&mut *lock(&self.shared.returned));
         for c in returned {
             self.shared.finish(c);
@@ -296,6 +205,8 @@ impl Drop for Server {
 /// The loop's own state: what only its thread touches.
 struct Loop {
     shared: Arc<Shared>,
+    off_loop: Arc<OffLoop>,
+    syncer: Arc<Syncer>,
     /// None once the server is closing.
     listener: Option<ParentOnly<UnixListener>>,
     connections: HashMap<u64, Connection>,
@@ -320,9 +231,16 @@ enum Next {
 }
 
 impl Loop {
-    fn new(shared: Arc<Shared>, listener: ParentOnly<UnixListener>) -> Loop {
+    fn new(
+        shared: Arc<Shared>,
+        off_loop: Arc<OffLoop>,
+        syncer: Arc<Syncer>,
+        listener: ParentOnly<UnixListener>,
+    ) -> Loop {
         Loop {
             shared,
+            off_loop,
+            syncer,
             listener: Some(listener),
             connections: HashMap::new(),
             next_id: 0,
@@ -586,9 +504,7 @@ impl Loop {
                 Next::Durable(out) => durable.push((id, out)),
                 Next::OffLoop(body) => {
                     if let Some(connection) = self.connections.remove(&id) {
-                        self.shared
-                            .off_loop
-                            .submit(&self.shared, Job { connection, body });
+                        self.off_loop.submit(&self.shared, Job { connection, body });
                     }
                 }
                 Next::Refuse(err) => {
@@ -614,13 +530,13 @@ impl Loop {
         // time): the loop waits for it itself, which spares two thread switches (to the
         // syncer and back): a third less of the owner's CPU per call, and 1.2-1.4x the calls
         // per second of one client. With more, the syncer waits (measured: docs/benchmarks.md).
-        let alone = replies.len() == 1 && self.shared.syncer.is_idle() && !self.anything_ready();
+        let alone = replies.len() == 1 && self.syncer.is_idle() && !self.anything_ready();
         if alone {
             for c in off_loop::answer_durable(&self.shared, replies, logged) {
                 self.connections.insert(c.id, c);
             }
         } else {
-            self.shared.syncer.submit(replies, logged);
+            self.syncer.submit(replies, logged);
         }
     }
 
@@ -670,21 +586,6 @@ impl Loop {
         for id in late {
             self.end(id);
         }
-    }
-}
-
-/// Sends what the socket takes of a queued reply (a request whose reply is all sent is no
-/// longer in progress): false when the peer is gone.
-pub(super) fn send(shared: &Shared, c: &mut Connection) -> bool {
-    match c.flush() {
-        Ok(true) => {
-            if std::mem::take(&mut c.counted) {
-                shared.busy.fetch_sub(1, Ordering::SeqCst);
-            }
-            true
-        }
-        Ok(false) => true,
-        Err(_) => false,
     }
 }
 
@@ -797,27 +698,4 @@ fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
         return Err(io::Error::last_os_error());
     }
     Ok(cred.uid)
-}
-
-/// The last connection of a client process is gone: what it held in flight goes back.
-fn end_session(shared: &Shared, session: u64) {
-    let returned = {
-        let mut sessions = lock(&shared.sessions);
-        let Some(s) = sessions.get_mut(&session) else {
-            return;
-        };
-        s.connections -= 1;
-        if s.connections > 0 {
-            return;
-        }
-        sessions.remove(&session).map(|s| s.in_flight)
-    };
-    let Served::Store(store) = &shared.served else {
-        return;
-    };
-    for (queue, id, receipt) in returned.into_iter().flatten() {
-        // A record settled meanwhile (ack over another path, lease expiry) is not in
-        // flight under this receipt any more: nothing to return.
-        let _ = store.nack(&queue, id, Some(receipt));
-    }
 }
