@@ -7,7 +7,7 @@
 //! commit serve all N, where a thread per connection cost each request two thread switches
 //! and a wait of its own (docs/format.md, "Several processes"). A request that may wait (a
 //! dequeue of an empty queue) or take long (a snapshot) goes to a thread off the loop
-//! ([`super::off_loop`]) with its connection, so nobody waits behind it; a peer that is slow,
+//! (`off_loop.rs`) with its connection, so nobody waits behind it; a peer that is slow,
 //! stops reading or sends garbage only ever holds its own connection.
 
 use std::collections::HashMap;
