@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::connection::Connection;
 use super::requests::{self, Outcome};
-use super::serving::{lock, send, Shared, MAX_CONNECTIONS};
+use super::serving::{answer, lock, Shared, MAX_CONNECTIONS};
 use super::wire::Out;
 use crate::durability::Logged;
 
@@ -105,11 +105,7 @@ impl OffLoop {
 }
 
 fn work(shared: &Arc<Shared>, pool: &OffLoop) {
-    while let Some(Job {
-        mut connection,
-        body,
-    }) = pool.next()
-    {
+    while let Some(Job { connection, body }) = pool.next() {
         let session = connection.session.unwrap_or_default();
         let result = requests::handle(shared, session, &body, true).and_then(|outcome| {
             match outcome {
@@ -121,16 +117,8 @@ fn work(shared: &Arc<Shared>, pool: &OffLoop) {
                 )),
             }
         });
-        match requests::reply_frame(result) {
-            Some(frame) => {
-                connection.reply(frame);
-                if send(shared, &mut connection) {
-                    shared.give_back(connection);
-                } else {
-                    shared.finish(connection);
-                }
-            }
-            None => shared.finish(connection),
+        if let Some(c) = answer(shared, connection, requests::reply_frame(result)) {
+            shared.give_back(c);
         }
     }
 }
@@ -225,23 +213,14 @@ pub(super) fn answer_durable(
         .as_ref()
         .err()
         .and_then(|e| requests::error_reply(e).ok());
-    let mut open = Vec::with_capacity(replies.len());
-    for (mut c, out) in replies {
-        let frame = match &failed {
-            Some(f) => Some(f.clone()),
-            None => requests::reply_frame(Ok(out)),
-        };
-        match frame {
-            Some(frame) => {
-                c.reply(frame);
-                if send(shared, &mut c) {
-                    open.push(c);
-                } else {
-                    shared.finish(c);
-                }
-            }
-            None => shared.finish(c),
-        }
-    }
-    open
+    replies
+        .into_iter()
+        .filter_map(|(c, out)| {
+            let frame = match &failed {
+                Some(f) => Some(f.clone()),
+                None => requests::reply_frame(Ok(out)),
+            };
+            answer(shared, c, frame)
+        })
+        .collect()
 }

@@ -125,6 +125,23 @@ pub(super) fn send(shared: &Shared, c: &mut Connection) -> bool {
     }
 }
 
+/// Sends `frame` as the reply of a connection off the loop (a request whose reply could not
+/// be built ends it); the connection, while it is still open.
+pub(super) fn answer(
+    shared: &Shared,
+    mut c: Connection,
+    frame: Option<Vec<u8>>,
+) -> Option<Connection> {
+    if let Some(frame) = frame {
+        c.reply(frame);
+        if send(shared, &mut c) {
+            return Some(c);
+        }
+    }
+    shared.finish(c);
+    None
+}
+
 /// The last connection of a client process is gone: what it held in flight goes back.
 pub(super) fn end_session(shared: &Shared, session: u64) {
     let returned = {
