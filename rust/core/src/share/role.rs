@@ -15,6 +15,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The most owners one call goes on to after the one it was sent to went: each was found
+/// anew (a handover, so progress), and the bound only stops a call chasing owners that keep
+/// dying at once.
+pub(crate) const HANDOVERS: usize = 16;
+
 /// What an owner holds open.
 pub(crate) trait Opened: Clone {
     /// Whether this is the process that opened it (not a forked child's copy).
@@ -125,7 +130,9 @@ impl<T: Opened> Roles<T> {
 
     /// Carries out a call. When the owner is lost, a request that surely never reached it,
     /// or a `repeatable` one (reads, dequeues: a lost owner's deliveries are void), goes to
-    /// the next owner, once; otherwise the caller is told (`OwnerLost`: it may have happened).
+    /// the next owner; otherwise the caller is told (`OwnerLost`: it may have happened). Owners
+    /// may go one after another (each closes when its own work is done), so the next owner
+    /// may be gone too: a call follows up to [`HANDOVERS`] of them before it gives up.
     pub fn run<R>(
         &self,
         repeatable: bool,
@@ -141,7 +148,8 @@ impl<T: Opened> Roles<T> {
                 Handle::Client(c) => remote(&c),
             };
             match result {
-                Err(Error::OwnerLost { sent, .. }) if tries < 2 && (repeatable || !sent) => {}
+                Err(Error::OwnerLost { sent, .. })
+                    if tries <= HANDOVERS && (repeatable || !sent) => {}
                 other => return other,
             }
         }

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::role::{Handle, Role, Roles};
+use super::role::{Handle, Role, Roles, HANDOVERS};
 use super::{find_owner, Client, Found, Served, Server};
 use crate::base::settings::Settings;
 use crate::base::{self, Layout};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::dialect::Dialect;
 use crate::state::{QueueConfig, QueueInfo, Record};
 use crate::store::{OpenReport, Store, StoreOptions};
@@ -63,27 +63,39 @@ impl SharedStore {
         Ok(shared)
     }
 
-    /// Finds the owner, or becomes it, and notes what it found.
+    /// Finds the owner, or becomes it, and notes what it found. An owner that goes between
+    /// its welcome and the question for its settings (it was closing) is one more handover:
+    /// the next owner is looked for, as if this one had never answered.
     fn resolve(&self) -> Result<Role<Arc<Store>>> {
-        let role = self.find_role()?;
-        let known = match &role {
-            Role::Local(s) | Role::Owner { held: s, .. } => Known {
-                layout: s.layout().clone(),
-                settings: s.settings().clone(),
-                report: s.open_report().clone(),
-            },
-            Role::Client(c) => Known {
-                layout: Layout::in_dialect(
-                    &self.base,
-                    Dialect::parse(c.dialect()).unwrap_or_default(),
-                ),
-                settings: c.info()?.settings,
-                report: OpenReport::default(),
-            },
-            Role::Lost => return Ok(role),
-        };
-        *lock(&self.known) = known;
-        Ok(role)
+        let mut handovers = 0;
+        loop {
+            let role = self.find_role()?;
+            let known = match &role {
+                Role::Local(s) | Role::Owner { held: s, .. } => Known {
+                    layout: s.layout().clone(),
+                    settings: s.settings().clone(),
+                    report: s.open_report().clone(),
+                },
+                Role::Client(c) => match c.info() {
+                    Ok(info) => Known {
+                        layout: Layout::in_dialect(
+                            &self.base,
+                            Dialect::parse(c.dialect()).unwrap_or_default(),
+                        ),
+                        settings: info.settings,
+                        report: OpenReport::default(),
+                    },
+                    Err(Error::OwnerLost { .. }) if handovers < HANDOVERS => {
+                        handovers += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                },
+                Role::Lost => return Ok(role),
+            };
+            *lock(&self.known) = known;
+            return Ok(role);
+        }
     }
 
     fn find_role(&self) -> Result<Role<Arc<Store>>> {
@@ -139,7 +151,7 @@ impl SharedStore {
     }
 
     /// A call that may be repeated without harm (a read, a dequeue: deliveries of a lost owner
-    /// are void), sent again once to the next owner whatever became of it.
+    /// are void), sent again to the next owner whatever became of it.
     fn run_again<T>(
         &self,
         local: impl Fn(&Store) -> Result<T>,
