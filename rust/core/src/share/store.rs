@@ -257,7 +257,7 @@ impl SharedStore {
     }
 
     /// Acks and nacks settle a delivery of one owner and are never sent on to the next: losing
-    /// the owner mid-call is [`Error::OwnerLost`](crate::Error::OwnerLost). Receipts are unique
+    /// the owner mid-call is [`Error::OwnerLost`]. Receipts are unique
     /// to the process that made the delivery (`state::next_incarnation`, seeded from the clock),
     /// so a next owner refuses a gone owner's receipt with `NotInFlight`: that delivery was void,
     /// the record is delivered again.
