@@ -39,6 +39,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import resource
 import select
 import shutil
 import statistics
@@ -46,6 +47,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from array import array
@@ -75,6 +77,12 @@ def record_id(data: bytes) -> int:
 
 
 class Adapter:
+    #: fsyncs a processed record needs when nothing shares them: its durable calls (tflux:
+    #: enqueue and ack) or its commits (SQLite in WAL mode with synchronous=FULL syncs the WAL
+    #: at every commit, and one connection commits at a time).
+    commits_per_record = 2
+    #: Whether concurrent callers share an fsync (a group commit).
+    shares_fsyncs = False
     name = ""
     module = ""  # imported to decide whether the library is installed
 
@@ -103,6 +111,7 @@ class Adapter:
 
 
 class Tflux(Adapter):
+    shares_fsyncs = True
     name = "tflux"
     module = "tflux"
     retryable: tuple = ()
@@ -187,6 +196,7 @@ class PersistQueue(Adapter):
     it acked. Acked rows stay in the table and every ``get`` walks past them, so each consumer
     clears them every 1,000 acks, as persist-queue's docs advise."""
 
+    commits_per_record = 3  # put, get (an UPDATE), ack
     name = "persist-queue SQLiteAckQueue"
     module = "persistqueue"
 
@@ -232,6 +242,7 @@ class PersistQueue(Adapter):
 class LiteQueueAdapter(Adapter):
     """``pop`` locks the row (one IMMEDIATE transaction), ``done`` marks it done."""
 
+    commits_per_record = 3  # put, pop (an UPDATE), done
     name = "litequeue LiteQueue"
     module = "litequeue"
 
@@ -275,6 +286,7 @@ class Huey(Adapter):
     """``SqliteStorage.dequeue`` selects and deletes the row in one exclusive transaction: the
     dequeue is the ack (a consumer that dies after it loses the record)."""
 
+    commits_per_record = 2  # enqueue, dequeue (a DELETE)
     name = "huey SqliteStorage"
     module = "huey"
 
@@ -411,6 +423,61 @@ def _worker(name, role, idx, path, sync, prod_done, finish, seconds, drain_limit
             pass
 
 
+def fsync_rate(root: Path, seconds: float = 1.5) -> dict:
+    """This disk's fsyncs per second back to back, one thread: a 64-byte overwrite of a
+    preallocated file then ``fdatasync``, as a log append that changes no metadata. No queue
+    that fsyncs every commit alone can commit faster, and one that shares each fsync among its
+    callers covers at most one call per waiting process with each."""
+    path = root / "fsync-probe"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        size = 4 << 20
+        os.write(fd, bytes(size))
+        os.fsync(fd)
+        lat, n, t0 = [], 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            os.pwrite(fd, PAD + RECORD.pack(0, n), (n * PAYLOAD_SIZE) % size)
+            t = time.perf_counter()
+            os.fdatasync(fd)
+            lat.append(time.perf_counter() - t)
+            n += 1
+        wall = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    lat.sort()
+    return {"per_s": n / wall, "p50_us": lat[len(lat) // 2] * 1e6, "calls": n}
+
+
+def _busy_cpu_s() -> float:
+    """CPU seconds all cores spent busy since boot (``/proc/stat``: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _sample_window(start: float, seconds: float, into: dict) -> None:
+    """The machine's busy CPU over the window (every process on it, the benchmark's own too)."""
+    time.sleep(max(0.0, start - time.monotonic()))
+    before, own = _busy_cpu_s(), _own_cpu_s()
+    time.sleep(seconds)
+    into["busy_cpu_s"] = _busy_cpu_s() - before
+    into["own_cpu_s"] = _own_cpu_s() - own
+
+
+def _own_cpu_s() -> float:
+    """This process's CPU seconds (all its threads: the owner's, in the "owner apart" row)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def bound(adapter: type[Adapter], fsyncs_per_s: float) -> float:
+    """Records per second the adapter's fsyncs allow at most on a disk that does
+    ``fsyncs_per_s`` (see ``fsync_rate``)."""
+    callers = PRODUCERS + CONSUMERS if adapter.shares_fsyncs else 1
+    return callers * fsyncs_per_s / adapter.commits_per_record
+
+
 def run_mpmc(name: str, root: Path, seconds: float) -> dict:
     adapter = ADAPTERS[name]
     path = root / name.split()[0]  # the two tflux rows run one after the other
@@ -437,6 +504,11 @@ def run_mpmc(name: str, root: Path, seconds: float) -> dict:
     try:
         barrier.wait(timeout=180)
         start.value = time.monotonic() + 0.1
+        cpu: dict = {}
+        sampler = threading.Thread(
+            target=_sample_window, args=(start.value, seconds, cpu), daemon=True
+        )
+        sampler.start()
         sync[1].set()
         producers = []
         while len(producers) < PRODUCERS:
@@ -468,6 +540,7 @@ def run_mpmc(name: str, root: Path, seconds: float) -> dict:
         getattr(adapter, "teardown", lambda: None)()
     if "error" in row:
         return row
+    sampler.join(timeout=seconds + 5)
     prods = [r for r in results if r["role"] == "producer"]
     cons = [r for r in results if r["role"] == "consumer"]
     enqueued = sum(r["enqueued"] for r in prods)
@@ -483,6 +556,9 @@ def run_mpmc(name: str, root: Path, seconds: float) -> dict:
         acked=sum(r["acked"] for r in cons),
         in_window=in_window,
         rate=in_window / seconds,
+        cpu_us_per_record=cpu.get("busy_cpu_s", float("nan")) * 1e6 / max(in_window, 1),
+        cpu_busy=cpu.get("busy_cpu_s", float("nan")) / seconds / (os.cpu_count() or 1),
+        parent_cpu_us_per_record=cpu.get("own_cpu_s", float("nan")) * 1e6 / max(in_window, 1),
         enqueue_rate=enqueued / seconds,
         lost=len(expected - got.keys()),
         dup=sum(c - 1 for c in got.values() if c > 1),
@@ -718,7 +794,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([fmt(headers), line, *(fmt(r) for r in rows)])
 
 
-def report_mpmc(rows: list[dict]) -> str:
+def report_mpmc(rows: list[dict], disk: list[dict]) -> str:
     lines = [
         f"1. {PRODUCERS} producers + {CONSUMERS} consumers (processes), one directory, "
         f"{PAYLOAD_SIZE}-byte records, durable enqueue and ack, one record per call",
@@ -757,14 +833,37 @@ def report_mpmc(rows: list[dict]) -> str:
                "drain s", "lost/dup/alien", "sync"]  # fmt: skip
     lines.append(_table(headers, body))
     lines += notes
+    fsyncs = statistics.mean(d["per_s"] for d in disk)
+    lines.append(
+        "  this disk, back to back (before / after): "
+        + " / ".join(f"{d['per_s']:,.0f} fsyncs/s (p50 {d['p50_us']:.0f} us)" for d in disk)
+    )
     done = [r for r in rows if "rate" in r]
+    for r in done:
+        top = bound(ADAPTERS[r["library"]], fsyncs)
+        r["bound"] = top
+        cpus = os.cpu_count() or 1
+        lines.append(
+            f"  {r['library']}: at most {top:,.0f} records/s from the fsyncs "
+            f"({r['rate'] / top:.0%} of it); CPU {r['cpu_busy']:.0%} busy, "
+            f"{r['cpu_us_per_record']:,.0f} us per record (at most "
+            f"{cpus * 1e6 / r['cpu_us_per_record']:,.0f} records/s on {cpus} cores)"
+        )
+        if ADAPTERS[r["library"]] is TfluxOwnerApart:
+            workers = r["cpu_us_per_record"] - r["parent_cpu_us_per_record"]
+            lines.append(
+                f"    of it the owner (this process) {r['parent_cpu_us_per_record']:,.0f} us, "
+                f"the 8 workers and the rest {workers:,.0f} us (at most "
+                f"{cpus * 1e6 / workers:,.0f} records/s with an owner that cost nothing)"
+            )
     ours = [r for r in done if r["library"].startswith("tflux")]
     others = [r for r in done if not r["library"].startswith("tflux")]
     for tf in ours if others else []:
         best = max(others, key=lambda r: r["rate"])
         lines.append(
             f"  ratio {tf['library']} / best other ({best['library']}): "
-            f"{tf['rate'] / best['rate']:.2f}x"
+            f"{tf['rate'] / best['rate']:.2f}x (at most {tf['bound'] / best['rate']:.2f}x "
+            "from the fsyncs)"
             if best["rate"]
             else "  ratio: best other processed nothing"
         )
@@ -876,11 +975,14 @@ def main(argv: list[str] | None = None) -> int:
         if "1" in parts:
             names = [n.strip() for n in args.libs.split(",")] if args.libs else list(ADAPTERS)
             rows = []
+            disk = [fsync_rate(root)]
             for name in names:
                 print(f"# part 1: {name} ...", file=sys.stderr, flush=True)
                 rows.append(run_mpmc(name, root, args.seconds))
+            disk.append(fsync_rate(root))
             results["mpmc"] = rows
-            print(report_mpmc(rows), "\n", flush=True)
+            results["fsync"] = disk
+            print(report_mpmc(rows, disk), "\n", flush=True)
         if "2" in parts:
             print("# part 2 ...", file=sys.stderr, flush=True)
             results["client_vs_owner"] = run_client_vs_owner(root, max(2.0, args.seconds / 4))
