@@ -18,6 +18,7 @@ from tflux.cli.export import export
 from tflux.cli.inspect import inspect
 from tflux.cli.repair import repair
 from tflux.cli.replay import replay
+from tflux.cli.serve import serve
 from tflux.cli.verify import verify
 from tflux.errors import TfluxError
 
@@ -55,10 +56,23 @@ def cli() -> None:
       tflux export BASE OUT       the log and snapshot as Parquet files (needs pyarrow)
       tflux compress BASE         compress the sealed segments (NNN.log -> NNN.log.z)
       tflux convert SRC DST --to taskflux   the base written again in the other dialect
+      tflux serve BASE            own BASE in a process of its own; other opens are its clients
     """
 
 
-for _verb in (demo, replay, inspect, dump, verify, repair, bench, export, compress, convert):
+for _verb in (
+    demo,
+    replay,
+    inspect,
+    dump,
+    verify,
+    repair,
+    bench,
+    export,
+    compress,
+    convert,
+    serve,
+):
     cli.add_command(_verb)
 
 
