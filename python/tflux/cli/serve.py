@@ -45,7 +45,7 @@ def serve(base: Path, queues: tuple[str, ...], as_json: bool, dialect: str | Non
 
     Running the owner apart from the workers is the steadier deployment: no worker's exit hands
     the directory over, and the owner's loop and fsyncs do not share a worker's interpreter.
-    If BASE already has an owner, nothing is opened (exit 2). On a stop signal the owner closes
+    If BASE already has an owner, nothing is changed (exit 2). On a stop signal the owner closes
     as tflux's close does: the clients settle the records they hold (up to 10 s, or
     TFLUX_OWNER_DRAIN seconds), everything is synced, and a client then takes over by itself.
 
@@ -54,7 +54,7 @@ def serve(base: Path, queues: tuple[str, ...], as_json: bool, dialect: str | Non
     \b
     Examples:
       tflux serve ./base --queue jobs &
-      tflux serve ./base --json | head -n 1     # wait until it serves
+      tflux serve ./base --json > ready.json &   # one line in ready.json once it serves
 
     \b
     Exit codes: 0 stopped by a signal and closed cleanly, 1 corrupt data, 2 usage or I/O
