@@ -124,3 +124,25 @@ def test_records_a_client_holds_when_serve_stops_go_back_to_their_queue(tmp_path
     client.close()
     with tflux.open(base) as store:
         assert store.count("jobs") == 1  # delivered again, as after a crash
+
+
+def test_a_client_takes_over_when_serve_is_killed(tmp_path):
+    """kill -9 of the serving process: no acknowledged write is lost, and a client becomes the
+    owner by itself on its next call (retrying the one that raced the death)."""
+    base = tmp_path / "base"
+    proc = _serve(base, "--queue", "jobs")
+    _first_line(proc)
+    with tflux.open(base) as client:
+        client.enqueue_many("jobs", [(i, b"before") for i in range(10)])
+        proc.kill()
+        proc.communicate(timeout=60)
+        for _attempt in range(50):
+            try:
+                client.enqueue("jobs", 99, b"after")
+                break
+            except tflux.OwnerLostError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("no client took over from the killed owner")
+        assert client.is_owner
+        assert client.count("jobs") == 11
