@@ -34,6 +34,9 @@ pub mod deliveries;
 mod open;
 mod queues;
 mod read;
+pub mod request;
+
+pub use request::{Reply, Request, StoreInfo};
 
 /// How [`Store::open_with`] opens a base directory.
 #[derive(Debug, Clone)]
