@@ -258,7 +258,7 @@ impl SharedStore {
 
     /// Acks and nacks settle a delivery of one owner and are never sent on to the next: losing
     /// the owner mid-call is [`Error::OwnerLost`]. Receipts are unique
-    /// to the process that made the delivery (`state::next_incarnation`, seeded from the clock),
+    /// to the process that made the delivery (`state::next_incarnation`, with a random key per process),
     /// so a next owner refuses a gone owner's receipt with `NotInFlight`: that delivery was void,
     /// the record is delivered again.
     pub fn ack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {

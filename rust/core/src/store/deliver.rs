@@ -279,8 +279,8 @@ impl Store {
 }
 
 /// Whether record `id` of queue `name` is in flight (and, when given, in the delivery of
-/// `receipt`; receipts are unique in the process, so one of an earlier life of the queue or an
-/// earlier open of the store never matches either).
+/// `receipt`; receipts are unique across processes, so one of an earlier life of the queue, an
+/// earlier open of the store or another owner never matches either).
 pub(super) fn in_flight(inner: &Inner, name: &[u8], id: u64, receipt: Option<u64>) -> Result<bool> {
     let q = inner.state.queue(name)?;
     Ok(q.is_in_flight(id) && receipt.is_none_or(|r| inner.deliveries.is_current(name, id, r)))

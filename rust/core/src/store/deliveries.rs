@@ -33,8 +33,8 @@ pub struct Deliveries {
 impl Deliveries {
     /// Record `id` of `queue` was delivered: its new receipt, which settles this delivery
     /// only (a stale ack or nack of an earlier delivery of the same record is refused).
-    /// Receipts are unique in the process (`state::next_incarnation`), so one names one
-    /// delivery of one record of one life of a queue of one open store.
+    /// Receipts are unique across processes (`state::next_incarnation`), so one names one
+    /// delivery of one record of one life of a queue of one open store of one owner.
     pub fn deliver(&mut self, queue: &[u8], id: u64) -> u64 {
         let receipt = crate::state::next_incarnation();
         let q = self.queues.entry(queue.to_vec()).or_default();

@@ -1,0 +1,82 @@
+"""What tells processes apart (issue 43): receipts, sessions and the role of a store survive
+``fork()`` and PID namespaces.
+
+- Receipts were drawn from a per-process counter that ``fork()`` copies: two workers forked
+  from one parent handed out the same receipts, so a record from a dead owner acked the next
+  owner's delivery of that record (item 6).
+- Session ids were built from the pid: two clients in different PID namespaces (both pid 1)
+  shared one, and a killed client's record stayed in flight until the other exited (item 7).
+- A fork while another thread looked for the owner (holding the role's mutex for up to 60 s)
+  left the child's first call waiting forever (item 5).
+
+Children report through their exit status (``test_fork.in_child``).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import tflux
+from test_fork import in_child
+
+
+def test_a_record_from_a_dead_owner_does_not_ack_the_next_owners_delivery(tmp_path):
+    """Two owners forked one after the other from a parent that used tflux: the first
+    delivers the record and dies, the second delivers it again. The first's record must not
+    settle the second's delivery (before: same receipt, the ack passed and the second owner's
+    own ack raised NotInFlightError)."""
+    base = tmp_path / "base"
+    with tflux.open(base) as store:  # the parent draws receipts too (queue lives)
+        store.create_queue("jobs")
+        store.enqueue("jobs", 0, b"once")
+    stale = tmp_path / "stale.pickle"
+
+    def first_owner() -> int:
+        with tflux.open(base) as store:
+            rec = store.dequeue("jobs", timeout=0)
+            stale.write_bytes(pickle.dumps(rec))
+        return 0  # closed without an ack: the delivery is void
+
+    def second_owner() -> int:
+        with tflux.open(base) as store:
+            rec = store.dequeue("jobs", timeout=0)
+            old = pickle.loads(stale.read_bytes())
+            if rec is None or old != rec:
+                return 2
+            try:
+                store.ack(old)
+            except tflux.NotInFlightError:
+                pass
+            else:
+                return 3  # the dead owner's record settled this delivery
+            store.ack(rec)
+            return 0 if store.count("jobs") == 0 else 4
+
+    assert in_child(first_owner) == 0
+    assert in_child(second_owner) == 0
+
+
+def test_forked_workers_hand_out_receipts_of_their_own(tmp_path):
+    """Each child opens a base of its own and delivers the same sequence of records: the
+    receipts must differ across the children (and from the parent's)."""
+    with tflux.open(tmp_path / "parent") as store:
+        store.create_queue("q")
+        store.enqueue("q", 0, b"x")
+        parent = store.dequeue("q", timeout=0).__reduce__()[1][4]
+    out = tmp_path / "receipts"
+    out.mkdir()
+
+    def worker(k: int):
+        def body() -> int:
+            with tflux.open(tmp_path / f"w{k}") as store:
+                store.create_queue("q")
+                store.enqueue_many("q", [(0, b"x")] * 3)
+                receipts = [store.dequeue("q", timeout=0).__reduce__()[1][4] for _ in range(3)]
+            (out / str(k)).write_text(" ".join(map(str, receipts)))
+            return 0
+
+        return body
+
+    assert [in_child(worker(k)) for k in range(2)] == [0, 0]
+    seen = [int(r) for k in range(2) for r in (out / str(k)).read_text().split()]
+    assert len({*seen, parent}) == 7, seen
