@@ -14,10 +14,26 @@ Children report through their exit status (``test_fork.in_child``).
 
 from __future__ import annotations
 
+import os
 import pickle
+import shutil
+import subprocess
+import sys
+import time
 
+import pytest
 import tflux
 from test_fork import in_child
+
+# A client in a PID namespace of its own (pid 1 there): dequeues one record, says so, waits.
+IN_NAMESPACE = r"""
+import os, sys, time, tflux
+store = tflux.open(sys.argv[1])
+assert os.getpid() == 1 and not store.is_owner
+rec = store.dequeue("jobs", timeout=5)
+print("got", rec.payload.decode() if rec else None, flush=True)
+time.sleep(600)
+"""
 
 
 def test_a_record_from_a_dead_owner_does_not_ack_the_next_owners_delivery(tmp_path):
@@ -80,3 +96,45 @@ def test_forked_workers_hand_out_receipts_of_their_own(tmp_path):
     assert [in_child(worker(k)) for k in range(2)] == [0, 0]
     seen = [int(r) for k in range(2) for r in (out / str(k)).read_text().split()]
     assert len({*seen, parent}) == 7, seen
+
+
+def _in_new_pid_namespace(base) -> subprocess.Popen:
+    # --kill-child: the client dies with unshare (PR_SET_PDEATHSIG), also on SIGKILL.
+    return subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-c", IN_NAMESPACE, base],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="PID namespaces need root and unshare(1)",
+)
+def test_clients_with_the_same_pid_in_two_pid_namespaces_have_sessions_of_their_own(tmp_path):
+    """Both clients are pid 1. Killing one gives its record back at once while the other
+    stays connected (before: they shared a session, and the record stayed in flight until
+    the other exited)."""
+    base = str(tmp_path / "base")
+    store = tflux.open(base)
+    clients = []
+    try:
+        store.create_queue("jobs")
+        store.enqueue_many("jobs", [(0, b"a"), (1, b"b")])
+        for _ in range(2):
+            child = _in_new_pid_namespace(base)
+            clients.append(child)
+            assert child.stdout.readline().split()[0] == "got"
+        assert store.count("jobs") == 0
+        clients[0].kill()
+        clients[0].wait(10)
+        deadline = time.monotonic() + 10
+        while store.count("jobs") != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert store.count("jobs") == 1, "the killed client's record is still in flight"
+        assert clients[1].poll() is None
+    finally:
+        for child in clients:
+            child.kill()
+            child.wait(10)
+        store.close()
