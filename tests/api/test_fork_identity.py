@@ -14,11 +14,14 @@ Children report through their exit status (``test_fork.in_child``).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -138,3 +141,66 @@ def test_clients_with_the_same_pid_in_two_pid_namespaces_have_sessions_of_their_
             child.kill()
             child.wait(10)
         store.close()
+
+
+OWNER_THEN_WAIT = r"""
+import sys, time, tflux
+store = tflux.open(sys.argv[1])
+store.create_queue("jobs", exist_ok=True)
+print("owner", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_fork_while_another_thread_looks_for_the_owner_leaves_the_child_usable(tmp_path):
+    """A thread looks for the owner (the owner lock is held, nobody answers yet: it waits,
+    holding the store's role) while the main thread forks. The child's first call must find
+    the owner on its own (before: it waited forever on the parent's lock)."""
+    base = tmp_path / "base"
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER_THEN_WAIT, str(base)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout.readline() == "owner\n"
+        store = tflux.open(base)
+        assert not store.is_owner
+    finally:
+        owner.kill()
+        owner.wait(10)
+    # Hold the owner lock as a live owner that does not answer yet would.
+    held = os.open(base, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    looking = threading.Thread(target=store.count, args=("jobs",), daemon=True)
+    looking.start()
+    time.sleep(0.5)  # it lost its owner and now waits for the next one
+    assert looking.is_alive()
+
+    def child() -> int:
+        os.close(held)  # the parent lets the lock go (the lock is the parent's descriptor)
+        return 0 if store.count("jobs") == 0 else 1
+
+    pid = os.fork()
+    if pid == 0:  # the same as test_fork.in_child, forked with the lock held and the thread
+        code = 70
+        try:
+            code = child()
+        finally:
+            os._exit(code)
+    time.sleep(0.3)
+    fcntl.flock(held, fcntl.LOCK_UN)
+    os.close(held)
+    looking.join(30)
+    deadline = time.monotonic() + 30
+    status = None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.02)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child forked while the parent looked for the owner hung")
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.count("jobs") == 0
+    store.close()
