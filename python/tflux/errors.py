@@ -221,7 +221,8 @@ class PolicyViolation(TfluxError, ValueError):
 
 class NotInFlightError(TfluxError, ValueError):
     """``ack``/``nack`` of a record that is not in flight (never dequeued, already acked or
-    nacked, or its queue was deleted); nothing was written."""
+    nacked, its lease expired, or its queue was deleted); nothing was written. The message says
+    when the delivery's lease expired (the owner remembers the latest few thousand)."""
 
 
 class SettingsError(TfluxError, ValueError):

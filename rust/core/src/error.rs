@@ -111,9 +111,15 @@ pub enum Error {
     /// An operation on a store (or log) that was closed.
     #[error("operation on a closed {0}")]
     Closed(&'static str),
-    /// Ack or nack of a record that is not in flight.
-    #[error("record {id} of queue {} is not in flight", crate::format::delta::display_name(queue.as_bytes()))]
-    NotInFlight { queue: String, id: u64 },
+    /// Ack or nack of a record that is not in flight. `lease_expired`: the delivery it names is
+    /// one whose lease ran out (the owner remembers the latest few thousand); otherwise the
+    /// message lists what may have happened.
+    #[error("record {id} of queue {} is not in flight{}", crate::format::delta::display_name(queue.as_bytes()), if *lease_expired { ": its lease expired before this ack or nack, and the record went back to its queue (a longer lease, or extending it, keeps a slow delivery)" } else { " (acked or nacked already, its lease expired, or it was delivered by an earlier open or another owner)" })]
+    NotInFlight {
+        queue: String,
+        id: u64,
+        lease_expired: bool,
+    },
     /// A client of a shared base directory lost its owner (`crate::share`): the owner closed
     /// the store or its process died. The call may or may not have taken effect; the next
     /// call finds (or becomes) the new owner.

@@ -7,7 +7,9 @@
 //! use with [`Error::Forked`], and its close or drop lets go of it without writing.
 //!
 //! A process-wide counter bumped by a `pthread_atfork` child handler tells the copies apart with
-//! one atomic load, not a `getpid` system call on every call.
+//! one atomic load, not a `getpid` system call on every call. The same handler draws the
+//! child's own [`process_key`]: what a process hands out as unique (receipts) must differ
+//! from what its parent and its siblings, which start from the same copied memory, hand out.
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -26,9 +28,14 @@ static REGISTER: Once = Once::new();
 const CHILD_CLOSES: usize = 4096;
 static CLOSE_IN_CHILD: [AtomicI32; CHILD_CLOSES] = [const { AtomicI32::new(-1) }; CHILD_CLOSES];
 
+/// This process's random key (see [`process_key`]); 0 until drawn.
+static KEY: AtomicU64 = AtomicU64::new(0);
+
 /// Runs in the child right after `fork()`, while it has one thread.
 extern "C" fn in_child() {
     FORKS.fetch_add(1, Ordering::Relaxed);
+    // getrandom is a plain system call (no lock, no allocation): safe here.
+    KEY.store(random_u64(), Ordering::Relaxed);
     for slot in &CLOSE_IN_CHILD {
         let fd = slot.swap(-1, Ordering::Relaxed);
         if fd >= 0 {
@@ -41,6 +48,7 @@ extern "C" fn in_child() {
 
 fn generation() -> u64 {
     REGISTER.call_once(|| {
+        KEY.store(random_u64(), Ordering::Relaxed);
         // SAFETY: registers a handler that only bumps an atomic (async-signal-safe). It can
         // fail only for lack of memory; the generation then never changes (as without fork
         // safety), which the process survives.
@@ -49,6 +57,38 @@ fn generation() -> u64 {
         }
     });
     FORKS.load(Ordering::Relaxed)
+}
+
+/// 64 bits from the kernel's random source (`getrandom`, never blocking); should it fail
+/// (no such system call), the clock, the process id and a counter mixed, which still differ
+/// between processes and calls.
+pub fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    // SAFETY: writes at most `buf.len()` bytes into `buf`.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), libc::GRND_NONBLOCK) };
+    if n == buf.len() as isize {
+        return u64::from_ne_bytes(buf);
+    }
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mixed = nanos
+        ^ (u64::from(std::process::id()) << 40)
+        ^ CALLS.fetch_add(1, Ordering::Relaxed).rotate_left(24);
+    // splitmix64's finaliser: nearby inputs give unrelated outputs.
+    let mut z = mixed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A random 64-bit key of this process, drawn anew in every forked child (before any of its
+/// code runs): numbers this process hands out from a counter copied by `fork()` are made
+/// unique across processes by adding it (`state::next_incarnation`).
+pub fn process_key() -> u64 {
+    generation();
+    KEY.load(Ordering::Relaxed)
 }
 
 /// The process an object was made in.
@@ -149,5 +189,23 @@ mod tests {
         unsafe { libc::waitpid(pid, &mut status, 0) };
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
         assert!(born.is_here(), "the parent's objects stay its own");
+    }
+
+    #[test]
+    fn a_forked_child_draws_a_process_key_of_its_own() {
+        let parent = process_key();
+        assert_eq!(process_key(), parent, "the key stays in one process");
+        // SAFETY: the child only reads an atomic before `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let code = i32::from(KEY.load(Ordering::Relaxed) == parent);
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just made.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert_eq!(process_key(), parent);
     }
 }

@@ -98,7 +98,8 @@ pub fn convert_base(
         hidden_prefix(name),
         std::process::id()
     ));
-    std::fs::create_dir(&temp).ctx("create conversion directory", &temp)?;
+    fs.create_dir(&temp)
+        .ctx("create conversion directory", &temp)?;
     // Held until the copy is renamed (or removed): what tells a later conversion this one is
     // alive. The kernel drops it when the process dies, kill -9 included.
     let _alive = crate::io::fsutil::lock_dir(&*fs, &temp)?;
@@ -247,7 +248,7 @@ fn build(
             let mut failed = false;
             for info in &segments {
                 let path = target.log.join(seg_format::file_name(info.start_lsn));
-                let file = Arc::new(File::create_new(&path).ctx("create segment", &path)?);
+                let file = Arc::new(storage::create_new_file(&path).ctx("create segment", &path)?);
                 let path = Arc::new(path);
                 buf.extend_from_slice(&seg_format::header());
                 let end = info.start_lsn + info.count as i64;
@@ -343,7 +344,7 @@ fn spawn_writer<'scope>(
 
 /// Creates `path` with `bytes`, fsynced (its directory is synced by the caller).
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = File::create_new(path).ctx("create", path)?;
+    let mut file = storage::create_new_file(path).ctx("create", path)?;
     file.write_all(bytes).ctx("write", path)?;
     file.sync_all().ctx("fsync", path)
 }

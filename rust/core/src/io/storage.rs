@@ -16,7 +16,7 @@
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -84,6 +84,63 @@ pub trait StorageFile: Send + Sync + Debug {
     fn file(&self) -> &File;
 }
 
+/// Who may read what tflux creates (docs/format.md, "Who may read a base directory"; issue 43:
+/// bases were `0755` and files `0644`, so every user read every payload, and another user's
+/// `flock` on the base directory or `data/log` locked the owner out). A new directory or file is
+/// its user's only (`0700`/`0600`), unless the directory it is made in is shared with its group
+/// alone (the group may read and search it, others nothing): then the group may read it too
+/// (`0750`/`0640`), never write. The umask can only take bits away.
+pub fn new_dir_mode(parent: &Path) -> u32 {
+    if shared_with_group(parent) {
+        0o750
+    } else {
+        0o700
+    }
+}
+
+/// The mode of a new file in `parent` ([`new_dir_mode`]'s rule).
+pub fn new_file_mode(parent: &Path) -> u32 {
+    if shared_with_group(parent) {
+        0o640
+    } else {
+        0o600
+    }
+}
+
+fn shared_with_group(dir: &Path) -> bool {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    fs::metadata(dir).is_ok_and(|m| {
+        let mode = m.permissions().mode();
+        mode & 0o050 == 0o050 && mode & 0o007 == 0
+    })
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// Creates the new file `path` with [`new_file_mode`] (`O_CREAT|O_EXCL`: never through a
+/// planted link), for reading and writing: the one way tflux makes a file.
+pub fn create_new_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(new_file_mode(parent_dir(path)))
+        .open(path)
+}
+
+/// Creates the directory `path` (its parent must exist) with [`new_dir_mode`].
+pub fn create_one_dir(path: &Path) -> io::Result<()> {
+    fs::DirBuilder::new()
+        .mode(new_dir_mode(parent_dir(path)))
+        .create(path)
+}
+
 /// The operating system's file system.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RealStorage;
@@ -123,18 +180,12 @@ impl StorageFile for RealFile {
 
 impl Storage for RealStorage {
     fn open(&self, path: &Path, mode: Open) -> io::Result<Arc<dyn StorageFile>> {
-        let mut o = OpenOptions::new();
-        o.read(true);
-        match mode {
-            Open::Read => {}
-            Open::ReadWrite => {
-                o.write(true);
-            }
-            Open::CreateNew => {
-                o.write(true).create_new(true);
-            }
-        }
-        Ok(Arc::new(RealFile(o.open(path)?)))
+        let file = match mode {
+            Open::Read => File::open(path)?,
+            Open::ReadWrite => OpenOptions::new().read(true).write(true).open(path)?,
+            Open::CreateNew => create_new_file(path)?,
+        };
+        Ok(Arc::new(RealFile(file)))
     }
 
     fn adopt(&self, file: File, _path: &Path) -> Arc<dyn StorageFile> {
@@ -153,7 +204,7 @@ impl Storage for RealStorage {
     }
 
     fn create_dir(&self, path: &Path) -> io::Result<()> {
-        fs::create_dir(path)
+        create_one_dir(path)
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {

@@ -272,7 +272,7 @@ impl Tail {
 
     /// Finds and opens the segment holding `next`. False when there is none yet.
     fn locate(&mut self) -> Result<bool> {
-        let (segments, _) = fsutil::list_segments(&RealStorage, &self.dir)?;
+        let segments = list_segments(&self.dir)?;
         let Some(first) = segments.first() else {
             return Ok(false);
         };
@@ -370,16 +370,54 @@ impl Tail {
     }
 }
 
+/// How often a reader lists the log directory again when what it listed changed under it (a
+/// segment deleted by collection, a roll-over that has not written the new header yet) before
+/// it gives up with `StaleRead`.
+const LIST_TRIES: u32 = 64;
+
+/// The segments of `dir`, listed again when one vanished between the listing and its `stat`
+/// (the writer collected it: issue 43 saw `TfluxIOError` ENOENT from a read-only channel's
+/// bounds); `StaleRead` when that keeps happening.
+fn list_segments(dir: &Path) -> Result<Vec<fsutil::SegmentFile>> {
+    for _ in 0..LIST_TRIES {
+        match fsutil::list_segments(&RealStorage, dir) {
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+            listed => return listed.map(|(segments, _)| segments),
+        }
+    }
+    Err(stale(dir))
+}
+
+fn stale(dir: &Path) -> Error {
+    Error::StaleRead {
+        path: dir.to_path_buf(),
+        offset: None,
+        reason: format!(
+            "its segments changed under {LIST_TRIES} listings in a row (the writer collects or \
+             rolls over)"
+        ),
+    }
+}
+
 /// `(first LSN held, LSN after the last complete record)` of a log directory, read from its
-/// files (a read-only channel has no log open).
+/// files (a read-only channel has no log open). Both come from one listing; a segment that
+/// vanished, or a last segment whose header is not written yet, is looked at again.
 pub fn bounds(dir: &Path) -> Result<(i64, i64)> {
-    let (segments, _) = fsutil::list_segments(&RealStorage, dir)?;
-    let Some(first) = segments.first() else {
-        return Ok((0, 0));
-    };
-    let mut tail = Tail::new(dir, MAX_ENTRY_LSN + 1);
-    tail.locate()?;
-    Ok((first.first_lsn, tail.next))
+    for attempt in 0..LIST_TRIES {
+        let segments = list_segments(dir)?;
+        let Some(first) = segments.first() else {
+            return Ok((0, 0));
+        };
+        let mut tail = Tail::new(dir, MAX_ENTRY_LSN + 1);
+        if tail.locate()? {
+            return Ok((first.first_lsn, tail.next));
+        }
+        if attempt > 0 {
+            // A roll-over between its create and its header write: a moment.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    Err(stale(dir))
 }
 
 /// Positions the tail now (normally done at the first read); false when the log has no

@@ -5,7 +5,7 @@
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -41,14 +41,11 @@ pub struct Client {
     born: Birth,
 }
 
-/// Sessions of this process are told apart by a counter; processes by their id.
-static SESSIONS: AtomicU32 = AtomicU32::new(0);
-
 impl Client {
     /// Connects to the owner serving `socket` (the base directory `base`).
     pub fn connect(base: &Path, socket: &Path) -> std::result::Result<Client, ConnectError> {
-        let session = (u64::from(std::process::id()) << 32)
-            | u64::from(SESSIONS.fetch_add(1, Ordering::Relaxed));
+        // Random, not the process id: clients in two PID namespaces may both be pid 1 (issue 43).
+        let session = crate::fork::random_u64();
         let mut client = Client {
             base: base.to_path_buf(),
             socket: socket.to_path_buf(),

@@ -3,12 +3,12 @@
 
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::{Client, Server};
 use crate::channel::Channel;
 use crate::error::{Error, Result};
-use crate::fork::ParentOnly;
+use crate::fork::{Birth, ParentOnly};
 use crate::store::request::Resend;
 use crate::store::Store;
 
@@ -77,17 +77,44 @@ pub(crate) enum Handle<T> {
     Client(Arc<Client>),
 }
 
+/// The role and who is finding the next one.
+struct State<T> {
+    role: Role<T>,
+    /// The process whose thread is finding the owner (the role is `Lost` meanwhile). The lock
+    /// is not held while it looks (up to a minute): a fork in that time copies a free lock and
+    /// a finder the child does not have, so the child looks for itself (issue 43: its first
+    /// call waited forever on the lock its parent's thread held).
+    finding: Option<Birth>,
+}
+
 /// The role of one open store or channel.
 pub(crate) struct Roles<T: Opened> {
-    role: Mutex<Role<T>>,
+    state: Mutex<State<T>>,
+    /// Signalled when a finder is done (found, failed or closed).
+    found: Condvar,
     closed: AtomicBool,
     what: &'static str,
+}
+
+/// Ends a find however it ends (an error or a panic included): the next call looks anew and
+/// the callers waiting for this find wake up.
+struct FindGuard<'a, T: Opened>(&'a Roles<T>);
+
+impl<T: Opened> Drop for FindGuard<'_, T> {
+    fn drop(&mut self) {
+        lock(&self.0.state).finding = None;
+        self.0.found.notify_all();
+    }
 }
 
 impl<T: Opened> Roles<T> {
     pub fn new(what: &'static str) -> Roles<T> {
         Roles {
-            role: Mutex::new(Role::Lost),
+            state: Mutex::new(State {
+                role: Role::Lost,
+                finding: None,
+            }),
+            found: Condvar::new(),
             closed: AtomicBool::new(false),
             what,
         }
@@ -99,34 +126,64 @@ impl<T: Opened> Roles<T> {
 
     /// Looks at the current role.
     pub fn with<R>(&self, f: impl FnOnce(&Role<T>) -> R) -> R {
-        f(&lock(&self.role))
+        f(&lock(&self.state).role)
     }
 
     /// The role to carry out a call with: a forked parent's objects are let go of (never
     /// freed: their pages are the parent's, shared copy-on-write), a lost client is dropped,
-    /// and then `resolve` finds (or becomes) the owner.
-    pub fn handle(&self, resolve: impl FnOnce() -> Result<Role<T>>) -> Result<Handle<T>> {
-        let mut role = lock(&self.role);
-        // Under the lock: a close that ran meanwhile is never followed by this call taking
-        // over as the owner of something closed.
-        if self.closed() {
-            return Err(Error::Closed(self.what));
+    /// and then `resolve` finds (or becomes) the owner, without the lock held; other callers
+    /// meanwhile wait for its outcome.
+    pub fn handle(&self, resolve: impl Fn() -> Result<Role<T>>) -> Result<Handle<T>> {
+        let mut state = lock(&self.state);
+        loop {
+            // Under the lock: a close that ran meanwhile is never followed by this call taking
+            // over as the owner of something closed.
+            if self.closed() {
+                return Err(Error::Closed(self.what));
+            }
+            let role = &mut state.role;
+            // A forked parent's owner or client is replaced (the child becomes a client); its
+            // own store or channel (read-only, unshared) stays, and refuses the child (`Forked`).
+            if role.forked() && !matches!(role, Role::Local(_)) {
+                std::mem::forget(std::mem::replace(role, Role::Lost));
+            } else if matches!(role, Role::Client(c) if c.is_lost()) {
+                *role = Role::Lost;
+            }
+            match (&state.role, state.finding) {
+                (Role::Local(held) | Role::Owner { held, .. }, _) => {
+                    return Ok(Handle::Here(held.clone()))
+                }
+                (Role::Client(c), _) => return Ok(Handle::Client(c.clone())),
+                (Role::Lost, Some(finder)) if finder.is_here() => {
+                    state = self.found.wait(state).unwrap_or_else(|e| e.into_inner());
+                }
+                // Nobody finds it, or a forked parent's thread did (not in this process).
+                (Role::Lost, _) => {
+                    state.finding = Some(Birth::now());
+                    drop(state);
+                    let guard = FindGuard(self);
+                    let found = resolve();
+                    state = lock(&self.state);
+                    match found {
+                        // Closed while this looked: what it found is let go of at once.
+                        Ok(found) if self.closed() => {
+                            drop(state);
+                            drop(guard);
+                            let _ = shut(found);
+                            return Err(Error::Closed(self.what));
+                        }
+                        Ok(found) => state.role = found,
+                        Err(e) => {
+                            drop(state);
+                            return Err(e);
+                        }
+                    }
+                    drop(state);
+                    drop(guard);
+                    state = lock(&self.state);
+                }
+            }
         }
-        // A forked parent's owner or client is replaced (the child becomes a client); its
-        // own store or channel (read-only, unshared) stays, and refuses the child (`Forked`).
-        if role.forked() && !matches!(&*role, Role::Local(_)) {
-            std::mem::forget(std::mem::replace(&mut *role, Role::Lost));
-        } else if matches!(&*role, Role::Client(c) if c.is_lost()) {
-            *role = Role::Lost;
-        }
-        if matches!(*role, Role::Lost) {
-            *role = resolve()?;
-        }
-        Ok(match &*role {
-            Role::Local(held) | Role::Owner { held, .. } => Handle::Here(held.clone()),
-            Role::Client(c) => Handle::Client(c.clone()),
-            Role::Lost => unreachable!("resolved above"),
-        })
     }
 
     /// Carries out a call. When the owner is lost, what becomes of the call is its
@@ -162,7 +219,7 @@ impl<T: Opened> Roles<T> {
 
     /// Whether this process owns the directory: the owner, or its own writable open.
     pub fn is_owner(&self, readonly: bool) -> bool {
-        match &*lock(&self.role) {
+        match &lock(&self.state).role {
             Role::Owner { held, .. } => held.is_here(),
             Role::Local(held) => !readonly && held.is_here(),
             _ => false,
@@ -173,39 +230,47 @@ impl<T: Opened> Roles<T> {
     /// what it holds; a client closes its connections. Later calls are `Closed`.
     pub fn close(&self) -> Result<()> {
         let role = {
-            let mut role = lock(&self.role);
+            let mut state = lock(&self.state);
             self.closed.store(true, Ordering::SeqCst);
-            std::mem::replace(&mut *role, Role::Lost)
+            std::mem::replace(&mut state.role, Role::Lost)
         };
-        if role.forked() {
-            std::mem::forget(role);
-            return Ok(());
+        // Callers waiting for a finder see the close; the finder lets go of what it finds.
+        self.found.notify_all();
+        shut(role)
+    }
+}
+
+/// Lets go of a role: an owner stops serving (its clients take over) and closes what it
+/// holds; a client closes its connections; a forked parent's is only forgotten.
+fn shut<T: Opened>(role: Role<T>) -> Result<()> {
+    if role.forked() {
+        std::mem::forget(role);
+        return Ok(());
+    }
+    match role {
+        Role::Owner {
+            held,
+            mut server,
+            _lock,
+        } => {
+            server.stop();
+            let closed = held.close();
+            drop(server);
+            drop(_lock);
+            closed
         }
-        match role {
-            Role::Owner {
-                held,
-                mut server,
-                _lock,
-            } => {
-                server.stop();
-                let closed = held.close();
-                drop(server);
-                drop(_lock);
-                closed
-            }
-            Role::Local(held) => held.close(),
-            Role::Client(c) => {
-                c.close();
-                Ok(())
-            }
-            Role::Lost => Ok(()),
+        Role::Local(held) => held.close(),
+        Role::Client(c) => {
+            c.close();
+            Ok(())
         }
+        Role::Lost => Ok(()),
     }
 }
 
 impl<T: Opened> Drop for Roles<T> {
     fn drop(&mut self) {
-        let role = std::mem::replace(&mut *lock(&self.role), Role::Lost);
+        let role = std::mem::replace(&mut lock(&self.state).role, Role::Lost);
         if role.forked() {
             std::mem::forget(role);
         } else if let Role::Owner { mut server, .. } = role {

@@ -87,22 +87,18 @@ impl Ready {
     }
 }
 
-/// A number unique in this process: identifies one life of one queue, and one delivery of a
+/// A number unique across processes: identifies one life of one queue, and one delivery of a
 /// record (its receipt, `crate::store::deliveries`): a record handed out by a queue that was since
-/// deleted and re-created, by a store that was since reopened, or in an earlier delivery,
-/// cannot settle a delivery of the new one. Seeded from the clock so that a pickled record
-/// from another process is very unlikely to match either.
+/// deleted and re-created, by a store that was since reopened, by another owner, or in an
+/// earlier delivery, cannot settle a delivery of the new one. A counter copied by `fork()`
+/// plus the process's random key (`fork::process_key`, drawn anew in each child): two workers
+/// forked from one parent never hand out the same numbers (issue 43: they did, and a record
+/// from a dead owner acked the next owner's delivery).
 pub(crate) fn next_incarnation() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::OnceLock;
-    static NEXT: OnceLock<AtomicU64> = OnceLock::new();
-    NEXT.get_or_init(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
-        AtomicU64::new(nanos.rotate_left(20) | 1)
-    })
-    .fetch_add(1, Ordering::Relaxed)
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+        .wrapping_add(crate::fork::process_key())
 }
 
 /// One queue: its settings, its ready records and its in-flight (dequeued, un-acked) records.

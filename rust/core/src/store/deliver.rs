@@ -143,10 +143,7 @@ impl Store {
             .queue(name)?
             .in_flight_record(id)
             .cloned()
-            .ok_or_else(|| Error::NotInFlight {
-                queue: raw_name(name),
-                id,
-            })?;
+            .ok_or_else(|| not_in_flight(inner, name, id, None))?;
         // A dead-letter queue that does not exist is created (a heap, no limits) in the same
         // batch as the move: a rule naming a missing queue left a poison record cycling
         // forever (docs/format.md, queue store decision "Dead-letter").
@@ -187,10 +184,7 @@ impl Store {
             let mut inner = self.writable()?;
             self.expire(&mut inner, name, Instant::now());
             if !in_flight(&inner, name, id, receipt)? {
-                return Err(Error::NotInFlight {
-                    queue: raw_name(name),
-                    id,
-                });
+                return Err(not_in_flight(&inner, name, id, receipt));
             }
             let lsn = self
                 .log_and_apply(&mut inner, &[DeltaRef::RemoveRecord { name, id }])?
@@ -222,10 +216,7 @@ impl Store {
             let mut seen = std::collections::HashSet::new();
             for &(name, id, receipt) in items {
                 if !in_flight(&inner, name, id, receipt)? || !seen.insert((name, id)) {
-                    return Err(Error::NotInFlight {
-                        queue: raw_name(name),
-                        id,
-                    });
+                    return Err(not_in_flight(&inner, name, id, receipt));
                 }
             }
             let deltas: Vec<DeltaRef<'_>> = items
@@ -256,10 +247,7 @@ impl Store {
             let mut inner = self.inner()?;
             self.expire(&mut inner, name, Instant::now());
             if !in_flight(&inner, name, id, receipt)? {
-                return Err(Error::NotInFlight {
-                    queue: raw_name(name),
-                    id,
-                });
+                return Err(not_in_flight(&inner, name, id, receipt));
             }
             self.delivery_failed(&mut inner, name, id)?
         };
@@ -279,9 +267,19 @@ impl Store {
 }
 
 /// Whether record `id` of queue `name` is in flight (and, when given, in the delivery of
-/// `receipt`; receipts are unique in the process, so one of an earlier life of the queue or an
-/// earlier open of the store never matches either).
+/// `receipt`; receipts are unique across processes, so one of an earlier life of the queue, an
+/// earlier open of the store or another owner never matches either).
 pub(super) fn in_flight(inner: &Inner, name: &[u8], id: u64, receipt: Option<u64>) -> Result<bool> {
     let q = inner.state.queue(name)?;
     Ok(q.is_in_flight(id) && receipt.is_none_or(|r| inner.deliveries.is_current(name, id, r)))
+}
+
+/// The error of an ack or nack (with `receipt`, when given) of a record not in flight: it says
+/// whether that delivery's lease ran out (`Deliveries::lease_expired`).
+fn not_in_flight(inner: &Inner, name: &[u8], id: u64, receipt: Option<u64>) -> Error {
+    Error::NotInFlight {
+        queue: raw_name(name),
+        id,
+        lease_expired: receipt.is_some_and(|r| inner.deliveries.lease_expired(r)),
+    }
 }

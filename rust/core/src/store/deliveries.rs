@@ -3,10 +3,10 @@
 //! timeout) of each leased one and how often each record was nacked. Both live in memory only: after a restart every un-acked record is
 //! ready again with no lease and no nacks counted, as spec section 7 wants.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 #[derive(Debug, Default)]
 struct QueueDeliveries {
@@ -28,13 +28,39 @@ impl QueueDeliveries {
 #[derive(Debug, Default)]
 pub struct Deliveries {
     queues: HashMap<Vec<u8>, QueueDeliveries>,
+    expired_receipts: ExpiredReceipts,
+}
+
+/// How many receipts of deliveries whose lease ran out are remembered (about 100 KiB at most).
+const EXPIRED_KEPT: usize = 4096;
+
+/// The receipts of the latest [`EXPIRED_KEPT`] deliveries whose lease ran out, so that an ack or
+/// nack that came too late is told so (issue 43: it said only "not in flight"). Bounded: the
+/// oldest is forgotten first, and then the error lists what may have happened.
+#[derive(Debug, Default)]
+struct ExpiredReceipts {
+    order: VecDeque<u64>,
+    set: HashSet<u64>,
+}
+
+impl ExpiredReceipts {
+    fn note(&mut self, receipt: u64) {
+        if self.set.insert(receipt) {
+            self.order.push_back(receipt);
+            if self.order.len() > EXPIRED_KEPT {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.set.remove(&oldest);
+                }
+            }
+        }
+    }
 }
 
 impl Deliveries {
     /// Record `id` of `queue` was delivered: its new receipt, which settles this delivery
     /// only (a stale ack or nack of an earlier delivery of the same record is refused).
-    /// Receipts are unique in the process (`state::next_incarnation`), so one names one
-    /// delivery of one record of one life of a queue of one open store.
+    /// Receipts are unique across processes (`state::next_incarnation`), so one names one
+    /// delivery of one record of one life of a queue of one open store of one owner.
     pub fn deliver(&mut self, queue: &[u8], id: u64) -> u64 {
         let receipt = crate::state::next_incarnation();
         let q = self.queues.entry(queue.to_vec()).or_default();
@@ -100,9 +126,18 @@ impl Deliveries {
             }
             q.leases.pop_first();
             q.lease_of.remove(&id);
+            if let Some(&receipt) = q.receipt_of.get(&id) {
+                self.expired_receipts.note(receipt);
+            }
             out.push(id);
         }
         out
+    }
+
+    /// Whether `receipt` names a delivery whose lease ran out (one of the latest
+    /// [`EXPIRED_KEPT`]).
+    pub fn lease_expired(&self, receipt: u64) -> bool {
+        self.expired_receipts.set.contains(&receipt)
     }
 
     /// When the next lease of `queue` runs out.
@@ -163,5 +198,25 @@ mod tests {
         assert_eq!(d.failed(b"q", 7), 1);
         d.drop_queue(b"q");
         assert_eq!(d.failed(b"q", 7), 1);
+    }
+
+    #[test]
+    fn expired_receipts_are_remembered_and_bounded() {
+        let mut d = Deliveries::default();
+        let t0 = Instant::now();
+        let first = d.deliver(b"q", 1);
+        d.lease(b"q", 1, t0);
+        let settled = d.deliver(b"q", 2);
+        assert_eq!(d.expired(b"q", t0), vec![1]);
+        assert!(d.lease_expired(first));
+        assert!(!d.lease_expired(settled), "never leased out");
+        for id in 10..10 + EXPIRED_KEPT as u64 {
+            d.deliver(b"q", id);
+            d.lease(b"q", id, t0);
+        }
+        assert_eq!(d.expired(b"q", t0).len(), EXPIRED_KEPT);
+        assert!(!d.lease_expired(first), "the oldest is forgotten first");
+        assert_eq!(d.expired_receipts.set.len(), EXPIRED_KEPT);
+        assert_eq!(d.expired_receipts.order.len(), EXPIRED_KEPT);
     }
 }
