@@ -37,11 +37,13 @@ How it scales (no window, no stage that runs one task per queue, no shuffle of e
    (step 1 counted them), so the live records need no shuffle at all; more removes are joined
    with a shuffle by (incarnation, id), which spreads a busy queue too.
 
-Removes as id ranges (issue 31): see :mod:`tflux.spark._removed`.
+Removes as id ranges (issue 31) and bitmaps (issue 45), filtered in the scans with no removes'
+scan and no join: see :mod:`tflux.spark._removed`.
 """
 
 from __future__ import annotations
 
+import base64
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -51,7 +53,7 @@ from pyspark.sql import functions as F
 import tflux
 from tflux.spark import _paths, register
 from tflux.spark._jvm import jvm_reader_loaded
-from tflux.spark._removed import _merge_ranges, _Removed
+from tflux.spark._removed import _Bitmap, _merge_ranges, _Removed
 from tflux.spark._snapshots import _first_incarnation, _snapshot_describer
 from tflux.spark._tables import (
     INCARNATIONS,
@@ -75,6 +77,14 @@ RANGE_PLAN_RANGES = 100_000
 # asks for less with many segments, see _Frames); past it the chunk gives an overflow row and
 # replay falls back to the removes' join.
 SUMMARY_RUNS = 65_536
+# At most this many bits of removed bitmaps (every final incarnation's ids 1..last id, the ids it
+# can hold) travel in the replayPlan option (issue 45); more fall back to the removes' join. 2**28
+# bits are 32 MiB of bitmaps (43 MiB of plan text, base64), for 268M ids: see docs/benchmarks.md
+# (Spark, issue 45) for what a bitmap costs beside the join.
+PLAN_BITS = 1 << 28
+# Bits of bitmaps one chunk of the summary scan may hold (the reader's summaryBits): a chunk's
+# group holds its ids as a bitmap from its smallest id to its largest.
+SUMMARY_BITS = 1 << 27
 
 
 @dataclass
@@ -146,7 +156,9 @@ class _Frames:
                 # too scattered for the plan overflows early instead of sending the driver
                 # rows it would drop (at most about RANGE_PLAN_RANGES per split of a segment).
                 runs = min(SUMMARY_RUNS, max(1024, RANGE_PLAN_RANGES // max(segments, 1)))
-                small = summaries(spark, logs, self.dialects, ranges=ranges, runs=runs)
+                small = summaries(
+                    spark, logs, self.dialects, ranges=ranges, runs=runs, bits=SUMMARY_BITS
+                )
                 removed = _Removed() if ranges else None
             else:
                 small = self._summarize(union(spark, logs, {}, cols, fmt, dialects=self.dialects))
@@ -168,7 +180,15 @@ class _Frames:
         # The removed ids as ranges per final incarnation (step 1 gave them), filtered in the
         # scans: then no removes' scan and no join.
         self.ranges = (
-            _merge_ranges(removed, inc_rows, self.final_incs, removes, RANGE_PLAN_RANGES)
+            _merge_ranges(
+                removed,
+                inc_rows,
+                self.final_incs,
+                removes,
+                RANGE_PLAN_RANGES,
+                {inc: span for inc, (_, span) in keys.items()} if keys is not None else None,
+                PLAN_BITS,
+            )
             if in_scan and removed is not None and removes
             else None
         )
@@ -300,6 +320,10 @@ class _Frames:
             if removed is not None and r.rm_lsn is not None:
                 if r.rm_lo is None:  # a chunk with too many runs
                     removed.overflow = True
+                elif r.rm_bits is not None:  # a group's ids as a bitmap
+                    bitmaps = removed.bits[(r.source, r.queue)]
+                    bitmaps.append((r.rm_lsn, r.rm_lo, bytes(r.rm_bits)))
+                    removed.covered += r.rm_count
                 else:
                     removed.by_name[(r.source, r.queue)].append((r.rm_lsn, r.rm_lo, r.rm_hi))
                     removed.covered += r.rm_count
@@ -440,12 +464,13 @@ def replay_plan(
     seg_rows: list[tuple],
     inc_rows: list[tuple],
     keys: dict[int, tuple[int, int]] | None,
-    ranges: dict[int, list[tuple[int, int]]] | None = None,
+    ranges: dict[int, list[tuple[int, int]] | _Bitmap] | None = None,
 ) -> str:
     """The JVM reader's ``replayPlan`` option (format in ``ReplayIds.java``): per name its
     segments' earlier adds and its incarnations in LSN order with their key ranges (none
     without ``keys``: the reader's ``replay_key`` is then null), each with its removed
-    ``ranges`` (``r LO HI`` lines; the readers then drop the records in them)."""
+    ``ranges`` (``r LO HI`` lines, or a ``b BASE BITS`` line for a :class:`_Bitmap`; the
+    readers then drop the records in them)."""
     by_name: dict[tuple[str, str], list[str]] = defaultdict(list)
     for source, queue, seg, prefix in seg_rows:
         by_name[(source, queue)].append(f"s {seg} {prefix}")
@@ -456,8 +481,12 @@ def replay_plan(
         by_name[(source, queue)].append(
             f"i {inc} {start} {end} {adds_before} {base} {key_base} {span}"
         )
-        if ranges and inc in ranges:
-            by_name[(source, queue)].extend(f"r {lo} {hi}" for lo, hi in ranges[inc])
+        removed = ranges.get(inc) if ranges else None
+        if isinstance(removed, _Bitmap):
+            text = base64.b64encode(removed.bits).decode()
+            by_name[(source, queue)].append(f"b {removed.base} {text}")
+        elif removed:
+            by_name[(source, queue)].extend(f"r {lo} {hi}" for lo, hi in removed)
     lines = []
     for (source, queue), rows in by_name.items():
         lines.append(f"q {source.encode().hex()} {queue.encode().hex()}")
@@ -500,6 +529,7 @@ def summaries(
     dialects: dict[str, str] | None = None,
     ranges: bool = False,
     runs: int | None = None,
+    bits: int | None = None,
 ) -> DataFrame:
     """Step 1 through the JVM reader's ``summary`` option: per (log directory, source, queue,
     segment) the last LSN, adds and removes, and a row per CreateQueue/DeleteQueue with the
@@ -507,7 +537,9 @@ def summaries(
     every entry, aggregated here from a few rows per segment (and split). With ``ranges``, also
     the rows of the removed ranges (``rm_lo``, ``rm_hi``, ``rm_lsn``, ``rm_count``; an overflow
     row has ``rm_lo`` null; see ``Summary.java``), kept apart by ``rm_lsn``, with at most
-    ``runs`` (default :data:`SUMMARY_RUNS`) runs per chunk."""
+    ``runs`` (default :data:`SUMMARY_RUNS`) runs per chunk; a group of many runs comes as one
+    bitmap row instead (``rm_bits``), at most ``bits`` (default :data:`SUMMARY_BITS`) bits of
+    them per chunk."""
     out = None
     keys = ["log_dir", "source", "queue", "segment", "ev_lsn", "ev_kind", "ev_impl"]
     aggs = [
@@ -518,10 +550,13 @@ def summaries(
     if ranges:
         keys += ["rm_lsn", "rm_lo", "rm_hi"]
         aggs.append(F.sum("rm_count").alias("rm_count"))
+        # A bitmap's row is alone in its group (its rm_lsn is its group's, no run shares it).
+        aggs.append(F.max("rm_bits").alias("rm_bits"))
     for log_dir, first in logs:
         reader = spark.read.format("tflux").option("fromLsn", str(first)).option("summary", "true")
         if ranges:
             reader = reader.option("summaryRuns", str(runs or SUMMARY_RUNS))
+            reader = reader.option("summaryBits", str(bits or SUMMARY_BITS))
         if dialects and dialects.get(log_dir):
             reader = reader.option("dialect", dialects[log_dir])
         df = reader.load(log_dir).withColumn("log_dir", F.lit(log_dir))
