@@ -469,3 +469,26 @@ def test_invalid_removes_through_a_bitmap_match_the_join(jvm, tmp_path, monkeypa
     with pytest.raises(tflux.ReplayError) as distributed:
         tflux.spark.replay(jvm, str(base), validate=True)
     assert distributed.value.lsn == 401
+
+
+def test_a_bitmap_starts_at_the_first_removed_id_and_holds_only_ids_the_incarnation_can():
+    """An incarnation's bitmap covers its ids from the first removed one (a snapshot may leave a
+    large last id and few records), and no id past the ones it can hold (a remove of an id never
+    added removes nothing): here 151 bits, not a billion."""
+    from tflux.spark._removed import _merge_ranges, _Removed
+
+    g = 1_000_000_000  # a multiple of 64
+    removed = _Removed()
+    removed.by_name[("b", "q")] += [(10, g, g + 2), (11, 2 * g, 2 * g)]
+    removed.bits[("b", "q")] += [(12, g + 64, b"\x01" + bytes(7)), (13, g + 128, b"\xff" * 8)]
+    removed.covered = 3 + 1 + 1 + 64
+    inc_rows = [("b", "q", 0, -1, 2**63 - 1, 0, g - 10)]
+    span = g + 150  # the snapshot's last id g - 10, then 160 adds
+    out = _merge_ranges(removed, inc_rows, [0], removed.covered, 0, {0: span}, 151)
+    assert out is not None, "a bitmap from id 0 would need a billion bits"
+    bitmap = out[0]
+    assert isinstance(bitmap, _Bitmap) and bitmap.base == g
+    bits = int.from_bytes(bitmap.bits, "little")
+    ids = {bitmap.base + i for i in range(len(bitmap.bits) * 8) if bits >> i & 1}
+    assert ids == {g, g + 1, g + 2, g + 64, *range(g + 128, span + 1)}
+    assert _merge_ranges(removed, inc_rows, [0], removed.covered, 0, {0: span}, 150) is None

@@ -75,28 +75,43 @@ def _set_bits(buf: bytearray, lo: int, hi: int) -> None:
         buf[lo >> 3 : (hi + 1) >> 3] = b"\xff" * ((hi + 1 - lo) >> 3)
 
 
-def _bitmap(
+def _first_removed(
     ranges: list[tuple[int, int]], pieces: list[tuple[int, bytes]], span: int
+) -> int | None:
+    """The smallest id in ``1..span`` that ``ranges`` or the bitmap ``pieces`` may hold (to the
+    byte for a piece), rounded down to a multiple of 64; None when none can."""
+    lows = [max(lo, 1) for lo, hi in ranges if max(lo, 1) <= min(hi, span)]
+    for base, bits in pieces:
+        zeros = len(bits) - len(bits.lstrip(b"\0"))
+        if zeros < len(bits) and base + zeros * 8 <= span:
+            lows.append(max(base + zeros * 8, 1))
+    return min(lows) // 64 * 64 if lows else None
+
+
+def _bitmap(
+    ranges: list[tuple[int, int]], pieces: list[tuple[int, bytes]], span: int, start: int
 ) -> _Bitmap | None:
     """The ids of ``ranges`` and of the bitmap ``pieces`` (id of bit 0, bytes) within
     ``1..span`` (the ids the incarnation can hold: any other id removes nothing), as one
-    bitmap from id 0; None when none is in ``1..span``."""
-    if span < 1:
-        return None
-    size = (span // 64 + 1) * 8
+    bitmap from id ``start`` (:func:`_first_removed`); None when it holds none."""
+    width = span - start + 1
+    size = (width + 63) // 64 * 8
     buf = bytearray(size)
     for lo, hi in ranges:
-        lo, hi = max(lo, 1), min(hi, span)
+        lo, hi = max(lo, 1, start), min(hi, span)
         if lo <= hi:
-            _set_bits(buf, lo, hi)
+            _set_bits(buf, lo - start, hi - start)
     acc = int.from_bytes(buf, "little")
     for base, bits in pieces:
-        if base > span:
+        if base > span or base + len(bits) * 8 <= start:
             continue
         cut = (span - base) // 8 + 1  # no byte wholly past span
-        acc |= int.from_bytes(bits[:cut], "little") << base
-    acc &= ((1 << (span + 1)) - 1) & ~1  # ids 1..span
-    return _Bitmap(0, acc.to_bytes(size, "little")) if acc else None
+        value = int.from_bytes(bits[:cut], "little")
+        acc |= value << (base - start) if base >= start else value >> (start - base)
+    acc &= (1 << width) - 1  # ids up to span
+    if start == 0:
+        acc &= ~1  # id 0 is no record's
+    return _Bitmap(start, acc.to_bytes(size, "little")) if acc else None
 
 
 def _merge_ranges(
@@ -112,12 +127,12 @@ def _merge_ranges(
     as a :class:`_Bitmap`, each range or bitmap placed in the incarnation whose LSN interval
     holds its group's LSN (as the scan places a RemoveRecord). An incarnation with a bitmap
     from step 1, or whose ranges would pass ``limit`` (``rebuild.RANGE_PLAN_RANGES``) in all,
-    gets a bitmap of its ids ``1..spans[inc]`` (the ids it can hold), while the bitmaps hold at
-    most ``max_bits`` (``rebuild.PLAN_BITS``) in all. None when they cannot stand for the
-    removes: a chunk overflowed, they do not hold every RemoveRecord step 1 counted, or they
-    pass those bounds. Ids removed twice merge: the set of removed (incarnation, id) is what
-    the removes' anti-join uses too, so the live records are the same (``validate=True``
-    checks duplicates on the full frames instead)."""
+    gets a bitmap of its ids ``1..spans[inc]`` (the ids it can hold) from its first removed one,
+    while the bitmaps hold at most ``max_bits`` (``rebuild.PLAN_BITS``) in all. None when they
+    cannot stand for the removes: a chunk overflowed, they do not hold every RemoveRecord step
+    1 counted, or they pass those bounds. Ids removed twice merge: the set of removed
+    (incarnation, id) is what the removes' anti-join uses too, so the live records are the same
+    (``validate=True`` checks duplicates on the full frames instead)."""
     if removed.overflow or removed.covered != removes:
         return None
     starts: dict[tuple[str, str], tuple[list[int], list[tuple]]] = {}
@@ -165,10 +180,13 @@ def _merge_ranges(
             continue
         if spans is None:
             return None
-        bits_total += spans[inc] + 1
+        first = _first_removed(ranges, pieces.get(inc, []), spans[inc])
+        if first is None:
+            continue  # nothing it holds is removed
+        bits_total += spans[inc] - first + 1
         if bits_total > max_bits:
             return None
-        bitmap = _bitmap(ranges, pieces.get(inc, []), spans[inc])
+        bitmap = _bitmap(ranges, pieces.get(inc, []), spans[inc], first)
         if bitmap is not None:
             out[inc] = bitmap
     return out
