@@ -25,9 +25,10 @@ remove. The removed ids of an incarnation are a subset of ``1..last id``, so a b
 ``last id`` bits holds them whatever the order. The summary scan turns a group of more than
 1,024 runs into a bitmap (``rm_bits``, ``Summary.java``); :func:`_merge_ranges` places each bitmap
 like a run and ORs an incarnation's ranges and bitmaps into one :class:`_Bitmap` of its ids
-``1..last id`` when step 1 gave it a bitmap or the ranges would pass ``RANGE_PLAN_RANGES``,
-within ``rebuild.PLAN_BITS`` bits in all. They travel as ``b BASE BITS`` lines and the readers
-drop what a range or a bitmap holds (``ReplayIds.Queue.removed``).
+from the first removed one to its last id when step 1 gave it a bitmap or the ranges would
+pass ``RANGE_PLAN_RANGES``, within ``rebuild.PLAN_BITS`` bits in all. They travel as
+``b BASE BITS`` lines and the readers drop what a range or a bitmap holds
+(``ReplayIds.Queue.removed``).
 """
 
 from __future__ import annotations

@@ -77,10 +77,10 @@ RANGE_PLAN_RANGES = 100_000
 # asks for less with many segments, see _Frames); past it the chunk gives an overflow row and
 # replay falls back to the removes' join.
 SUMMARY_RUNS = 65_536
-# At most this many bits of removed bitmaps (every final incarnation's ids 1..last id, the ids it
-# can hold) travel in the replayPlan option (issue 45); more fall back to the removes' join. 2**28
-# bits are 32 MiB of bitmaps (43 MiB of plan text, base64), for 268M ids: see docs/benchmarks.md
-# (Spark, issue 45) for what a bitmap costs beside the join.
+# At most this many bits of removed bitmaps (each final incarnation's ids from its first removed
+# one to its last id) travel in the replayPlan option (issue 45); more fall back to the removes'
+# join. 2**28 bits are 32 MiB of bitmaps (45 MB of plan text, base64), for 268M ids, about 2 s
+# more per scan: docs/benchmarks.md (Spark, issue 45) has what a bitmap costs by size.
 PLAN_BITS = 1 << 28
 # Bits of bitmaps one chunk of the summary scan may hold (the reader's summaryBits): a chunk's
 # group holds its ids as a bitmap from its smallest id to its largest.
