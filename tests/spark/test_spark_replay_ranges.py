@@ -492,3 +492,28 @@ def test_a_bitmap_starts_at_the_first_removed_id_and_holds_only_ids_the_incarnat
     ids = {bitmap.base + i for i in range(len(bitmap.bits) * 8) if bits >> i & 1}
     assert ids == {g, g + 1, g + 2, g + 64, *range(g + 128, span + 1)}
     assert _merge_ranges(removed, inc_rows, [0], removed.covered, 0, {0: span}, 150) is None
+
+
+@pytest.mark.parametrize("dialect", ["spec", "taskflux"])
+def test_priority_acks_in_either_dialect_and_compressed_segments_replay_through_a_bitmap(
+    jvm, tmp_path, monkeypatch, dialect
+):
+    deltas, acked = priority_log(12_000, seed=dialect == "spec")
+    base = tmp_path / dialect
+    log_dir = base / "data" / "log"
+    with tflux.Log.open(
+        log_dir, soft_limit=256 << 10, hard_limit=512 << 10, dialect=dialect
+    ) as log:
+        for i in range(0, len(deltas), 500):
+            first = log.append_many(1, deltas[i : i + 500])
+            log.commit(first + len(deltas[i : i + 500]) - 1)
+        if dialect == "spec":  # compressed segments exist only in the spec dialect (spec 9)
+            log.compress()
+    names = [p.name for p in log_dir.iterdir()]
+    assert any(n.endswith(".z") for n in names) == (dialect == "spec") and len(names) > 2
+    want = restored(base)
+    assert len(want["pq"]) == 12_000 - len(acked)
+    monkeypatch.setattr(rebuild, "SUMMARY_RUNS", 1000)
+    got, frames = replayed(jvm, base, split=None)
+    assert got == want
+    assert any(isinstance(r, _Bitmap) for r in frames.ranges.values())
