@@ -22,6 +22,10 @@ its first ten replays, on the core a ``local[1]`` session leaves free.
 ``TFLUX_BENCH_SHAPE=removes`` builds another base instead: RECORDS deltas written to the log
 directly, AddRecords of 40 B over four queues in batches of 10,000, each batch's records removed
 by RemoveRecords in the next batch (half the log is removes; 10,000 records stay live).
+``TFLUX_BENCH_SHAPE=priority`` builds a priority queue's workload instead (issue 45): RECORDS
+deltas of ``benches.suite._queuedata.build_queue_log(..., payload=64, removes=True)``: Add, Add,
+Remove, each Remove acking the record a consumer takes next (smallest key first, keys over 4,096
+values), so the acked ids are scattered, never runs.
 """
 
 from __future__ import annotations
@@ -153,6 +157,12 @@ def main() -> None:
                 live = sum(q.count for q in store.queues())
         elif os.environ.get("TFLUX_BENCH_SHAPE") == "removes":
             live = build_removes(base, records)
+        elif os.environ.get("TFLUX_BENCH_SHAPE") == "priority":
+            from pathlib import Path
+
+            from benches.suite._queuedata import build_queue_log
+
+            live = build_queue_log(Path(base), records, 64, removes=True).live
         else:
             live = build(base, records)
         variants = [("", None)]

@@ -415,23 +415,30 @@ def test_spark_replay_gives_each_add_its_id_and_leaves_the_live_records(
     if not in_scan:  # the ids from rebuild.py's joins over the JVM reader's queue_adds
         monkeypatch.setattr(rebuild, "REPLAY_PLAN_ROWS", 0)
     base = install(tmp_path, vector)
-    # Every add with its id: without removed ranges (which drop removed adds in the scan).
-    ranges = rebuild.RANGE_PLAN_RANGES
+    # Every add with its id: without removed ranges or bitmaps (which drop removed adds in the
+    # scan).
+    ranges, bits = rebuild.RANGE_PLAN_RANGES, rebuild.PLAN_BITS
     monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", 0)
+    monkeypatch.setattr(rebuild, "PLAN_BITS", 0)
     frames = rebuild._Frames(jvm_spark, str(base))
     assert bool(plans) == in_scan and all(plans)
     adds = {bytes(r.message): r.record_id for r in frames.adds.collect()}
     after = MANIFEST[vector].get("snapshot", {}).get("last_index", -1)
     assert adds == want_add_ids(after)
-    # The live records: with removed ranges where the plan takes them.
-    monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", ranges)
-    live = tflux.spark.replay(jvm_spark, str(base)).collect()
+    # The live records: with removed ranges where the plan takes them, then with every
+    # incarnation's removes as a bitmap (no range fits: the plan's b lines, issue 45).
+    monkeypatch.setattr(rebuild, "PLAN_BITS", bits)
     order = {(q, i): n for n, (q, i, _, _) in enumerate(want_live())}
-    got = sorted(
-        ((r.queue, r.record_id, r.key, bytes(r.message)) for r in live),
-        key=lambda r: order.get(r[:2], -1),
-    )
-    assert got == want_live()
+    for limit in (ranges, 0):
+        monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", limit)
+        plans.clear()
+        live = tflux.spark.replay(jvm_spark, str(base)).collect()
+        got = sorted(
+            ((r.queue, r.record_id, r.key, bytes(r.message)) for r in live),
+            key=lambda r: order.get(r[:2], -1),
+        )
+        assert got == want_live()
+        assert not in_scan or ("\nb " in plans[-1]) == (limit == 0)
     summary = tflux.spark.queue_summary(jvm_spark, str(base)).collect()
     assert {r.queue: (r.last_id, r["count"]) for r in summary} == {
         q: (info["last_id"], len(info["records"])) for q, info in REPLAY["live"].items()

@@ -516,6 +516,7 @@ def test_replay_of_a_log_without_removes_skips_the_removes_and_their_join(
     # One RemoveRecord brings the join back (without removed ranges in the scan, see
     # test_spark_replay_ranges.py), and it still matches the restore.
     monkeypatch.setattr(tflux.spark.rebuild, "RANGE_PLAN_RANGES", 0)
+    monkeypatch.setattr(tflux.spark.rebuild, "PLAN_BITS", 0)  # nor as a bitmap
     with tflux.open(base) as store:
         store.ack(store.dequeue("jobs"))
     _, records = restored(base)

@@ -27,6 +27,7 @@ pytest.importorskip("pyarrow")
 
 import tflux.spark  # noqa: E402
 from tflux.spark import rebuild  # noqa: E402
+from tflux.spark._removed import _Bitmap  # noqa: E402
 
 
 @pytest.fixture
@@ -97,7 +98,14 @@ def replayed(spark, base: Path, *, ranges: bool = True, split: str | None = "4k"
 
 
 def removed_ids(frames) -> int:
-    return sum(hi - lo + 1 for rs in frames.ranges.values() for lo, hi in rs)
+    """The ids the plan removes: its ranges' and its bitmaps' (issue 45)."""
+    total = 0
+    for rs in frames.ranges.values():
+        if isinstance(rs, _Bitmap):
+            total += int.from_bytes(rs.bits, "little").bit_count()
+        else:
+            total += sum(hi - lo + 1 for lo, hi in rs)
+    return total
 
 
 def test_fifo_acks_are_one_range_per_queue_and_replay_equals_the_restore(jvm, tmp_path):
@@ -257,16 +265,24 @@ def test_a_chunk_with_too_many_runs_falls_back_to_the_join(jvm, tmp_path, monkey
     assert collect(frames.output(frames.live())) == want
 
 
-def test_more_merged_ranges_than_the_plan_takes_fall_back_to_the_join(jvm, tmp_path, monkeypatch):
+def test_more_merged_ranges_than_the_plan_takes_become_a_bitmap_and_past_its_bits_the_join(
+    jvm, tmp_path, monkeypatch
+):
     deltas = [create("q")] + [add("q", 0, b"%d" % i) for i in range(1, 201)]
     deltas += [remove("q", i) for i in range(1, 201, 2)]
     base = tmp_path / "many"
     write(base, deltas)
     monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", 99)
+    monkeypatch.setattr(rebuild, "PLAN_BITS", 200)  # ids 0..200 of q's one incarnation: 201
     got, frames = replayed(jvm, base, ranges=False)  # asserts the join served
     frames = rebuild._Frames(jvm, str(base))
     assert frames.ranges is None and frames.join_removes
     assert got == restored(base)
+    monkeypatch.setattr(rebuild, "PLAN_BITS", 201)
+    got, frames = replayed(jvm, base)
+    assert got == restored(base)
+    [bitmap] = frames.ranges.values()
+    assert isinstance(bitmap, _Bitmap) and removed_ids(frames) == 100
     monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", 100)
     got, frames = replayed(jvm, base)
     assert got == restored(base) and max(map(len, frames.ranges.values())) == 100
@@ -350,3 +366,154 @@ def test_replay_of_random_small_logs_equals_the_restore_of_every_queue(jvm, case
         assert got == want
         if frames.remove_count:
             assert frames.ranges is not None and not frames.join_removes
+
+
+# --- removed bitmaps (issue 45): acks in any order, no join -------------------------------
+
+
+def priority_log(adds: int, seed: int = 11) -> tuple[list[bytes], set[int]]:
+    """A priority queue's workload (as ``benches.suite._queuedata.build_queue_log``): Add, Add,
+    Remove, each Remove acking the smallest (key, id) live: the acked ids are scattered."""
+    import heapq
+
+    rng = random.Random(seed)
+    deltas, heap, acked = [create("pq")], [], set()
+    for i in range(1, adds + 1):
+        key = rng.randrange(4096)
+        deltas.append(add("pq", key, b"%d" % i))
+        heapq.heappush(heap, (key, i))
+        if i % 2 == 0:
+            _, rid = heapq.heappop(heap)
+            deltas.append(remove("pq", rid))
+            acked.add(rid)
+    return deltas, acked
+
+
+def test_scattered_acks_come_from_the_summary_as_one_bitmap_per_group(jvm, tmp_path, monkeypatch):
+    """Past Summary.BITS_AFTER_RUNS (1,024) runs a group's ids are a bitmap row (``rm_bits``),
+    so a chunk whose acks are scattered no longer overflows its runs (here 50)."""
+    deltas, acked = priority_log(6000)
+    base = tmp_path / "scattered"
+    write(base, deltas, soft=4 << 20, per_append=500)
+    monkeypatch.setattr(rebuild, "SUMMARY_RUNS", 50)
+    rows = rebuild.summaries(jvm, [(str(base / "data" / "log"), 0)], ranges=True).collect()
+    ranges = [r for r in rows if r.rm_lsn is not None]
+    assert all(r.rm_lo is not None for r in ranges), "no overflow row"
+    [bitmap] = [r for r in ranges if r.rm_bits is not None]
+    assert bitmap.rm_lo % 64 == 0 and bitmap.rm_count == len(acked) == 3000
+    bits = int.from_bytes(bitmap.rm_bits, "little")
+    assert {
+        bitmap.rm_lo + i for i in range(bitmap.rm_hi - bitmap.rm_lo + 1) if bits >> i & 1
+    } == acked
+    # Too few bits for the chunk's bitmap: the overflow row, and replay joins.
+    rows = rebuild.summaries(jvm, [(str(base / "data" / "log"), 0)], ranges=True, bits=64)
+    over = [r for r in rows.collect() if r.rm_lsn is not None]
+    assert [(r.rm_lo, r.rm_bits, r.rm_count) for r in over] == [(None, None, 3000)]
+
+
+@pytest.mark.parametrize("split", ["256k", None])
+def test_priority_acks_replay_through_a_bitmap_with_no_join(jvm, tmp_path, monkeypatch, split):
+    """The shape of issue 45 in small: every chunk holds more scattered runs than it may (here
+    1,000: the 16M-delta log's chunks overflowed theirs), which sent replay to the join."""
+    deltas, acked = priority_log(20_000)
+    deltas += [create("gone"), add("gone", 1, b"g"), remove("gone", 1), delete("gone")]
+    deltas += [create("gone"), add("gone", 1, b"h")]
+    base = tmp_path / "priority"
+    write(base, deltas, soft=512 << 10, per_append=500)
+    want = restored(base)
+    assert len(want["pq"]) == 20_000 - len(acked)
+    monkeypatch.setattr(rebuild, "SUMMARY_RUNS", 1000)
+    got, frames = replayed(jvm, base, split=split)
+    assert got == want
+    assert any(isinstance(r, _Bitmap) for r in frames.ranges.values())
+    assert removed_ids(frames) == len(acked)  # gone's first incarnation is not a final one
+    assert want["gone"] == [(1, 1, b"h")]
+    assert tflux.spark.replay(jvm, str(base)).count() == sum(map(len, want.values()))
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        test_acks_out_of_order_and_spanning_segments,
+        test_removes_belong_to_the_incarnation_they_were_logged_in,
+        test_snapshot_records_removed_in_the_log_are_dropped_by_the_snapshot_reader,
+    ],
+    ids=["out-of-order", "recreated", "snapshot"],
+)
+def test_the_same_replays_with_every_incarnation_as_a_bitmap(jvm, tmp_path, monkeypatch, scenario):
+    """With no range fitting the plan, every final incarnation's removes travel as a bitmap
+    (the readers' other rule of ``ReplayIds.Queue.removed``): the same live records."""
+    monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", 0)
+    made = []
+    real = rebuild.replay_plan
+    monkeypatch.setattr(rebuild, "replay_plan", lambda *a: made.append(real(*a)) or made[-1])
+    scenario(jvm, tmp_path)
+    assert made and all("\nr " not in plan for plan in made)
+    assert any("\nb " in plan for plan in made)
+
+
+def test_random_small_logs_replay_with_every_incarnation_as_a_bitmap(jvm, monkeypatch):
+    monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", 0)
+    test_replay_of_random_small_logs_equals_the_restore_of_every_queue(jvm)
+
+
+@pytest.mark.parametrize("bad", ["twice", "missing", "before-its-add"])
+def test_invalid_removes_through_a_bitmap_match_the_join(jvm, tmp_path, monkeypatch, bad):
+    base = tmp_path / bad
+    write(base, log_with(bad), soft=2 << 10)
+    joined, _ = replayed(jvm, base, ranges=False)
+    monkeypatch.setattr(rebuild, "RANGE_PLAN_RANGES", 0)
+    got, frames = replayed(jvm, base)
+    assert all(isinstance(r, _Bitmap) for r in frames.ranges.values())
+    assert got == joined
+    with pytest.raises(tflux.ReplayError) as distributed:
+        tflux.spark.replay(jvm, str(base), validate=True)
+    assert distributed.value.lsn == 401
+
+
+def test_a_bitmap_starts_at_the_first_removed_id_and_holds_only_ids_the_incarnation_can():
+    """An incarnation's bitmap covers its ids from the first removed one (a snapshot may leave a
+    large last id and few records), and no id past the ones it can hold (a remove of an id never
+    added removes nothing): here 151 bits, not a billion."""
+    from tflux.spark._removed import _merge_ranges, _Removed
+
+    g = 1_000_000_000  # a multiple of 64
+    removed = _Removed()
+    removed.by_name[("b", "q")] += [(10, g, g + 2), (11, 2 * g, 2 * g)]
+    removed.bits[("b", "q")] += [(12, g + 64, b"\x01" + bytes(7)), (13, g + 128, b"\xff" * 8)]
+    removed.covered = 3 + 1 + 1 + 64
+    inc_rows = [("b", "q", 0, -1, 2**63 - 1, 0, g - 10)]
+    span = g + 150  # the snapshot's last id g - 10, then 160 adds
+    out = _merge_ranges(removed, inc_rows, [0], removed.covered, 0, {0: span}, 151)
+    assert out is not None, "a bitmap from id 0 would need a billion bits"
+    bitmap = out[0]
+    assert isinstance(bitmap, _Bitmap) and bitmap.base == g
+    bits = int.from_bytes(bitmap.bits, "little")
+    ids = {bitmap.base + i for i in range(len(bitmap.bits) * 8) if bits >> i & 1}
+    assert ids == {g, g + 1, g + 2, g + 64, *range(g + 128, span + 1)}
+    assert _merge_ranges(removed, inc_rows, [0], removed.covered, 0, {0: span}, 150) is None
+
+
+@pytest.mark.parametrize("dialect", ["spec", "taskflux"])
+def test_priority_acks_in_either_dialect_and_compressed_segments_replay_through_a_bitmap(
+    jvm, tmp_path, monkeypatch, dialect
+):
+    deltas, acked = priority_log(12_000, seed=dialect == "spec")
+    base = tmp_path / dialect
+    log_dir = base / "data" / "log"
+    with tflux.Log.open(
+        log_dir, soft_limit=256 << 10, hard_limit=512 << 10, dialect=dialect
+    ) as log:
+        for i in range(0, len(deltas), 500):
+            first = log.append_many(1, deltas[i : i + 500])
+            log.commit(first + len(deltas[i : i + 500]) - 1)
+        if dialect == "spec":  # compressed segments exist only in the spec dialect (spec 9)
+            log.compress()
+    names = [p.name for p in log_dir.iterdir()]
+    assert any(n.endswith(".z") for n in names) == (dialect == "spec") and len(names) > 2
+    want = restored(base)
+    assert len(want["pq"]) == 12_000 - len(acked)
+    monkeypatch.setattr(rebuild, "SUMMARY_RUNS", 1000)
+    got, frames = replayed(jvm, base, split=None)
+    assert got == want
+    assert any(isinstance(r, _Bitmap) for r in frames.ranges.values())

@@ -37,45 +37,32 @@ How it scales (no window, no stage that runs one task per queue, no shuffle of e
    (step 1 counted them), so the live records need no shuffle at all; more removes are joined
    with a shuffle by (incarnation, id), which spreads a busy queue too.
 
-Removes as id ranges (issue 31). At the end of a replay the removed ids of an incarnation are
-its ids minus the live ones (minus ids never added), so merged over the whole log they are at
-most about one range per live record, whatever the order of the acks. Step 1 (the JVM
-reader's ``summary`` scan, with its ``rm_*`` columns) gives per queue, chunk and group (the
-removes between two CreateQueue/DeleteQueue of the name) the removed ids merged into runs,
-each with the group's first LSN and its count of removes; :func:`_merge_ranges` places each
-run in the incarnation whose LSN interval holds that LSN (where the scan places a
-RemoveRecord), keeps the final incarnations', and merges them. When every RemoveRecord is in a
-range (no chunk overflowed past :data:`SUMMARY_RUNS` runs) and the merged ranges are at most
-:data:`RANGE_PLAN_RANGES`, they travel in ``replayPlan`` (``r LO HI`` lines) and the JVM
-readers drop, in the scan, every AddRecord and snapshot record in a removed range of its
-incarnation (``ReplayIds.Queue.removed``, the one place of that rule): step 4 is then the final
-incarnations' filter alone, with no removes' scan and no join. The set of removed
-(incarnation, id) is what the anti-join uses, so the rows are the same: an id removed twice
-merges into one range, a remove of an id never added removes nothing, one logged before its
-add removes it, as with the join. ``validate=True`` builds the frames without ranges, so
-:meth:`_Frames.check` sees every add and remove, unchanged. Otherwise (too many ranges, an
-overflow, the broadcast joins of step 3, the Python source) the join serves as above.
+Removes as id ranges (issue 31) and bitmaps (issue 45), filtered in the scans with no removes'
+scan and no join: see :mod:`tflux.spark._removed`.
 """
 
 from __future__ import annotations
 
-import bisect
+import base64
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
 import tflux
 from tflux.spark import _paths, register
 from tflux.spark._jvm import jvm_reader_loaded
+from tflux.spark._removed import _Bitmap, _merge_ranges, _Removed
+from tflux.spark._snapshots import _first_incarnation, _snapshot_describer
+from tflux.spark._tables import (
+    INCARNATIONS,
+    SEGMENT_BASE,
+    SUMMARY,
+    _broadcast_allowed,
+    _small,
+    logs_schema,
+)
 
 MAX_LSN = 2**63 - 1
 # At most this many removes are broadcast to every task (about 50 MB); more are shuffled.
@@ -90,35 +77,14 @@ RANGE_PLAN_RANGES = 100_000
 # asks for less with many segments, see _Frames); past it the chunk gives an overflow row and
 # replay falls back to the removes' join.
 SUMMARY_RUNS = 65_536
-
-SEGMENT_BASE = StructType(
-    [
-        StructField("source", StringType()),
-        StructField("queue", StringType()),
-        StructField("segment", StringType()),
-        StructField("seg_base", LongType()),
-    ]
-)
-INCARNATIONS = StructType(
-    [
-        StructField("source", StringType()),
-        StructField("queue", StringType()),
-        StructField("inc", LongType()),
-        StructField("inc_start", LongType()),
-        StructField("inc_end", LongType()),
-        StructField("adds_before", LongType()),
-        StructField("base_id", LongType()),
-    ]
-)
-SUMMARY = StructType(
-    [
-        StructField("source", StringType()),
-        StructField("queue", StringType()),
-        StructField("inc", LongType()),
-        StructField("implementation", IntegerType()),
-        StructField("last_id", LongType()),
-    ]
-)
+# At most this many bits of removed bitmaps (each final incarnation's ids from its first removed
+# one to its last id) travel in the replayPlan option (issue 45); more fall back to the removes'
+# join. 2**28 bits are 32 MiB of bitmaps (45 MB of plan text, base64), for 268M ids, about 2 s
+# more per scan: docs/benchmarks.md (Spark, issue 45) has what a bitmap costs by size.
+PLAN_BITS = 1 << 28
+# Bits of bitmaps one chunk of the summary scan may hold (the reader's summaryBits): a chunk's
+# group holds its ids as a bitmap from its smallest id to its largest.
+SUMMARY_BITS = 1 << 27
 
 
 @dataclass
@@ -129,61 +95,6 @@ class _Name:
     start_last_id: int | None = None
     segments: dict[str, int] = field(default_factory=dict)  # adds per segment
     events: list[tuple[int, str, int | None, str, int]] = field(default_factory=list)
-
-
-@dataclass
-class _Removed:
-    """Step 1's removed ranges, as the driver collects them from :func:`summaries`."""
-
-    # per (source, queue): (LSN of the range's group, first id, last id)
-    by_name: dict[tuple[str, str], list[tuple[int, int, int]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    covered: int = 0  # RemoveRecords the ranges hold
-    overflow: bool = False  # a chunk had too many runs: no ranges
-
-
-def _merge_ranges(
-    removed: _Removed, inc_rows: list[tuple], final_incs: list[int], removes: int
-) -> dict[int, list[tuple[int, int]]] | None:
-    """Each final incarnation's removed ids as merged ranges ``(lo, hi)`` (ascending, apart),
-    each range placed in the incarnation whose LSN interval holds its group's LSN (as the scan
-    places a RemoveRecord); None when they cannot stand for the removes: a chunk overflowed,
-    the ranges do not hold every RemoveRecord step 1 counted, or there are more than
-    :data:`RANGE_PLAN_RANGES`. Ids removed twice merge into one range: the set of removed
-    (incarnation, id) is what the removes' anti-join uses too, so the live records are the
-    same (``validate=True`` checks duplicates on the full frames instead)."""
-    if removed.overflow or removed.covered != removes:
-        return None
-    starts: dict[tuple[str, str], tuple[list[int], list[tuple]]] = {}
-    for row in sorted(inc_rows, key=lambda r: (r[0], r[1], r[3])):
-        entry = starts.setdefault((row[0], row[1]), ([], []))
-        entry[0].append(row[3])
-        entry[1].append(row)
-    final = set(final_incs)
-    per_inc: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for name, rows in removed.by_name.items():
-        lsns, incs = starts[name]
-        for lsn, lo, hi in rows:
-            at = bisect.bisect_right(lsns, lsn) - 1
-            _, _, inc, _, end, *_ = incs[at]
-            if lsn < end and inc in final:
-                per_inc[inc].append((lo, hi))
-    out: dict[int, list[tuple[int, int]]] = {}
-    total = 0
-    for inc, rows in per_inc.items():
-        rows.sort()
-        merged = [list(rows[0])]
-        for lo, hi in rows[1:]:
-            if lo <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        out[inc] = [(lo, hi) for lo, hi in merged]
-        total += len(merged)
-        if total > RANGE_PLAN_RANGES:
-            return None
-    return out
 
 
 class _Frames:
@@ -245,7 +156,9 @@ class _Frames:
                 # too scattered for the plan overflows early instead of sending the driver
                 # rows it would drop (at most about RANGE_PLAN_RANGES per split of a segment).
                 runs = min(SUMMARY_RUNS, max(1024, RANGE_PLAN_RANGES // max(segments, 1)))
-                small = summaries(spark, logs, self.dialects, ranges=ranges, runs=runs)
+                small = summaries(
+                    spark, logs, self.dialects, ranges=ranges, runs=runs, bits=SUMMARY_BITS
+                )
                 removed = _Removed() if ranges else None
             else:
                 small = self._summarize(union(spark, logs, {}, cols, fmt, dialects=self.dialects))
@@ -267,7 +180,15 @@ class _Frames:
         # The removed ids as ranges per final incarnation (step 1 gave them), filtered in the
         # scans: then no removes' scan and no join.
         self.ranges = (
-            _merge_ranges(removed, inc_rows, self.final_incs, removes)
+            _merge_ranges(
+                removed,
+                inc_rows,
+                self.final_incs,
+                removes,
+                RANGE_PLAN_RANGES,
+                {inc: span for inc, (_, span) in keys.items()} if keys is not None else None,
+                PLAN_BITS,
+            )
             if in_scan and removed is not None and removes
             else None
         )
@@ -306,7 +227,7 @@ class _Frames:
                 "source", "queue", "record_id", "key", "message"
             )
             snap_records = _first_incarnation(
-                snap_records, inc_rows, self, keys if self.keyed else None
+                snap_records, inc_rows, self, keys if self.keyed else None, CASE_NAMES
             )
             # Added before the log's first LSN (check() orders a remove after its add).
             snap_records = snap_records.withColumn("add_lsn", F.lit(-1).cast("long"))
@@ -399,6 +320,10 @@ class _Frames:
             if removed is not None and r.rm_lsn is not None:
                 if r.rm_lo is None:  # a chunk with too many runs
                     removed.overflow = True
+                elif r.rm_bits is not None:  # a group's ids as a bitmap
+                    bitmaps = removed.bits[(r.source, r.queue)]
+                    bitmaps.append((r.rm_lsn, r.rm_lo, bytes(r.rm_bits)))
+                    removed.covered += r.rm_count
                 else:
                     removed.by_name[(r.source, r.queue)].append((r.rm_lsn, r.rm_lo, r.rm_hi))
                     removed.covered += r.rm_count
@@ -525,128 +450,9 @@ class _Frames:
         return df if self.many else df.drop("source")
 
 
-@dataclass
-class _SnapshotInfo:
-    """What the driver needs of a snapshot: its last index, record count and queues
-    (name, implementation, last id)."""
-
-    last_index: int
-    records: int
-    queues: list[tuple[str, int, int]]
-
-
-def _snapshot_describer(spark: SparkSession, fmt: str):
-    """The snapshot reader of the format's side: the JVM reader decodes and checks the file
-    once, keeping it for the tasks in the same JVM (``local[N]`` reads it once per query);
-    the Python source's side reads it with the core."""
-    if fmt == "tflux" and jvm_reader_loaded(spark):
-        jvm = spark.sparkContext._jvm
-
-        def jvm_describe(path: str) -> _SnapshotInfo | None:
-            text = jvm.io.tflux.spark.SnapshotSource.describe(path)
-            if text is None:
-                return None
-            head, *lines = text.split("\n")
-            last_index, records = (int(v) for v in head.split())
-            queues = []
-            for line in lines:
-                impl, last_id, name = line.split(" ")
-                queues.append((bytes.fromhex(name).decode(), int(impl), int(last_id)))
-            return _SnapshotInfo(last_index, records, queues)
-
-        return jvm_describe
-
-    def core_describe(path: str) -> _SnapshotInfo | None:
-        snap = tflux.read_snapshot_batch(path)
-        if snap is None:
-            return None
-        queues = [(q["name"], q["implementation"], q["last_id"]) for q in snap.queues]
-        return _SnapshotInfo(snap.last_index, len(snap), queues)
-
-    return core_describe
-
-
 # Up to this many queue names, a snapshot record's incarnation is a CASE expression on its queue
 # (compared in the task, no hashing of strings); more names are a broadcast join.
 CASE_NAMES = 32
-
-
-def _first_incarnation(
-    snap_records: DataFrame,
-    inc_rows: list[tuple],
-    frames: _Frames,
-    keys: dict[int, tuple[int, int]] | None = None,
-) -> DataFrame:
-    """Snapshot records with ``inc``: every snapshot record is in its name's first
-    incarnation (the one starting at LSN -1). Given ``keys``, also their ``rkey`` (as the
-    reader's ``replay_key``)."""
-    first = [(source, queue, inc) for source, queue, inc, start, *_ in inc_rows if start == -1]
-    if len(first) > CASE_NAMES:
-        table = frames.incs().filter(F.col("inc_start") == -1).select("source", "queue", "inc")
-        return snap_records.join(F.broadcast(table), ["source", "queue"], "left")
-    # One SQL expression per column (one analysis on the driver), not a column per name.
-    rows = []
-    for source, queue, g in first:
-        cond = f"queue = {_sql_value(queue, StringType())}"
-        if frames.many:
-            cond += f" AND source = {_sql_value(source, StringType())}"
-        rows.append((cond, g))
-    inc = " ".join(f"WHEN {cond} THEN CAST({g} AS BIGINT)" for cond, g in rows)
-    cols: list = ["source", "queue", "record_id", "key", "message"]
-    cols.append(F.expr(f"CASE {inc} END" if rows else "CAST(NULL AS BIGINT)").alias("inc"))
-    if keys is not None:
-        rkey = []
-        for cond, g in rows:
-            key_base, span = keys[g]
-            rkey.append(
-                f"WHEN {cond} THEN CASE WHEN record_id BETWEEN 1 AND {int(span)} "
-                f"THEN record_id + CAST({int(key_base)} AS BIGINT) END"
-            )
-        text = f"CASE {' '.join(rkey)} END" if rkey else "CAST(NULL AS BIGINT)"
-        cols.append(F.expr(text).alias("rkey"))
-    return snap_records.select(*cols)
-
-
-# Up to this many rows, the driver's small tables are inline SQL tables (LocalRelation): Spark
-# broadcasts them without running a job. Larger ones go to the JVM as Arrow (one job each).
-INLINE_ROWS = 2000
-
-
-def _sql_value(value, type_) -> str:
-    if value is None:
-        return f"CAST(NULL AS {type_.simpleString()})"
-    if isinstance(type_, StringType):  # any text, no escaping rules: its UTF-8 bytes in hex
-        return f"CAST(X'{value.encode().hex()}' AS STRING)"
-    return f"CAST({int(value)} AS {type_.simpleString()})"
-
-
-def _small(spark: SparkSession, rows: list[tuple], schema: StructType) -> DataFrame:
-    """A DataFrame of the driver's ``rows``: an inline table when small (no job runs to
-    broadcast it), else sent to the JVM as Arrow (no Python worker runs for it either, unlike
-    ``createDataFrame`` of a list)."""
-    if 0 < len(rows) <= INLINE_ROWS:
-        types = [f.dataType for f in schema.fields]
-        values = ",".join(
-            "(" + ",".join(_sql_value(v, t) for v, t in zip(row, types, strict=True)) + ")"
-            for row in rows
-        )
-        names = ",".join(f"`{f.name}`" for f in schema.fields)
-        return spark.sql(f"SELECT * FROM VALUES {values} AS t({names})")
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    arrow = to_arrow_schema(schema)
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(arrow)
-    table = pa.Table.from_arrays(
-        [pa.array(col, f.type) for col, f in zip(columns, arrow, strict=True)], schema=arrow
-    )
-    return spark.createDataFrame(table, schema)
-
-
-def _broadcast_allowed(spark: SparkSession) -> bool:
-    """Whether the session allows broadcast joins (``autoBroadcastJoinThreshold`` not -1)."""
-    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760")
-    return str(threshold).strip() != "-1"
 
 
 # At most this many rows of replay's small tables (per (queue, segment) and per incarnation) go
@@ -658,12 +464,13 @@ def replay_plan(
     seg_rows: list[tuple],
     inc_rows: list[tuple],
     keys: dict[int, tuple[int, int]] | None,
-    ranges: dict[int, list[tuple[int, int]]] | None = None,
+    ranges: dict[int, list[tuple[int, int]] | _Bitmap] | None = None,
 ) -> str:
     """The JVM reader's ``replayPlan`` option (format in ``ReplayIds.java``): per name its
     segments' earlier adds and its incarnations in LSN order with their key ranges (none
     without ``keys``: the reader's ``replay_key`` is then null), each with its removed
-    ``ranges`` (``r LO HI`` lines; the readers then drop the records in them)."""
+    ``ranges`` (``r LO HI`` lines, or a ``b BASE BITS`` line for a :class:`_Bitmap`; the
+    readers then drop the records in them)."""
     by_name: dict[tuple[str, str], list[str]] = defaultdict(list)
     for source, queue, seg, prefix in seg_rows:
         by_name[(source, queue)].append(f"s {seg} {prefix}")
@@ -674,8 +481,12 @@ def replay_plan(
         by_name[(source, queue)].append(
             f"i {inc} {start} {end} {adds_before} {base} {key_base} {span}"
         )
-        if ranges and inc in ranges:
-            by_name[(source, queue)].extend(f"r {lo} {hi}" for lo, hi in ranges[inc])
+        removed = ranges.get(inc) if ranges else None
+        if isinstance(removed, _Bitmap):
+            text = base64.b64encode(removed.bits).decode()
+            by_name[(source, queue)].append(f"b {removed.base} {text}")
+        elif removed:
+            by_name[(source, queue)].extend(f"r {lo} {hi}" for lo, hi in removed)
     lines = []
     for (source, queue), rows in by_name.items():
         lines.append(f"q {source.encode().hex()} {queue.encode().hex()}")
@@ -718,6 +529,7 @@ def summaries(
     dialects: dict[str, str] | None = None,
     ranges: bool = False,
     runs: int | None = None,
+    bits: int | None = None,
 ) -> DataFrame:
     """Step 1 through the JVM reader's ``summary`` option: per (log directory, source, queue,
     segment) the last LSN, adds and removes, and a row per CreateQueue/DeleteQueue with the
@@ -725,7 +537,9 @@ def summaries(
     every entry, aggregated here from a few rows per segment (and split). With ``ranges``, also
     the rows of the removed ranges (``rm_lo``, ``rm_hi``, ``rm_lsn``, ``rm_count``; an overflow
     row has ``rm_lo`` null; see ``Summary.java``), kept apart by ``rm_lsn``, with at most
-    ``runs`` (default :data:`SUMMARY_RUNS`) runs per chunk."""
+    ``runs`` (default :data:`SUMMARY_RUNS`) runs per chunk; a group of many runs comes as one
+    bitmap row instead (``rm_bits``), at most ``bits`` (default :data:`SUMMARY_BITS`) bits of
+    them per chunk."""
     out = None
     keys = ["log_dir", "source", "queue", "segment", "ev_lsn", "ev_kind", "ev_impl"]
     aggs = [
@@ -736,26 +550,18 @@ def summaries(
     if ranges:
         keys += ["rm_lsn", "rm_lo", "rm_hi"]
         aggs.append(F.sum("rm_count").alias("rm_count"))
+        # A bitmap's row is alone in its group (its rm_lsn is its group's, no run shares it).
+        aggs.append(F.max("rm_bits").alias("rm_bits"))
     for log_dir, first in logs:
         reader = spark.read.format("tflux").option("fromLsn", str(first)).option("summary", "true")
         if ranges:
             reader = reader.option("summaryRuns", str(runs or SUMMARY_RUNS))
+            reader = reader.option("summaryBits", str(bits or SUMMARY_BITS))
         if dialects and dialects.get(log_dir):
             reader = reader.option("dialect", dialects[log_dir])
         df = reader.load(log_dir).withColumn("log_dir", F.lit(log_dir))
         out = df if out is None else out.unionByName(df)
     return out.groupBy(*keys).agg(*aggs)
-
-
-def logs_schema(spark: SparkSession) -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from tflux.spark._columns import QUEUE_ADDS, log_schema
-
-    full = from_arrow_schema(log_schema().append(QUEUE_ADDS))
-    keep = ["source", "segment", "queue", "lsn", "kind", "key", "record_id", "message"]
-    keep += ["implementation", "queue_adds"]
-    return StructType([StructField("log_dir", StringType())] + [full[name] for name in keep])
 
 
 def replay(

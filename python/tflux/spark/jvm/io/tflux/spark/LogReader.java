@@ -29,13 +29,13 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   private LogSource.Chunk chunk;
 
   LogReader(LogSource.Chunk[] chunks, StructType schema, long from, long to, int batchRows,
-      ReplayIds replay, boolean summarize, int summaryRuns) {
+      ReplayIds replay, boolean summarize, int summaryRuns, long summaryBits) {
     this.chunks = new ArrayDeque<>(Arrays.asList(chunks));
     if (summarize) {
       StructType counting = new StructType().add(LogColumns.NAMES[LogColumns.QUEUE_ADDS],
           LogColumns.TYPES[LogColumns.QUEUE_ADDS]);
       this.cols = new LogColumns(counting, 1, null);
-      this.summary = new Summary(cols.adds, schema, summaryRuns);
+      this.summary = new Summary(cols.adds, schema, summaryRuns, summaryBits);
       cols.summary = summary;
     } else {
       this.cols = new LogColumns(schema, batchRows, replay);

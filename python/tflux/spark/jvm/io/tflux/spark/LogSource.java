@@ -371,8 +371,9 @@ public final class LogSource implements TableProvider, DataSourceRegister {
       String plan = Options.get(options, "replayPlan");
       int runs = (int) Math.min(Options.bytes(options, "summaryRuns", Summary.MAX_RUNS),
           1 << 24);
+      long bits = Math.min(Options.bytes(options, "summaryBits", Summary.MAX_BITS), 1L << 34);
       return new Factory(schema, from, to, rows, plan == null ? null : ReplayIds.parse(plan),
-          Options.flag(options, "summary", false), runs);
+          Options.flag(options, "summary", false), runs, bits);
     }
   }
 
@@ -385,11 +386,13 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     final ReplayIds replay;
     final boolean summary;
     final int summaryRuns;
+    final long summaryBits;
 
     Factory(StructType schema, long from, long to, int batchRows, ReplayIds replay,
-        boolean summary, int summaryRuns) {
+        boolean summary, int summaryRuns, long summaryBits) {
       this.summary = summary;
       this.summaryRuns = summaryRuns;
+      this.summaryBits = summaryBits;
       this.schema = schema;
       this.from = from;
       this.to = to;
@@ -410,7 +413,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
       return new LogReader(((LogPartition) partition).chunks, schema, from, to, batchRows,
-          replay, summary, summaryRuns);
+          replay, summary, summaryRuns, summaryBits);
     }
   }
 }

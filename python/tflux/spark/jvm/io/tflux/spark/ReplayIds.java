@@ -25,10 +25,14 @@ import java.util.Map;
  * return a snapshot record whose id lies in one of its queue's first incarnation: both ask
  * {@link Queue#removed}, the one place that rule lives. Replay then needs no removes' join.
  *
+ * <p>Removed bitmaps (issue 45): a {@code b BASE BITS} line after an incarnation's line lists
+ * the ids removed in it as a bitmap: {@code BITS} is base64 of little-endian 64-bit words whose
+ * bit {@code i} is id {@code BASE + i}. An id is removed when a range or the bitmap holds it.
+ *
  * <p>Text form (written by {@code rebuild.py}), one line each: {@code q SOURCE_HEX QUEUE_HEX}
  * starts a queue name (hex of the UTF-8 bytes), then {@code s SEGMENT SEG_BASE} per segment
  * and {@code i INC START END ADDS_BEFORE BASE_ID KEY_BASE SPAN} per incarnation in LSN order,
- * each followed by its {@code r LO HI} lines, if any.
+ * each followed by its {@code r LO HI} lines and {@code b BASE BITS} line, if any.
  */
 final class ReplayIds implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -47,12 +51,22 @@ final class ReplayIds implements Serializable {
     /** Per incarnation its removed ranges' first and last ids (ascending), or null: none. */
     long[][] removedLo = new long[0][];
     long[][] removedHi = new long[0][];
+    /** Per incarnation its removed bitmap (bit i: id {@code bitsBase + i}), or null: none. */
+    long[][] bits = new long[0][];
+    long[] bitsBase = new long[0];
 
     /**
      * Whether record {@code id} of incarnation {@code at} was removed: it lies in one of the
      * incarnation's removed ranges (a binary search). The rule for log and snapshot records.
      */
     boolean removed(int at, long id) {
+      long[] w = bits[at];
+      if (w != null) {
+        long i = id - bitsBase[at];
+        if (i >= 0 && (i >>> 6) < w.length && ((w[(int) (i >>> 6)] >>> (i & 63)) & 1) != 0) {
+          return true;
+        }
+      }
       long[] lo = removedLo[at];
       if (lo == null) {
         return false;
@@ -120,6 +134,7 @@ final class ReplayIds implements Serializable {
     int n = 0;
     java.util.List<long[]> incs = new java.util.ArrayList<>();
     java.util.List<java.util.List<long[]>> ranges = new java.util.ArrayList<>();
+    java.util.List<long[]> bitmaps = new java.util.ArrayList<>();
     for (String line : text.split("\n")) {
       n++;
       String t = line.trim();
@@ -130,7 +145,7 @@ final class ReplayIds implements Serializable {
       try {
         switch (f[0]) {
           case "q":
-            finish(q, incs, ranges);
+            finish(q, incs, ranges, bitmaps);
             q = new Queue();
             String source = new String(hex(f[1]), StandardCharsets.UTF_8);
             String name = new String(hex(f.length > 2 ? f[2] : ""),
@@ -147,6 +162,23 @@ final class ReplayIds implements Serializable {
             }
             incs.add(r);
             ranges.add(null);
+            bitmaps.add(null);
+            break;
+          case "b":
+            if (incs.isEmpty() || bitmaps.get(bitmaps.size() - 1) != null) {
+              throw new IllegalArgumentException("a bitmap before any incarnation, or two");
+            }
+            long at = Long.parseLong(f[1]);
+            byte[] raw = java.util.Base64.getDecoder().decode(f.length > 2 ? f[2] : "");
+            if (at < 0 || raw.length % 8 != 0) {
+              throw new IllegalArgumentException("bitmap base below 0 or not whole words");
+            }
+            long[] words = new long[raw.length / 8 + 1]; // the last slot holds the base
+            ByteBuffer.wrap(raw).order(java.nio.ByteOrder.LITTLE_ENDIAN).asLongBuffer()
+                .get(words, 0, raw.length / 8);
+            words[words.length - 1] = at;
+            bitmaps.set(bitmaps.size() - 1, words);
+            out.hasRanges = true;
             break;
           case "r":
             if (incs.isEmpty()) {
@@ -173,12 +205,12 @@ final class ReplayIds implements Serializable {
             + "': " + e.getMessage(), e);
       }
     }
-    finish(q, incs, ranges);
+    finish(q, incs, ranges, bitmaps);
     return out;
   }
 
   private static void finish(Queue q, java.util.List<long[]> incs,
-      java.util.List<java.util.List<long[]>> ranges) {
+      java.util.List<java.util.List<long[]>> ranges, java.util.List<long[]> bitmaps) {
     if (q == null) {
       return;
     }
@@ -192,7 +224,14 @@ final class ReplayIds implements Serializable {
     q.span = new long[n];
     q.removedLo = new long[n][];
     q.removedHi = new long[n][];
+    q.bits = new long[n][];
+    q.bitsBase = new long[n];
     for (int i = 0; i < n; i++) {
+      long[] words = bitmaps.get(i);
+      if (words != null) {
+        q.bitsBase[i] = words[words.length - 1];
+        q.bits[i] = java.util.Arrays.copyOf(words, words.length - 1);
+      }
       java.util.List<long[]> own = ranges.get(i);
       if (own != null) {
         q.removedLo[i] = new long[own.size()];
@@ -216,6 +255,7 @@ final class ReplayIds implements Serializable {
     }
     incs.clear();
     ranges.clear();
+    bitmaps.clear();
   }
 
   private static byte[] hex(String s) {

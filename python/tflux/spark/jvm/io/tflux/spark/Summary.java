@@ -1,6 +1,7 @@
 package io.tflux.spark;
 
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -33,18 +34,30 @@ import org.apache.spark.unsafe.types.UTF8String;
  * {@code rm_count} its RemoveRecords) and the driver does without ranges. Memory: the ids
  * buffered per name grow with the ids read (sorted and merged every {@link #BUFFER} of them) and
  * the runs are bounded by {@code maxRuns}; nothing is sized by a length read from the file.
+ *
+ * <p>Bitmaps (issue 45): a group whose runs pass {@link #BITS_AFTER_RUNS} (scattered acks, as a
+ * priority queue's) keeps its ids as a bitmap instead, and gives one row whose {@code rm_bits}
+ * (the other rows have it null) holds bit {@code i} for id {@code rm_lo + i} (little-endian
+ * 64-bit words; {@code rm_hi} the last id the words cover, {@code rm_count} its RemoveRecords).
+ * The chunk's bitmaps hold at most {@code maxBits} bits (option {@code summaryBits}, default
+ * {@link #MAX_BITS}); past that the chunk overflows as above. A bitmap grows to the ids it is
+ * given (at least doubling), within that bound.
  */
 final class Summary {
   static final String[] NAMES = {"source", "segment", "queue", "last", "adds", "removes",
-      "ev_lsn", "ev_kind", "ev_impl", "rm_lo", "rm_hi", "rm_lsn", "rm_count"};
+      "ev_lsn", "ev_kind", "ev_impl", "rm_lo", "rm_hi", "rm_lsn", "rm_count", "rm_bits"};
   static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
       DataTypes.StringType, DataTypes.LongType, DataTypes.LongType, DataTypes.LongType,
       DataTypes.LongType, DataTypes.StringType, DataTypes.IntegerType, DataTypes.LongType,
-      DataTypes.LongType, DataTypes.LongType, DataTypes.LongType};
+      DataTypes.LongType, DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType};
   /** Runs per chunk before it gives an overflow row instead (option {@code summaryRuns}). */
   static final int MAX_RUNS = 1 << 16;
   /** Ids a name buffers before they are sorted and merged into its runs. */
   static final int BUFFER = 4096;
+  /** Runs of one group past which its ids become a bitmap (see {@link Summary}). */
+  static final int BITS_AFTER_RUNS = 1024;
+  /** Bits of bitmaps per chunk before it gives an overflow row (option {@code summaryBits}). */
+  static final long MAX_BITS = 1L << 27;
 
   static StructType schema() {
     List<StructField> fields = new ArrayList<>();
@@ -69,6 +82,10 @@ final class Summary {
     long[] count;
     int runs;
     long groupLsn = Long.MIN_VALUE;
+    /** The open group's ids as a bitmap (null: runs): bit i is id {@code bitsBase + i}. */
+    long[] bits;
+    long bitsBase;
+    long bitsCount;
   }
 
   /** One CreateQueue or DeleteQueue. */
@@ -101,15 +118,19 @@ final class Summary {
   private boolean overflow;
   private long firstRemoveLsn = Long.MIN_VALUE;
   private long chunkRemoves;
+  /** Words the chunk's bitmaps may hold, and hold (open and closed groups). */
+  private final long maxWords;
+  private long wordsHeld;
 
   Summary(QueueAdds adds, StructType readSchema) {
-    this(adds, readSchema, MAX_RUNS);
+    this(adds, readSchema, MAX_RUNS, MAX_BITS);
   }
 
-  Summary(QueueAdds adds, StructType readSchema, int maxRuns) {
+  Summary(QueueAdds adds, StructType readSchema, int maxRuns, long maxBits) {
     this.adds = adds;
     this.readSchema = readSchema;
     this.maxRuns = maxRuns;
+    this.maxWords = Math.max(0, maxBits) / 64;
     boolean any = false;
     for (StructField f : readSchema.fields()) {
       any |= f.name().startsWith("rm_");
@@ -160,6 +181,10 @@ final class Summary {
     if (q.groupLsn == Long.MIN_VALUE) {
       q.groupLsn = lsn;
     }
+    if (q.bits != null) {
+      setBit(q, id);
+      return;
+    }
     if (q.ids == null) {
       q.ids = new long[16];
     } else if (q.buffered == q.ids.length) {
@@ -170,9 +195,69 @@ final class Summary {
         if (overflow) {
           return;
         }
+        if (q.bits != null) {
+          setBit(q, id);
+          return;
+        }
       }
     }
     q.ids[q.buffered++] = id;
+  }
+
+  /** Sets id {@code id} (>= 0) in the bitmap of {@code q}, growing it within the chunk's bound. */
+  private void setBit(PerQueue q, long id) {
+    long word = id >>> 6;
+    long first = q.bitsBase >>> 6;
+    int len = q.bits.length;
+    if (word < first || word >= first + len) {
+      long lo = Math.min(word, first);
+      long hi = Math.max(word, first + len - 1);
+      long room = maxWords - (wordsHeld - len);
+      long want = Math.min(Math.max(hi - lo + 1, 2L * len), room);
+      if (want < hi - lo + 1 || want > Integer.MAX_VALUE - 8) {
+        overflow = true;
+        forgetRanges();
+        return;
+      }
+      if (word < first) { // grow down, keeping the top
+        lo = Math.max(0, hi - want + 1);
+      }
+      long[] grown = new long[(int) want];
+      System.arraycopy(q.bits, 0, grown, (int) (first - lo), len);
+      wordsHeld += want - len;
+      q.bits = grown;
+      q.bitsBase = lo << 6;
+    }
+    q.bits[(int) (word - (q.bitsBase >>> 6))] |= 1L << (id & 63);
+    q.bitsCount++;
+  }
+
+  /**
+   * The runs of {@code q} as a bitmap instead, when the chunk's bound allows it (else they stay
+   * runs, held against {@link #maxRuns}).
+   */
+  private void toBits(PerQueue q) {
+    long lo = q.lo[0] >>> 6;
+    long words = (q.hi[q.runs - 1] >>> 6) - lo + 1;
+    if (wordsHeld + words > maxWords || words > Integer.MAX_VALUE - 8) {
+      return;
+    }
+    long[] bits = new long[(int) words];
+    long count = 0;
+    for (int i = 0; i < q.runs; i++) {
+      for (long id = q.lo[i]; id <= q.hi[i]; id++) {
+        bits[(int) ((id >>> 6) - lo)] |= 1L << (id & 63);
+      }
+      count += q.count[i];
+    }
+    wordsHeld += words;
+    runsHeld -= q.runs;
+    q.bits = bits;
+    q.bitsBase = lo << 6;
+    q.bitsCount = count;
+    q.runs = 0;
+    q.lo = q.hi = q.count = null;
+    q.ids = null;
   }
 
   /** Sorts the buffered ids of {@code q} and merges them into its runs. */
@@ -229,6 +314,9 @@ final class Summary {
     q.count = count;
     q.runs = r;
     runsHeld += r - old;
+    if (r > BITS_AFTER_RUNS) {
+      toBits(q);
+    }
     if (runsHeld > maxRuns) {
       overflow = true;
       forgetRanges();
@@ -244,6 +332,16 @@ final class Summary {
     if (overflow) {
       return;
     }
+    if (q.bits != null) { // one row; its words stay held until the chunk's rows go
+      ByteBuffer b = ByteBuffer.allocate(q.bits.length * 8).order(ByteOrder.LITTLE_ENDIAN);
+      b.asLongBuffer().put(q.bits);
+      rangeRows.add(new Object[] {name, q.groupLsn, null, 0L, null, null, null, q.bitsBase,
+          q.bitsBase + 64L * q.bits.length - 1, q.groupLsn, q.bitsCount, b.array()});
+      q.bits = null;
+      q.bitsCount = 0;
+      q.groupLsn = Long.MIN_VALUE;
+      return;
+    }
     for (int i = 0; i < q.runs; i++) {
       rangeRows.add(new Object[] {name, q.groupLsn, null, 0L, null, null, null, q.lo[i],
           q.hi[i], q.groupLsn, q.count[i]});
@@ -256,11 +354,13 @@ final class Summary {
   /** Drops every run of the chunk (it overflowed); the removes are still counted. */
   private void forgetRanges() {
     rangeRows.clear();
+    wordsHeld = 0;
     for (int s = 0; s < adds.slots(); s++) {
       PerQueue q = adds.key(s) == null ? null : (PerQueue) adds.data(s);
       if (q != null) {
-        q.ids = q.lo = q.hi = q.count = null;
+        q.ids = q.lo = q.hi = q.count = q.bits = null;
         q.buffered = q.runs = 0;
+        q.bitsCount = 0;
         q.groupLsn = Long.MIN_VALUE;
       }
     }
@@ -297,6 +397,7 @@ final class Summary {
     }
     rangeRows.clear();
     runsHeld = 0;
+    wordsHeld = 0;
     overflow = false;
     firstRemoveLsn = Long.MIN_VALUE;
     chunkRemoves = 0;
@@ -320,7 +421,8 @@ final class Summary {
         } else if (name.equals("segment")) {
           value = segment;
         } else {
-          value = r[indexOf(name) - 2];
+          int at = indexOf(name) - 2;
+          value = at < r.length ? r[at] : null; // rm_bits: only a bitmap's row has it
         }
         append(v, value);
       }
