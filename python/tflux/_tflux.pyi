@@ -127,6 +127,10 @@ class Problem:
     def message(self) -> str:
         """A human-readable description of the finding."""
     @property
+    def reason(self) -> str:
+        """What is wrong, without where: the file and offset are :attr:`path` and
+        :attr:`offset` (what a reader prints beside its own location)."""
+    @property
     def fatal(self) -> bool:
         """False for a torn tail (the next open trims it) and ignored files."""
     @property
@@ -880,6 +884,14 @@ class BaseReport:
     def log_bounds(self) -> tuple[int, int] | None:
         """``(first, last)`` LSN of the log as a read-only open holds it; ``None`` when the log is
         damaged."""
+    @property
+    def continuity(
+        self,
+    ) -> Literal["from_zero", "continues", "snapshot_ahead", "gap", "unknown"]:
+        """How the log meets the snapshot, by the restore's rule: no snapshot and the log starts
+        at 0; the log continues it; the snapshot is ahead of the whole log (the log restarts
+        after it); LSNs are missing (refused); or unknown (the snapshot or the log is
+        unreadable)."""
     @property
     def metadata(self) -> Metadata | None:
         """The metadata file's content; ``None`` when it could not be read."""

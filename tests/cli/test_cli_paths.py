@@ -163,3 +163,14 @@ def test_verify_and_inspect_agree_whatever_the_form_of_the_path(bases, verb, whi
         expected = [(p["kind"], Path(p["path"]).name, p["offset"]) for p in report["problems"]]
         assert problems == expected, (cwd, path)
         assert [s["name"] for s in found["segments"]] == [s["name"] for s in report["segments"]]
+
+
+def test_verify_of_a_log_directory_checks_the_log_alone_whatever_its_spelling(bases):
+    """A log directory named itself is a raw Raft log (segment checks only), by any path."""
+    log = bases["healthy"] / "data" / "log"
+    for cwd, path in [(Path("/"), str(log)), (log.parent.parent.parent, "healthy/data/log")]:
+        result = run_in(cwd, "verify", path, "--json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["base"] is None, (cwd, path)
+    result = run_in(log, "verify", ".", "--json")
+    assert json.loads(result.stdout)["base"] is None
