@@ -991,7 +991,8 @@ def convert(
 ) -> ConvertReport:
     """Write the base directory ``src`` again as the new base directory ``dst`` in the dialect
     ``to`` (log, snapshot, metadata, settings); ``src`` is only read (``dialect``: its
-    dialect, ``None`` detects it). ``dst`` must not exist; the copy is built beside it,
+    dialect, ``None`` detects it). ``dst`` must not exist or be an empty directory, apart from
+    ``src`` (neither inside the other); the copy is built beside it,
     fsynced, verified and compared with the source before it is renamed into place, so a
     failure (or an exception raised by ``progress(done, total)``, called after each segment
     with bytes of the log) leaves no ``dst``."""

@@ -608,8 +608,8 @@ impl PyConvertReport {
 
 /// Converts the base directory `src` into a new base directory `dst` in the dialect `to`
 /// (`"spec"` or `"taskflux"`): log, snapshot, metadata and settings. The source is only read
-/// (`dialect`: its dialect, `None` detects it); `dst` must not exist, and a failure leaves
-/// none. `progress(done, total)` is called with bytes of the log converted after each segment.
+/// (`dialect`: its dialect, `None` detects it); `dst` must not exist or be an empty directory,
+/// apart from `src` (neither inside the other), and a failure leaves none. `progress(done, total)` is called with bytes of the log converted after each segment.
 #[pyfunction]
 #[pyo3(signature = (src, dst, *, to, dialect=None, progress=None))]
 fn convert(
