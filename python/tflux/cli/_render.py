@@ -364,6 +364,12 @@ def _print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
+def mark_json_said() -> None:
+    """This run's JSON output has begun (``dump --json``'s lines): a failure adds no object."""
+    global _json_said
+    _json_said = True
+
+
 def _print_json_failure(error: click.ClickException) -> None:
     """The one JSON object a ``--json`` verb prints when it fails before printing its own
     (issue 43 item 17): ``ok`` false, the error line's text and the exit code, on one line

@@ -14,6 +14,7 @@ import click
 
 import tflux
 from tflux._layout import Layout
+from tflux.cli import _render
 from tflux.cli._base import (
     _is_channel,
     _locate,
@@ -209,6 +210,8 @@ def dump(
         raw = raw or _is_channel(base)  # a channel's records are messages, not deltas
     dialect = found.dialect
     lines: list[str] = []
+    if as_json:  # JSON Lines of records from here on: a failure adds no object of another shape
+        _render.mark_json_said()
     write = sys.stdout.write
 
     def emit(entry: tflux.Entry) -> None:
