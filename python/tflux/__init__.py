@@ -1,6 +1,7 @@
 """tflux: TaskFlux's storage engine (segmented log, snapshot, metadata, queues) with a Rust core."""
 
-from tflux import aio
+from typing import TYPE_CHECKING
+
 from tflux._queue import Queue
 from tflux._store import open, settings
 from tflux._tflux import (
@@ -14,6 +15,7 @@ from tflux._tflux import (
     Entry,
     EntryBatch,
     Layout,
+    Located,
     Log,
     Message,
     MessageBatch,
@@ -40,6 +42,8 @@ from tflux._tflux import (
     decode_delta,
     dialect_of,
     encode_delta,
+    locate,
+    open_segments,
     plan_repair,
     read_metadata,
     read_segment_deltas,
@@ -91,6 +95,7 @@ __all__ = [
     "EntryBatch",
     "ForkedError",
     "Layout",
+    "Located",
     "LockedError",
     "Log",
     "Message",
@@ -134,7 +139,9 @@ __all__ = [
     "decode_delta",
     "dialect_of",
     "encode_delta",
+    "locate",
     "open",
+    "open_segments",
     "plan_repair",
     "read_metadata",
     "read_segment_deltas",
@@ -146,3 +153,17 @@ __all__ = [
     "write_metadata",
     "write_snapshot",
 ]
+
+
+if TYPE_CHECKING:  # type checkers see the module; the interpreter loads it on first use
+    from tflux import aio
+
+
+def __getattr__(name: str) -> object:
+    # tflux.aio imports asyncio (71 of 88 ms of `import tflux`, issue 43 item 21): loaded on
+    # first use of `tflux.aio` (or `import tflux.aio`), not by every `import tflux`.
+    if name == "aio":
+        import importlib
+
+        return importlib.import_module("tflux.aio")
+    raise AttributeError(f"module 'tflux' has no attribute {name!r}")

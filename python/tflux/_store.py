@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -69,31 +70,64 @@ def open(
     """
     if base_dir is None:
         raise TypeError("open() needs the base directory (e.g. tflux.open('path/to/base'))")
-    base, overrides = _resolve(base_dir, settings, "open")
-    store = Store._open(base, overrides, readonly, lock_timeout, dialect, share)
-    if store.settings_warning is not None:  # read-only only: writers refuse a bad file
-        warnings.warn(
-            f"{store.settings_warning} (ignored by this read-only open: the defaults are used)",
-            SettingsWarning,
-            stacklevel=2,
-        )
-    if overrides is not None and not readonly and not store.is_owner:
-        _warn_ignored(store, json.loads(overrides))
+    store, said = _open_saying(
+        base_dir,
+        readonly=readonly,
+        lock_timeout=lock_timeout,
+        dialect=dialect,
+        share=share,
+        **settings,
+    )
+    warn_at_caller(said)
     return store
 
 
-def _warn_ignored(store: Store, asked: dict[str, Any]) -> None:
-    """A client runs with the owner's settings: say which of the caller's differ."""
+def _open_saying(
+    base_dir: str | os.PathLike[str], *, readonly: bool = False, **kwargs: Any
+) -> tuple[Store, list[str]]:
+    """:func:`open`, returning its :class:`SettingsWarning` messages instead of warning: the
+    caller warns where its user called (``tflux.aio`` opens on a worker thread, whose stack
+    holds no line of the user's)."""
+    lock_timeout, dialect = kwargs.pop("lock_timeout", None), kwargs.pop("dialect", None)
+    share = kwargs.pop("share", True)
+    base, overrides = _resolve(base_dir, kwargs, "open")
+    store = Store._open(base, overrides, readonly, lock_timeout, dialect, share)
+    said = []
+    if store.settings_warning is not None:  # read-only only: writers refuse a bad file
+        said.append(
+            f"{store.settings_warning} (ignored by this read-only open: the defaults are used)"
+        )
+    if overrides is not None and not readonly and not store.is_owner:
+        said.extend(_ignored(store, json.loads(overrides)))
+    return store, said
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_at_caller(messages: list[str]) -> None:
+    """Each message as a :class:`SettingsWarning` naming the first line outside tflux that led
+    here (``tflux.Queue`` or ``tflux.aio`` named their own lines: issue 43 item 16)."""
+    if not messages:
+        return
+    level, frame = 2, sys._getframe(1)  # 1 is this function, 2 its caller
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    for message in messages:
+        warnings.warn(message, SettingsWarning, stacklevel=level)
+
+
+def _ignored(store: Store, asked: dict[str, Any]) -> list[str]:
+    """A client runs with the owner's settings: which of the caller's differ."""
     in_force = store.settings
     differ = sorted(k for k, v in asked.items() if in_force.get(k) != v)
-    if differ:
-        shown = ", ".join(f"{k}={asked[k]!r} (owner: {in_force.get(k)!r})" for k in differ)
-        warnings.warn(
-            f"{store.path} is owned by process {store.owner_pid}: this open is its client and "
-            f"runs with the owner's settings, so these were ignored: {shown}",
-            SettingsWarning,
-            stacklevel=3,
-        )
+    if not differ:
+        return []
+    shown = ", ".join(f"{k}={asked[k]!r} (owner: {in_force.get(k)!r})" for k in differ)
+    return [
+        f"{store.path} is owned by process {store.owner_pid}: this open is its client and "
+        f"runs with the owner's settings, so these were ignored: {shown}"
+    ]
 
 
 def settings(

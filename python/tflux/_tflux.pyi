@@ -129,6 +129,10 @@ class Problem:
     def message(self) -> str:
         """A human-readable description of the finding."""
     @property
+    def reason(self) -> str:
+        """What is wrong, without where: the file and offset are :attr:`path` and
+        :attr:`offset` (what a reader prints beside its own location)."""
+    @property
     def fatal(self) -> bool:
         """False for a torn tail (the next open trims it) and ignored files."""
     @property
@@ -883,6 +887,14 @@ class BaseReport:
         """``(first, last)`` LSN of the log as a read-only open holds it; ``None`` when the log is
         damaged."""
     @property
+    def continuity(
+        self,
+    ) -> Literal["from_zero", "continues", "snapshot_ahead", "gap", "unknown"]:
+        """How the log meets the snapshot, by the restore's rule: no snapshot and the log starts
+        at 0; the log continues it; the snapshot is ahead of the whole log (the log restarts
+        after it); LSNs are missing (refused); or unknown (the snapshot or the log is
+        unreadable)."""
+    @property
     def metadata(self) -> Metadata | None:
         """The metadata file's content; ``None`` when it could not be read."""
     @property
@@ -981,7 +993,8 @@ def convert(
 ) -> ConvertReport:
     """Write the base directory ``src`` again as the new base directory ``dst`` in the dialect
     ``to`` (log, snapshot, metadata, settings); ``src`` is only read (``dialect``: its
-    dialect, ``None`` detects it). ``dst`` must not exist; the copy is built beside it,
+    dialect, ``None`` detects it). ``dst`` must not exist or be an empty directory, apart from
+    ``src`` (neither inside the other); the copy is built beside it,
     fsynced, verified and compared with the source before it is renamed into place, so a
     failure (or an exception raised by ``progress(done, total)``, called after each segment
     with bytes of the log) leaves no ``dst``."""
@@ -990,6 +1003,48 @@ def dialect_of(path: str | PathLike[str], *, dialect: Dialect | None = None) -> 
     """The dialect of ``path`` (a base directory, a log directory or one file), agreeing with
     ``dialect`` (spec section 11): what its files say, else ``dialect``, else ``"spec"``.
     Files that disagree raise ``DialectError``."""
+
+@final
+class Located:
+    """What a path handed to a reader is (:func:`locate`): the core's one answer, for the CLI
+    and the Spark reader."""
+
+    @property
+    def path(self) -> str:
+        """The path as given, made absolute (a symlink keeps its name, ``.`` is dropped)."""
+    @property
+    def kind(self) -> Literal["base", "log", "bare_log", "segment", "snapshot"]:
+        """A base directory, its ``data/log``, a log directory outside a base, one segment
+        file (``NNN.log`` or ``.log.z``), or any other file (read as a snapshot file)."""
+    @property
+    def base(self) -> str | None:
+        """The base directory it is or belongs to; None outside one."""
+    @property
+    def log(self) -> str | None:
+        """The log directory a reader reads; None when there is none."""
+    @property
+    def snapshot(self) -> str | None:
+        """The snapshot file a reader reads, when it exists."""
+    @property
+    def segments(self) -> list[int] | None:
+        """First LSNs of the segments chosen (a segment path: that one); None: every one."""
+    @property
+    def dialect(self) -> Dialect:
+        """What its files say (the base's, else the log's or the file's)."""
+    def open_log(self) -> Log:
+        """A read-only :class:`Log` over the chosen segments (every segment when none)."""
+
+def locate(path: str | PathLike[str], *, dialect: Dialect | None = None) -> Located:
+    """What ``path`` is, its base and log directories, its snapshot file and its dialect
+    (agreeing with ``dialect``; files that disagree raise ``DialectError``, a missing path
+    ``TfluxIOError``)."""
+
+def open_segments(
+    log_dir: str | PathLike[str], first_lsns: list[int], *, dialect: Dialect | None = None
+) -> Log:
+    """A read-only :class:`Log` over the segments of ``log_dir`` starting at ``first_lsns``
+    only (the ``.log.z`` of one compressed since). Its last segment is read as a log's last:
+    a torn tail is in :attr:`Log.recovery`, not refused. Errors name the real files."""
 
 def base_kind(base: str | PathLike[str]) -> Literal["store", "channel"] | None:
     """What ``base`` is: ``"store"`` (it holds a metadata file or a snapshot), ``"channel"``

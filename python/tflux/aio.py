@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from tflux._store import open as _open
+from tflux._store import _open_saying, warn_at_caller
 from tflux._tflux import QueueInfo, Record, Store
 
 __all__ = ["AsyncStore", "open"]
@@ -46,7 +46,7 @@ class AsyncStore:
     """A :class:`tflux.Store` for asyncio (see the module docstring). Build it with
     :func:`tflux.aio.open`; use it as ``async with``."""
 
-    def __init__(self, opener: Callable[[], Store], max_workers: int = 4) -> None:
+    def __init__(self, opener: Callable[[], tuple[Store, list[str]]], max_workers: int = 4) -> None:
         self._opener = opener
         self._store: Store | None = None
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tflux-aio")
@@ -56,7 +56,8 @@ class AsyncStore:
 
     async def __aenter__(self) -> AsyncStore:
         if self._store is None:
-            self._store = await self._run(self._opener)
+            self._store, said = await self._run(self._opener)
+            warn_at_caller(said)  # on the loop's thread, naming the user's line
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -195,4 +196,4 @@ class AsyncStore:
 def open(base_dir: str | os.PathLike[str], *, max_workers: int = 4, **kwargs: Any) -> AsyncStore:
     """An :class:`AsyncStore` over ``base_dir``; ``kwargs`` go to :func:`tflux.open`. Open it
     with ``async with tflux.aio.open(base) as astore:`` (or ``await tflux.aio.open(base)``)."""
-    return AsyncStore(functools.partial(_open, base_dir, **kwargs), max_workers)
+    return AsyncStore(functools.partial(_open_saying, base_dir, **kwargs), max_workers)

@@ -114,3 +114,21 @@ def test_compress_sealed_channel_is_read_by_another_process(tmp_path):
         p = run_py(RECEIVER_PROCESS, str(tmp_path), "z", str(n))
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0 and f"done {n}" in out, (out, err)
+
+
+def test_inspect_of_a_channel_shows_no_store_files_or_store_settings(tmp_path):
+    """Issue 43 item 15: inspect on a channel said "metadata ...: unreadable (see below)" with
+    nothing below and listed a store's settings, which a channel never reads."""
+    import json
+
+    with small(tmp_path) as ch:
+        ch.sender().send_many([b"a", b"b"])
+    run = [sys.executable, "-m", "tflux.cli", "inspect", str(tmp_path)]
+    text = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert "unreadable" not in text.stdout and "see below" not in text.stdout
+    assert "LogSyncPolicy" not in text.stdout and "SnapshotCreation" not in text.stdout
+    assert "channel" in text.stdout
+    doc = json.loads(subprocess.run([*run, "--json"], capture_output=True, timeout=120).stdout)
+    assert doc["kind"] == "channel" and doc["problems"] == []
+    assert doc["settings"] is None and doc["metadata"] is None and doc["snapshot"] is None

@@ -58,7 +58,9 @@ def test_export_never_writes_through_a_planted_symlink(tmp_path):
     victim.write_bytes(b"not yours")
     (out / ".log.parquet.tmp").symlink_to(victim)
     (out / "snapshot.parquet").symlink_to(victim)
-    result = run_cli("export", base, out)
+    refused = run_cli("export", base, out)  # an existing OUT file: only with --force
+    assert refused.returncode == 2 and "--force" in refused.stderr
+    result = run_cli("export", base, out, "--force")
     assert result.returncode == 0, result.stderr
     assert victim.read_bytes() == b"not yours"
     assert not (out / "snapshot.parquet").is_symlink()

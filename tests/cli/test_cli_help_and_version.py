@@ -92,3 +92,18 @@ def test_the_changelog_has_a_section_for_the_package_version():
     headings = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M)
     assert headings, "no version headings"
     assert headings[0] == tflux.__version__, headings
+
+
+def test_import_tflux_does_not_import_asyncio():
+    """Issue 43 item 21: ``import tflux`` imported asyncio (71 of its 88 ms) for ``tflux.aio``,
+    which now loads on first use; ``tflux.aio`` and ``from tflux import aio`` still work."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tflux; assert 'asyncio' not in sys.modules, 'asyncio imported'; "
+        "from tflux import aio; assert tflux.aio is aio and callable(aio.open); "
+        "assert 'asyncio' in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -110,3 +110,37 @@ def test_log_open_accepts_the_stores_sync_words(tmp_path, word):
 def test_log_open_names_the_stores_words_for_an_unknown_sync_policy(tmp_path):
     with pytest.raises(ValueError, match="interval"):
         tflux.Log.open(tmp_path / "log", sync="sometimes")
+
+
+def test_a_settings_warning_names_the_users_line_through_queue_and_aio(tmp_path):
+    """Issue 43 item 16: the SettingsWarning of a bad settings file named
+    concurrent/futures/thread.py through tflux.aio and tflux/_queue.py through tflux.Queue."""
+    import subprocess
+    import sys
+
+    import tflux
+
+    base = tmp_path / "b"
+    with tflux.open(base, log_sync_policy="never") as store:
+        store.create_queue("q")
+    (base / "taskflux.settings.json").write_text("{bad")
+    user = tmp_path / "user.py"
+    user.write_text(
+        "import asyncio, sys, warnings, tflux\n"
+        "warnings.simplefilter('always')\n"
+        "base = sys.argv[1]\n"
+        "tflux.open(base, readonly=True).close()\n"
+        "async def main():\n"
+        "    async with tflux.aio.open(base, readonly=True):\n"
+        "        pass\n"
+        "asyncio.run(main())\n"
+        "tflux.Queue(base, 'q', readonly=True).close()\n"
+    )
+    done = subprocess.run([sys.executable, str(user), str(base)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = [x for x in done.stderr.splitlines() if "SettingsWarning" in x]
+    assert [x.split(": SettingsWarning")[0] for x in lines] == [
+        f"{user}:4",
+        f"{user}:6",
+        f"{user}:9",
+    ], done.stderr

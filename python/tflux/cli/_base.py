@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ import click
 from rich.markup import escape
 
 import tflux
-from tflux._layout import Layout, segment_names
+from tflux._layout import Layout, is_segment_name, segment_names
 from tflux._store import settings_for_reading
 from tflux.cli._render import CliError, err
 from tflux.errors import SettingsWarning
@@ -38,31 +39,33 @@ def _dialect(base: Path | None, dialect: str | None) -> str | None:
     return Layout(base, dialect).dialect if base is not None else dialect
 
 
-def _log_dir(path: Path) -> Path:
-    """The log directory of ``path``: a base directory (holding ``data/log``) or a log directory."""
-    if not path.exists():
-        raise CliError(f"{path}: no such directory")
-    if not path.is_dir():
+def _located(path: Path, dialect: str | None = None) -> tflux.Located:
+    """What ``path`` is, as the core decides (``tflux.locate``): a base directory, its
+    ``data/log``, a bare log directory, one segment file or a snapshot file, made absolute (a
+    relative path, ``.`` inside ``data/log`` and a symlinked base name the same files)."""
+    if not os.path.lexists(path):
+        raise CliError(f"{path}: no such {'file' if is_segment_name(path.name) else 'directory'}")
+    return tflux.locate(path, dialect=dialect)
+
+
+def _locate(path: Path, dialect: str | None = None) -> tuple[Path | None, Path]:
+    """``(base directory, log directory)`` of ``path`` (a base directory or a log directory,
+    ``tflux.locate``); no base for a log outside ``data/log``."""
+    found = _located(path, dialect)
+    if found.kind in ("segment", "snapshot"):
         raise CliError(f"{path}: not a directory (give a base directory or its data/log directory)")
-    candidate = Layout(path, detect=False).log  # only the path: no file is read
-    if candidate.is_dir():  # a base directory: an empty log is the store's to judge
-        return candidate
-    log_dir = path
-    if not segment_names(log_dir):
+    if found.log is None:
         raise CliError(
             f"{path}: no log segments found "
             "(expected a base directory with data/log/ or a log directory with NNN...N.log files)"
         )
-    return log_dir
-
-
-def _locate(path: Path) -> tuple[Path | None, Path]:
-    """``(base directory, log directory)`` of ``path``; no base for a log outside ``data/log``."""
-    log_dir = _log_dir(path)
-    if log_dir != path:
-        return path, log_dir
-    layout = Layout.of_log(path)
-    return (layout.base if layout is not None else None), log_dir
+    log_dir = Path(found.log)
+    if found.kind == "bare_log" and not segment_names(log_dir):
+        raise CliError(
+            f"{path}: no log segments found "
+            "(expected a base directory with data/log/ or a log directory with NNN...N.log files)"
+        )
+    return (Path(found.base) if found.base is not None else None), log_dir
 
 
 def _is_channel(base: Path) -> bool:

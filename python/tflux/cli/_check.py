@@ -65,14 +65,6 @@ class Finding:
     in_log: bool = False  # a problem of the segments (what repair can cut away)
 
 
-def _strip_location(message: str, path: str | None, offset: int | None) -> str:
-    """Drop the ``corrupt PATH at offset N:`` prefix that the line will say anyway."""
-    for prefix in (f"corrupt {path} at offset {offset}: ", f"corrupt {path}: ", f"{path}: "):
-        if path is not None and message.startswith(prefix):
-            return message[len(prefix) :]
-    return message
-
-
 # How the CLI names the core's finding kinds (tflux.Problem.kind).
 _KIND_LABELS = {
     "replay": "replay error",
@@ -95,7 +87,7 @@ def _finding_from_problem(
         _KIND_LABELS.get(problem.kind, problem.kind.replace("_", " ")),
         path,
         offset,
-        _strip_location(problem.message, problem.path, problem.offset),
+        problem.reason,  # the line says the file and offset itself
         # A problem of a segment file (what repair can cut away): the core says.
         in_log=problem.in_log,
     )
@@ -283,17 +275,19 @@ def _notes(checked: Checked, report: tflux.BaseReport, replay: bool) -> None:
     elif snap is None:
         checked.notes.append(("snapshot", "absent: the log must start at LSN 0"))
     bounds = report.log_bounds
-    if bounds is not None and not any(p.kind == "snapshot_gap" for p in report.problems):
+    if bounds is not None and report.continuity != "gap":
         start, last = bounds
         span = f"LSN {start:,}..{last:,}" if last >= start else f"empty, starts at LSN {start:,}"
-        if snapshot_bad:
-            agrees = "whether it continues the snapshot cannot be checked (the snapshot is corrupt)"
-        elif snap is None:
-            agrees = "starts at 0 (no snapshot)"
-        elif last < snap[0]:
-            agrees = f"the snapshot is ahead of it (the log restarts at {snap[0] + 1:,})"
-        else:
-            agrees = f"continues the snapshot (last index + 1 = {snap[0] + 1:,})"
+        # The restore's verdict (BaseReport.continuity), only worded here.
+        next_lsn = f"{snap[0] + 1:,}" if snap is not None else "0"
+        agrees = {
+            "from_zero": "starts at 0 (no snapshot)",
+            "continues": f"continues the snapshot (last index + 1 = {next_lsn})",
+            "snapshot_ahead": f"the snapshot is ahead of it (the log restarts at {next_lsn})",
+        }.get(
+            report.continuity,
+            "whether it continues the snapshot cannot be checked (the snapshot is corrupt)",
+        )
         checked.notes.append(("log", f"{span}: {agrees}"))
     if report.queues is not None and report.replayed is not None:
         ready = sum(q.count for q in report.queues)

@@ -354,9 +354,34 @@ def _queue_json(q: tflux.QueueInfo) -> dict[str, Any]:
     }
 
 
+_json_said = False  # whether this run printed its JSON object already (_print_json)
+
+
 def _print_json(value: Any) -> None:
+    global _json_said
+    _json_said = True
     sys.stdout.write(json.dumps(value, indent=2) + "\n")
     sys.stdout.flush()
+
+
+def mark_json_said() -> None:
+    """This run's JSON output has begun (``dump --json``'s lines): a failure adds no object."""
+    global _json_said
+    _json_said = True
+
+
+def _print_json_failure(error: click.ClickException) -> None:
+    """The one JSON object a ``--json`` verb prints when it fails before printing its own
+    (issue 43 item 17): ``ok`` false, the error line's text and the exit code, on one line
+    (so ``dump --json``'s JSON Lines stay lines)."""
+    if _json_said:
+        return
+    said = {"ok": False, "error": error.format_message(), "exit_code": error.exit_code}
+    try:
+        sys.stdout.write(json.dumps(said) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
 
 
 def _implementation(code: int | None) -> str | None:

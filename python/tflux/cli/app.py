@@ -8,7 +8,13 @@ from typing import NoReturn
 import click
 
 import tflux
-from tflux.cli._render import CONTEXT_SETTINGS, EXIT_OK, _error_for, _silence_stdout
+from tflux.cli._render import (
+    CONTEXT_SETTINGS,
+    EXIT_OK,
+    _error_for,
+    _print_json_failure,
+    _silence_stdout,
+)
 from tflux.cli.bench import bench
 from tflux.cli.compress import compress
 from tflux.cli.convert import convert
@@ -27,13 +33,23 @@ class _TfluxGroup(click.Group):
     """Turns tflux and OS errors raised by any verb into one line on stderr, never a traceback."""
 
     def invoke(self, ctx: click.Context):
+        # A verb asked for --json prints one JSON object on failure too (its own, or the error).
+        args = ctx.args[: ctx.args.index("--")] if "--" in ctx.args else ctx.args
+        as_json = "--json" in args
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
             _silence_stdout()
             ctx.exit(EXIT_OK)
         except (TfluxError, OSError) as exc:
-            raise _error_for(exc) from exc
+            error = _error_for(exc)
+            if as_json:
+                _print_json_failure(error)
+            raise error from exc
+        except click.ClickException as exc:
+            if as_json:
+                _print_json_failure(exc)
+            raise
 
 
 @click.group(cls=_TfluxGroup, context_settings=CONTEXT_SETTINGS)

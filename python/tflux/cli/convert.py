@@ -44,7 +44,8 @@ def convert(src: Path, dst: Path, to: str, as_json: bool, dialect: str | None) -
 
     SRC is only read (as tflux.open(SRC, readonly=True) reads it: every checksum checked,
     nothing cut); --dialect names its dialect (default: detected from its files). DST must
-    not exist. The copy is built in a hidden directory beside DST, fsynced, verified (every
+    not exist, or be an empty directory (as git clone takes one), and must be neither inside
+    SRC nor hold it. The copy is built in a hidden directory beside DST, fsynced, verified (every
     record, the snapshot and metadata, as an open checks them) and compared with SRC (every
     entry's LSN, term and data, the snapshot and the metadata), and only then renamed to
     DST: a failure or Ctrl-C leaves no DST. Every segment keeps its name (first LSN). A torn

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,9 +13,15 @@ from typing import Any
 import click
 
 import tflux
-from tflux._layout import Layout, is_segment_name
-from tflux._view import open_view
-from tflux.cli._base import _dialect, _is_channel, _locate, _settings_for_reading, dialect_option
+from tflux._layout import Layout
+from tflux.cli import _render
+from tflux.cli._base import (
+    _is_channel,
+    _locate,
+    _located,
+    _settings_for_reading,
+    dialect_option,
+)
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_CORRUPT,
@@ -190,15 +197,21 @@ def dump(
     raw_line = _dump_line_json if as_json else _dump_line_text
     decoded_line = _dump_decoded_json if as_json else _dump_decoded_text
     bad: list[tuple[int, str]] = []  # (lsn, error) of undecodable records
-    only: str | None = None  # PATH is one segment file: that segment alone
-    if path.is_file() and is_segment_name(path.name):
-        only, path = path.name, path.parent
-    base, log_dir = _locate(path)
+    only: int | None = None  # PATH is one segment file: that segment alone (its first LSN)
+    found = _located(path, dialect)  # the core says what PATH is (tflux.locate)
+    if found.kind == "segment":
+        only = found.segments[0]
+        base = Path(found.base) if found.base is not None else None
+        log_dir = Path(found.log)
+    else:
+        base, log_dir = _locate(path, dialect)
     if base is not None:  # the log alone is read, but a bad settings file is still worth a word
         _settings_for_reading(base)
         raw = raw or _is_channel(base)  # a channel's records are messages, not deltas
-    dialect = _dialect(base, dialect)
+    dialect = found.dialect
     lines: list[str] = []
+    if as_json:  # JSON Lines of records from here on: a failure adds no object of another shape
+        _render.mark_json_said()
     write = sys.stdout.write
 
     def emit(entry: tflux.Entry) -> None:
@@ -289,25 +302,36 @@ def _dump_log(
 
 def _dump_segments(
     log_dir: Path,
-    only: str | None,
+    only: int | None,
     dialect: str | None,
     first: int | None,
     last: int | None,
     emit: Callable[[tflux.Entry], None],
 ) -> list[str]:
-    """The entries of ``first..last`` segment by segment (``only``: that segment file alone),
-    each read on its own by the core's recovery scan: a damaged segment gives the records
-    before its damage. Returns what stopped each segment that did not end cleanly (a sealed
-    segment's damage; the last segment's torn tail is a note, as for a whole log)."""
+    """The entries of ``first..last`` segment by segment (``only``: the segment starting at that
+    LSN alone), each read on its own by the core (``tflux.open_segments``): a damaged segment
+    gives the records before its damage. Returns what stopped each sealed segment that did not
+    end cleanly, as the core classifies it (``tflux.verify``: what ``tflux verify`` says); the
+    last segment's torn tail is a note, as for a whole log."""
     names = segment_names(str(log_dir))
-    if only is not None and only not in names and only + ".z" not in names:
-        raise CliError(f"{log_dir / only}: not a segment file of {log_dir}")
+    firsts = [start_lsn(name) for name in names]
+    if only is not None and only not in firsts:
+        raise CliError(f"{log_dir}: holds no segment starting at LSN {only}")
     damage: list[str] = []
+    verdicts: list[tflux.Problem] | None = None  # the core's findings, read once when needed
+
+    def classified(name: str, fallback: str) -> list[str]:
+        nonlocal verdicts
+        if verdicts is None:
+            verdicts = [p for p in tflux.verify(log_dir, dialect=dialect).problems if p.fatal]
+        said = [_damage_line(p) for p in verdicts if os.path.basename(p.path) == name]
+        return said or [fallback]
+
     for i, name in enumerate(names):
-        if only is not None and name != only and name != only + ".z":
+        if only is not None and firsts[i] != only:
             continue
-        seg_first = start_lsn(name)
-        following = start_lsn(names[i + 1]) if i + 1 < len(names) else None
+        seg_first = firsts[i]
+        following = firsts[i + 1] if i + 1 < len(names) else None
         if last is not None and seg_first > last:
             break
         if first is not None and following is not None and following <= first:
@@ -315,7 +339,7 @@ def _dump_segments(
         sealed = following is not None
         path = log_dir / name
         try:
-            with open_view(str(log_dir), [name], dialect) as log:
+            with tflux.open_segments(log_dir, [seg_first], dialect=dialect) as log:
                 start = max(first if first is not None else 0, log.start_index)
                 end = log.last_index + 1 if last is None else min(last + 1, log.last_index + 1)
                 for entry in log.entries(start, end):
@@ -324,14 +348,22 @@ def _dump_segments(
                 if cut.truncated:
                     where = f"{path} at offset {cut.cut_offset} ({cut.reason})"
                     if sealed:
-                        damage.append(f"corrupt {where}: the records after it are not printed")
+                        damage += classified(name, f"corrupt {where}")
                     else:
                         err.print(f"note: {where} ends in a torn tail: not printed")
                 elif sealed and log.last_index + 1 < following:
-                    damage.append(
+                    damage += classified(
+                        name,
                         f"{path}: holds entries up to LSN {log.last_index}, the next segment "
-                        f"starts at {following} (a gap)"
+                        f"starts at {following} (a gap)",
                     )
         except CorruptionError as exc:
             damage.append(str(exc))
     return damage
+
+
+def _damage_line(problem: tflux.Problem) -> str:
+    """One finding of the core as ``tflux verify`` words it, and what dump did about it."""
+    where = problem.path if problem.offset is None else f"{problem.path} at offset {problem.offset}"
+    kind = problem.kind.replace("_", " ")
+    return f"{kind} in {where}: {problem.message}: the records after it are not printed"

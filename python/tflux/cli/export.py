@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -20,13 +21,19 @@ from tflux.parquet import export as export_parquet
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--raw", is_flag=True, help="Add the undecoded bytes of each record (column data).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
+@click.option("--force", is_flag=True, help="Replace OUT's Parquet files if they exist.")
 @dialect_option
-def export(base: Path, out: Path, raw: bool, as_json: bool, dialect: str | None) -> None:
+def export(
+    base: Path, out: Path, raw: bool, as_json: bool, force: bool, dialect: str | None
+) -> None:
     """Write OUT/log.parquet (every log record, decoded) and OUT/snapshot.parquet (the
     snapshot's records), read-only, through pyarrow: for data lakes without Spark.
 
     BASE is a base directory (holding data/log) or a log directory, as for tflux dump and
     verify (and refused as they refuse it). pyarrow is an extra: pip install 'tflux[parquet]'.
+
+    OUT may exist; its log.parquet and snapshot.parquet are never overwritten unless --force
+    is given.
 
     With --json, one object: base, dialect (of a base directory; null for a log read alone),
     out, log and snapshot, each {path, rows}.
@@ -45,6 +52,10 @@ def export(base: Path, out: Path, raw: bool, as_json: bool, dialect: str | None)
         _require_pyarrow()
     except ImportError as exc:  # pyarrow is an extra, not a core dependency
         raise CliError(str(exc)) from exc
+    written = [out / "log.parquet", out / "snapshot.parquet"]
+    there = [str(p) for p in written if os.path.lexists(p)]
+    if there and not force:
+        raise CliError(f"{there[0]} exists: export never overwrites it (--force replaces it)")
     counts = export_parquet(base, out, raw=raw, dialect=dialect)
     if as_json:
         _print_json(

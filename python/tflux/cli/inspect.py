@@ -56,8 +56,9 @@ def inspect(base: Path, as_json: bool, dialect: str | None) -> None:
     A bad settings file is a warning (naming it) and the defaults are shown, as a read-only
     open uses them.
 
-    With --json, one object: base, dialect ("spec" or "taskflux", spec section 11), settings
-    (in force, PascalCase keys, typed values),
+    With --json, one object: base, kind ("store", or "channel": a channel reads no settings
+    file and has no metadata or snapshot, so those are null), dialect ("spec" or "taskflux",
+    spec section 11), settings (in force, PascalCase keys, typed values),
     settings_file (the keys set by taskflux.settings.json, or null), settings_warning (why
     the file was ignored, or null), metadata ({term, voted_for} or null when
     corrupt), snapshot (null or {last_index, last_term, bytes, queues: [{name, implementation,
@@ -76,11 +77,15 @@ def inspect(base: Path, as_json: bool, dialect: str | None) -> None:
     """
     base, log_dir = _base_dir(base)
     files = Layout(base, dialect)
-    settings, ignored = _settings_for_reading(base)
-    from_file = None if ignored is not None else _settings_file(files.settings)
+    channel = _is_channel(base)
+    settings: dict[str, Any] | None = None
+    ignored = from_file = None
+    if not channel:  # a channel reads no settings file: a store's settings are not its
+        settings, ignored = _settings_for_reading(base)
+        from_file = None if ignored is not None else _settings_file(files.settings)
     # A channel holds opaque messages: segment checks only, no snapshot/log continuity (collection
     # deletes the oldest segments), exactly as verify treats it.
-    checked = _check(None if _is_channel(base) else base, log_dir, dialect=files.dialect)
+    checked = _check(None if channel else base, log_dir, dialect=files.dialect)
     temp = sorted(os.listdir(files.temp)) if files.temp.is_dir() else []
     receivers = _receivers(base)
     if as_json:
@@ -151,7 +156,7 @@ def _snapshot_json(snap: SnapshotView, nbytes: int) -> dict[str, Any]:
 
 def _inspect_json(
     base: Path,
-    settings: dict[str, Any],
+    settings: dict[str, Any] | None,
     from_file: dict[str, Any] | None,
     ignored: str | None,
     checked: Checked,
@@ -161,6 +166,7 @@ def _inspect_json(
     meta, snap = checked.metadata, checked.snapshot
     return {
         "base": str(base),
+        "kind": "store" if settings is not None else "channel",
         "dialect": checked.report.dialect,
         "settings": settings,
         "settings_file": from_file,
@@ -175,7 +181,7 @@ def _inspect_json(
 
 def _inspect_text(
     base: Path,
-    settings: dict[str, Any],
+    settings: dict[str, Any] | None,
     from_file: dict[str, Any] | None,
     ignored: str | None,
     checked: Checked,
@@ -184,6 +190,25 @@ def _inspect_text(
     files = Layout(base, checked.report.dialect)
     out.print(f"[bold]base[/]      {escape(str(base))}")
     out.print(f"[bold]dialect[/]   {checked.report.dialect}")
+    if settings is None:
+        out.print(
+            "[bold]channel[/]   data/cursors: a channel's log of opaque messages "
+            "(no settings file, metadata or snapshot apply)"
+        )
+        out.print()
+    else:
+        _store_files_text(files, settings, from_file, ignored, checked)
+    _log_text(base, checked, temp)
+
+
+def _store_files_text(
+    files: Layout,
+    settings: dict[str, Any],
+    from_file: dict[str, Any] | None,
+    ignored: str | None,
+    checked: Checked,
+) -> None:
+    """A store's settings in force, metadata and snapshot."""
     if ignored is not None:
         source = f"defaults ({SETTINGS_FILE} ignored: see the warning)"
     elif from_file is not None:
@@ -239,6 +264,9 @@ def _inspect_text(
         out.print(table)
     out.print()
 
+
+def _log_text(base: Path, checked: Checked, temp: list[str]) -> None:
+    """The segments, the temp directory and the problems."""
     segments = checked.report.segments
     used = sum(s.size for s in segments)
     allocated = sum(s.file_size for s in segments)

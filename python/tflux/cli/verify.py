@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from tflux.cli._base import _is_channel, _locate, dialect_option
+from tflux.cli._base import _is_channel, _locate, _located, dialect_option
 from tflux.cli._check import _check, _checked_json, _print_findings, _print_notes
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -82,8 +82,8 @@ def verify(path: Path, full: bool, verbose: bool, as_json: bool, dialect: str | 
       tflux verify ./base --json | jq '.problems[] | select(.fatal)'
     """
     base, log_dir = _locate(path)
-    if log_dir == path:  # a log directory named itself: a raw Raft log, segment checks only
-        base = None
+    if _located(path).kind != "base":  # a log directory named itself: a raw Raft log, segment
+        base = None  # checks only (the core says what PATH is, whatever its spelling)
     if base is not None and _is_channel(base):
         base = None  # a channel: opaque messages, no snapshot or deltas (segment checks only)
     checked = _check(base, log_dir, replay=full, dialect=dialect)

@@ -6,15 +6,14 @@ Nothing here imports pyspark, so ``tflux.parquet`` and the Spark sources share i
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import tflux
-from tflux._layout import Layout
 from tflux._layout import segment_names as _segment_names
-from tflux._view import open_view  # noqa: F401  (the sources' name for it)
 
 
 @dataclass(frozen=True)
@@ -59,38 +58,38 @@ def resolve(path: str | Sequence[str] | None, dialect: str | None = None) -> lis
     """Base directories, log directories (``<base>/data/log`` or a bare log dir) and snapshot
     files -> one :class:`Source` each (duplicates merged, first occurrence wins the order),
     each in the dialect its files say, agreeing with ``dialect`` (``None``: detected; files
-    that disagree raise :class:`tflux.DialectError`)."""
+    that disagree raise :class:`tflux.DialectError`). What each path is, is the core's answer
+    (``tflux.locate``)."""
     sources: dict[str, Source] = {}
     for p in split_paths(path):
-        p = os.path.abspath(p)
-        if os.path.isfile(p):
-            # A snapshot file on its own: <base>/data/tflux.snapshot reads <base>'s log too.
-            layout = Layout.of_data(os.path.dirname(p))
-            if layout is None:
-                src = Source(os.path.dirname(p), None, p)
-            else:
-                log_dir = str(layout.log) if layout.log.is_dir() else None
-                src = Source(str(layout.base), log_dir, p)
-        elif Layout(p, detect=False).data.is_dir():
-            layout = Layout(p, dialect)
-            src = Source(
-                p,
-                str(layout.log) if layout.log.is_dir() else None,
-                str(layout.snapshot) if layout.snapshot.is_file() else None,
+        found = tflux.locate(p, dialect=dialect)
+        if found.kind == "segment":
+            raise ValueError(
+                f"tflux: {p!r} is one segment file; give its log directory or base directory"
             )
+        if found.kind == "snapshot" and found.base is None:
+            base = os.path.dirname(found.path)  # a snapshot file on its own names its folder
         else:
-            layout = Layout.of_log(p)
-            base = str(layout.base) if layout is not None else p
-            snap = layout.snapshot if layout is not None else None
-            src = Source(base, p, str(snap) if snap is not None and snap.is_file() else None)
-        if src.base not in sources:
-            # The base decides when there is one; a log alone by its first segment; a lone
-            # snapshot file by its header.
-            has_base = src.log_dir is None or Layout.of_log(src.log_dir) is not None
-            where = src.base if has_base and os.path.isdir(src.base) else (src.log_dir or p)
-            found = tflux.dialect_of(where, dialect=dialect)
-            sources[src.base] = Source(src.base, src.log_dir, src.snapshot, found)
+            base = found.base if found.base is not None else found.path
+        if base not in sources:
+            sources[base] = Source(base, found.log, found.snapshot, found.dialect)
     return list(sources.values())
+
+
+@contextlib.contextmanager
+def open_view(
+    log_dir: str, names: Sequence[str], dialect: str | None = None
+) -> Iterator[tflux.Log]:
+    """A read-only :class:`tflux.Log` over the segment files ``names`` of ``log_dir`` only
+    (``tflux.open_segments``; one compressed since it was listed is read from its ``.log.z``).
+
+    Opening a log checks the CRC of every record of every segment, so a task that opened the
+    whole log to read one segment would scan all of them: with one partition per segment
+    that is quadratic. Its last segment is treated like an active one (a torn tail is
+    ignored), so callers that know a segment is sealed must check :attr:`Log.recovery`.
+    """
+    with tflux.open_segments(log_dir, [start_lsn(n) for n in names], dialect=dialect) as log:
+        yield log
 
 
 def segment_names(log_dir: str) -> list[str]:

@@ -19,6 +19,7 @@ mod channel;
 mod columns;
 mod delta;
 mod errors;
+mod locate;
 mod log;
 mod metadata;
 mod snapshot;
@@ -65,6 +66,7 @@ fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     snapshot::register(m)?;
     metadata::register(m)?;
     verify::register(m)?;
+    locate::register(m)?;
     store::register(m)?;
     state::register(m)?;
     channel::register(m)?;

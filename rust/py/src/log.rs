@@ -481,6 +481,16 @@ impl PyLog {
         self.inner.clone()
     }
 
+    /// A read-only log opened by another binding (`tflux.locate(...).open_log()`).
+    pub fn from_readonly(log: core::Log, path: String) -> PyLog {
+        PyLog {
+            inner: Arc::new(Mutex::new(Some(log))),
+            path,
+            readonly: true,
+            interval: None,
+        }
+    }
+
     fn run<T: Send>(
         &self,
         py: Python<'_>,

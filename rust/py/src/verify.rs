@@ -19,6 +19,7 @@ pub struct PyProblem {
     offset: Option<u64>,
     kind: &'static str,
     message: String,
+    reason: String,
     fatal: bool,
     lsn: Option<i64>,
     in_log: bool,
@@ -31,6 +32,7 @@ impl From<&core_recovery::Finding> for PyProblem {
             offset: p.offset,
             kind: p.kind.as_str(),
             message: p.message.clone(),
+            reason: p.reason.clone(),
             fatal: p.fatal,
             lsn: p.lsn,
             in_log: p.in_log(),
@@ -225,6 +227,13 @@ impl PyBaseReport {
     #[getter]
     fn log_bounds(&self) -> Option<(i64, i64)> {
         self.inner.log_bounds
+    }
+    /// How the log meets the snapshot, by the restore's rule: "from_zero" (no snapshot, the
+    /// log starts at 0), "continues", "snapshot_ahead" (the log restarts after it), "gap"
+    /// (refused) or "unknown" (the snapshot or the log could not be read).
+    #[getter]
+    fn continuity(&self) -> &'static str {
+        self.inner.continuity.name()
     }
     #[getter]
     fn metadata(&self) -> Option<PyMetadata> {
@@ -599,8 +608,8 @@ impl PyConvertReport {
 
 /// Converts the base directory `src` into a new base directory `dst` in the dialect `to`
 /// (`"spec"` or `"taskflux"`): log, snapshot, metadata and settings. The source is only read
-/// (`dialect`: its dialect, `None` detects it); `dst` must not exist, and a failure leaves
-/// none. `progress(done, total)` is called with bytes of the log converted after each segment.
+/// (`dialect`: its dialect, `None` detects it); `dst` must not exist or be an empty directory,
+/// apart from `src` (neither inside the other), and a failure leaves none. `progress(done, total)` is called with bytes of the log converted after each segment.
 #[pyfunction]
 #[pyo3(signature = (src, dst, *, to, dialect=None, progress=None))]
 fn convert(

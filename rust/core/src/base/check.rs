@@ -2,9 +2,10 @@
 //! at the first, so `tflux verify` and `tflux.open` can never disagree about a directory.
 
 use super::{
-    check_continuity, check_terms, files, kind, replay, restore_snapshot, scan_dir,
-    store_scan_options, Dialect, Error, Finding, FindingKind, Instant, Layout, Log, LogOptions,
-    Metadata, Path, PathBuf, QueueInfo, RecoveryMode, Result, ScanOptions, SegmentInfo, Settings,
+    check_continuity, check_terms, continuity, files, kind, replay, restore_snapshot, scan_dir,
+    store_scan_options, Continuity, Dialect, Error, Finding, FindingKind, Instant, Layout, Log,
+    LogOptions, Metadata, Path, PathBuf, QueueInfo, RecoveryMode, Result, ScanOptions, SegmentInfo,
+    Settings,
 };
 
 /// How deep `verify_base` goes.
@@ -63,6 +64,9 @@ pub struct BaseReport {
     pub bytes: u64,
     /// `(first, last)` LSN of the log as a read-only open would hold it (when sound).
     pub log_bounds: Option<(i64, i64)>,
+    /// How the log meets the snapshot (`Unknown` when either could not be read): the restore's
+    /// rule ([`super::continuity`]), so a reader never re-derives its cases.
+    pub continuity: Continuity,
     pub metadata: Option<Metadata>,
     /// Whether the metadata file exists (absent means the defaults).
     pub metadata_present: bool,
@@ -102,6 +106,7 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         records: 0,
         bytes: 0,
         log_bounds: None,
+        continuity: Continuity::Unknown,
         metadata: None,
         metadata_present: std::fs::symlink_metadata(&layout.metadata).is_ok(),
         snapshot: None,
@@ -116,16 +121,20 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
     match Settings::load_for_reading(base, None) {
         Ok((_, None)) => {}
         Ok((_, Some(warning))) => {
+            let reason = Settings::reason_of(&warning, base).to_string();
             let e = Error::Settings(warning);
             let mut finding = Finding::from_error(FindingKind::Settings, &layout.settings, &e);
             finding.fatal = false;
+            finding.reason = reason;
             problems.push(finding);
         }
-        Err(e) => problems.push(Finding::from_error(
-            FindingKind::Settings,
-            &layout.settings,
-            &e,
-        )),
+        Err(e) => {
+            let mut finding = Finding::from_error(FindingKind::Settings, &layout.settings, &e);
+            if let Error::Settings(message) = &e {
+                finding.reason = Settings::reason_of(message, base).to_string();
+            }
+            problems.push(finding);
+        }
     }
     let meta = files::read_metadata_in(&layout.metadata, layout.dialect)
         .map_err(|e| {
@@ -218,7 +227,9 @@ pub fn verify_base(base: &Path, options: VerifyOptions) -> Result<BaseReport> {
         }
     }
     if let Some(r) = &restored {
-        if let Err(e) = check_continuity(&layout, scan.start_index(), r.snapshot.map(|s| s.0)) {
+        let snapshot_index = r.snapshot.map(|s| s.0);
+        report.continuity = continuity(scan.start_index(), scan.last_index(), snapshot_index);
+        if let Err(e) = check_continuity(&layout, scan.start_index(), snapshot_index) {
             let mut f = Finding::from_error(FindingKind::SnapshotGap, &layout.log, &e);
             if let Some(first) = scan.files.first() {
                 // The file where the missing LSNs should have been.

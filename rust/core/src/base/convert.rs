@@ -74,9 +74,28 @@ pub fn convert_base(
     let started = Instant::now();
     base::require_kind(src, base::Kind::Store)?;
     let source = Layout::detect(src, from)?;
-    if std::fs::symlink_metadata(dst).is_ok() {
+    let (src_real, dst_real) = (real_path(src), real_path(dst));
+    if dst_real.starts_with(&src_real) || src_real.starts_with(&dst_real) {
+        let (inner, outer) = if dst_real.starts_with(&src_real) {
+            ("the destination", "the source")
+        } else {
+            ("the source", "the destination")
+        };
         return Err(Error::InvalidArgument(format!(
-            "{} exists: convert writes a new base directory and never overwrites one",
+            "{} is inside {} ({} -> {}): a base directory is converted into a directory apart              from it",
+            inner,
+            outer,
+            src.display(),
+            dst.display()
+        )));
+    }
+    // As `git clone`: an existing empty directory is taken (replaced by the finished copy in
+    // one rename, which fails if it is no longer empty); anything else is never overwritten.
+    let empty_dir = std::fs::symlink_metadata(dst).is_ok_and(|m| m.is_dir())
+        && std::fs::read_dir(dst).is_ok_and(|mut entries| entries.next().is_none());
+    if !empty_dir && std::fs::symlink_metadata(dst).is_ok() {
+        return Err(Error::InvalidArgument(format!(
+            "{} exists and is not an empty directory: convert writes a new base directory and              never overwrites one",
             dst.display()
         )));
     }
@@ -105,7 +124,12 @@ pub fn convert_base(
     let _alive = crate::io::fsutil::lock_dir(&*fs, &temp)?;
     let built = build(&source, &temp, to, &*fs, progress).and_then(|mut report| {
         report.leftovers_removed = leftovers;
-        fs.rename(&temp, dst, Rename::NoReplace)
+        let mode = if empty_dir {
+            Rename::Replace
+        } else {
+            Rename::NoReplace
+        };
+        fs.rename(&temp, dst, mode)
             .ctx("rename converted directory to", dst)?;
         crate::io::fsutil::sync_dir(&*fs, &parent)?;
         report.source = src.to_path_buf();
@@ -118,6 +142,26 @@ pub fn convert_base(
         let _ = std::fs::remove_dir_all(&temp);
     }
     built
+}
+
+/// `path` with its nearest existing ancestor resolved by the system (symlinks, `..`) and the
+/// rest appended: where it is or would be, for comparing a destination that does not exist yet.
+fn real_path(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(found) = std::fs::canonicalize(existing) {
+            return rest.iter().rev().fold(found, |acc, name| acc.join(name));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
 }
 
 /// The start of the name of a half-built copy of `name` (then the pid and a time).

@@ -20,17 +20,20 @@ mod check;
 pub mod convert;
 pub mod files;
 mod layout;
+pub mod locate;
 mod restore;
 pub mod settings;
 pub use check::{
     verify_base, BaseReport, SnapshotQueueSummary, SnapshotSummary, VerifyDepth, VerifyOptions,
 };
 
+pub use locate::{locate, open_segments, Located, PathKind};
+
 pub use layout::{
     dialect_of, kind, require_kind, resolve_log_dir, verify, verify_in, Kind, Layout,
 };
 
 pub use restore::{
-    check_continuity, check_log, check_terms, load_snapshot, replay, restore_snapshot,
-    snapshot_identity, store_scan_options, Restored,
+    check_continuity, check_log, check_terms, continuity, load_snapshot, replay, restore_snapshot,
+    snapshot_identity, store_scan_options, Continuity, Restored,
 };

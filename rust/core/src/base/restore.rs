@@ -76,6 +76,45 @@ pub fn check_terms(layout: &Layout, last_entry: Option<(i64, i32)>, meta: &Metad
     }
 }
 
+/// How a log's LSNs meet the snapshot's (what a restore accepts: every case but `Gap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuity {
+    /// No snapshot: the log starts at LSN 0.
+    FromZero,
+    /// The log starts at or before the snapshot's last index + 1 and reaches past it.
+    Continues,
+    /// The snapshot covers the whole log: the log restarts after the snapshot's last index.
+    SnapshotAhead,
+    /// LSNs are missing between the snapshot (or 0) and the log's first entry: refused.
+    Gap,
+    /// Not known: the snapshot or the log could not be read.
+    Unknown,
+}
+
+impl Continuity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Continuity::FromZero => "from_zero",
+            Continuity::Continues => "continues",
+            Continuity::SnapshotAhead => "snapshot_ahead",
+            Continuity::Gap => "gap",
+            Continuity::Unknown => "unknown",
+        }
+    }
+}
+
+/// The one rule of how a log `log_start..=log_last` (`log_last = log_start - 1` when empty)
+/// meets a snapshot ending at `snapshot_index` (`None`: no snapshot).
+pub fn continuity(log_start: i64, log_last: i64, snapshot_index: Option<i64>) -> Continuity {
+    let covered = snapshot_index.unwrap_or(-1);
+    match snapshot_index {
+        _ if log_start > covered.saturating_add(1) => Continuity::Gap,
+        None => Continuity::FromZero,
+        Some(i) if log_last < i => Continuity::SnapshotAhead,
+        Some(_) => Continuity::Continues,
+    }
+}
+
 /// The log must continue the snapshot: start at or before its last index + 1 (at 0 without a
 /// snapshot). A snapshot ahead of the whole log is accepted (the log restarts after it).
 pub fn check_continuity(
@@ -83,8 +122,7 @@ pub fn check_continuity(
     log_start: i64,
     snapshot_index: Option<i64>,
 ) -> Result<()> {
-    let covered = snapshot_index.unwrap_or(-1);
-    if log_start <= covered.saturating_add(1) {
+    if continuity(log_start, log_start, snapshot_index) != Continuity::Gap {
         return Ok(());
     }
     let what = match snapshot_index {

@@ -138,6 +138,13 @@ impl Settings {
         }
     }
 
+    /// What a settings error of `base`'s file says without naming the file (its messages
+    /// start `FILE: `, as [`Settings::load`] writes them): a finding's reason.
+    pub fn reason_of<'m>(message: &'m str, base: &Path) -> &'m str {
+        let prefix = format!("{}: ", base.join(SETTINGS_FILE).display());
+        message.strip_prefix(&prefix).unwrap_or(message)
+    }
+
     /// Every setting as the file spells it (PascalCase keys): what an owner tells its clients
     /// (`crate::share`), read back with [`Settings::from_json`].
     pub fn to_json(&self) -> String {

@@ -131,6 +131,9 @@ pub struct Finding {
     pub path: PathBuf,
     pub offset: Option<u64>,
     pub message: String,
+    /// What is wrong without where (the file and offset are `path` and `offset`): what a
+    /// reader prints beside its own location, without parsing `message`.
+    pub reason: String,
     pub fatal: bool,
     /// Offset just past the last non-zero byte from `offset` on: how far a cut must zero.
     pub reach: Option<u64>,
@@ -158,6 +161,7 @@ impl Finding {
             kind,
             path: path.to_path_buf(),
             offset,
+            reason: message.clone(),
             message,
             fatal: !matches!(kind, FindingKind::IgnoredFile | FindingKind::CompressedTwin),
             reach: None,
@@ -168,20 +172,26 @@ impl Finding {
 
     /// A finding for an error (the error's own file and offset when it has them).
     pub fn from_error(kind: FindingKind, path: &Path, e: &Error) -> Finding {
-        let (path, offset, message) = match e {
+        let (path, offset, message, reason) = match e {
             Error::Corruption {
                 path,
                 offset,
                 reason,
-            } => (path.clone(), *offset, reason.clone()),
-            Error::Io { path, .. } => (path.clone(), None, e.to_string()),
-            _ => (path.to_path_buf(), None, e.to_string()),
+            } => (path.clone(), *offset, reason.clone(), reason.clone()),
+            Error::Io {
+                path, op, source, ..
+            } => (path.clone(), None, e.to_string(), format!("{op}: {source}")),
+            Error::Dialect { path, reason } => (path.clone(), None, e.to_string(), reason.clone()),
+            _ => (path.to_path_buf(), None, e.to_string(), e.to_string()),
         };
         let kind = match (kind, e) {
             (FindingKind::Corruption, Error::Io { .. }) => FindingKind::Io,
             (k, _) => k,
         };
-        Finding::new(kind, &path, offset, message)
+        Finding {
+            reason,
+            ..Finding::new(kind, &path, offset, message)
+        }
     }
 
     /// The error a refused open raises for this finding.
