@@ -18,6 +18,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
+    DownloadColumn,
     MofNCompleteColumn,
     Progress,
     TextColumn,
@@ -107,12 +108,13 @@ def _silence_stdout() -> None:
 # Small helpers
 
 
-def _progress() -> Progress:
-    """A progress bar on stderr, silent when stderr is not a terminal."""
+def _progress(in_bytes: bool = False) -> Progress:
+    """A progress bar on stderr, silent when stderr is not a terminal; ``in_bytes``: the
+    counts are bytes, shown with units (``12.3/45.6 MB``), not as raw numbers."""
     return Progress(
         TextColumn("{task.description:<9}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        DownloadColumn() if in_bytes else MofNCompleteColumn(),
         TimeRemainingColumn(),
         console=err,
         disable=not err.is_terminal,
@@ -135,7 +137,15 @@ def _stopwatch() -> Iterator[Callable[[], float]]:
 
 
 def _rate(amount: float, seconds: float, digits: int = 0) -> str:
-    return f"{amount / seconds:,.{digits}f}" if seconds > 0 else "-"
+    """``amount / seconds`` with ``digits`` decimals; a small non-zero rate keeps two
+    significant digits instead of reading "0" (issue 43 item 19)."""
+    if seconds <= 0:
+        return "-"
+    value = amount / seconds
+    shown = f"{value:,.{digits}f}"
+    if value > 0 and float(shown.replace(",", "")) == 0:
+        return f"{value:.2g}"
+    return shown
 
 
 def _plural(count: int, noun: str) -> str:
