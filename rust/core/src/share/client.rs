@@ -71,13 +71,13 @@ impl Client {
         &self,
     ) -> std::result::Result<(ParentOnly<UnixStream>, u32, String), ConnectError> {
         let gone_or = |e: io::Error| {
-            if super::transient(&e) {
+            if super::socket::transient(&e) {
                 ConnectError::Gone(e)
             } else {
                 ConnectError::Other(e)
             }
         };
-        let stream = ParentOnly::new(super::connect(&self.socket).map_err(gone_or)?);
+        let stream = ParentOnly::new(super::socket::connect(&self.socket).map_err(gone_or)?);
         // The socket took the connection, so an owner is alive: it welcomes at once, unless
         // it is stopped or cannot take the connection (out of descriptors in a flood of
         // them, when the connection waits in its backlog). The hello has a deadline.

@@ -77,7 +77,7 @@ impl Server {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove stale socket", socket, e)),
         }
-        let listener = super::bind(socket)?;
+        let listener = super::socket::bind(socket)?;
         // Only this user; the peer's credentials are checked again on every connection.
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
