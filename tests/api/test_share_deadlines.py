@@ -49,6 +49,17 @@ def owner(base: Path, fd_limit: int = 0) -> subprocess.Popen[str]:
     return p
 
 
+def open_in_child(base: Path) -> subprocess.CompletedProcess[str]:
+    """`tflux.open(base)` in a new process: what it raised, its errno and the seconds it took."""
+    return subprocess.run(
+        [sys.executable, "-c", OPEN, str(base)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+
 def flood(base: Path, n: int) -> list[socket.socket]:
     held = []
     for _ in range(n):
@@ -69,13 +80,7 @@ def test_a_new_client_of_an_owner_out_of_descriptors_is_refused_in_time(tmp_path
     try:
         held = flood(base, 60)  # past the owner's descriptors: the rest wait in its backlog
         time.sleep(0.5)
-        out = subprocess.run(
-            [sys.executable, "-c", OPEN, str(base)],
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )
+        out = open_in_child(base)
         kind, code, seconds, *_ = [*out.stdout.split(), "", "", ""]
         assert kind == "TfluxIOError", out.stdout + out.stderr
         assert code == str(errno.ETIMEDOUT), out.stdout
@@ -99,13 +104,7 @@ def test_a_refusal_past_the_connection_limit_is_an_io_error(tmp_path):
         # Once the owner has taken all of them, a new client is refused at once.
         deadline = time.monotonic() + 60
         while True:
-            out = subprocess.run(
-                [sys.executable, "-c", OPEN, str(base)],
-                capture_output=True,
-                text=True,
-                timeout=90,
-                check=False,
-            )
+            out = open_in_child(base)
             if "at most" in out.stdout or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
