@@ -130,6 +130,16 @@ pub enum Error {
         /// Whether the request may have reached the owner (false: it surely had no effect).
         sent: bool,
     },
+    /// The owner of a shared base directory is alive and does not serve this client: it did
+    /// not answer in time (stopped, or flooded with connections), or refused one more
+    /// connection (its limit). `errno` is `ETIMEDOUT` or `EAGAIN`. A call that timed out may
+    /// or may not have taken effect.
+    #[error("the owner of {} {reason}", path.display())]
+    OwnerBusy {
+        path: PathBuf,
+        reason: String,
+        errno: i32,
+    },
     /// An error the owner of a shared base directory raised for this client's request, as
     /// the owner worded it.
     #[error("{}", .0.message)]
@@ -177,13 +187,19 @@ pub enum ErrorKind {
     Closed = 16,
     NotInFlight = 17,
     OwnerLost = 18,
+    /// An owner that does not answer in time, or refuses one more connection.
+    OwnerBusy = 19,
 }
 
 /// "No space left on device".
 pub const ENOSPC: i32 = 28;
+/// "Resource temporarily unavailable".
+pub const EAGAIN: i32 = 11;
+/// "Connection timed out".
+pub const ETIMEDOUT: i32 = 110;
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 18] = {
+    pub const ALL: [ErrorKind; 19] = {
         use ErrorKind::*;
         [
             Corruption,
@@ -204,6 +220,7 @@ impl ErrorKind {
             Closed,
             NotInFlight,
             OwnerLost,
+            OwnerBusy,
         ]
     };
 
@@ -297,6 +314,10 @@ impl Error {
             Error::OwnerLost { path: p, .. } => {
                 r.path = path(p);
                 ErrorKind::OwnerLost
+            }
+            Error::OwnerBusy { path: p, errno, .. } => {
+                (r.path, r.errno) = (path(p), Some(*errno));
+                ErrorKind::OwnerBusy
             }
             Error::Remote(remote) => return (**remote).clone(),
         };

@@ -137,7 +137,7 @@ pub struct PyChannel {
 impl Drop for PyChannel {
     fn drop(&mut self) {
         // SAFETY: taken once, here, and not used after.
-        crate::drop_detached(unsafe { std::mem::ManuallyDrop::take(&mut self.inner) });
+        crate::tools::drop_detached(unsafe { std::mem::ManuallyDrop::take(&mut self.inner) });
     }
 }
 
@@ -371,7 +371,7 @@ pub struct PySender {
 impl Drop for PySender {
     fn drop(&mut self) {
         // SAFETY: taken once, here, and not used after.
-        crate::drop_detached(unsafe { std::mem::ManuallyDrop::take(&mut self.inner) });
+        crate::tools::drop_detached(unsafe { std::mem::ManuallyDrop::take(&mut self.inner) });
     }
 }
 

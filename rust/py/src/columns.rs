@@ -391,7 +391,7 @@ fn read_snapshot_batch(
     path: std::path::PathBuf,
     dialect: Option<&str>,
 ) -> PyResult<Option<PySnapshotBatch>> {
-    let chosen = crate::dialect_arg(dialect)?;
+    let chosen = crate::tools::dialect_arg(dialect)?;
     let r = py.detach(|| {
         let found = tflux_core::log::dialect::snapshot_file_says(&path)?;
         let dialect = tflux_core::log::dialect::file_dialect(found, chosen)?;
@@ -418,7 +418,7 @@ fn read_segment_deltas(
     raw: bool,
     dialect: Option<&str>,
 ) -> PyResult<PyDeltaBatch> {
-    let dialect = crate::dialect_arg(dialect)?;
+    let dialect = crate::tools::dialect_arg(dialect)?;
     use tflux_core::log::recovery::Position;
     let position = if last {
         Position::Last

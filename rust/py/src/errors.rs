@@ -50,6 +50,7 @@ fn class(kind: ErrorKind) -> (&'static str, Args) {
         K::DiskFull => ("DiskFullError", PathErrno),
         K::Locked => ("LockedError", PathErrno),
         K::OwnerLost => ("OwnerLostError", PathErrno),
+        K::OwnerBusy => ("TfluxIOError", PathErrno),
         K::ReadOnly => ("ReadOnlyError", Message),
         K::Forked => ("ForkedError", Message),
         K::Replay => ("ReplayError", Lsn),

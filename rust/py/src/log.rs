@@ -580,7 +580,7 @@ impl PyLog {
         sync_interval_ms: u64,
         dialect: Option<&str>,
     ) -> PyResult<PyLog> {
-        let dialect = crate::dialect_arg(dialect)?;
+        let dialect = crate::tools::dialect_arg(dialect)?;
         let (sync, interval) = py_result(py, sync_policy(sync, sync_interval_ms))?;
         let opts = core::LogOptions {
             soft_limit,

@@ -80,7 +80,7 @@ impl PyMetadata {
 #[pyfunction]
 #[pyo3(signature = (path, *, dialect=None))]
 fn read_metadata(py: Python<'_>, path: PathBuf, dialect: Option<&str>) -> PyResult<PyMetadata> {
-    let chosen = crate::dialect_arg(dialect)?;
+    let chosen = crate::tools::dialect_arg(dialect)?;
     let r = py.detach(|| {
         let found = tflux_core::log::dialect::metadata_file_says(&path)?;
         let dialect = tflux_core::log::dialect::file_dialect(found, chosen)?;
@@ -102,7 +102,7 @@ fn write_metadata(
     dialect: &str,
 ) -> PyResult<()> {
     let m = metadata(term, voted_for)?;
-    let dialect = crate::dialect_arg(Some(dialect))?.unwrap_or_default();
+    let dialect = crate::tools::dialect_arg(Some(dialect))?.unwrap_or_default();
     let r = py.detach(|| {
         let fs = tflux_core::io::storage::RealStorage;
         files::write_metadata_in(&fs, &path, &m, dialect).map_err(Fail::Core)

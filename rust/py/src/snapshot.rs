@@ -267,7 +267,7 @@ fn read_snapshot(
     path: PathBuf,
     dialect: Option<&str>,
 ) -> PyResult<Option<PySnapshot>> {
-    let chosen = crate::dialect_arg(dialect)?;
+    let chosen = crate::tools::dialect_arg(dialect)?;
     let r = py.detach(|| {
         let found = tflux_core::log::dialect::snapshot_file_says(&path)?;
         let dialect = tflux_core::log::dialect::file_dialect(found, chosen)?;
@@ -290,7 +290,7 @@ fn write_snapshot(
     dialect: &str,
 ) -> PyResult<()> {
     let s = snapshot_arg(py, last_index, last_term, queues)?;
-    let dialect = crate::dialect_arg(Some(dialect))?.unwrap_or_default();
+    let dialect = crate::tools::dialect_arg(Some(dialect))?.unwrap_or_default();
     let r = py.detach(|| {
         let fs = tflux_core::io::storage::RealStorage;
         files::write_snapshot_in(&fs, &path, &s, dialect).map_err(Fail::Core)

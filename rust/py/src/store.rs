@@ -371,8 +371,8 @@ impl Drop for PyStore {
         let inner = unsafe { std::mem::ManuallyDrop::take(&mut self.inner) };
         // Without the GIL: an owner's last handle stops its server, which waits for clients
         // to settle what they hold (the drain), and other Python threads must run meanwhile.
-        crate::drop_detached(inner);
-        crate::release_freed_memory();
+        crate::tools::drop_detached(inner);
+        crate::tools::release_freed_memory();
     }
 }
 
@@ -427,7 +427,7 @@ impl PyStore {
         dialect: Option<&str>,
         share: bool,
     ) -> PyResult<PyStore> {
-        let dialect = crate::dialect_arg(dialect)?;
+        let dialect = crate::tools::dialect_arg(dialect)?;
         let path = base_dir.display().to_string();
         let lock_timeout = match lock_timeout {
             None => None,
@@ -445,7 +445,7 @@ impl PyStore {
         let opts = ShareOptions { store: opts, share };
         let store = run(py, || {
             let store = SharedStore::open(&base_dir, settings_json.as_deref(), opts);
-            crate::release_freed_memory();
+            crate::tools::release_freed_memory();
             store
         })?;
         let store = Arc::new(store);

@@ -1,5 +1,7 @@
-//! Small helpers shared by the binding modules: Python spellings in reprs, Arrow buffers, and
-//! numbers from Python that must not panic or wrap on their way into Rust.
+//! Small helpers shared by the binding modules: Python spellings in reprs, Arrow buffers,
+//! numbers from Python that must not panic or wrap on their way into Rust, the `dialect=`
+//! argument, and letting go of a store or channel (without the GIL, then returning the freed
+//! pages to the system).
 
 use std::time::{Duration, Instant};
 
@@ -65,4 +67,29 @@ pub fn deadline(timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Instant>>
     Ok(Duration::try_from_secs_f64(seconds)
         .ok()
         .and_then(|wait| Instant::now().checked_add(wait)))
+}
+
+/// Returns to the system the pages a restore's temporary buffers (scan chunks, the pending record
+/// columns before the heaps are built) freed: mimalloc keeps freed pages for reuse, which a
+/// long-lived store would otherwise hold as resident anonymous memory for good.
+pub fn release_freed_memory() {
+    // SAFETY: `mi_collect` takes no pointers; it only walks mimalloc's own free lists.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// The `dialect=` argument of every open and reader: `None` (detect), `"spec"` or `"taskflux"`.
+pub fn dialect_arg(name: Option<&str>) -> PyResult<Option<tflux_core::format::dialect::Dialect>> {
+    name.map(|n| {
+        tflux_core::format::dialect::Dialect::parse(n).map_err(|e| match e {
+            tflux_core::Error::InvalidArgument(m) => crate::errors::argument_error(m),
+            other => crate::errors::argument_error(other.to_string()),
+        })
+    })
+    .transpose()
+}
+
+/// Drops `value` with the GIL released (a shared store's or channel's owner stops serving when
+/// its last handle goes, waiting for its clients: other Python threads must not wait with it).
+pub fn drop_detached<T: Send>(value: T) {
+    Python::attach(|py| py.detach(move || drop(value)));
 }

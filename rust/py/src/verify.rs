@@ -110,7 +110,7 @@ fn segment_infos(segments: &[tflux_core::SegmentInfo]) -> Vec<PySegmentInfo> {
 #[pyfunction]
 #[pyo3(signature = (path, *, dialect=None))]
 fn verify(py: Python<'_>, path: PathBuf, dialect: Option<&str>) -> PyResult<PyVerifyReport> {
-    let dialect = crate::dialect_arg(dialect)?;
+    let dialect = crate::tools::dialect_arg(dialect)?;
     let report = py.detach(|| core_base::verify_in(&path, dialect).map_err(Fail::from));
     py_result(py, report).map(|inner| PyVerifyReport { inner })
 }
@@ -134,7 +134,7 @@ impl PyLayout {
     #[new]
     #[pyo3(signature = (base, dialect=None, *, detect=true))]
     fn new(py: Python<'_>, base: PathBuf, dialect: Option<&str>, detect: bool) -> PyResult<Self> {
-        let chosen = crate::dialect_arg(dialect)?;
+        let chosen = crate::tools::dialect_arg(dialect)?;
         if !detect {
             let inner = core_base::Layout::in_dialect(&base, chosen.unwrap_or_default());
             return Ok(PyLayout { inner });
@@ -322,7 +322,7 @@ fn verify_base(
     dialect: Option<&str>,
     progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<PyBaseReport> {
-    let dialect = crate::dialect_arg(dialect)?;
+    let dialect = crate::tools::dialect_arg(dialect)?;
     let depth = if replay {
         core_base::VerifyDepth::Replay
     } else {
@@ -384,7 +384,7 @@ fn verify_base(
 #[pyfunction]
 #[pyo3(signature = (path, *, dialect=None))]
 fn dialect_of(py: Python<'_>, path: PathBuf, dialect: Option<&str>) -> PyResult<&'static str> {
-    let chosen = crate::dialect_arg(dialect)?;
+    let chosen = crate::tools::dialect_arg(dialect)?;
     let found = py.detach(|| core_base::dialect_of(&path, chosen).map_err(Fail::from));
     py_result(py, found).map(|d| d.name())
 }
@@ -490,7 +490,7 @@ fn plan_repair(
     empty_entries: bool,
     dialect: Option<&str>,
 ) -> PyResult<Option<PyRepairPlan>> {
-    let dialect = crate::dialect_arg(dialect)?;
+    let dialect = crate::tools::dialect_arg(dialect)?;
     let plan = py.detach(|| {
         core_recovery::plan_repair(&log_dir, empty_entries, dialect).map_err(Fail::from)
     });
@@ -620,8 +620,8 @@ fn convert(
     dialect: Option<&str>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<PyConvertReport> {
-    let to = crate::dialect_arg(Some(to))?.unwrap_or_default();
-    let from = crate::dialect_arg(dialect)?;
+    let to = crate::tools::dialect_arg(Some(to))?.unwrap_or_default();
+    let from = crate::tools::dialect_arg(dialect)?;
     let mut failed: Option<PyErr> = None;
     let report = py.detach(|| {
         let mut tell = |done: u64, total: u64| {

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::owner::{find_owner, Found};
 use super::role::{Handle, Role, Roles};
-use super::{find_owner, Found, Served, Server};
+use super::server::{Served, Server};
 use crate::channel::{Channel, ChannelLayout, ChannelOptions, Receiver, Start};
 use crate::durability::Logged;
 use crate::error::{Error, Result};

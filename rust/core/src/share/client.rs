@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use super::channel::ChannelRequest;
 use super::wire::{self, Received};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ETIMEDOUT};
 use crate::fork::{Birth, ParentOnly};
+use crate::store::request::Pace;
 use crate::store::{Reply, Request};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -67,24 +68,37 @@ impl Client {
         &self,
     ) -> std::result::Result<(ParentOnly<UnixStream>, u32, String), ConnectError> {
         let gone_or = |e: io::Error| {
-            if super::transient(&e) {
+            if super::socket::transient(&e) {
                 ConnectError::Gone(e)
             } else {
                 ConnectError::Other(e)
             }
         };
-        let stream = ParentOnly::new(super::connect(&self.socket).map_err(gone_or)?);
-        // A dead owner is noticed by the kernel (the connection closes); this bounds only
-        // the hello, which a live owner answers at once.
+        let stream = ParentOnly::new(super::socket::connect(&self.socket).map_err(gone_or)?);
+        // The socket took the connection, so an owner is alive: it welcomes at once, unless
+        // it is stopped or cannot take the connection (out of descriptors in a flood of
+        // them, when the connection waits in its backlog). The hello has a deadline.
         stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
+            .set_read_timeout(Some(HELLO_DEADLINE))
             .map_err(ConnectError::Other)?;
         let frame = wire::hello(self.session).map_err(ConnectError::Refused)?;
         wire::send(&mut &*stream, &frame).map_err(ConnectError::Gone)?;
-        let body = match wire::receive(&mut &*stream, Duration::from_secs(30), || true) {
+        let late = std::cell::Cell::new(false);
+        let received = wire::receive(&mut &*stream, HELLO_DEADLINE, || {
+            late.set(true);
+            false
+        });
+        let body = match received {
             Ok(Received::Frame(b)) => b,
             Ok(Received::Closed) => {
                 return Err(ConnectError::Gone(io::ErrorKind::ConnectionReset.into()))
+            }
+            Err(e) if late.get() || e.kind() == io::ErrorKind::TimedOut => {
+                return Err(ConnectError::Refused(self.busy(format!(
+                    "did not welcome this client within {} s (it is stopped, or out of \
+                     descriptors in a flood of connections)",
+                    HELLO_DEADLINE.as_secs()
+                ))))
             }
             Err(e) => return Err(gone_or(e)),
         };
@@ -115,6 +129,14 @@ impl Client {
         self.born.is_here()
     }
 
+    fn busy(&self, reason: String) -> Error {
+        Error::OwnerBusy {
+            path: self.base.clone(),
+            reason,
+            errno: ETIMEDOUT,
+        }
+    }
+
     fn lost(&self, reason: impl std::fmt::Display, sent: bool) -> Error {
         self.lost.store(true, Ordering::SeqCst);
         Error::OwnerLost {
@@ -126,7 +148,8 @@ impl Client {
 
     /// Has the owner carry out `request`.
     pub fn execute(&self, request: &Request<'_>) -> Result<Reply> {
-        self.exchange(wire::request(|out| request.encode(out))?)
+        let deadline = reply_deadline(request.pace(), request.timeout());
+        self.exchange(wire::request(|out| request.encode(out))?, deadline)
     }
 
     /// [`Client::execute`], its reply as the type the caller expects.
@@ -136,11 +159,12 @@ impl Client {
 
     /// [`Client::execute`] for a channel's owner.
     pub fn execute_channel(&self, request: &ChannelRequest<'_>) -> Result<Reply> {
-        self.exchange(wire::request(|out| request.encode(out))?)
+        let deadline = reply_deadline(request.pace(), None);
+        self.exchange(wire::request(|out| request.encode(out))?, deadline)
     }
 
-    /// Sends one request frame and reads its reply.
-    fn exchange(&self, frame: Vec<u8>) -> Result<Reply> {
+    /// Sends one request frame and reads its reply, waiting at most `deadline` for it.
+    fn exchange(&self, frame: Vec<u8>, deadline: Duration) -> Result<Reply> {
         if self.is_lost() {
             return Err(self.lost("the connection closed earlier", false));
         }
@@ -168,8 +192,19 @@ impl Client {
         // soon as the owner takes in the request (the socket became writable again), so a
         // blocked read costs the client a second, useless wake-up per call; poll wakes only
         // for the reply.
-        if let Err(e) = wait_readable(&stream) {
-            return Err(self.lost(e, true));
+        match wait_readable(&stream, deadline) {
+            Ok(true) => {}
+            // Stopped or overloaded: this connection is let go (a late reply must not be taken
+            // for the next call's); the next call takes another, or finds the owner gone.
+            Ok(false) => {
+                return Err(self.busy(format!(
+                    "(process {}) did not answer within {:.1} s (it is stopped or overloaded); \
+                     the call may or may not have taken effect",
+                    self.owner_pid,
+                    deadline.as_secs_f64()
+                )))
+            }
+            Err(e) => return Err(self.lost(e, true)),
         }
         // Requests and replies alternate, so a reader for this reply reads nothing of another.
         let mut reader = std::io::BufReader::with_capacity(8 << 10, &*stream);
@@ -194,19 +229,52 @@ impl Client {
     }
 }
 
-/// Blocks until `stream` has something to read (a reply, or the owner's end).
-fn wait_readable(stream: &UnixStream) -> io::Result<()> {
+/// How long an owner whose socket took a connection has to welcome it.
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(10);
+/// How long past a request's own wait its client waits for the reply (a live owner answers at
+/// once; this covers a loaded machine and the group commit's fsync).
+pub const REPLY_GRACE: Duration = Duration::from_secs(10);
+/// How long a client waits for the reply to a request that takes long (a snapshot, a queue
+/// made or deleted with an fsync of its own, a copy of a large queue).
+pub const LONG_REPLY: Duration = Duration::from_secs(120);
+
+/// The most a client waits for the reply to a request: derived from the request's own wait
+/// (which the owner bounds by [`wire::LONGEST_WAIT`]).
+pub fn reply_deadline(pace: Pace, wait: Option<Option<Duration>>) -> Duration {
+    match pace {
+        Pace::Long => LONG_REPLY,
+        Pace::Quick | Pace::Waits => {
+            let wait = wait
+                .flatten()
+                .map_or(wire::LONGEST_WAIT, |w| w.min(wire::LONGEST_WAIT));
+            wait + REPLY_GRACE
+        }
+    }
+}
+
+/// Blocks until `stream` has something to read (a reply, or the owner's end): false when
+/// `deadline` passed first.
+fn wait_readable(stream: &UnixStream, deadline: Duration) -> io::Result<bool> {
     use std::os::fd::AsRawFd;
     let mut fd = libc::pollfd {
         fd: stream.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
+    let until = std::time::Instant::now() + deadline;
     loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
         // SAFETY: one initialised pollfd.
-        let n = unsafe { libc::poll(&mut fd, 1, -1) };
-        if n >= 0 {
-            return Ok(());
+        let n = unsafe { libc::poll(&mut fd, 1, ms) };
+        if n > 0 {
+            return Ok(true);
+        }
+        if n == 0 {
+            if left.is_zero() || std::time::Instant::now() >= until {
+                return Ok(false);
+            }
+            continue;
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {

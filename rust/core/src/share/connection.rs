@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use super::wire::MAX_FRAME;
+use super::wire::{MAX_REQUEST, SMALL_REQUEST};
 use crate::fork::ParentOnly;
 
 /// A peer that starts a frame must finish it within this time.
@@ -93,6 +93,7 @@ impl Connection {
                     if self.received.is_empty() {
                         self.frame_started = Some(Instant::now());
                     }
+                    self.grow_for(n);
                     self.received.extend_from_slice(&scratch[..n]);
                     if n < scratch.len() {
                         break;
@@ -106,6 +107,38 @@ impl Connection {
         Ok(true)
     }
 
+    /// Room for `n` more bytes. A large request's room is reserved to its end once its first
+    /// bytes after the length arrived: address space only, the pages are the kernel's until the
+    /// bytes are written, so it holds what arrived and is never moved (a vector's doubling
+    /// made a 200 MiB frame hold 256 MiB, and each move copied it).
+    fn grow_for(&mut self, n: usize) {
+        let needed = self.received.len() + n;
+        if needed <= self.received.capacity() {
+            return;
+        }
+        let target = match self.frame_len() {
+            Some(len) if len > SMALL_REQUEST && len <= MAX_REQUEST => (4 + len).max(needed),
+            _ => needed.max(self.received.capacity() * 2),
+        };
+        self.received.reserve_exact(target - self.received.len());
+    }
+
+    /// The bytes this connection holds for a large request not yet taken (small ones are
+    /// not counted: they are read whatever the budget).
+    pub fn holds(&self) -> usize {
+        if self.frame_is_small() {
+            0
+        } else {
+            self.received.capacity()
+        }
+    }
+
+    /// Whether the frame now arriving (if any) is small enough to be read whatever the
+    /// owner's budget for unfinished requests.
+    pub fn frame_is_small(&self) -> bool {
+        self.frame_len().is_none_or(|len| len <= SMALL_REQUEST)
+    }
+
     fn frame_len(&self) -> Option<usize> {
         let head = self.received.get(..4)?;
         Some(u32::from_le_bytes(head.try_into().unwrap()) as usize)
@@ -113,26 +146,34 @@ impl Connection {
 
     fn has_frame(&self) -> bool {
         self.frame_len()
-            .is_some_and(|len| len > MAX_FRAME || self.received.len() >= 4 + len)
+            .is_some_and(|len| len > MAX_REQUEST || self.received.len() >= 4 + len)
     }
 
     /// The body of the next whole frame, if one has arrived; an error for a length over
-    /// [`MAX_FRAME`] (the connection then ends: it can no longer be kept in step).
+    /// [`MAX_REQUEST`] (the connection then ends: it can no longer be kept in step).
     pub fn take_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
         let Some(len) = self.frame_len() else {
             return Ok(None);
         };
-        if len > MAX_FRAME {
+        if len > MAX_REQUEST {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("a frame of {len} bytes (the most is {MAX_FRAME})"),
+                format!("a request of {len} bytes (the most is {MAX_REQUEST})"),
             ));
         }
         if self.received.len() < 4 + len {
             return Ok(None);
         }
-        let body = self.received[4..4 + len].to_vec();
-        self.received.drain(..4 + len);
+        let body = if self.received.len() == 4 + len && len > SMALL_REQUEST {
+            // The frame alone: its room becomes the body (no copy of a large request).
+            let mut body = std::mem::take(&mut self.received);
+            body.drain(..4);
+            body
+        } else {
+            let body = self.received[4..4 + len].to_vec();
+            self.received.drain(..4 + len);
+            body
+        };
         if self.received.is_empty() && self.received.capacity() > KEPT_CAPACITY {
             // A large frame's room goes with it.
             self.received = Vec::new();
@@ -220,7 +261,7 @@ mod tests {
     fn a_length_alone_reserves_nothing_and_an_oversized_one_is_refused() {
         let (mut c, mut peer) = pair();
         let mut scratch = vec![0; 1024];
-        peer.write_all(&(200u32 << 20).to_le_bytes()).unwrap();
+        peer.write_all(&(60u32 << 20).to_le_bytes()).unwrap();
         peer.write_all(b"x").unwrap();
         c.receive(&mut scratch).unwrap();
         assert!(c.take_frame().unwrap().is_none());
@@ -233,6 +274,41 @@ mod tests {
             "nothing more is read of a peer that announced too much"
         );
         assert!(c.take_frame().is_err());
+    }
+
+    #[test]
+    fn a_large_request_holds_its_own_size_and_is_taken_without_a_copy() {
+        let (mut c, peer) = pair();
+        let len = (1 << 20) + 3;
+        let mut scratch = vec![0; 64 << 10];
+        let sender = std::thread::spawn(move || {
+            let mut peer = peer;
+            peer.write_all(&frame(&vec![5; len])).unwrap();
+            peer
+        });
+        let body = loop {
+            c.receive(&mut scratch).unwrap();
+            assert!(
+                c.holds() <= 4 + len,
+                "{} held for a frame of {len}",
+                c.holds()
+            );
+            if let Some(body) = c.take_frame().unwrap() {
+                break body;
+            }
+        };
+        assert_eq!(body.len(), len);
+        assert!(body.capacity() <= 4 + len);
+        assert!(c.received.capacity() <= KEPT_CAPACITY);
+        drop(sender.join().unwrap());
+        let (mut c, mut peer) = pair();
+        peer.write_all(&((MAX_REQUEST + 1) as u32).to_le_bytes())
+            .unwrap();
+        c.receive(&mut scratch).unwrap();
+        assert!(
+            c.take_frame().is_err(),
+            "a request over the most an owner takes"
+        );
     }
 
     #[test]

@@ -9,12 +9,11 @@ use std::time::Duration;
 
 use super::channel::ChannelRequest;
 use super::serving::{lock, Served, Shared};
+use super::wire::LONGEST_WAIT;
 use crate::error::Result;
 use crate::store::request::Pace;
 use crate::store::{Reply, Request, Store};
 
-/// The longest a single dequeue or wait request holds a thread (clients ask in slices).
-const LONGEST_WAIT: Duration = Duration::from_secs(1);
 /// How long a wait asked of a draining owner sleeps before it answers "nothing" (so that a
 /// client asking again at once does not spin).
 const DRAINING_PAUSE: Duration = Duration::from_millis(200);

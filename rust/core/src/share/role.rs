@@ -5,7 +5,8 @@ use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::{Client, Server};
+use super::client::Client;
+use super::server::Server;
 use crate::channel::Channel;
 use crate::error::{Error, Result};
 use crate::fork::{Birth, ParentOnly};

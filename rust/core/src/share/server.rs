@@ -27,7 +27,7 @@ use super::serving::{lock, send, Shared};
 pub use super::serving::{Served, MAX_CONNECTIONS};
 use super::wire;
 use crate::durability::Logged;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, EAGAIN};
 use crate::fork::{Birth, ParentOnly};
 use crate::store::Reply;
 
@@ -77,7 +77,7 @@ impl Server {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove stale socket", socket, e)),
         }
-        let listener = super::bind(socket)?;
+        let listener = super::socket::bind(socket)?;
         // Only this user; the peer's credentials are checked again on every connection.
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
@@ -110,6 +110,12 @@ impl Server {
             wake,
             // SAFETY: geteuid cannot fail.
             uid: unsafe { libc::geteuid() },
+            // The socket is `BASE/data/tflux.sock`.
+            base: socket
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(socket)
+                .to_path_buf(),
         });
         let off_loop = Arc::new(OffLoop::default());
         let syncer = Arc::new(Syncer::default());
@@ -217,6 +223,8 @@ struct Loop {
     /// instead of waking the loop at once again.
     accept_paused_until: Option<Instant>,
     last_sweep: Instant,
+    /// The unfinished requests of all connections hold the budget (`wire::UNFINISHED_BUDGET`).
+    over_budget: bool,
 }
 
 /// What a turn of the loop decided for a connection with a request.
@@ -248,6 +256,7 @@ impl Loop {
             scratch: vec![0; READ_CHUNK],
             accept_paused_until: None,
             last_sweep: Instant::now(),
+            over_budget: false,
         }
     }
 
@@ -280,6 +289,7 @@ impl Loop {
             }
             self.wait(&mut fds, &mut ids);
             self.take_back();
+            let over_budget = self.over_budget;
             let mut ended = Vec::new();
             for (i, id) in ids.iter().enumerate() {
                 let revents = fds[i + 2].revents;
@@ -291,7 +301,7 @@ impl Loop {
                 };
                 let alive = if c.is_replying() {
                     send(&self.shared, c)
-                } else if c.wants_read() {
+                } else if c.wants_read() && (!over_budget || c.frame_is_small()) {
                     c.receive(&mut self.scratch).unwrap_or(false)
                 } else {
                     true
@@ -338,10 +348,14 @@ impl Loop {
         };
         fds.push(pollfd(if listening { listener } else { -1 }, libc::POLLIN));
         fds.push(pollfd(self.shared.wake.as_raw_fd(), libc::POLLIN));
+        // Large unfinished requests of every connection together hold at most the budget:
+        // past it, only connections whose request is small are read.
+        let held: usize = self.connections.values().map(Connection::holds).sum();
+        self.over_budget = held >= wire::UNFINISHED_BUDGET;
         for (id, c) in &self.connections {
             let events = if c.is_replying() {
                 libc::POLLOUT
-            } else if c.wants_read() {
+            } else if c.wants_read() && (!self.over_budget || c.frame_is_small()) {
                 libc::POLLIN
             } else {
                 0
@@ -428,9 +442,14 @@ impl Loop {
             if self.shared.open.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
                 self.refuse(
                     stream,
-                    Error::InvalidArgument(format!(
-                        "the owner serves at most {MAX_CONNECTIONS} connections at once"
-                    )),
+                    Error::OwnerBusy {
+                        path: self.shared.base.clone(),
+                        reason: format!(
+                            "(process {}) serves at most {MAX_CONNECTIONS} connections at once",
+                            std::process::id()
+                        ),
+                        errno: EAGAIN,
+                    },
                 );
                 continue;
             }

@@ -87,6 +87,8 @@ pub(super) struct Shared {
     /// Wakes the loop (an eventfd): a connection came back, or the server stops.
     pub wake: ParentOnly<OwnedFd>,
     pub uid: u32,
+    /// The base directory served (named in refusals).
+    pub base: std::path::PathBuf,
 }
 
 impl Shared {

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::owner::{find_owner, Found};
 use super::role::{Handle, Role, Roles, HANDOVERS};
-use super::{find_owner, Found, Served, Server};
+use super::server::{Served, Server};
 use crate::base::settings::Settings;
 use crate::base::{self, Layout};
 use crate::error::{Error, Result};

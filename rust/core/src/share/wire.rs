@@ -20,6 +20,18 @@ use crate::store::{Reply, Request};
 /// The largest body of one frame (a request or a reply). An `enqueue_many` larger than this
 /// is refused by the client before anything is sent.
 pub const MAX_FRAME: usize = 256 << 20;
+/// The largest request an owner takes (a client refuses to send more: send fewer records at a
+/// time). Smaller than [`MAX_FRAME`], which bounds replies too (a copy of a large queue), so
+/// what a peer's unfinished request may make the owner hold is bounded ([`UNFINISHED_BUDGET`]).
+pub const MAX_REQUEST: usize = 64 << 20;
+/// What the owner holds for the unfinished requests larger than [`SMALL_REQUEST`] of all its
+/// connections together: past it, such connections are read again only once others finished
+/// (or overran their deadline). Room for two of the largest.
+pub const UNFINISHED_BUDGET: usize = 2 * MAX_REQUEST;
+/// Requests up to this size are read whatever the budget (every usual request is one).
+pub const SMALL_REQUEST: usize = 64 << 10;
+/// The longest a single dequeue or wait request holds the owner (clients ask in slices).
+pub const LONGEST_WAIT: Duration = Duration::from_secs(1);
 /// The first bytes of a client's hello.
 pub const MAGIC: &[u8; 4] = b"TFLX";
 /// The protocol's version: a fingerprint of every request and reply as declared and of the
@@ -96,10 +108,17 @@ pub fn read_welcome(body: &[u8]) -> Result<(u32, String)> {
     Ok((pid, dialect))
 }
 
-/// A request's frame: `encode` writes its body.
+/// A request's frame: `encode` writes its body. Fails for a body over [`MAX_REQUEST`].
 pub fn request(encode: impl FnOnce(&mut Out)) -> Result<Vec<u8>> {
     let mut out = Out::new();
     encode(&mut out);
+    let len = out.len();
+    if len > MAX_REQUEST {
+        return Err(Error::InvalidArgument(format!(
+            "a request of {len} bytes is larger than an owner takes ({MAX_REQUEST} bytes): \
+             send fewer records at a time"
+        )));
+    }
     frame(out)
 }
 
