@@ -74,7 +74,7 @@ impl PyLocated {
 #[pyfunction]
 #[pyo3(signature = (path, *, dialect=None))]
 fn locate(py: Python<'_>, path: PathBuf, dialect: Option<&str>) -> PyResult<PyLocated> {
-    let chosen = crate::dialect_arg(dialect)?;
+    let chosen = crate::tools::dialect_arg(dialect)?;
     let found = py.detach(|| core::locate(&path, chosen).map_err(Fail::from));
     py_result(py, found).map(|inner| PyLocated { inner })
 }
@@ -90,7 +90,7 @@ fn open_segments(
     first_lsns: Vec<i64>,
     dialect: Option<&str>,
 ) -> PyResult<PyLog> {
-    let chosen = crate::dialect_arg(dialect)?;
+    let chosen = crate::tools::dialect_arg(dialect)?;
     let log = py.detach(|| core::open_segments(&log_dir, &first_lsns, chosen).map_err(Fail::from));
     py_result(py, log).map(|log| PyLog::from_readonly(log, path_str(&log_dir)))
 }
