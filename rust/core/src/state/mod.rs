@@ -706,6 +706,11 @@ impl QueueState {
                 .map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
                 Ok(Applied::Removed)
             }
+            ref other => Err(replay_error(
+                lsn,
+                format!("{} is not applied yet", other.kind_name()),
+                None,
+            )),
         }
     }
 }
