@@ -66,6 +66,17 @@ impl Store {
         name: &[u8],
         items: &[(i64, &[u8])],
     ) -> Result<(Vec<u64>, Logged)> {
+        self.enqueue_many_in(name, items, None)
+    }
+
+    /// [`Store::enqueue_many_logged`], the records delayed until `not_before` (unix ms) when
+    /// given (AddLater deltas; the caller checked the dialect).
+    pub(super) fn enqueue_many_in(
+        &self,
+        name: &[u8],
+        items: &[(i64, &[u8])],
+        not_before: Option<i64>,
+    ) -> Result<(Vec<u64>, Logged)> {
         let (ids, lsn) = {
             let mut inner = self.writable()?;
             inner.state.queue(name)?;
@@ -101,10 +112,14 @@ impl Store {
             }
             let deltas: Vec<DeltaRef<'_>> = items
                 .iter()
-                .map(|(key, message)| DeltaRef::AddRecord {
-                    name,
-                    key: *key,
-                    message,
+                .map(|&(key, message)| match not_before {
+                    None => DeltaRef::AddRecord { name, key, message },
+                    Some(not_before) => DeltaRef::AddLater {
+                        name,
+                        key,
+                        not_before,
+                        message,
+                    },
                 })
                 .collect();
             let (applied, lsn) = self.log_and_apply(&mut inner, &deltas)?;
@@ -114,7 +129,8 @@ impl Store {
                     Applied::Added(id) => Some(id),
                     _ => None,
                 })
-                .collect();
+                .collect::<Vec<u64>>();
+            inner.deliveries.counters_mut(name).enqueued += ids.len() as u64;
             (ids, lsn)
         };
         self.ready.notify_all();
