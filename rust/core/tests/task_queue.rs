@@ -414,3 +414,40 @@ fn a_queue_without_rules_writes_only_the_four_old_deltas_and_the_old_snapshot_la
     assert_eq!(&bytes[..4], &tflux_core::format::snapshot::MARKER);
     let _ = DeltaRef::DeleteQueue { name: b"" };
 }
+
+#[test]
+fn the_dead_letter_setting_becomes_the_queues_logged_rule_at_create_and_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_rule = r#"{"DiskFullRatio": 1.0, "DeadLetter": {"jobs": {"Queue": "dlq", "MaxNacks": 2}, "old": {"Queue": "dlq", "MaxNacks": 4}}}"#;
+    {
+        let store = open(dir.path());
+        store.create_queue(b"old", QueueConfig::default()).unwrap();
+    }
+    let store = Store::open(dir.path(), Some(with_rule), false).unwrap();
+    store.create_queue(b"jobs", QueueConfig::default()).unwrap();
+    assert_eq!(store.queue_rules(b"jobs").unwrap(), {
+        let mut r = dead_letter(2);
+        r.dead_letter = Some((b"dlq".to_vec(), 2));
+        r
+    });
+    assert_eq!(
+        store.queue_rules(b"old").unwrap().dead_letter,
+        Some((b"dlq".to_vec(), 4))
+    );
+    store.close().unwrap();
+    // Logged: every later open obeys it, with or without the setting.
+    let store = open(dir.path());
+    assert_eq!(
+        store.queue_rules(b"jobs").unwrap().dead_letter,
+        Some((b"dlq".to_vec(), 2))
+    );
+    store.enqueue(b"jobs", 1, b"poison").unwrap();
+    for _ in 0..2 {
+        let d = store
+            .deliver(b"jobs", Some(Duration::ZERO), None)
+            .unwrap()
+            .unwrap();
+        store.nack(b"jobs", d.record.id, Some(d.receipt)).unwrap();
+    }
+    assert_eq!(store.stats(b"dlq").unwrap().ready, 1);
+}

@@ -108,10 +108,10 @@ impl Store {
                         inner.deliveries.counters_mut(name).dead_lettered += 1;
                         continue;
                     }
-                    Err(e) => {
-                        // Never lost: back where it was, and the caller hears why.
+                    Err(_) => {
+                        // The dead-letter queue refuses it (full, too small) or writes
+                        // stopped: never lost, never stuck: back, and delivered once more.
                         inner.state.queue_mut(name)?.nack(id);
-                        return Err(e);
                     }
                 }
             }

@@ -31,7 +31,17 @@ impl Store {
                 max_message_size: config.max_message_size.map_or(-1, |v| v as i32),
                 key_range: config.key_range,
             };
-            self.log_and_apply(&mut inner, &[delta])?.1
+            // A `DeadLetter` setting for this queue becomes its logged rule, in the same write.
+            let routed = self.dead_letter_setting(name);
+            let rule = routed.as_ref().map(|(to, n)| DeltaRef::QueueRules {
+                name,
+                change: crate::format::rules::RulesChange {
+                    dead_letter: Some(Some((to.as_slice(), *n))),
+                    ..Default::default()
+                },
+            });
+            let deltas: Vec<DeltaRef<'_>> = std::iter::once(delta).chain(rule).collect();
+            self.log_and_apply(&mut inner, &deltas)?.1
         };
         self.after_write(lsn).map(|()| true)
     }

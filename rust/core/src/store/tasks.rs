@@ -77,6 +77,57 @@ impl Store {
         }
     }
 
+    /// The `DeadLetter` setting's rule for queue `name` as a logged rule would hold it, when
+    /// the dialect can log it (spec only): the setting is a way to set the queue's rule.
+    pub(super) fn dead_letter_setting(&self, name: &[u8]) -> Option<(Vec<u8>, i32)> {
+        if self.layout.dialect != Dialect::Spec {
+            return None;
+        }
+        let rule = self
+            .settings
+            .dead_letter
+            .get(std::str::from_utf8(name).ok()?)?;
+        let n = i32::try_from(rule.max_nacks).ok()?;
+        Some((rule.queue.as_bytes().to_vec(), n))
+    }
+
+    /// Sets the logged dead-letter rule of every existing queue that a `DeadLetter` setting
+    /// names, where it differs (one write); queues created later take theirs at create.
+    pub(super) fn route_dead_letter_settings(&self) -> Result<()> {
+        if self.settings.dead_letter.is_empty() || self.layout.dialect != Dialect::Spec {
+            return Ok(());
+        }
+        let lsn = {
+            let mut inner = self.writable()?;
+            let routed: Vec<(Vec<u8>, (Vec<u8>, i32))> = self
+                .settings
+                .dead_letter
+                .keys()
+                .filter_map(|from| {
+                    let rule = self.dead_letter_setting(from.as_bytes())?;
+                    let q = inner.state.queue(from.as_bytes()).ok()?;
+                    let changed = q.rules().dead_letter.as_ref() != Some(&rule);
+                    changed.then(|| (from.as_bytes().to_vec(), rule))
+                })
+                .collect();
+            if routed.is_empty() {
+                return Ok(());
+            }
+            let deltas: Vec<DeltaRef<'_>> = routed
+                .iter()
+                .map(|(name, (to, n))| DeltaRef::QueueRules {
+                    name,
+                    change: RulesChange {
+                        dead_letter: Some(Some((to.as_slice(), *n))),
+                        ..RulesChange::default()
+                    },
+                })
+                .collect();
+            self.log_and_apply(&mut inner, &deltas)?.1
+        };
+        self.after_write(lsn)
+    }
+
     /// [`Store::create_queue_as`] with rules (logged with the CreateQueue in one write). With
     /// `exist_ok`, a queue with the same settings and rules is not an error (nothing written).
     pub fn create_queue_with_rules(
