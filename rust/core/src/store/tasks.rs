@@ -53,6 +53,9 @@ pub struct Counters {
     pub dead_lettered: u64,
 }
 
+/// A dead-letter rule: the queue and the deliveries N.
+type DeadLetterRule = (Vec<u8>, i32);
+
 /// One delivery handed out by [`Store::deliver`].
 #[derive(Debug, Clone)]
 pub struct Delivery {
@@ -99,7 +102,7 @@ impl Store {
         }
         let lsn = {
             let mut inner = self.writable()?;
-            let routed: Vec<(Vec<u8>, (Vec<u8>, i32))> = self
+            let routed: Vec<(Vec<u8>, DeadLetterRule)> = self
                 .settings
                 .dead_letter
                 .keys()
