@@ -3,6 +3,7 @@
 from tflux import aio
 from tflux._queue import Queue
 from tflux._store import open, settings
+from tflux._tasks import QueueRules, QueueStats
 from tflux._tflux import (
     IMPLEMENTATIONS,
     BaseReport,
@@ -105,7 +106,9 @@ __all__ = [
     "QueueExistsError",
     "QueueInfo",
     "QueueNotFoundError",
+    "QueueRules",
     "QueueState",
+    "QueueStats",
     "ReadOnlyError",
     "Receiver",
     "Record",

@@ -77,8 +77,8 @@ def purge(queue, kept):
 
 
 vectors = {
-    "what": "task-queue deltas (spec 12, docs/format.md): fields and exact bytes; 'keep' = the rule "
-    "is unchanged, null = cleared; retry_backoff in millionths",
+    "what": "task-queue deltas (spec 12, docs/format.md): fields and exact bytes; "
+    "'keep' = the rule is unchanged, null = cleared; retry_backoff in millionths",
     "rules_set_all": rules("jobs", ["jobs-dead", 5], 1000, 2_000_000, 300_000, 30_000),
     "rules_change_lease_clear_dead_letter": rules("jobs", None, "keep", "keep", "keep", 60_000),
     "rules_nothing": rules("", "keep", "keep", "keep", "keep", "keep"),
