@@ -78,8 +78,31 @@ def open(
             stacklevel=2,
         )
     if overrides is not None and not readonly and not store.is_owner:
-        _warn_ignored(store, json.loads(overrides))
+        asked = json.loads(overrides)
+        _route_dead_letter(store, asked)
+        _warn_ignored(store, asked)
     return store
+
+
+def _route_dead_letter(store: Store, asked: dict[str, Any]) -> None:
+    """A client's ``dead_letter=`` becomes the logged rule of each named queue that exists
+    (through the owner, spec dialect; issue 44); the rules it could route are not "ignored"."""
+    rules = asked.get("DeadLetter")
+    if not rules or store.dialect != "spec":
+        return
+    existing = {q.name for q in store.queues()}
+    left = {}
+    for queue, rule in rules.items():
+        if queue not in existing:
+            left[queue] = rule
+            continue
+        wanted = (rule["Queue"], rule["MaxNacks"])
+        if store.queue_rules(queue).dead_letter != wanted:
+            store.set_queue_rules(queue, dead_letter=wanted)
+    if left:
+        asked["DeadLetter"] = left
+    else:
+        del asked["DeadLetter"]
 
 
 def _warn_ignored(store: Store, asked: dict[str, Any]) -> None:

@@ -135,3 +135,23 @@ def test_the_taskflux_dialect_refuses_task_queue_arguments(tmp_path):
         with pytest.raises(tflux.ArgumentError, match="taskflux"):
             store.enqueue("", 1, b"x", delay=10)
         assert store.queues()[0].name == "" and len(store.queues()) == 1
+
+
+def test_a_clients_dead_letter_setting_becomes_the_queues_logged_rule(owner_elsewhere):
+    with tflux.open(owner_elsewhere) as client:
+        client.create_queue("other")
+    with tflux.open(owner_elsewhere, dead_letter={"other": ("other-dead", 2)}) as client:
+        assert not client.is_owner
+        assert client.queue_rules("other").dead_letter == ("other-dead", 2)
+
+
+def test_len_of_a_queue_counts_ready_and_delayed_records(tmp_path):
+    base = tmp_path / "b"
+    with tflux.open(base, **FAST) as store:
+        store.enqueue("", 1, b"now")
+        store.enqueue("", 1, b"later", delay=60)
+    q = tflux.Queue(base, "")
+    try:
+        assert len(q) == 2 and q.qsize() == 1
+    finally:
+        q.close()
