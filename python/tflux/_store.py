@@ -37,8 +37,9 @@ def open(
     :class:`tflux.SettingsError`). Use it as a context manager.
 
     ``dead_letter={"jobs": ("jobs-dead", 3)}`` (setting ``DeadLetter``) moves a record of
-    ``jobs`` to the existing queue ``jobs-dead`` after 3 failed deliveries (nacks or expired
-    leases), with one logged batch; see docs/format.md, "Deliveries".
+    ``jobs`` to the queue ``jobs-dead`` after 3 failed deliveries (nacks, expired leases, dead
+    takers), with one logged batch; see docs/format.md, "Deliveries". It sets the queue's logged
+    rule (``create_queue(dead_letter=...)``; spec dialect), which every later open obeys.
 
     ``lock_timeout`` (seconds; ``None`` = fail at once) makes a writable open wait for a writer
     that is not a shared store (a ``tflux.Log``, ``tflux repair``, a store opened with
