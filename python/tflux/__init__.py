@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 from tflux._queue import Queue
 from tflux._store import open, settings
+from tflux._tasks import QueueRules, QueueStats
 from tflux._tflux import (
     IMPLEMENTATIONS,
     BaseReport,
@@ -110,7 +111,9 @@ __all__ = [
     "QueueExistsError",
     "QueueInfo",
     "QueueNotFoundError",
+    "QueueRules",
     "QueueState",
+    "QueueStats",
     "ReadOnlyError",
     "Receiver",
     "Record",

@@ -282,6 +282,11 @@ class Queue:
         """Ready records (in-flight ones are not counted)."""
         return self._store.count(self.name)
 
+    def __len__(self) -> int:
+        """Ready and delayed records (in-flight ones are not counted)."""
+        stats = self._store.stats(self.name)
+        return stats.ready + stats.delayed
+
     def empty(self) -> bool:
         """No ready record right now."""
         return self.qsize() == 0

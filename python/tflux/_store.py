@@ -38,8 +38,9 @@ def open(
     :class:`tflux.SettingsError`). Use it as a context manager.
 
     ``dead_letter={"jobs": ("jobs-dead", 3)}`` (setting ``DeadLetter``) moves a record of
-    ``jobs`` to the existing queue ``jobs-dead`` after 3 failed deliveries (nacks or expired
-    leases), with one logged batch; see docs/format.md, "Deliveries".
+    ``jobs`` to the queue ``jobs-dead`` after 3 failed deliveries (nacks, expired leases, dead
+    takers), with one logged batch; see docs/format.md, "Deliveries". It sets the queue's logged
+    rule (``create_queue(dead_letter=...)``; spec dialect), which every later open obeys.
 
     ``lock_timeout`` (seconds; ``None`` = fail at once) makes a writable open wait for a writer
     that is not a shared store (a ``tflux.Log``, ``tflux repair``, a store opened with
@@ -98,7 +99,9 @@ def _open_saying(
             f"{store.settings_warning} (ignored by this read-only open: the defaults are used)"
         )
     if overrides is not None and not readonly and not store.is_owner:
-        said.extend(_ignored(store, json.loads(overrides)))
+        asked = json.loads(overrides)
+        _route_dead_letter(store, asked)
+        said.extend(_ignored(store, asked))
     return store, said
 
 
@@ -115,6 +118,27 @@ def warn_at_caller(messages: list[str]) -> None:
         frame, level = frame.f_back, level + 1
     for message in messages:
         warnings.warn(message, SettingsWarning, stacklevel=level)
+
+
+def _route_dead_letter(store: Store, asked: dict[str, Any]) -> None:
+    """A client's ``dead_letter=`` becomes the logged rule of each named queue that exists
+    (through the owner, spec dialect; issue 44); the rules it could route are not "ignored"."""
+    rules = asked.get("DeadLetter")
+    if not rules or store.dialect != "spec":
+        return
+    existing = {q.name for q in store.queues()}
+    left = {}
+    for queue, rule in rules.items():
+        if queue not in existing:
+            left[queue] = rule
+            continue
+        wanted = (rule["Queue"], rule["MaxNacks"])
+        if store.queue_rules(queue).dead_letter != wanted:
+            store.set_queue_rules(queue, dead_letter=wanted)
+    if left:
+        asked["DeadLetter"] = left
+    else:
+        del asked["DeadLetter"]
 
 
 def _ignored(store: Store, asked: dict[str, Any]) -> list[str]:

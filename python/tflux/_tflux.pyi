@@ -8,6 +8,8 @@ from typing import Any, Literal, final
 import pyarrow
 from typing_extensions import Buffer
 
+from tflux._tasks import QueueRules, QueueStats
+
 __version__: str
 # The protocol an owner and its clients speak (a fingerprint of every request and reply).
 PROTOCOL_VERSION: int
@@ -367,6 +369,11 @@ class Record:
     @property
     def queue(self) -> str:
         """The name of the queue the record belongs to."""
+    @property
+    def attempts(self) -> int:
+        """Deliveries of the record so far, this one included (0: not from a dequeue). Exact
+        across restarts and dead takers on a queue with a dead-letter rule; otherwise counted
+        since the owner started."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -508,8 +515,18 @@ class Store:
         key_range: tuple[int, int] | None = None,
         *,
         exist_ok: bool = False,
+        dead_letter: tuple[str, int] | None = None,
+        retry_delay: float | None = None,
+        retry_backoff: float | None = None,
+        retry_max_delay: float | None = None,
+        lease: float | None = None,
     ) -> None:
         """Create queue ``name`` (printable ASCII without spaces, 1-255 bytes).
+
+        Task-queue rules (logged with the queue; spec dialect): ``dead_letter=(queue, n)`` moves a
+        record there after its n-th failed delivery, ``retry_delay`` seconds (x ``retry_backoff``
+        per further failure, capped by ``retry_max_delay``) before a failed record is ready
+        again, ``lease`` the default lease of a delivery.
 
         ``implementation`` is ``"heap"`` (any key) or ``"array"`` (one FIFO per key; needs
         ``key_range=(min, max)``). ``max_size`` limits the ready records, ``max_message_size`` the
@@ -519,7 +536,15 @@ class Store:
         """
     def delete_queue(self, name: str) -> None:
         """Delete queue ``name`` with its records (logged). The default queue ``""`` stays."""
-    def enqueue(self, queue: str, key: int, payload: Buffer) -> int:
+    def enqueue(
+        self,
+        queue: str,
+        key: int,
+        payload: Buffer,
+        *,
+        delay: float | None = None,
+        at: float | None = None,
+    ) -> int:
         """Add a record with priority ``key`` (smallest first; a signed 64-bit int) and return
         its id. ``payload`` is bytes or any bytes-like object. Policies of the queue are checked
         first (``PolicyViolation``; nothing is written)."""
@@ -553,7 +578,27 @@ class Store:
         ``NotInFlightError`` and writes nothing."""
     def ack_many(self, records: Sequence[Record]) -> None:
         """Acknowledge several records with one log write and one fsync (all or none)."""
-    def nack(self, record: Record) -> None:
+    def set_queue_rules(
+        self,
+        queue: str,
+        *,
+        dead_letter: tuple[str, int] | None = ...,
+        retry_delay: float | None = ...,
+        retry_backoff: float | None = ...,
+        retry_max_delay: float | None = ...,
+        lease: float | None = ...,
+    ) -> None:
+        """Change the rules named (``None`` clears one); the others stay (logged)."""
+    def queue_rules(self, queue: str) -> QueueRules:
+        """The rules of ``queue``."""
+    def extend(self, record: Record, seconds: float) -> None:
+        """The lease of ``record``'s delivery now ends ``seconds`` from now
+        (``NotInFlightError`` when the delivery is over)."""
+    def purge(self, queue: str) -> int:
+        """Remove every ready and delayed record of ``queue`` (one logged write); how many."""
+    def stats(self, queue: str) -> QueueStats:
+        """The owner's live figures of ``queue``."""
+    def nack(self, record: Record, delay: float | None = None) -> None:
         """Put an in-flight record back where it was (same id, so before later records of the
         same key). Writes nothing, unless the queue has a ``DeadLetter`` rule and this is the
         record's N-th failed delivery: then it moves to the dead-letter queue (logged). Read-only

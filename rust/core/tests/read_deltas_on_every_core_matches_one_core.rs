@@ -137,6 +137,7 @@ fn check_against_written(c: &DeltaColumns, log: &mut Log) {
                 range = key_range;
             }
             Delta::DeleteQueue { .. } => assert_eq!(kind, b"delete_queue"),
+            other => panic!("this test writes no {}", other.as_ref().kind_name()),
         }
         if key.is_none() {
             assert!(!c.message.validity.is_valid(i) && message.is_empty());

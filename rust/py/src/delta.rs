@@ -169,6 +169,11 @@ impl PyDelta {
             Delta::DeleteQueue { .. } => "delete_queue",
             Delta::AddRecord { .. } => "add_record",
             Delta::RemoveRecord { .. } => "remove_record",
+            Delta::QueueRules { .. } => "queue_rules",
+            Delta::AddLater { .. } => "add_later",
+            Delta::Delivered { .. } => "delivered",
+            Delta::Failed { .. } => "failed",
+            Delta::Purge { .. } => "purge",
         }
     }
 
@@ -214,7 +219,7 @@ impl PyDelta {
     #[getter]
     fn key(&self) -> Option<i64> {
         match self.inner {
-            Delta::AddRecord { key, .. } => Some(key),
+            Delta::AddRecord { key, .. } | Delta::AddLater { key, .. } => Some(key),
             _ => None,
         }
     }
@@ -222,7 +227,9 @@ impl PyDelta {
     #[getter]
     fn message<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         match &self.inner {
-            Delta::AddRecord { message, .. } => Some(PyBytes::new(py, message)),
+            Delta::AddRecord { message, .. } | Delta::AddLater { message, .. } => {
+                Some(PyBytes::new(py, message))
+            }
             _ => None,
         }
     }
@@ -230,7 +237,9 @@ impl PyDelta {
     #[getter]
     fn record_id(&self) -> Option<u64> {
         match self.inner {
-            Delta::RemoveRecord { id, .. } => Some(id),
+            Delta::RemoveRecord { id, .. }
+            | Delta::Delivered { id, .. }
+            | Delta::Failed { id, .. } => Some(id),
             _ => None,
         }
     }
@@ -264,6 +273,8 @@ impl PyDelta {
             Delta::RemoveRecord { id, .. } => {
                 format!("Delta.remove_record({queue}, record_id={id})")
             }
+            // The task-queue kinds (spec 12): named, fields shown by `tflux dump`.
+            other => format!("<Delta {} of {queue}>", other.as_ref().kind_name()),
         })
     }
 

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use tflux_core::format::queue::{implementation_code, implementation_name, IMPLEMENTATIONS};
+use tflux_core::format::rules::{QueueRules, RulesChange, BACKOFF_ONE};
 use tflux_core::share::wire::malformed;
 use tflux_core::share::{ShareOptions, SharedStore};
 use tflux_core::state::{QueueConfig, QueueInfo};
@@ -30,6 +31,9 @@ pub struct PyRecord {
     /// ack and nack settle that delivery only (`Store::ack`). Named `incarnation` for the
     /// pickle format of earlier builds.
     incarnation: Option<u64>,
+    /// Deliveries of the record so far, this one included (0: not handed out by a dequeue).
+    #[pyo3(get)]
+    attempts: u32,
 }
 
 /// Records are equal by content; the receipt only guards ack/nack.
@@ -48,6 +52,7 @@ impl PyRecord {
             payload: payload.to_vec(),
             queue: queue.to_string(),
             incarnation: None,
+            attempts: 0,
         }
     }
 }
@@ -69,6 +74,7 @@ impl PyRecord {
             payload,
             queue,
             incarnation: _incarnation,
+            attempts: 0,
         }
     }
 
@@ -376,6 +382,71 @@ impl Drop for PyStore {
     }
 }
 
+/// Seconds from Python as milliseconds, by the core's rule (`store::tasks::delay_ms`).
+fn seconds_ms(py: Python<'_>, seconds: f64, what: &str) -> PyResult<i64> {
+    py_result(
+        py,
+        tflux_core::store::tasks::delay_ms(seconds, what).map_err(Fail::Core),
+    )
+}
+
+/// The rules named in `kwargs` (dead_letter=(queue, n), retry_delay=, retry_backoff=,
+/// retry_max_delay=, lease= in seconds; None clears one) as a change.
+fn rules_change(
+    py: Python<'_>,
+    kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+) -> PyResult<RulesChange<Vec<u8>>> {
+    let mut change = RulesChange::<Vec<u8>>::default();
+    let Some(kwargs) = kwargs else {
+        return Ok(change);
+    };
+    for (k, v) in kwargs.iter() {
+        let name: String = k.extract()?;
+        let secs = |v: &Bound<'_, PyAny>| -> PyResult<Option<i64>> {
+            if v.is_none() {
+                return Ok(None);
+            }
+            seconds_ms(py, v.extract::<f64>()?, &name).map(Some)
+        };
+        match name.as_str() {
+            "dead_letter" => {
+                change.dead_letter = Some(if v.is_none() {
+                    None
+                } else {
+                    let (q, n): (String, i64) = v.extract()?;
+                    let n = i32::try_from(n).map_err(|_| {
+                        argument_error(format!("dead_letter deliveries {n} is out of range"))
+                    })?;
+                    Some((q.into_bytes(), n))
+                })
+            }
+            "retry_delay" => change.retry_delay_ms = Some(secs(&v)?),
+            "retry_max_delay" => change.retry_max_delay_ms = Some(secs(&v)?),
+            "lease" => change.lease_ms = Some(secs(&v)?),
+            "retry_backoff" => {
+                change.retry_backoff = Some(if v.is_none() {
+                    None
+                } else {
+                    let b: f64 = v.extract()?;
+                    if b.is_nan() || b < 1.0 {
+                        return Err(argument_error(format!(
+                            "retry_backoff must be >= 1, not {b}"
+                        )));
+                    }
+                    Some((b * BACKOFF_ONE as f64).round() as i64)
+                })
+            }
+            other => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "unexpected keyword argument {other:?} (queue rules: dead_letter, retry_delay, \
+                     retry_backoff, retry_max_delay, lease)"
+                )))
+            }
+        }
+    }
+    Ok(change)
+}
+
 fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> tflux_core::Result<T> + Send) -> PyResult<T> {
     py_result(py, py.detach(|| f().map_err(Fail::Core)))
 }
@@ -455,7 +526,7 @@ impl PyStore {
         })
     }
 
-    #[pyo3(signature = (name, implementation="heap", max_size=None, max_message_size=None, key_range=None, *, exist_ok=false))]
+    #[pyo3(signature = (name, implementation="heap", max_size=None, max_message_size=None, key_range=None, *, exist_ok=false, **rules))]
     #[allow(clippy::too_many_arguments)]
     fn create_queue(
         &self,
@@ -466,9 +537,23 @@ impl PyStore {
         max_message_size: Option<&Bound<'_, PyAny>>,
         key_range: Option<&Bound<'_, PyAny>>,
         exist_ok: bool,
+        rules: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<()> {
         let config = queue_config(implementation, max_size, max_message_size, key_range)?;
         let queue = name.as_bytes();
+        let rules = QueueRules::default().changed(&rules_change(py, rules)?);
+        if !rules.is_empty() {
+            let _created: bool = self.call(
+                py,
+                &Request::CreateQueueRules {
+                    queue,
+                    config,
+                    rules,
+                    exist_ok,
+                },
+            )?;
+            return Ok(());
+        }
         let _created: bool = self.call(
             py,
             &Request::CreateQueue {
@@ -489,23 +574,40 @@ impl PyStore {
         )
     }
 
+    /// `delay` (seconds from now) or `at` (unix seconds): not delivered before then.
+    #[pyo3(signature = (queue, key, payload, *, delay=None, at=None))]
     fn enqueue(
         &self,
         py: Python<'_>,
         queue: &str,
         key: &Bound<'_, PyAny>,
         payload: &Bound<'_, PyAny>,
+        delay: Option<f64>,
+        at: Option<f64>,
     ) -> PyResult<u64> {
         let key = key_arg(key, "key")?;
         let payload = payload_arg(payload, "payload")?;
         let items = vec![(key, &payload[..])];
-        let ids: Vec<u64> = self.call(
-            py,
-            &Request::Enqueue {
-                queue: queue.as_bytes(),
+        let not_before = match (delay, at) {
+            (Some(_), Some(_)) => {
+                return Err(argument_error("give delay= or at=, not both".to_string()))
+            }
+            (Some(d), None) => {
+                Some(tflux_core::store::now_ms().saturating_add(seconds_ms(py, d, "delay")?))
+            }
+            (None, Some(t)) => Some(seconds_ms(py, t, "at")?),
+            (None, None) => None,
+        };
+        let queue = queue.as_bytes();
+        let request = match not_before {
+            Some(not_before) => Request::EnqueueAt {
+                queue,
                 items,
+                not_before,
             },
-        )?;
+            None => Request::Enqueue { queue, items },
+        };
+        let ids: Vec<u64> = self.call(py, &request)?;
         let first = ids.first().copied();
         py_result(
             py,
@@ -560,16 +662,17 @@ impl PyStore {
                 deadline_arg(l, "lease")?.map(|d| d.saturating_duration_since(Instant::now()))
             }
         };
-        let request = Request::Dequeue {
+        let request = Request::Deliver {
             queue: queue.as_bytes(),
             timeout: None,
             lease,
         };
-        let got: Option<(tflux_core::state::Record, u64)> =
+        let got: Option<(tflux_core::state::Record, u64, u32)> =
             self.wait_in_slices(py, &request, deadline)?;
-        Ok(got.map(|(r, receipt)| {
+        Ok(got.map(|(r, receipt, attempts)| {
             let mut record = PyRecord::new(r.id, r.key, &r.data, queue);
             record.incarnation = Some(receipt);
+            record.attempts = attempts;
             record
         }))
     }
@@ -612,15 +715,110 @@ impl PyStore {
         self.call(py, &Request::Ack { items })
     }
 
-    fn nack(&self, py: Python<'_>, record: PyRef<'_, PyRecord>) -> PyResult<()> {
+    /// `delay`: None follows the queue's retry rule (ready at once without one), else
+    /// seconds before the record is ready again.
+    #[pyo3(signature = (record, delay=None))]
+    fn nack(
+        &self,
+        py: Python<'_>,
+        record: PyRef<'_, PyRecord>,
+        delay: Option<f64>,
+    ) -> PyResult<()> {
         let (queue, id, inc) = (record.queue.clone(), record.id, record.incarnation);
         drop(record);
-        let request = Request::Nack {
+        let delay_ms = delay.map(|d| seconds_ms(py, d, "delay")).transpose()?;
+        let request = Request::NackDelayed {
             queue: queue.as_bytes(),
             id,
             receipt: inc,
+            delay_ms,
         };
         self.call(py, &request)
+    }
+
+    /// The lease of `record`'s delivery now ends `seconds` from now.
+    fn extend(&self, py: Python<'_>, record: PyRef<'_, PyRecord>, seconds: f64) -> PyResult<()> {
+        let (queue, id, inc) = (record.queue.clone(), record.id, record.incarnation);
+        drop(record);
+        let ms = seconds_ms(py, seconds, "seconds")?;
+        let request = Request::Extend {
+            queue: queue.as_bytes(),
+            id,
+            receipt: inc,
+            lease: Duration::from_millis(ms as u64),
+        };
+        self.call(py, &request)
+    }
+
+    /// Removes every ready and delayed record of `queue` (one logged write); how many went.
+    fn purge(&self, py: Python<'_>, queue: &str) -> PyResult<u64> {
+        self.call(
+            py,
+            &Request::Purge {
+                queue: queue.as_bytes(),
+            },
+        )
+    }
+
+    /// The owner's live figures of `queue` (a `tflux.QueueStats`).
+    fn stats<'py>(&self, py: Python<'py>, queue: &str) -> PyResult<Bound<'py, PyAny>> {
+        let s: tflux_core::store::QueueStats = self.call(
+            py,
+            &Request::Stats {
+                queue: queue.as_bytes(),
+            },
+        )?;
+        py.import("tflux._tasks")?.getattr("QueueStats")?.call1((
+            s.ready,
+            s.delayed,
+            s.in_flight,
+            s.dead_lettered,
+            py.None(),
+            s.enqueued,
+            s.acked,
+            s.nacked,
+            s.expired,
+        ))
+    }
+
+    /// The rules of `queue` (a `tflux.QueueRules`).
+    fn queue_rules<'py>(&self, py: Python<'py>, queue: &str) -> PyResult<Bound<'py, PyAny>> {
+        let r: QueueRules = self.call(
+            py,
+            &Request::QueueRulesOf {
+                queue: queue.as_bytes(),
+            },
+        )?;
+        let secs = |ms: Option<i64>| ms.map(|ms| ms as f64 / 1000.0);
+        let dead = r
+            .dead_letter
+            .map(|(q, n)| (String::from_utf8_lossy(&q).into_owned(), n));
+        py.import("tflux._tasks")?.getattr("QueueRules")?.call1((
+            dead,
+            secs(r.retry_delay_ms),
+            r.retry_backoff.map(|b| b as f64 / BACKOFF_ONE as f64),
+            secs(r.retry_max_delay_ms),
+            secs(r.lease_ms),
+        ))
+    }
+
+    /// Changes the rules named (None clears one); the others stay.
+    #[pyo3(signature = (queue, **rules))]
+    fn set_queue_rules(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        rules: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        let change = rules_change(py, rules)?;
+        let change = change.as_borrowed();
+        self.call(
+            py,
+            &Request::SetQueueRules {
+                queue: queue.as_bytes(),
+                change,
+            },
+        )
     }
 
     /// Ready records of `queue` (in-flight records are not counted).

@@ -7,6 +7,13 @@
 //! AddRecord    'A' | QueueName | Int64 priority (key) | Buffer message
 //! RemoveRecord 'R' | QueueName | UInt64 record id
 //! QueueName    Byte length N (0..255) | N ASCII bytes in 0x21..0x7E   (empty = default queue)
+//!
+//! Task-queue deltas (spec section 12, spec dialect only; docs/format.md "Task-queue deltas"):
+//! QueueRules   'Q' | QueueName | RulesChange              (format::rules: only named rules change)
+//! AddLater     'L' | QueueName | Int64 priority (key) | Int64 not before (unix ms) | Buffer message
+//! Delivered    'V' | QueueName | UInt64 record id         (a counted delivery)
+//! Failed       'F' | QueueName | UInt64 record id | Int64 due (unix ms)   (ready again at `due`)
+//! Purge        'P' | QueueName | Array<UInt64> kept ids   (every other record of the queue goes)
 //! ```
 //! A delta must consume its bytes exactly. Decoding is structural: it checks every length, the
 //! name bytes, the Bool and the marker, but not the queue semantics (implementation codes,
@@ -14,6 +21,7 @@
 
 use super::cursor::{put_buffer, put_key_range, put_name, Cursor};
 pub use super::cursor::{validate_queue_name, DecodeError};
+use super::rules::{decode_change, RulesChange};
 
 /// Where (byte offset in the delta) and why a delta could not be decoded.
 pub type DeltaError = DecodeError;
@@ -22,6 +30,11 @@ pub const CREATE_QUEUE: u8 = b'C';
 pub const DELETE_QUEUE: u8 = b'D';
 pub const ADD_RECORD: u8 = b'A';
 pub const REMOVE_RECORD: u8 = b'R';
+pub const QUEUE_RULES: u8 = b'Q';
+pub const ADD_LATER: u8 = b'L';
+pub const DELIVERED: u8 = b'V';
+pub const FAILED: u8 = b'F';
+pub const PURGE: u8 = b'P';
 /// `-1` in a size field: no limit.
 pub const NO_LIMIT: i32 = -1;
 
@@ -47,7 +60,72 @@ pub enum DeltaRef<'a> {
         name: &'a [u8],
         id: u64,
     },
+    QueueRules {
+        name: &'a [u8],
+        change: RulesChange<&'a [u8]>,
+    },
+    AddLater {
+        name: &'a [u8],
+        key: i64,
+        not_before: i64,
+        message: &'a [u8],
+    },
+    Delivered {
+        name: &'a [u8],
+        id: u64,
+    },
+    Failed {
+        name: &'a [u8],
+        id: u64,
+        due: i64,
+    },
+    Purge {
+        name: &'a [u8],
+        kept: Ids<'a>,
+    },
 }
+
+/// Record ids of a Purge: the Array's bytes as decoded (big-endian UInt64s) or a list.
+#[derive(Debug, Clone, Copy)]
+pub enum Ids<'a> {
+    Raw(&'a [u8]),
+    List(&'a [u64]),
+}
+
+impl<'a> Ids<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Ids::Raw(b) => b.len() / 8,
+            Ids::List(l) => l.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u64> + 'a {
+        let (raw, list): (&'a [u8], &'a [u64]) = match *self {
+            Ids::Raw(b) => (b, &[]),
+            Ids::List(l) => (&[], l),
+        };
+        raw.chunks_exact(8)
+            .map(|c| u64::from_be_bytes(c.try_into().expect("8 bytes")))
+            .chain(list.iter().copied())
+    }
+
+    pub fn to_vec(&self) -> Vec<u64> {
+        self.iter().collect()
+    }
+}
+
+impl PartialEq for Ids<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Ids<'_> {}
 
 /// An owned delta, for building deltas to append (and for tests).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -70,6 +148,29 @@ pub enum Delta {
     RemoveRecord {
         name: Vec<u8>,
         id: u64,
+    },
+    QueueRules {
+        name: Vec<u8>,
+        change: RulesChange<Vec<u8>>,
+    },
+    AddLater {
+        name: Vec<u8>,
+        key: i64,
+        not_before: i64,
+        message: Vec<u8>,
+    },
+    Delivered {
+        name: Vec<u8>,
+        id: u64,
+    },
+    Failed {
+        name: Vec<u8>,
+        id: u64,
+        due: i64,
+    },
+    Purge {
+        name: Vec<u8>,
+        kept: Vec<u64>,
     },
 }
 
@@ -109,6 +210,43 @@ pub fn decode(data: &[u8]) -> Result<DeltaRef<'_>, DeltaError> {
             },
             "RemoveRecord",
         ),
+        QUEUE_RULES => (
+            DeltaRef::QueueRules {
+                name: c.queue_name()?,
+                change: decode_change(&mut c)?,
+            },
+            "QueueRules",
+        ),
+        ADD_LATER => (
+            DeltaRef::AddLater {
+                name: c.queue_name()?,
+                key: c.i64("key")?,
+                not_before: c.i64("not before")?,
+                message: c.buffer("message length")?,
+            },
+            "AddLater",
+        ),
+        DELIVERED => (
+            DeltaRef::Delivered {
+                name: c.queue_name()?,
+                id: c.u64("record id")?,
+            },
+            "Delivered",
+        ),
+        FAILED => (
+            DeltaRef::Failed {
+                name: c.queue_name()?,
+                id: c.u64("record id")?,
+                due: c.i64("due")?,
+            },
+            "Failed",
+        ),
+        PURGE => {
+            let name = c.queue_name()?;
+            let n = c.len("kept id count", 8)?;
+            let kept = Ids::Raw(c.take(n * 8, "kept ids")?);
+            (DeltaRef::Purge { name, kept }, "Purge")
+        }
         other => return c.fail(0, format!("unknown delta marker {other:#04X}")),
     };
     if c.left() != 0 {
@@ -126,13 +264,19 @@ pub mod fields {
     use super::DeltaRef;
 
     /// The delta's kind as a small code (the index into `columns::KIND_NAMES`): 0 CreateQueue, 1 DeleteQueue,
-    /// 2 AddRecord, 3 RemoveRecord.
+    /// 2 AddRecord, 3 RemoveRecord, then the task-queue kinds: 4 QueueRules, 5 AddLater,
+    /// 6 Delivered, 7 Failed, 8 Purge.
     pub fn kind_code(d: &DeltaRef<'_>) -> u8 {
         match d {
             DeltaRef::CreateQueue { .. } => 0,
             DeltaRef::DeleteQueue { .. } => 1,
             DeltaRef::AddRecord { .. } => 2,
             DeltaRef::RemoveRecord { .. } => 3,
+            DeltaRef::QueueRules { .. } => 4,
+            DeltaRef::AddLater { .. } => 5,
+            DeltaRef::Delivered { .. } => 6,
+            DeltaRef::Failed { .. } => 7,
+            DeltaRef::Purge { .. } => 8,
         }
     }
 
@@ -287,7 +431,39 @@ impl<'a> DeltaRef<'a> {
             DeltaRef::CreateQueue { name, .. }
             | DeltaRef::DeleteQueue { name }
             | DeltaRef::AddRecord { name, .. }
-            | DeltaRef::RemoveRecord { name, .. } => name,
+            | DeltaRef::RemoveRecord { name, .. }
+            | DeltaRef::QueueRules { name, .. }
+            | DeltaRef::AddLater { name, .. }
+            | DeltaRef::Delivered { name, .. }
+            | DeltaRef::Failed { name, .. }
+            | DeltaRef::Purge { name, .. } => name,
+        }
+    }
+
+    /// Whether the delta is one of the task-queue kinds (spec 12), which only the spec
+    /// dialect holds.
+    pub fn is_task_queue(&self) -> bool {
+        !matches!(
+            self,
+            DeltaRef::CreateQueue { .. }
+                | DeltaRef::DeleteQueue { .. }
+                | DeltaRef::AddRecord { .. }
+                | DeltaRef::RemoveRecord { .. }
+        )
+    }
+
+    /// The delta's kind as its name in the spec ("AddLater").
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            DeltaRef::CreateQueue { .. } => "CreateQueue",
+            DeltaRef::DeleteQueue { .. } => "DeleteQueue",
+            DeltaRef::AddRecord { .. } => "AddRecord",
+            DeltaRef::RemoveRecord { .. } => "RemoveRecord",
+            DeltaRef::QueueRules { .. } => "QueueRules",
+            DeltaRef::AddLater { .. } => "AddLater",
+            DeltaRef::Delivered { .. } => "Delivered",
+            DeltaRef::Failed { .. } => "Failed",
+            DeltaRef::Purge { .. } => "Purge",
         }
     }
 
@@ -299,6 +475,11 @@ impl<'a> DeltaRef<'a> {
             DeltaRef::DeleteQueue { .. } => 0,
             DeltaRef::AddRecord { message, .. } => 8 + 4 + message.len(),
             DeltaRef::RemoveRecord { .. } => 8,
+            DeltaRef::QueueRules { change, .. } => change.encoded_len(),
+            DeltaRef::AddLater { message, .. } => 8 + 8 + 4 + message.len(),
+            DeltaRef::Delivered { .. } => 8,
+            DeltaRef::Failed { .. } => 16,
+            DeltaRef::Purge { kept, .. } => 4 + 8 * kept.len(),
         }
     }
 
@@ -335,6 +516,41 @@ impl<'a> DeltaRef<'a> {
                 out.push(REMOVE_RECORD);
                 put_name(out, name);
                 out.extend_from_slice(&id.to_be_bytes());
+            }
+            DeltaRef::QueueRules { name, ref change } => {
+                out.push(QUEUE_RULES);
+                put_name(out, name);
+                change.encode(out);
+            }
+            DeltaRef::AddLater {
+                name,
+                key,
+                not_before,
+                message,
+            } => {
+                out.push(ADD_LATER);
+                put_name(out, name);
+                out.extend_from_slice(&key.to_be_bytes());
+                out.extend_from_slice(&not_before.to_be_bytes());
+                put_buffer(out, message);
+            }
+            DeltaRef::Delivered { name, id } => {
+                out.push(DELIVERED);
+                put_name(out, name);
+                out.extend_from_slice(&id.to_be_bytes());
+            }
+            DeltaRef::Failed { name, id, due } => {
+                out.push(FAILED);
+                put_name(out, name);
+                out.extend_from_slice(&id.to_be_bytes());
+                out.extend_from_slice(&due.to_be_bytes());
+            }
+            DeltaRef::Purge { name, kept } => {
+                out.push(PURGE);
+                put_name(out, name);
+                out.extend_from_slice(&(kept.len() as i32).to_be_bytes());
+                kept.iter()
+                    .for_each(|id| out.extend_from_slice(&id.to_be_bytes()));
             }
         }
     }
@@ -374,6 +590,34 @@ impl<'a> DeltaRef<'a> {
                 name: name.to_vec(),
                 id,
             },
+            DeltaRef::QueueRules { name, ref change } => Delta::QueueRules {
+                name: name.to_vec(),
+                change: change.to_owned_change(),
+            },
+            DeltaRef::AddLater {
+                name,
+                key,
+                not_before,
+                message,
+            } => Delta::AddLater {
+                name: name.to_vec(),
+                key,
+                not_before,
+                message: message.to_vec(),
+            },
+            DeltaRef::Delivered { name, id } => Delta::Delivered {
+                name: name.to_vec(),
+                id,
+            },
+            DeltaRef::Failed { name, id, due } => Delta::Failed {
+                name: name.to_vec(),
+                id,
+                due,
+            },
+            DeltaRef::Purge { name, kept } => Delta::Purge {
+                name: name.to_vec(),
+                kept: kept.to_vec(),
+            },
         }
     }
 }
@@ -409,6 +653,31 @@ impl Delta {
                 message,
             },
             Delta::RemoveRecord { name, id } => DeltaRef::RemoveRecord { name, id: *id },
+            Delta::QueueRules { name, change } => DeltaRef::QueueRules {
+                name,
+                change: change.as_borrowed(),
+            },
+            Delta::AddLater {
+                name,
+                key,
+                not_before,
+                message,
+            } => DeltaRef::AddLater {
+                name,
+                key: *key,
+                not_before: *not_before,
+                message,
+            },
+            Delta::Delivered { name, id } => DeltaRef::Delivered { name, id: *id },
+            Delta::Failed { name, id, due } => DeltaRef::Failed {
+                name,
+                id: *id,
+                due: *due,
+            },
+            Delta::Purge { name, kept } => DeltaRef::Purge {
+                name,
+                kept: Ids::List(kept),
+            },
         }
     }
 
@@ -417,13 +686,24 @@ impl Delta {
     pub fn validate(&self) -> Result<(), String> {
         let d = self.as_ref();
         validate_queue_name(d.name())?;
-        if let DeltaRef::AddRecord { message, .. } = d {
-            if message.len() > i32::MAX as usize {
+        match d {
+            DeltaRef::AddRecord { message, .. } | DeltaRef::AddLater { message, .. }
+                if message.len() > i32::MAX as usize =>
+            {
                 return Err(format!(
                     "message is {} bytes long (at most 2147483647)",
                     message.len()
                 ));
             }
+            DeltaRef::QueueRules { change, .. } => {
+                if let Some(Some((to, _))) = change.dead_letter {
+                    validate_queue_name(to).map_err(|r| format!("dead letter: {r}"))?;
+                }
+            }
+            DeltaRef::Purge { kept, .. } if kept.len() > i32::MAX as usize => {
+                return Err(format!("{} kept ids (at most 2147483647)", kept.len()));
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -547,6 +827,71 @@ mod tests {
         ]
     }
 
+    /// The task-queue deltas (spec 12), every change form of every rule.
+    fn any_task_delta() -> impl proptest::strategy::Strategy<Value = Delta> {
+        use proptest::prelude::*;
+        let name = || proptest::collection::vec(0x21u8..=0x7E, 0..20);
+        let change = || any::<Option<Option<i64>>>();
+        let rules = (
+            proptest::option::of(proptest::option::of((name(), any::<i32>()))),
+            change(),
+            change(),
+            change(),
+            change(),
+        )
+            .prop_map(|(dead_letter, d, b, m, l)| RulesChange {
+                dead_letter,
+                retry_delay_ms: d,
+                retry_backoff: b,
+                retry_max_delay_ms: m,
+                lease_ms: l,
+            });
+        prop_oneof![
+            (name(), rules).prop_map(|(name, change)| Delta::QueueRules { name, change }),
+            (
+                name(),
+                any::<i64>(),
+                any::<i64>(),
+                proptest::collection::vec(any::<u8>(), 0..40)
+            )
+                .prop_map(|(name, key, not_before, message)| Delta::AddLater {
+                    name,
+                    key,
+                    not_before,
+                    message
+                }),
+            (name(), any::<u64>()).prop_map(|(name, id)| Delta::Delivered { name, id }),
+            (name(), any::<u64>(), any::<i64>()).prop_map(|(name, id, due)| Delta::Failed {
+                name,
+                id,
+                due
+            }),
+            (name(), proptest::collection::vec(any::<u64>(), 0..10))
+                .prop_map(|(name, kept)| Delta::Purge { name, kept }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Every delta, old kinds and task-queue kinds, decodes to itself, with its exact
+        /// length; a cut anywhere, or a byte added at the end, is refused (a delta consumes
+        /// its data exactly).
+        #[test]
+        fn every_delta_round_trips_and_consumes_its_bytes_exactly(
+            d in proptest::prop_oneof![any_delta(), any_task_delta()],
+            cut in proptest::prelude::any::<usize>(),
+        ) {
+            let bytes = d.encode();
+            proptest::prop_assert_eq!(bytes.len(), d.as_ref().encoded_len());
+            proptest::prop_assert_eq!(Delta::decode(&bytes).unwrap(), d.clone());
+            proptest::prop_assert_eq!(decode(&bytes).unwrap(), d.as_ref());
+            let cut = cut % bytes.len();
+            proptest::prop_assert!(decode(&bytes[..cut]).is_err());
+            let mut longer = bytes.clone();
+            longer.push(0);
+            proptest::prop_assert!(decode(&longer).is_err());
+        }
+    }
+
     proptest::proptest! {
         /// The field accessors read what `decode` decodes.
         #[test]
@@ -573,6 +918,7 @@ mod tests {
                     proptest::prop_assert_eq!(fields::kind_code(&r), 3);
                     proptest::prop_assert_eq!(fields::remove_id(&bytes), id);
                 }
+                other => proptest::prop_assert!(fields::kind_code(&other) > 3),
             }
         }
     }

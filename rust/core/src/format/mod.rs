@@ -10,6 +10,8 @@ pub mod metadata;
 pub mod queue;
 pub mod receiver;
 pub mod record;
+pub mod rules;
 pub mod segment;
 pub mod snapshot;
 pub mod steps;
+pub mod tasks;

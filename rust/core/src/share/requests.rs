@@ -114,7 +114,8 @@ fn serve(
 /// durability says) is no longer its to give back.
 fn keep_sessions(shared: &Shared, session: u64, request: &Request<'_>, reply: &Reply) {
     match (request, reply) {
-        (Request::Dequeue { queue, .. }, Reply::Delivery(Some((record, receipt)))) => {
+        (Request::Dequeue { queue, .. }, Reply::Delivery(Some((record, receipt))))
+        | (Request::Deliver { queue, .. }, Reply::Task(Some((record, receipt, _)))) => {
             let mut sessions = lock(&shared.sessions);
             let held = &mut sessions.entry(session).or_default().in_flight;
             held.insert((queue.to_vec(), record.id, *receipt));
@@ -126,7 +127,13 @@ fn keep_sessions(shared: &Shared, session: u64, request: &Request<'_>, reply: &R
                 }
             }
         }
-        (Request::Nack { queue, id, receipt }, _) => {
+        (Request::Nack { queue, id, receipt }, _)
+        | (
+            Request::NackDelayed {
+                queue, id, receipt, ..
+            },
+            _,
+        ) => {
             if let Some(s) = lock(&shared.sessions).get_mut(&session) {
                 s.settle(queue, *id, *receipt);
             }

@@ -29,6 +29,8 @@ impl QueueDeliveries {
 pub struct Deliveries {
     queues: HashMap<Vec<u8>, QueueDeliveries>,
     expired_receipts: ExpiredReceipts,
+    /// What happened to each queue since the store opened (`Store::stats`).
+    counters: HashMap<Vec<u8>, super::tasks::Counters>,
 }
 
 /// How many receipts of deliveries whose lease ran out are remembered (about 100 KiB at most).
@@ -57,6 +59,18 @@ impl ExpiredReceipts {
 }
 
 impl Deliveries {
+    /// The counters of `queue` (zero when nothing happened to it).
+    pub fn counters(&self, queue: &[u8]) -> super::tasks::Counters {
+        self.counters.get(queue).copied().unwrap_or_default()
+    }
+
+    pub fn counters_mut(&mut self, queue: &[u8]) -> &mut super::tasks::Counters {
+        if !self.counters.contains_key(queue) {
+            self.counters.insert(queue.to_vec(), Default::default());
+        }
+        self.counters.get_mut(queue).expect("inserted")
+    }
+
     /// Record `id` of `queue` was delivered: its new receipt, which settles this delivery
     /// only (a stale ack or nack of an earlier delivery of the same record is refused).
     /// Receipts are unique across processes (`state::next_incarnation`), so one names one
@@ -159,6 +173,7 @@ impl Deliveries {
     /// The queue was deleted.
     pub fn drop_queue(&mut self, queue: &[u8]) {
         self.queues.remove(queue);
+        self.counters.remove(queue);
     }
 }
 

@@ -175,6 +175,17 @@ impl Columns {
                 format!("undecodable delta at LSN {lsn}: {}", e.reason),
             )
         })?;
+        if d.is_task_queue() {
+            // Spec 12's kinds have no columns yet: refused, never coded as another kind.
+            return Err(Error::corruption(
+                std::path::Path::new(&format!("<delta at LSN {lsn}>")),
+                Some(0),
+                format!(
+                    "{} delta at LSN {lsn}: the column reader does not read task-queue deltas yet",
+                    d.kind_name()
+                ),
+            ));
+        }
         self.queue_seen.clear();
         self.queue_seen.extend_from_slice(d.name());
         if self.codes.is_empty() {

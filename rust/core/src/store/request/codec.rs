@@ -16,8 +16,10 @@ use std::time::Duration;
 use crate::base::settings::Settings;
 use crate::error::{Error, ErrorKind, ErrorReport, Result};
 use crate::format::queue::QueueConfig;
+use crate::format::rules::{QueueRules, RulesChange};
 use crate::state::{QueueInfo, Record};
 use crate::store::request::StoreInfo;
+use crate::store::QueueStats;
 
 /// The generation of the spellings below (`Put`/`Get` of every type): bumped when one of them
 /// changes. What the message types declare is fingerprinted by itself ([`fingerprint`]).
@@ -372,6 +374,79 @@ impl<'r> Get<'r> for QueueInfo {
             last_id: r.get("last id")?,
             count: r.get("count")?,
             in_flight: r.get("in flight")?,
+        })
+    }
+}
+
+impl Put for QueueRules {
+    fn put(&self, out: &mut Out) {
+        out.put(&self.dead_letter.as_ref().map(|(q, n)| (q.as_slice(), *n)))
+            .put(&self.retry_delay_ms)
+            .put(&self.retry_backoff)
+            .put(&self.retry_max_delay_ms)
+            .put(&self.lease_ms);
+    }
+}
+impl<'r> Get<'r> for QueueRules {
+    const MIN: usize = 5;
+    fn get(r: &mut In<'r>, _: &'static str) -> Result<Self> {
+        let dead: Option<(&[u8], i32)> = r.get("dead letter")?;
+        Ok(QueueRules {
+            dead_letter: dead.map(|(q, n)| (q.to_vec(), n)),
+            retry_delay_ms: r.get("retry delay")?,
+            retry_backoff: r.get("retry backoff")?,
+            retry_max_delay_ms: r.get("retry max delay")?,
+            lease_ms: r.get("lease")?,
+        })
+    }
+}
+
+impl Put for RulesChange<&[u8]> {
+    fn put(&self, out: &mut Out) {
+        out.put(&self.dead_letter)
+            .put(&self.retry_delay_ms)
+            .put(&self.retry_backoff)
+            .put(&self.retry_max_delay_ms)
+            .put(&self.lease_ms);
+    }
+}
+impl<'r> Get<'r> for RulesChange<&'r [u8]> {
+    const MIN: usize = 5;
+    fn get(r: &mut In<'r>, _: &'static str) -> Result<Self> {
+        Ok(RulesChange {
+            dead_letter: r.get("dead letter")?,
+            retry_delay_ms: r.get("retry delay")?,
+            retry_backoff: r.get("retry backoff")?,
+            retry_max_delay_ms: r.get("retry max delay")?,
+            lease_ms: r.get("lease")?,
+        })
+    }
+}
+
+impl Put for QueueStats {
+    fn put(&self, out: &mut Out) {
+        out.put(&self.ready)
+            .put(&self.delayed)
+            .put(&self.in_flight)
+            .put(&self.dead_lettered)
+            .put(&self.enqueued)
+            .put(&self.acked)
+            .put(&self.nacked)
+            .put(&self.expired);
+    }
+}
+impl<'r> Get<'r> for QueueStats {
+    const MIN: usize = 64;
+    fn get(r: &mut In<'r>, _: &'static str) -> Result<Self> {
+        Ok(QueueStats {
+            ready: r.get("ready")?,
+            delayed: r.get("delayed")?,
+            in_flight: r.get("in flight")?,
+            dead_lettered: r.get("dead lettered")?,
+            enqueued: r.get("enqueued")?,
+            acked: r.get("acked")?,
+            nacked: r.get("nacked")?,
+            expired: r.get("expired")?,
         })
     }
 }

@@ -13,7 +13,9 @@ use crate::base::settings::Settings;
 use crate::durability::Logged;
 use crate::error::Result;
 use crate::format::queue::QueueConfig;
+use crate::format::rules::{QueueRules, RulesChange};
 use crate::state::{QueueInfo, Record};
+use crate::store::QueueStats;
 use crate::store::Store;
 
 messages! {
@@ -49,6 +51,16 @@ messages! {
         12 => Snapshot {},
         /// Reply: `Info`.
         13 => Info {},
+        // Task-queue operations (spec 12; issue 44).
+        14 => CreateQueueRules { queue: &'a [u8], config: QueueConfig, rules: QueueRules, exist_ok: bool },
+        15 => SetQueueRules { queue: &'a [u8], change: RulesChange<&'a [u8]> },
+        16 => QueueRulesOf { queue: &'a [u8] },
+        17 => EnqueueAt { queue: &'a [u8], items: Vec<(i64, &'a [u8])>, not_before: i64 },
+        18 => Deliver { queue: &'a [u8], timeout: Option<Duration>, lease: Option<Duration> },
+        19 => NackDelayed { queue: &'a [u8], id: u64, receipt: Option<u64>, delay_ms: Option<i64> },
+        20 => Extend { queue: &'a [u8], id: u64, receipt: Option<u64>, lease: Duration },
+        21 => Purge { queue: &'a [u8] },
+        22 => Stats { queue: &'a [u8] },
     }
 }
 
@@ -66,6 +78,10 @@ replies! {
         7 => Records(Vec<Record>),
         8 => Queues(Vec<QueueInfo>),
         9 => Info(StoreInfo),
+        /// A delivery with its record's attempts (`Deliver`).
+        10 => Task(Option<(Record, u64, u32)>),
+        11 => Rules(QueueRules),
+        12 => Stats(QueueStats),
     }
 }
 
@@ -107,17 +123,25 @@ impl Request<'_> {
     pub fn resend(&self) -> Resend {
         use Request::*;
         match self {
-            CreateQueue { .. } | DeleteQueue { .. } | Enqueue { .. } | Snapshot {} => {
-                Resend::IfUnsent
-            }
+            CreateQueue { .. }
+            | DeleteQueue { .. }
+            | Enqueue { .. }
+            | Snapshot {}
+            | CreateQueueRules { .. }
+            | SetQueueRules { .. }
+            | EnqueueAt { .. }
+            | Purge { .. } => Resend::IfUnsent,
             Dequeue { .. }
             | WaitReady { .. }
             | Count { .. }
             | Peek { .. }
             | PeekAll { .. }
             | Queues {}
-            | Info {} => Resend::Again,
-            Ack { .. } | Nack { .. } => Resend::Never,
+            | Info {}
+            | QueueRulesOf { .. }
+            | Deliver { .. }
+            | Stats { .. } => Resend::Again,
+            Ack { .. } | Nack { .. } | NackDelayed { .. } | Extend { .. } => Resend::Never,
         }
     }
 
@@ -130,16 +154,30 @@ impl Request<'_> {
             | Count { .. }
             | Peek { .. }
             | Queues {}
-            | Info {} => Pace::Quick,
-            Dequeue { .. } | WaitReady { .. } => Pace::Waits,
-            CreateQueue { .. } | DeleteQueue { .. } | PeekAll { .. } | Snapshot {} => Pace::Long,
+            | Info {}
+            | QueueRulesOf { .. }
+            | EnqueueAt { .. }
+            | NackDelayed { .. }
+            | Extend { .. }
+            | Stats { .. } => Pace::Quick,
+            // A delivery under a dead-letter rule waits for its own fsync: off the loop too.
+            Dequeue { .. } | WaitReady { .. } | Deliver { .. } => Pace::Waits,
+            CreateQueue { .. }
+            | DeleteQueue { .. }
+            | PeekAll { .. }
+            | Snapshot {}
+            | CreateQueueRules { .. }
+            | SetQueueRules { .. }
+            | Purge { .. } => Pace::Long,
         }
     }
 
     /// A waiting request's timeout (`None`: forever); `None` for the others.
     pub fn timeout(&self) -> Option<Option<Duration>> {
         match self {
-            Request::Dequeue { timeout, .. } | Request::WaitReady { timeout, .. } => Some(*timeout),
+            Request::Dequeue { timeout, .. }
+            | Request::WaitReady { timeout, .. }
+            | Request::Deliver { timeout, .. } => Some(*timeout),
             _ => None,
         }
     }
@@ -147,7 +185,9 @@ impl Request<'_> {
     /// The same request waiting at most `timeout` (a request that does not wait is unchanged).
     pub fn waiting(&self, timeout: Duration) -> Self {
         let mut r = self.clone();
-        if let Request::Dequeue { timeout: t, .. } | Request::WaitReady { timeout: t, .. } = &mut r
+        if let Request::Dequeue { timeout: t, .. }
+        | Request::WaitReady { timeout: t, .. }
+        | Request::Deliver { timeout: t, .. } = &mut r
         {
             *t = Some(t.map_or(timeout, |t| t.min(timeout)));
         }
@@ -158,6 +198,7 @@ impl Request<'_> {
     pub fn nothing(&self) -> Reply {
         match self {
             Request::Dequeue { .. } => Reply::Delivery(None),
+            Request::Deliver { .. } => Reply::Task(None),
             _ => Reply::Flag(false),
         }
     }
@@ -166,7 +207,10 @@ impl Request<'_> {
 impl Reply {
     /// Whether a waiting request's reply says that nothing came.
     pub fn is_nothing(&self) -> bool {
-        matches!(self, Reply::Delivery(None) | Reply::Flag(false))
+        matches!(
+            self,
+            Reply::Delivery(None) | Reply::Task(None) | Reply::Flag(false)
+        )
     }
 }
 
@@ -215,6 +259,49 @@ impl Store {
                 term: self.metadata()?.term,
                 settings: self.settings().clone(),
             }),
+            CreateQueueRules {
+                queue,
+                config,
+                ref rules,
+                exist_ok,
+            } => Reply::Flag(self.create_queue_with_rules(queue, config, rules, exist_ok)?),
+            SetQueueRules { queue, ref change } => {
+                Reply::Done(self.set_queue_rules(queue, change)?)
+            }
+            QueueRulesOf { queue } => Reply::Rules(self.queue_rules(queue)?),
+            EnqueueAt {
+                queue,
+                ref items,
+                not_before,
+            } => {
+                let (ids, logged) = self.enqueue_many_at_logged(queue, items, not_before)?;
+                return Ok((Reply::Ids(ids), logged));
+            }
+            Deliver {
+                queue,
+                timeout,
+                lease,
+            } => Reply::Task(
+                self.deliver(queue, timeout, lease)?
+                    .map(|d| (d.record, d.receipt, d.attempts)),
+            ),
+            NackDelayed {
+                queue,
+                id,
+                receipt,
+                delay_ms,
+            } => {
+                let logged = self.nack_delayed_logged(queue, id, receipt, delay_ms)?;
+                return Ok((Reply::Done(()), logged));
+            }
+            Extend {
+                queue,
+                id,
+                receipt,
+                lease,
+            } => Reply::Done(self.extend(queue, id, receipt, lease)?),
+            Purge { queue } => Reply::Count(self.purge(queue)?),
+            Stats { queue } => Reply::Stats(self.stats(queue)?),
         };
         Ok((reply, Logged::NOTHING))
     }
@@ -274,6 +361,49 @@ mod tests {
             Request::Queues {},
             Request::Snapshot {},
             Request::Info {},
+            Request::CreateQueueRules {
+                queue: b"q",
+                config,
+                rules: QueueRules {
+                    dead_letter: Some((b"d".to_vec(), 3)),
+                    retry_backoff: Some(1_500_000),
+                    ..QueueRules::default()
+                },
+                exist_ok: false,
+            },
+            Request::SetQueueRules {
+                queue: b"q",
+                change: RulesChange {
+                    dead_letter: Some(None),
+                    lease_ms: Some(Some(9)),
+                    ..RulesChange::default()
+                },
+            },
+            Request::QueueRulesOf { queue: b"q" },
+            Request::EnqueueAt {
+                queue: b"q",
+                items: vec![(1, b"a")],
+                not_before: 1_765_000_000_000,
+            },
+            Request::Deliver {
+                queue: b"q",
+                timeout: second,
+                lease: None,
+            },
+            Request::NackDelayed {
+                queue: b"q",
+                id: 3,
+                receipt: Some(4),
+                delay_ms: Some(0),
+            },
+            Request::Extend {
+                queue: b"q",
+                id: 3,
+                receipt: None,
+                lease: Duration::from_secs(30),
+            },
+            Request::Purge { queue: b"q" },
+            Request::Stats { queue: b"q" },
         ] {
             round_trip(&r);
         }

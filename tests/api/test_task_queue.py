@@ -1,0 +1,157 @@
+"""The task-queue layer (issue 44) from Python: rules logged with the queue, so a client whose
+owner is another process obeys them; a poison record reaches its dead-letter queue after N
+deliveries, also when its taker is killed with SIGKILL mid-record; attempts are exact across a
+reopen; delays, nack delays, purge, extend and stats."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import tflux
+
+FAST = {"log_sync_policy": "never"}
+
+OWNER = textwrap.dedent(
+    """
+    import sys, tflux
+    with tflux.open(sys.argv[1]) as store:
+        store.create_queue("jobs", exist_ok=True, dead_letter=("jobs-dead", 3))
+        print("ready", flush=True)
+        sys.stdin.read()
+    """
+)
+
+TAKER = textwrap.dedent(
+    """
+    import os, signal, sys, tflux
+    store = tflux.open(sys.argv[1])
+    rec = store.dequeue("jobs", timeout=10)
+    print(rec.attempts if rec else 0, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # dies mid-record: nothing settles the delivery
+    """
+)
+
+
+@pytest.fixture
+def owner_elsewhere(tmp_path):
+    base = tmp_path / "b"
+    p = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(base)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        yield base
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
+
+
+def test_a_poison_record_under_a_client_reaches_the_dead_letter_queue_after_n_deliveries(
+    owner_elsewhere,
+):
+    with tflux.open(owner_elsewhere) as client:
+        assert not client.is_owner
+        assert client.queue_rules("jobs").dead_letter == ("jobs-dead", 3)
+        client.enqueue("jobs", 1, b"poison")
+        attempts = []
+        for _ in range(3):
+            rec = client.dequeue("jobs", timeout=5)
+            attempts.append(rec.attempts)
+            client.nack(rec)
+        assert attempts == [1, 2, 3]
+        assert client.dequeue("jobs", timeout=0) is None
+        assert [r.payload for r in client.records("jobs-dead")] == [b"poison"]
+        assert client.stats("jobs").dead_lettered == 1
+
+
+def test_a_taker_killed_mid_record_still_dead_letters_it_after_n_deliveries(tmp_path):
+    base = tmp_path / "b"
+    with tflux.open(base) as owner:
+        owner.create_queue("jobs", dead_letter=("jobs-dead", 3))
+        owner.enqueue("jobs", 1, b"kills its taker")
+        seen = []
+        for _ in range(3):
+            out = subprocess.run(
+                [sys.executable, "-c", TAKER, str(base)], capture_output=True, text=True
+            )
+            assert out.returncode == -9, out.stderr
+            seen.append(int(out.stdout.strip()))
+        assert seen == [1, 2, 3]
+        deadline = time.monotonic() + 10
+        while owner.count("jobs-dead") == 0 and time.monotonic() < deadline:
+            assert owner.dequeue("jobs", timeout=0.1) is None
+        assert [r.payload for r in owner.records("jobs-dead")] == [b"kills its taker"]
+
+
+def test_attempts_are_exact_across_a_reopen(tmp_path):
+    base = tmp_path / "b"
+    with tflux.open(base, **FAST) as store:
+        store.create_queue("jobs", dead_letter=("dead", 5))
+        store.enqueue("jobs", 1, b"x")
+        assert store.dequeue("jobs", timeout=0).attempts == 1
+    for n in (2, 3):
+        with tflux.open(base, **FAST) as store:
+            assert store.dequeue("jobs", timeout=0).attempts == n
+
+
+def test_delays_nack_delays_purge_extend_and_stats(tmp_path):
+    with tflux.open(tmp_path / "b", **FAST) as store:
+        store.create_queue("jobs", retry_delay=0.2, lease=30)
+        assert store.queue_rules("jobs") == tflux.QueueRules(None, 0.2, None, None, 30.0)
+        store.enqueue("jobs", 1, b"later", delay=0.2)
+        assert store.dequeue("jobs", timeout=0) is None
+        rec = store.dequeue("jobs", timeout=5)
+        assert rec.payload == b"later"
+        store.extend(rec, 60)
+        store.nack(rec)  # the retry rule: ready again in 0.2 s
+        assert store.stats("jobs").delayed == 1
+        rec = store.dequeue("jobs", timeout=5)
+        assert rec.attempts == 2
+        store.nack(rec, delay=0)
+        store.enqueue("jobs", 2, b"y")
+        assert store.purge("jobs") == 2
+        stats = store.stats("jobs")
+        assert (stats.ready, stats.delayed, stats.in_flight, stats.enqueued) == (0, 0, 0, 2)
+        store.set_queue_rules("jobs", lease=None)
+        assert store.queue_rules("jobs").lease is None
+        assert store.queue_rules("jobs").retry_delay == 0.2
+        with pytest.raises(tflux.ArgumentError):
+            store.enqueue("jobs", 1, b"x", delay=-1)
+        with pytest.raises(tflux.ArgumentError):
+            store.create_queue("bad", dead_letter=("bad", 2))
+
+
+def test_the_taskflux_dialect_refuses_task_queue_arguments(tmp_path):
+    with tflux.open(tmp_path / "b", dialect="taskflux", **FAST) as store:
+        with pytest.raises(tflux.ArgumentError, match="taskflux"):
+            store.create_queue("jobs", dead_letter=("dead", 2))
+        with pytest.raises(tflux.ArgumentError, match="taskflux"):
+            store.enqueue("", 1, b"x", delay=10)
+        assert store.queues()[0].name == "" and len(store.queues()) == 1
+
+
+def test_a_clients_dead_letter_setting_becomes_the_queues_logged_rule(owner_elsewhere):
+    with tflux.open(owner_elsewhere) as client:
+        client.create_queue("other")
+    with tflux.open(owner_elsewhere, dead_letter={"other": ("other-dead", 2)}) as client:
+        assert not client.is_owner
+        assert client.queue_rules("other").dead_letter == ("other-dead", 2)
+
+
+def test_len_of_a_queue_counts_ready_and_delayed_records(tmp_path):
+    base = tmp_path / "b"
+    with tflux.open(base, **FAST) as store:
+        store.enqueue("", 1, b"now")
+        store.enqueue("", 1, b"later", delay=60)
+    q = tflux.Queue(base, "")
+    try:
+        assert len(q) == 2 and q.qsize() == 1
+    finally:
+        q.close()
