@@ -431,7 +431,7 @@ pub(super) fn in_flight(inner: &Inner, name: &[u8], id: u64, receipt: Option<u64
 
 /// The error of an ack or nack (with `receipt`, when given) of a record not in flight: it says
 /// whether that delivery's lease ran out (`Deliveries::lease_expired`).
-fn not_in_flight(inner: &Inner, name: &[u8], id: u64, receipt: Option<u64>) -> Error {
+pub(super) fn not_in_flight(inner: &Inner, name: &[u8], id: u64, receipt: Option<u64>) -> Error {
     Error::NotInFlight {
         queue: raw_name(name),
         id,

@@ -6,7 +6,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{raw_name, DeltaRef, Duration, Error, Instant, Logged, QueueConfig, Result, Store};
+use super::{DeltaRef, Duration, Error, Instant, Logged, QueueConfig, Result, Store};
 use crate::format::dialect::Dialect;
 use crate::format::rules::{QueueRules, RulesChange};
 use crate::state::Applied;
@@ -238,10 +238,7 @@ impl Store {
         let now = Instant::now();
         self.expire(&mut inner, name, now);
         if !super::deliver::in_flight(&inner, name, id, receipt)? {
-            return Err(Error::NotInFlight {
-                queue: raw_name(name),
-                id,
-            });
+            return Err(super::deliver::not_in_flight(&inner, name, id, receipt));
         }
         let until = now
             .checked_add(lease)
