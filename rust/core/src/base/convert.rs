@@ -245,6 +245,8 @@ fn build(
             };
             let mut buf = Vec::with_capacity(WRITE_BUFFER);
             let mut failed = false;
+            // The first delta the taskflux dialect cannot hold (spec section 12): (LSN, kind).
+            let mut refused: Option<(i64, &'static str)> = None;
             for info in &segments {
                 let path = target.log.join(seg_format::file_name(info.start_lsn));
                 let file = Arc::new(File::create_new(&path).ctx("create segment", &path)?);
@@ -254,6 +256,12 @@ fn build(
                 let mut written = 0u64;
                 // The open checked every record's checksum: not again here.
                 log.scan_checked_at_open(info.start_lsn, end, |lsn, term, data, _| {
+                    if to == Dialect::Taskflux {
+                        if let Some(kind) = task_queue_kind(data) {
+                            refused = Some((lsn, kind));
+                            return false;
+                        }
+                    }
                     let checksum = with_framing!(to, F => F::encode(&mut buf, term, data));
                     fingerprint.add(lsn, term, data.len(), checksum);
                     if buf.len() >= WRITE_BUFFER {
@@ -266,6 +274,12 @@ fn build(
                     }
                     true
                 })?;
+                if let Some((lsn, kind)) = refused {
+                    return Err(Error::InvalidArgument(format!(
+                        "the taskflux dialect cannot represent the {kind} delta at LSN {lsn} \
+                         (TaskFlux has four deltas; spec section 12): nothing was written"
+                    )));
+                }
                 if failed {
                     break;
                 }
@@ -307,6 +321,16 @@ fn build(
     }
     check(source, out, to, &report, snapshot.as_ref(), &metadata)?;
     Ok(report)
+}
+
+/// The kind of a task-queue delta (spec section 12), which the taskflux dialect cannot hold;
+/// `None` for TaskFlux's four kinds and for data that is not a delta (copied as it is, as
+/// before: convert re-frames bytes, it does not judge them).
+fn task_queue_kind(data: &[u8]) -> Option<&'static str> {
+    crate::format::delta::decode(data)
+        .ok()
+        .filter(|d| d.is_task_queue())
+        .map(|d| d.kind_name())
 }
 
 /// Bytes handed to the writer thread at a time.
