@@ -256,6 +256,17 @@ impl PyDeltaBatch {
             ),
             ("key_min", fixed(py, "int64", c.key_min, z, Column::I64)?),
             ("key_max", fixed(py, "int64", c.key_max, z, Column::I64)?),
+            ("due", fixed(py, "int64", c.due, z, Column::I64)?),
+            (
+                "kept_ids",
+                (
+                    "list<int64>",
+                    validity(py, c.kept_ids.validity, z)?,
+                    buf(py, Column::I64(c.kept_ids.values))?,
+                    Some(buf(py, Column::I32(c.kept_ids.offsets))?),
+                ),
+            ),
+            ("rules", var(py, "string", c.rules, z)?),
         ];
         if let Some(raw) = c.raw {
             columns.push(("data", var(py, "binary", raw, z)?));
