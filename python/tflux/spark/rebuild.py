@@ -376,12 +376,14 @@ class _Frames:
                 F.when(life, F.col("lsn")).alias("ev_lsn"),
                 F.when(life, F.col("kind")).alias("ev_kind"),
                 F.when(life, F.col("implementation")).alias("ev_impl"),
+                F.when(F.col("kind").isin(*TASK_KINDS), F.struct("lsn", "kind")).alias("task"),
             )
             .groupBy("log_dir", "source", "queue", "segment", "ev_lsn", "ev_kind", "ev_impl")
             .agg(
                 F.max("lsn").alias("last"),
                 F.coalesce(F.max("queue_adds"), F.lit(0)).alias("adds"),
                 F.sum("remove").alias("removes"),
+                F.min("task").alias("task"),  # the first task-queue delta, refused below
             )
         )
 
@@ -395,7 +397,9 @@ class _Frames:
         of removes."""
         last: dict[str, int] = {}
         removes = 0
-        for r in small.collect():
+        rows = small.collect()
+        _refuse_task_deltas(rows)
+        for r in rows:
             if removed is not None and r.rm_lsn is not None:
                 if r.rm_lo is None:  # a chunk with too many runs
                     removed.overflow = True
@@ -610,6 +614,26 @@ def _first_incarnation(
 # Up to this many rows, the driver's small tables are inline SQL tables (LocalRelation): Spark
 # broadcasts them without running a job. Larger ones go to the JVM as Arrow (one job each).
 INLINE_ROWS = 2000
+
+
+# The task-queue deltas' kinds (spec section 12), which Spark's replay does not apply.
+TASK_KINDS = ("queue_rules", "add_later", "delivered", "failed", "purge")
+
+
+def _refuse_task_deltas(rows) -> None:
+    """A :class:`tflux.ReplayError` naming the first task-queue delta of step 1's rows (their
+    ``task`` field), if any: Spark's replay applies TaskFlux's four deltas only, and a skipped
+    AddLater or Purge would give wrong records, never a silent skip."""
+    tasks = [(r, getattr(r, "task", None)) for r in rows]  # no such field: the JVM's rows
+    firsts = [(t.lsn, t.kind, r) for r, t in tasks if t is not None]
+    if firsts:
+        lsn, kind, r = min(firsts, key=lambda t: (t[2].source, t[0]))
+        raise tflux.ReplayError(
+            f"Spark replay cannot replay the {kind} delta at LSN {lsn} of queue {r.queue!r} "
+            f"({r.source}): task-queue deltas (spec section 12) are replayed by "
+            "tflux.open and tflux replay only",
+            lsn,
+        )
 
 
 def _sql_value(value, type_) -> str:
