@@ -1,10 +1,14 @@
 //! Batch replay (restore) against the online apply as its model: for random delta sequences,
 //! valid and invalid, on a fresh state, on a state with ready, removed and in-flight records,
 //! and on a state restored from a snapshot, a batch must end in the same state (every queue,
-//! every record, the order of dequeue) and stop at the same delta with the same error.
+//! every record, the order of dequeue) and stop at the same delta with the same error. The
+//! task-queue deltas of spec 12 (rules, delayed adds, counted deliveries, failures with a due
+//! time, purges) are among them, with promotions of due records in the prefix; the state then
+//! includes each queue's rules, delayed records and (under a dead-letter rule) attempts.
 
 use proptest::prelude::*;
 use tflux_core::format::delta::Delta;
+use tflux_core::format::rules::{QueueRules, RulesChange};
 use tflux_core::state::{Applied, QueueInfo, QueueState, IMPL_ARRAY, IMPL_HEAP};
 
 const NAMES: [&[u8]; 3] = [b"", b"a", b"b"];
@@ -26,6 +30,19 @@ enum Op {
     /// Online only (the prefix): dequeue from / nack the n-th in-flight record of a queue.
     Dequeue(usize),
     Nack(usize, usize),
+    /// Sets (with a dead-letter rule to queue `b`, or `a` when the queue is `b`) or clears
+    /// the queue's rules.
+    Rules(usize, bool),
+    /// An AddLater due at this time.
+    AddLater(usize, i64, u8, i64),
+    /// A Delivered of the n-th present record.
+    Deliver(usize, usize),
+    /// A Failed of the n-th present record, due at this time.
+    Fail(usize, usize, i64),
+    /// A Purge keeping the n-th present record (none when `false`).
+    Purge(usize, usize, bool),
+    /// Online only (the prefix): promotes the queue's records due by this time.
+    Promote(usize, i64),
 }
 
 fn body_op() -> impl Strategy<Value = Op> {
@@ -42,6 +59,12 @@ fn body_op() -> impl Strategy<Value = Op> {
         1 => prop::collection::vec(any::<u8>(), 0..6).prop_map(Op::Garbage),
         2 => (0..3usize, any::<bool>(), 0..24usize, any::<u8>(), -2i8..3)
             .prop_map(|(q, add, at, byte, change)| Op::Bent(q, add, at, byte, change)),
+        2 => (0..3usize, any::<bool>()).prop_map(|(q, d)| Op::Rules(q, d)),
+        6 => (0..3usize, 0i64..8, any::<u8>(), 0i64..50)
+            .prop_map(|(q, k, m, due)| Op::AddLater(q, k, m, due)),
+        6 => (0..3usize, 0..40usize).prop_map(|(q, n)| Op::Deliver(q, n)),
+        5 => (0..3usize, 0..40usize, 0i64..50).prop_map(|(q, n, due)| Op::Fail(q, n, due)),
+        1 => (0..3usize, 0..40usize, any::<bool>()).prop_map(|(q, n, k)| Op::Purge(q, n, k)),
     ]
 }
 
@@ -51,6 +74,7 @@ fn prefix_op() -> impl Strategy<Value = Op> {
         4 => (0..3usize).prop_map(Op::Dequeue),
         2 => (0..3usize, 0..8usize).prop_map(|(q, n)| Op::Nack(q, n)),
         1 => (0..3usize, 0..3usize).prop_map(|(q, n)| Op::Remove(q, n)),
+        2 => (0..3usize, 0i64..50).prop_map(|(q, t)| Op::Promote(q, t)),
     ]
 }
 
@@ -106,9 +130,62 @@ fn delta_bytes(op: &Op, model: &QueueState) -> Option<Vec<u8>> {
             }
             return Some(bytes);
         }
-        Op::Dequeue(_) | Op::Nack(..) => return None,
+        Op::Rules(q, dead) => Delta::QueueRules {
+            name: name(*q),
+            change: if *dead {
+                RulesChange {
+                    dead_letter: Some(Some((name(if *q == 2 { 1 } else { 2 }), 2))),
+                    retry_delay_ms: Some(Some(10)),
+                    ..RulesChange::default()
+                }
+            } else {
+                RulesChange {
+                    dead_letter: Some(None),
+                    lease_ms: Some(Some(5)),
+                    ..RulesChange::default()
+                }
+            },
+        },
+        Op::AddLater(q, key, m, due) => Delta::AddLater {
+            name: name(*q),
+            key: *key,
+            not_before: *due,
+            message: vec![*m; (*m % 5) as usize],
+        },
+        Op::Deliver(q, n) => Delta::Delivered {
+            name: name(*q),
+            id: nth_id(model, *q, *n),
+        },
+        Op::Fail(q, n, due) => Delta::Failed {
+            name: name(*q),
+            id: nth_id(model, *q, *n),
+            due: *due,
+        },
+        Op::Purge(q, n, keep) => Delta::Purge {
+            name: name(*q),
+            kept: if *keep {
+                vec![nth_id(model, *q, *n)]
+            } else {
+                vec![]
+            },
+        },
+        Op::Dequeue(_) | Op::Nack(..) | Op::Promote(..) => return None,
     };
     Some(delta.encode())
+}
+
+/// The n-th present record's id of queue `q` (the next id when none is present).
+fn nth_id(model: &QueueState, q: usize, n: usize) -> u64 {
+    match model.queue(NAMES[q]) {
+        Ok(queue) => {
+            let mut ids: Vec<u64> = queue.records().map(|r| r.id).collect();
+            ids.sort_unstable();
+            ids.get(n % ids.len().max(1))
+                .copied()
+                .unwrap_or(queue.last_id() + 1)
+        }
+        Err(_) => n as u64,
+    }
 }
 
 /// Applies the prefix online (dequeues and nacks included); errors are skipped.
@@ -119,6 +196,11 @@ fn build(prefix: &[Op]) -> QueueState {
             Op::Dequeue(q) => {
                 if let Ok(queue) = s.queue_mut(NAMES[*q]) {
                     queue.dequeue();
+                }
+            }
+            Op::Promote(q, t) => {
+                if let Ok(queue) = s.queue_mut(NAMES[*q]) {
+                    queue.promote(*t);
                 }
             }
             Op::Nack(q, n) => {
@@ -158,7 +240,8 @@ fn nack_all(s: &mut QueueState) {
     }
 }
 
-type Seen = Vec<(QueueInfo, Vec<u64>, Vec<(u64, i64, Vec<u8>)>)>;
+type Tasks = (QueueRules, Vec<(u64, i64)>, Vec<(u64, u32)>);
+type Seen = Vec<(QueueInfo, Vec<u64>, Tasks, Vec<(u64, i64, Vec<u8>)>)>;
 
 /// Everything observable: each queue's summary, its in-flight ids, then every ready record
 /// in the order dequeue hands them out (consumes the state's ready records).
@@ -172,11 +255,18 @@ fn observe(s: &mut QueueState) -> Seen {
             .filter(|id| q.is_in_flight(*id))
             .collect();
         flying.sort_unstable();
+        // Attempts are carried (by a snapshot) only under a dead-letter rule.
+        let attempts = if q.rules().dead_letter.is_some() {
+            q.attempts_list()
+        } else {
+            Vec::new()
+        };
+        let tasks = (q.rules().clone(), q.delayed_dues(), attempts);
         let mut order = Vec::new();
         while let Some(r) = q.dequeue() {
             order.push((r.id, r.key, r.data.to_vec()));
         }
-        out.push((info, flying, order));
+        out.push((info, flying, tasks, order));
     }
     out
 }
@@ -186,7 +276,8 @@ fn run(prefix: Vec<Op>, body: Vec<Op>, snapshot: bool) -> Result<(), TestCaseErr
     let mut batched = build(&prefix);
     if snapshot {
         let snap = batched.to_snapshot(7, 1);
-        batched = QueueState::from_snapshot(&snap).unwrap();
+        let tasks = batched.to_tasks();
+        batched = QueueState::from_snapshot_with_tasks(&snap, &tasks).unwrap();
         nack_all(&mut online);
     }
     {

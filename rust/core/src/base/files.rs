@@ -202,6 +202,44 @@ pub fn read_snapshot_in(path: &Path, dialect: Dialect) -> Result<Option<Snapshot
     }
 }
 
+/// [`read_snapshot_in`] with the queues' task-queue state of a task-layout snapshot (spec
+/// 12; empty for the other layouts).
+pub fn read_snapshot_full(
+    path: &Path,
+    dialect: Dialect,
+) -> Result<Option<(Snapshot, Vec<snapshot::QueueTasks>)>> {
+    let bytes = read_regular(path, snapshot::MAX_FILE_LEN).map_err(|e| match e {
+        ReadError::Io(e) => Error::io("read snapshot", path, e),
+        other => Error::corruption(path, None, other.to_string()),
+    })?;
+    match bytes {
+        Some(b) if !b.is_empty() => snapshot::decode_full(&b, path, dialect).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// [`write_snapshot_in`] with the queues' task-queue state: the old layouts when `tasks` is
+/// empty (byte-identical to before), the task layout otherwise (spec dialect only).
+pub fn write_snapshot_full(
+    storage: &dyn Storage,
+    path: &Path,
+    s: &Snapshot,
+    tasks: &[snapshot::QueueTasks],
+    dialect: Dialect,
+) -> Result<()> {
+    if tasks.is_empty() {
+        return write_snapshot_in(storage, path, s, dialect);
+    }
+    if dialect != Dialect::Spec {
+        return Err(Error::InvalidArgument(format!(
+            "the {} dialect cannot hold task-queue rules, delays or delivery counts (spec 12)",
+            dialect.name()
+        )));
+    }
+    let bytes = snapshot::encode_with_tasks(s, tasks)?;
+    crate::io::fsutil::atomic_write_in(storage, path, &bytes, dialect)
+}
+
 /// Writes the snapshot atomically (temp file under `<parent>/temp/`, fsync, rename, fsync
 /// parent); refuses what [`snapshot::encode`] refuses, leaving the old file alone.
 pub fn write_snapshot(storage: &dyn Storage, path: &Path, s: &Snapshot) -> Result<()> {

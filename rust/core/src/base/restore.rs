@@ -36,10 +36,17 @@ impl Restored {
 /// Reads the snapshot and rebuilds the state it describes; a snapshot whose content a restore
 /// refuses (spec sections 4 and 7) is corruption of the snapshot file.
 pub fn load_snapshot(layout: &Layout) -> Result<Restored> {
-    restore_snapshot(
-        layout,
-        files::read_snapshot_in(&layout.snapshot, layout.dialect)?,
-    )
+    match files::read_snapshot_full(&layout.snapshot, layout.dialect)? {
+        Some((s, tasks)) if !tasks.is_empty() => {
+            let state = QueueState::from_snapshot_with_tasks(&s, &tasks)
+                .map_err(|e| Error::corruption(&layout.snapshot, None, e.to_string()))?;
+            Ok(Restored {
+                state,
+                snapshot: Some((s.last_index, s.last_term)),
+            })
+        }
+        s => restore_snapshot(layout, s.map(|(s, _)| s)),
+    }
 }
 
 /// The state a decoded snapshot (or none) describes, as a restore rebuilds it: content a

@@ -14,3 +14,4 @@ pub mod rules;
 pub mod segment;
 pub mod snapshot;
 pub mod steps;
+pub mod tasks;

@@ -37,6 +37,8 @@ use crate::error::{Error, Result};
 pub const MARKER: [u8; 4] = [0xB6, 0x38, 0x0F, 0xC9];
 /// Marker of the wide layout (Int64 index and term, spec 4.1).
 pub const WIDE_MARKER: [u8; 4] = [0xB6, 0x38, 0x0F, 0xCA];
+/// Marker of the task layout (the wide layout plus the queues' task-queue state, spec 12).
+pub const TASK_MARKER: [u8; 4] = [0xB6, 0x38, 0x0F, 0xCB];
 const LAST_INDEX_AT: usize = 4;
 const CRC_LEN: usize = 4;
 /// The longest file the format allows: the wide header, an Int32-long state, the checksum.
@@ -56,6 +58,10 @@ pub enum Layout {
     Wide,
     /// TaskFlux's: the narrow marker, Int64 index and term, CRC-32/MPEG-2 of the state.
     Taskflux,
+    /// The wide layout with a second Buffer after the state: the queues' rules, delayed
+    /// records and delivery counts (spec 12, [`encode_with_tasks`]). Written only when some
+    /// queue has any of them.
+    Tasks,
 }
 
 impl Layout {
@@ -82,6 +88,7 @@ impl Layout {
         match dialect {
             Dialect::Spec if marker == MARKER => Some(Layout::Narrow),
             Dialect::Spec if marker == WIDE_MARKER => Some(Layout::Wide),
+            Dialect::Spec if marker == TASK_MARKER => Some(Layout::Tasks),
             Dialect::Taskflux if marker == MARKER => Some(Layout::Taskflux),
             _ => None,
         }
@@ -90,7 +97,7 @@ impl Layout {
     const fn width(self) -> usize {
         match self {
             Layout::Narrow => 4,
-            Layout::Wide | Layout::Taskflux => 8,
+            Layout::Wide | Layout::Taskflux | Layout::Tasks => 8,
         }
     }
 
@@ -98,6 +105,7 @@ impl Layout {
         match self {
             Layout::Narrow | Layout::Taskflux => MARKER,
             Layout::Wide => WIDE_MARKER,
+            Layout::Tasks => TASK_MARKER,
         }
     }
 
@@ -328,7 +336,7 @@ pub fn encode_in(s: &Snapshot, dialect: Dialect) -> Result<Vec<u8>> {
             out.extend_from_slice(&(s.last_index as i32).to_be_bytes());
             out.extend_from_slice(&(s.last_term as i32).to_be_bytes());
         }
-        Layout::Wide | Layout::Taskflux => {
+        Layout::Wide | Layout::Taskflux | Layout::Tasks => {
             out.extend_from_slice(&s.last_index.to_be_bytes());
             out.extend_from_slice(&s.last_term.to_be_bytes());
         }
@@ -373,7 +381,7 @@ pub fn encode_in(s: &Snapshot, dialect: Dialect) -> Result<Vec<u8>> {
 fn checksum(layout: Layout, header: &[u8], state: &[u8]) -> u32 {
     match layout {
         Layout::Narrow => crc32_of(&[state]),
-        Layout::Wide => crc32_of(&[header, state]),
+        Layout::Wide | Layout::Tasks => crc32_of(&[header, state]),
         Layout::Taskflux => crc32_mpeg2(state),
     }
 }
@@ -403,13 +411,24 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Snapshot> {
 /// Decodes and checks a whole snapshot file of `dialect`; errors name `path` and the
 /// offending offset.
 pub fn decode_in(bytes: &[u8], path: &Path, dialect: Dialect) -> Result<Snapshot> {
+    decode_full(bytes, path, dialect).map(|(s, _)| s)
+}
+
+/// [`decode_in`], with the queues' task-queue state of a task layout (empty for the others).
+pub fn decode_full(
+    bytes: &[u8],
+    path: &Path,
+    dialect: Dialect,
+) -> Result<(Snapshot, Vec<QueueTasks>)> {
     let at =
         |e: super::cursor::DecodeError| Error::corruption(path, Some(e.offset as u64), e.reason);
     let mut c = Cursor::new(bytes);
     let marker = c.take(4, "snapshot marker").map_err(at)?;
     let Some(layout) = Layout::of_marker(dialect, marker) else {
         let expected = match dialect {
-            Dialect::Spec => "B6 38 0F C9, or B6 38 0F CA for the wide layout",
+            Dialect::Spec => {
+                "B6 38 0F C9, or B6 38 0F CA for the wide layout, or B6 38 0F CB with tasks"
+            }
             Dialect::Taskflux => "B6 38 0F C9 in the taskflux dialect",
         };
         return Err(Error::corruption(
@@ -426,12 +445,17 @@ pub fn decode_in(bytes: &[u8], path: &Path, dialect: Dialect) -> Result<Snapshot
             c.i32("last index").map_err(at)?.into(),
             c.i32("last term").map_err(at)?.into(),
         ),
-        Layout::Wide | Layout::Taskflux => (
+        Layout::Wide | Layout::Taskflux | Layout::Tasks => (
             c.i64("last index").map_err(at)?,
             c.i64("last term").map_err(at)?,
         ),
     };
     let state = c.buffer("state length").map_err(at)?;
+    let tasks_at = c.pos() + 4;
+    let tasks = match layout {
+        Layout::Tasks => c.buffer("tasks length").map_err(at)?,
+        _ => &[],
+    };
     let crc_at = c.pos();
     let stored = c.u32("checksum").map_err(at)?;
     if c.left() != 0 {
@@ -441,7 +465,10 @@ pub fn decode_in(bytes: &[u8], path: &Path, dialect: Dialect) -> Result<Snapshot
             format!("{} trailing bytes after the checksum", c.left()),
         ));
     }
-    let computed = checksum(layout, &bytes[LAST_INDEX_AT..layout.state_len_at()], state);
+    let computed = match layout {
+        Layout::Tasks => crc32_of(&[&bytes[LAST_INDEX_AT..layout.state_len_at()], state, tasks]),
+        _ => checksum(layout, &bytes[LAST_INDEX_AT..layout.state_len_at()], state),
+    };
     if stored != computed {
         return Err(Error::corruption(
             path,
@@ -463,8 +490,66 @@ pub fn decode_in(bytes: &[u8], path: &Path, dialect: Dialect) -> Result<Snapshot
     for q in &mut s.queues {
         q.sort_records();
     }
-    Ok(s)
+    let tasks = match layout {
+        Layout::Tasks => super::tasks::decode(tasks, tasks_at, &s).map_err(at)?,
+        _ => Vec::new(),
+    };
+    Ok((s, tasks))
 }
+
+/// The file's bytes with the queues' task-queue state (spec 12): [`encode`] when `tasks` is
+/// empty (so a base that uses none of it writes exactly what it wrote before), else the task
+/// layout: the wide header with marker `B6 38 0F CB`, the state Buffer, the tasks Buffer, and
+/// the CRC of index, term, state bytes and tasks bytes.
+pub fn encode_with_tasks(s: &Snapshot, tasks: &[QueueTasks]) -> Result<Vec<u8>> {
+    if tasks.is_empty() {
+        return encode(s);
+    }
+    let wide = encode_wide(s)?;
+    let mut out = Vec::with_capacity(wide.len() + 64);
+    out.extend_from_slice(&TASK_MARKER);
+    out.extend_from_slice(&wide[LAST_INDEX_AT..wide.len() - CRC_LEN]);
+    let tasks_bytes = super::tasks::encode(tasks)?;
+    let len = i32::try_from(tasks_bytes.len()).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "snapshot task state is {} bytes (at most 2147483647)",
+            tasks_bytes.len()
+        ))
+    })?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&tasks_bytes);
+    let (state_at, state_end) = (Layout::Tasks.state_at(), wide.len() - CRC_LEN);
+    let crc = crc32_of(&[
+        &out[LAST_INDEX_AT..Layout::Tasks.state_len_at()],
+        &out[state_at..state_end],
+        &tasks_bytes,
+    ]);
+    out.extend_from_slice(&crc.to_be_bytes());
+    Ok(out)
+}
+
+/// `s` in the wide layout whatever its index and term (the base of the task layout).
+fn encode_wide(s: &Snapshot) -> Result<Vec<u8>> {
+    if s.layout() == Layout::Wide {
+        return encode(s);
+    }
+    // Narrow values fit Int64 as they are: write them wide by hand.
+    let narrow = encode(s)?;
+    let mut out = Vec::with_capacity(narrow.len() + 8);
+    out.extend_from_slice(&WIDE_MARKER);
+    out.extend_from_slice(&s.last_index.to_be_bytes());
+    out.extend_from_slice(&s.last_term.to_be_bytes());
+    out.extend_from_slice(&narrow[Layout::Narrow.state_len_at()..narrow.len() - CRC_LEN]);
+    let state_at = Layout::Wide.state_at();
+    let crc = crc32_of(&[
+        &out[LAST_INDEX_AT..Layout::Wide.state_len_at()],
+        &out[state_at..],
+    ]);
+    out.extend_from_slice(&crc.to_be_bytes());
+    Ok(out)
+}
+
+pub use super::tasks::QueueTasks;
 
 fn hex_words(b: &[u8]) -> String {
     b.iter()

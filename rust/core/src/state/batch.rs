@@ -265,7 +265,7 @@ impl Queue {
     ///
     /// # Safety
     /// As [`Pending::into_records`]: every source a pending record borrows from is alive.
-    unsafe fn settle(&mut self) {
+    pub(super) unsafe fn settle(&mut self) {
         if self.pending.is_empty() {
             return;
         }

@@ -13,6 +13,7 @@ mod heap4;
 mod keyed;
 pub mod payload;
 mod queues;
+mod tasks;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -21,7 +22,9 @@ use roaring::RoaringTreemap;
 use crate::error::{Error, Result};
 use crate::format::delta::{self, display_name, fields, DeltaRef};
 pub use crate::format::queue::{QueueConfig, IMPL_ARRAY, IMPL_HEAP};
+pub use crate::format::rules::QueueRules;
 use crate::format::snapshot::{QueueData, Snapshot};
+pub use crate::format::tasks::QueueTasks;
 pub use crate::state::payload::Payload;
 use crate::state::payload::{Lender, Lent};
 
@@ -30,6 +33,7 @@ use batch::Pending;
 pub use heap4::Heap4;
 pub use keyed::KeyedFifos;
 use queues::Queues;
+use tasks::{Delayed, Flight};
 
 /// One queued message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +119,17 @@ pub struct Queue {
     ready: Ready,
     alive: RoaringTreemap,
     tombstones: RoaringTreemap,
-    in_flight: HashMap<u64, Record>,
+    /// In-flight records with their deliveries so far (this one included).
+    in_flight: HashMap<u64, Flight>,
+    /// The queue's task-queue rules (spec 12; empty for a queue that has none).
+    rules: QueueRules,
+    /// Records that are present but not ready before their due time (spec 12), by due time.
+    delayed: Delayed,
+    /// Ready-heap records a replayed Failed made delayed without taking them out of the heap
+    /// (id -> due): see `tasks.rs`. Empty outside a replay.
+    deferred: HashMap<u64, i64>,
+    /// Deliveries so far of present records that are not in flight (absent: none).
+    attempts: HashMap<u64, u32>,
     /// Records added by a [`Batch`] and not yet in `ready`/`alive` (ascending ids, all above
     /// every id in `ready`); empty outside a batch.
     pending: Pending,
@@ -149,6 +163,10 @@ impl Queue {
             alive: RoaringTreemap::new(),
             tombstones: RoaringTreemap::new(),
             in_flight: HashMap::default(),
+            rules: QueueRules::default(),
+            delayed: Delayed::default(),
+            deferred: HashMap::default(),
+            attempts: HashMap::default(),
             pending: Pending::default(),
         }
     }
@@ -171,7 +189,7 @@ impl Queue {
 
     /// Ready records.
     pub fn count(&self) -> u64 {
-        self.alive.len() - self.in_flight.len() as u64
+        self.alive.len() - self.in_flight.len() as u64 - self.delayed_count()
     }
 
     pub fn in_flight_count(&self) -> u64 {
@@ -239,8 +257,17 @@ impl Queue {
         if !self.alive.remove(id) {
             return Err(self.not_present(id));
         }
+        if !self.attempts.is_empty() {
+            self.attempts.remove(&id);
+        }
         if self.in_flight.remove(&id).is_some() {
             return Ok(());
+        }
+        if self.delayed.remove(id).is_some() {
+            return Ok(());
+        }
+        if !self.deferred.is_empty() {
+            self.deferred.remove(&id);
         }
         if self.ready.peek().is_some_and(|r| r.id == id) {
             self.ready.pop();
@@ -250,33 +277,65 @@ impl Queue {
         Ok(())
     }
 
-    /// Takes the next ready record (skipping removed ones).
+    /// Takes the next ready record (skipping removed ones, and moving deferred ones to the
+    /// delayed records).
     fn pop_ready(&mut self) -> Option<Record> {
         loop {
             let r = self.ready.pop()?;
-            if !self.tombstones.remove(r.id) {
-                return Some(r);
+            if self.tombstones.remove(r.id) {
+                continue;
             }
+            if !self.deferred.is_empty() {
+                if let Some(due) = self.deferred.remove(&r.id) {
+                    self.delayed.push(due, r);
+                    continue;
+                }
+            }
+            return Some(r);
         }
     }
 
     /// The next ready record without taking it (removed records at the front are dropped).
     pub fn peek(&mut self) -> Option<&Record> {
         while let Some(id) = self.ready.peek().map(|r| r.id) {
-            if !self.tombstones.remove(id) {
+            if self.tombstones.remove(id) {
+                self.ready.pop();
+            } else if let Some(due) = (!self.deferred.is_empty())
+                .then(|| self.deferred.remove(&id))
+                .flatten()
+            {
+                let r = self.ready.pop().expect("peeked");
+                self.delayed.push(due, r);
+            } else {
                 break;
             }
-            self.ready.pop();
         }
         self.ready.peek()
     }
 
-    /// The next ready record, moved to in flight.
+    /// The next ready record, moved to in flight, its delivery counted (in memory).
     pub fn dequeue(&mut self) -> Option<&Record> {
-        let r = self.pop_ready()?;
-        let id = r.id;
-        self.in_flight.insert(id, r);
-        self.in_flight.get(&id)
+        self.deliver_next(true).map(|(r, _)| r)
+    }
+
+    /// The next ready record, moved to in flight, with its deliveries so far; `count` adds
+    /// this delivery to them (a queue whose deliveries are logged counts them when its
+    /// Delivered delta is applied instead).
+    pub fn deliver_next(&mut self, count: bool) -> Option<(&Record, u32)> {
+        let record = self.pop_ready()?;
+        let id = record.id;
+        let before = if self.attempts.is_empty() {
+            0
+        } else {
+            self.attempts.remove(&id).unwrap_or(0)
+        };
+        let attempts = before.saturating_add(u32::from(count));
+        let f = self
+            .in_flight
+            .entry(id)
+            .insert_entry(Flight { record, attempts })
+            .into_mut();
+        Some((&f.record, f.attempts))
     }
 
     pub fn is_in_flight(&self, id: u64) -> bool {
@@ -285,26 +344,30 @@ impl Queue {
 
     /// The in-flight record `id`, if it is one.
     pub fn in_flight_record(&self, id: u64) -> Option<&Record> {
-        self.in_flight.get(&id)
+        self.in_flight.get(&id).map(|f| &f.record)
     }
 
     /// Puts an in-flight record back where it was (same id, so before later equal keys).
     pub fn nack(&mut self, id: u64) -> bool {
         match self.in_flight.remove(&id) {
-            Some(r) => {
-                self.ready.push(r);
+            Some(f) => {
+                if f.attempts > 0 {
+                    self.attempts.insert(id, f.attempts);
+                }
+                self.ready.push(f.record);
                 true
             }
             None => false,
         }
     }
 
-    /// Every present record (ready and in flight), in no particular order.
+    /// Every present record (ready, delayed and in flight), in no particular order.
     pub fn records(&self) -> impl Iterator<Item = &Record> {
         self.ready
             .iter()
             .filter(|r| !self.tombstones.contains(r.id))
-            .chain(self.in_flight.values())
+            .chain(self.delayed.records())
+            .chain(self.in_flight.values().map(|f| &f.record))
     }
 
     /// Ready records in dequeue order (for inspection; costs a sort).
@@ -312,7 +375,7 @@ impl Queue {
         let mut out: Vec<&Record> = self
             .ready
             .iter()
-            .filter(|r| !self.tombstones.contains(r.id))
+            .filter(|r| !self.tombstones.contains(r.id) && !self.deferred.contains_key(&r.id))
             .collect();
         out.sort_by_key(|r| (r.key, r.id));
         out
@@ -331,6 +394,14 @@ pub enum Applied {
     Deleted,
     Added(u64),
     Removed,
+    /// A queue's rules changed (QueueRules).
+    RulesSet,
+    /// A delivery was counted (Delivered).
+    Delivered,
+    /// A record is delayed after a failed delivery (Failed).
+    Failed,
+    /// This many records were purged (Purge).
+    Purged(u64),
 }
 
 /// All queues. Always holds the default queue (empty name).
@@ -362,6 +433,15 @@ impl QueueState {
 
     /// Rebuilds the state a snapshot describes (records re-inserted in id order).
     pub fn from_snapshot(snapshot: &Snapshot) -> Result<QueueState> {
+        QueueState::from_snapshot_with_tasks(snapshot, &[])
+    }
+
+    /// [`QueueState::from_snapshot`] with the queues' task-queue state (spec 12: rules,
+    /// delayed records, delivery counts) of a task-layout snapshot.
+    pub fn from_snapshot_with_tasks(
+        snapshot: &Snapshot,
+        tasks: &[QueueTasks],
+    ) -> Result<QueueState> {
         // The snapshot's rules (spec 4 and 7) live in `Snapshot::check`, shared with the codec.
         snapshot.validate()?;
         let mut queues = Queues::default();
@@ -369,13 +449,32 @@ impl QueueState {
             let config = q.config().map_err(Error::InvalidArgument)?;
             let mut queue = Queue::new(&q.name, config);
             queue.last_id = q.last_id;
+            let task = tasks.iter().find(|t| t.name == q.name);
+            let due_of: HashMap<u64, i64> = task
+                .map(|t| t.delayed.iter().copied().collect())
+                .unwrap_or_default();
+            if let Some(t) = task {
+                t.rules.check(&q.name).map_err(Error::InvalidArgument)?;
+                queue.set_rules(t.rules.clone());
+                queue.attempts = t.attempts.iter().copied().collect();
+            }
             let mut records: Vec<Record> = q
                 .records
                 .iter()
-                .map(|(id, key, data)| Record {
-                    id: *id,
-                    key: *key,
-                    data: data.as_slice().into(),
+                .filter_map(|(id, key, data)| {
+                    let r = Record {
+                        id: *id,
+                        key: *key,
+                        data: data.as_slice().into(),
+                    };
+                    match due_of.get(id) {
+                        Some(&due) => {
+                            queue.alive.insert(*id);
+                            queue.delayed.push(due, r);
+                            None
+                        }
+                        None => Some(r),
+                    }
                 })
                 .collect();
             if !records.is_sorted_by_key(|r| r.id) {
@@ -417,6 +516,31 @@ impl QueueState {
             last_term,
             queues,
         }
+    }
+
+    /// The queues' task-queue state for a snapshot (spec 12): one entry per queue that has
+    /// rules, delayed records or counted deliveries, by name; empty when none has any, so the
+    /// snapshot keeps its old layout.
+    pub fn to_tasks(&self) -> Vec<QueueTasks> {
+        let mut out: Vec<QueueTasks> = self
+            .queues
+            .values()
+            .map(|q| QueueTasks {
+                name: q.name.clone(),
+                rules: q.rules.clone(),
+                delayed: q.delayed_dues(),
+                // Counts are logged (and so carried) only under a dead-letter rule; a queue
+                // without one counts in memory since the owner started.
+                attempts: if q.rules.dead_letter.is_some() {
+                    q.attempts_list()
+                } else {
+                    Vec::new()
+                },
+            })
+            .filter(|t| !t.is_empty())
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 
     pub fn queue(&self, name: &[u8]) -> Result<&Queue> {
@@ -706,11 +830,70 @@ impl QueueState {
                 .map_err(|r| replay_error(lsn, format!("RemoveRecord: {r}"), None))?;
                 Ok(Applied::Removed)
             }
-            ref other => Err(replay_error(
+            ref task => self.apply_task_delta(mode, lsn, task),
+        }
+    }
+
+    /// The task-queue deltas (spec 12; `tasks.rs`). In a batch the queue is settled first:
+    /// these deltas name records anywhere in the queue, and an AddLater's id must not fall
+    /// between pending ids.
+    fn apply_task_delta(
+        &mut self,
+        mode: Mode<'_>,
+        lsn: Option<i64>,
+        delta: &DeltaRef<'_>,
+    ) -> Result<Applied> {
+        let name = delta.name();
+        let kind = delta.kind_name();
+        let q = self.queues.get_mut(name).ok_or_else(|| {
+            replay_error(
                 lsn,
-                format!("{} is not applied yet", other.kind_name()),
+                format!("{kind} of missing queue {}", display_name(name)),
                 None,
-            )),
+            )
+        })?;
+        if let Mode::Batch(..) = mode {
+            // SAFETY: only a `Batch` passes `Mode::Batch`, and it holds a count of every source
+            // its pending records borrow from (see `Batch`).
+            unsafe { q.settle() };
+        }
+        let refused = |r: String| {
+            replay_error(
+                lsn,
+                format!("{kind} of queue {}: {r}", display_name(name)),
+                None,
+            )
+        };
+        match *delta {
+            DeltaRef::QueueRules { ref change, .. } => {
+                let rules = q.changed_rules(change).map_err(refused)?;
+                q.set_rules(rules);
+                Ok(Applied::RulesSet)
+            }
+            DeltaRef::AddLater {
+                key,
+                not_before,
+                message,
+                ..
+            } => {
+                q.config.check_stored_key(key).map_err(refused)?;
+                q.add_later(key, message, not_before)
+                    .map(Applied::Added)
+                    .ok_or_else(|| refused("the queue has used every id".into()))
+            }
+            DeltaRef::Delivered { id, .. } => {
+                q.count_delivery(id).map_err(refused)?;
+                Ok(Applied::Delivered)
+            }
+            DeltaRef::Failed { id, due, .. } => {
+                q.fail(id, due).map_err(refused)?;
+                Ok(Applied::Failed)
+            }
+            DeltaRef::Purge { kept, .. } => {
+                let kept = kept.to_vec();
+                q.purge(&kept).map(Applied::Purged).map_err(refused)
+            }
+            _ => unreachable!("apply_delta_in applies the other kinds"),
         }
     }
 }

@@ -98,10 +98,11 @@ impl Store {
         // The snapshot must never be ahead of a durable log: sync first.
         inner.log.sync()?;
         let snap = inner.state.to_snapshot(last, term);
-        files::write_snapshot_in(
+        files::write_snapshot_full(
             &*self.storage,
             &self.layout.snapshot,
             &snap,
+            &inner.state.to_tasks(),
             self.layout.dialect,
         )?;
         inner.snapshot_index = last;

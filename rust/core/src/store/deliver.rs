@@ -23,17 +23,107 @@ impl Store {
         timeout: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<(Record, u64)>> {
-        self.wait_for(name, timeout, |inner, now| {
+        Ok(self
+            .deliver(name, timeout, lease)?
+            .map(|d| (d.record, d.receipt)))
+    }
+
+    /// [`Store::dequeue_leased`] with the delivery's count (spec 12). Delayed records that came
+    /// due are ready first. On a queue with a dead-letter rule the delivery is logged
+    /// (Delivered) and durable before the record is handed out, and a ready record whose
+    /// counted deliveries already reached the rule's N (its takers died) moves to the
+    /// dead-letter queue instead of being delivered again. Without `lease`, the queue's lease
+    /// rule applies.
+    pub fn deliver(
+        &self,
+        name: &[u8],
+        timeout: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<super::Delivery>> {
+        let mut logged = None;
+        let delivery = self.wait_for(name, timeout, |inner, now| {
             let q = inner.state.queue_mut(name)?;
-            let Some(r) = q.dequeue().cloned() else {
-                return Ok(None);
+            if q.delayed_count() != 0 {
+                q.promote(super::now_ms());
+            }
+            let lease = lease.or_else(|| {
+                q.rules()
+                    .lease_ms
+                    .map(|ms| Duration::from_millis(ms as u64))
+            });
+            let (r, attempts) = match q.rules().dead_letter.clone() {
+                None => match q.deliver_next(true) {
+                    Some((r, attempts)) => (r.clone(), attempts),
+                    None => return Ok(None),
+                },
+                Some((to, n)) => {
+                    let Some(r) = self.deliver_counted(inner, name, &to, n, &mut logged)? else {
+                        return Ok(None);
+                    };
+                    r
+                }
             };
             let receipt = inner.deliveries.deliver(name, r.id);
             if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
                 inner.deliveries.lease(name, r.id, until);
             }
-            Ok(Some((r, receipt)))
-        })
+            Ok(Some(super::Delivery {
+                record: r,
+                receipt,
+                attempts,
+            }))
+        })?;
+        if let Some(lsn) = logged {
+            // The counted delivery (and any dead-letter move) is durable before the record
+            // is handed out; concurrent writers share the fsync.
+            self.after_write(lsn)?;
+        }
+        Ok(delivery)
+    }
+
+    /// The next record of a queue with a dead-letter rule to `to` after `n` deliveries: ready
+    /// records already delivered `n` times move there (logged), the next one's delivery is
+    /// logged (Delivered) and it goes in flight. `logged` is raised to the last LSN written.
+    fn deliver_counted(
+        &self,
+        inner: &mut Inner,
+        name: &[u8],
+        to: &[u8],
+        n: i32,
+        logged: &mut Option<i64>,
+    ) -> Result<Option<(Record, u32)>> {
+        loop {
+            let q = inner.state.queue_mut(name)?;
+            let Some(id) = q.peek().map(|r| r.id) else {
+                return Ok(None);
+            };
+            if q.attempts_of(id) >= n as u32 {
+                // Every one of its `n` deliveries failed (its takers died: nothing settled
+                // them): it goes to the dead-letter queue, not out again.
+                q.deliver_next(false);
+                match self.dead_letter(inner, name, id, to) {
+                    Ok(lsn) => {
+                        *logged = Some(lsn);
+                        inner.deliveries.forget(name, id);
+                        inner.deliveries.counters_mut(name).dead_lettered += 1;
+                        continue;
+                    }
+                    Err(_) => {
+                        // The dead-letter queue refuses it (full, too small) or writes
+                        // stopped: never lost, never stuck: back, and delivered once more.
+                        inner.state.queue_mut(name)?.nack(id);
+                    }
+                }
+            }
+            let lsn = self
+                .log_and_apply(inner, &[DeltaRef::Delivered { name, id }])?
+                .1;
+            *logged = Some(lsn);
+            let q = inner.state.queue_mut(name)?;
+            // The record peeked above (nothing ran between): in flight now, its delivery
+            // counted by the Delivered just applied.
+            return Ok(q.deliver_next(false).map(|(r, a)| (r.clone(), a)));
+        }
     }
 
     /// Waits up to `timeout` (`None` = forever) until `name` has a ready record, without
@@ -75,6 +165,11 @@ impl Store {
             if let Some(next) = inner.deliveries.next_expiry(name) {
                 wait = wait.min(next.saturating_duration_since(now));
             }
+            // A delayed record wakes the waiter when it comes due (no polling loop).
+            if let Some(due) = inner.state.queue(name).ok().and_then(|q| q.next_due()) {
+                let ms = due.saturating_sub(super::now_ms()).max(0) as u64;
+                wait = wait.min(Duration::from_millis(ms));
+            }
             inner = self.ready.wait_timeout(inner, wait);
             if inner.closed {
                 return Err(Error::Closed("store"));
@@ -90,7 +185,8 @@ impl Store {
             if inner.state.queue(name).is_ok_and(|q| q.is_in_flight(id)) {
                 // Nobody waits on an expiry: a dead-letter move is durable per the sync policy
                 // of the next write (and a lost move only means the record is ready again).
-                let _ = self.delivery_failed(inner, name, id);
+                let _ = self.delivery_failed(inner, name, id, None);
+                inner.deliveries.counters_mut(name).expired += 1;
                 back = true;
             }
         }
@@ -108,19 +204,40 @@ impl Store {
         inner: &mut Inner,
         name: &[u8],
         id: u64,
+        delay: Option<i64>,
     ) -> Result<Option<i64>> {
         inner.deliveries.end(name, id);
-        let failures = inner.deliveries.failed(name, id);
-        let rule = std::str::from_utf8(name)
-            .ok()
-            .and_then(|n| self.settings.dead_letter.get(n))
-            .filter(|rule| failures >= rule.max_nacks);
-        if let Some(rule) = rule {
+        let nacks = inner.deliveries.failed(name, id);
+        let q = inner.state.queue(name)?;
+        let rules = q.rules().clone();
+        // Under a logged dead-letter rule every delivery is counted in the log (spec 12); a
+        // per-open `DeadLetter` setting for a queue without one counts failures in memory.
+        let rule = match &rules.dead_letter {
+            Some((to, n)) => Some((to.clone(), q.attempts_of(id), *n as u32)),
+            None => std::str::from_utf8(name)
+                .ok()
+                .and_then(|n| self.settings.dead_letter.get(n))
+                .map(|r| (r.queue.as_bytes().to_vec(), nacks, r.max_nacks)),
+        };
+        if let Some((to, _, _)) = rule.filter(|(_, failures, n)| failures >= n) {
             // The dead-letter queue may be missing, full or refuse the record, or writes may
             // have stopped: then the record stays in its queue (never lost), and the next
             // failure tries again.
-            if let Ok(lsn) = self.dead_letter(inner, name, id, rule.queue.as_bytes()) {
+            if let Ok(lsn) = self.dead_letter(inner, name, id, &to) {
                 inner.deliveries.forget(name, id);
+                inner.deliveries.counters_mut(name).dead_lettered += 1;
+                return Ok(Some(lsn));
+            }
+        }
+        let failures = inner.state.queue(name)?.attempts_of(id).max(1);
+        let delay = delay.unwrap_or_else(|| rules.retry_delay_after(failures));
+        if delay > 0
+            && self.layout.dialect == crate::format::dialect::Dialect::Spec
+            && self.stopped(inner).is_none()
+        {
+            // A failed write leaves the record ready at once (never lost).
+            let due = super::now_ms().saturating_add(delay);
+            if let Ok((_, lsn)) = self.log_and_apply(inner, &[DeltaRef::Failed { name, id, due }]) {
                 return Ok(Some(lsn));
             }
         }
@@ -196,6 +313,7 @@ impl Store {
                 .log_and_apply(&mut inner, &[DeltaRef::RemoveRecord { name, id }])?
                 .1;
             inner.deliveries.forget(name, id);
+            inner.deliveries.counters_mut(name).acked += 1;
             lsn
         };
         self.after_write(lsn)
@@ -235,6 +353,7 @@ impl Store {
             let lsn = self.log_and_apply(&mut inner, &deltas)?.1;
             for &(name, id, _) in items {
                 inner.deliveries.forget(name, id);
+                inner.deliveries.counters_mut(name).acked += 1;
             }
             lsn
         };
@@ -251,7 +370,42 @@ impl Store {
     /// [`Store::nack`] without the wait for durability of a dead-letter move
     /// ([`Store::make_durable`]); a record that simply goes back writes nothing.
     pub fn nack_logged(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<Logged> {
+        self.nack_delayed_logged(name, id, receipt, None)
+    }
+
+    /// [`Store::nack`] with a retry delay (spec 12): `None` follows the queue's retry rule
+    /// (delay x backoff^(failures-1), capped; ready at once without one), `Some(0)` makes the
+    /// record ready at once, `Some(ms)` ready `ms` from now (a logged Failed).
+    pub fn nack_delayed(
+        &self,
+        name: &[u8],
+        id: u64,
+        receipt: Option<u64>,
+        delay_ms: Option<i64>,
+    ) -> Result<()> {
+        let logged = self.nack_delayed_logged(name, id, receipt, delay_ms)?;
+        self.make_durable(logged)
+    }
+
+    /// [`Store::nack_delayed`] without the wait for durability.
+    pub fn nack_delayed_logged(
+        &self,
+        name: &[u8],
+        id: u64,
+        receipt: Option<u64>,
+        delay_ms: Option<i64>,
+    ) -> Result<Logged> {
         self.refuse_readonly()?;
+        if let Some(ms) = delay_ms {
+            if ms < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "a nack's delay must be >= 0, not {ms} ms"
+                )));
+            }
+            if ms > 0 {
+                self.refuse_task_dialect("a nack with a delay")?;
+            }
+        }
         let moved = {
             let mut inner = self.inner()?;
             self.expire(&mut inner, name, Instant::now());
@@ -261,7 +415,8 @@ impl Store {
                     id,
                 });
             }
-            self.delivery_failed(&mut inner, name, id)?
+            inner.deliveries.counters_mut(name).nacked += 1;
+            self.delivery_failed(&mut inner, name, id, delay_ms)?
         };
         self.ready.notify_all();
         Ok(moved.map_or(Logged::NOTHING, Logged::at))

@@ -28,9 +28,23 @@ impl QueueDeliveries {
 #[derive(Debug, Default)]
 pub struct Deliveries {
     queues: HashMap<Vec<u8>, QueueDeliveries>,
+    /// What happened to each queue since the store opened (`Store::stats`).
+    counters: HashMap<Vec<u8>, super::tasks::Counters>,
 }
 
 impl Deliveries {
+    /// The counters of `queue` (zero when nothing happened to it).
+    pub fn counters(&self, queue: &[u8]) -> super::tasks::Counters {
+        self.counters.get(queue).copied().unwrap_or_default()
+    }
+
+    pub fn counters_mut(&mut self, queue: &[u8]) -> &mut super::tasks::Counters {
+        if !self.counters.contains_key(queue) {
+            self.counters.insert(queue.to_vec(), Default::default());
+        }
+        self.counters.get_mut(queue).expect("inserted")
+    }
+
     /// Record `id` of `queue` was delivered: its new receipt, which settles this delivery
     /// only (a stale ack or nack of an earlier delivery of the same record is refused).
     /// Receipts are unique in the process (`state::next_incarnation`), so one names one
@@ -124,6 +138,7 @@ impl Deliveries {
     /// The queue was deleted.
     pub fn drop_queue(&mut self, queue: &[u8]) {
         self.queues.remove(queue);
+        self.counters.remove(queue);
     }
 }
 

@@ -34,6 +34,9 @@ pub mod deliveries;
 mod open;
 mod queues;
 mod read;
+pub mod tasks;
+
+pub use tasks::{now_ms, Delivery, QueueStats};
 
 /// How [`Store::open_with`] opens a base directory.
 #[derive(Debug, Clone)]

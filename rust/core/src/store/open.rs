@@ -215,6 +215,11 @@ impl Store {
             report,
             born: crate::fork::Birth::now(),
         };
+        if !readonly {
+            // A refused routing (a full disk, the taskflux dialect) leaves the setting's rule
+            // in force in memory, as before (`Store::delivery_failed`).
+            let _ = store.route_dead_letter_settings();
+        }
         Ok(store)
     }
 }

@@ -31,7 +31,17 @@ impl Store {
                 max_message_size: config.max_message_size.map_or(-1, |v| v as i32),
                 key_range: config.key_range,
             };
-            self.log_and_apply(&mut inner, &[delta])?.1
+            // A `DeadLetter` setting for this queue becomes its logged rule, in the same write.
+            let routed = self.dead_letter_setting(name);
+            let rule = routed.as_ref().map(|(to, n)| DeltaRef::QueueRules {
+                name,
+                change: crate::format::rules::RulesChange {
+                    dead_letter: Some(Some((to.as_slice(), *n))),
+                    ..Default::default()
+                },
+            });
+            let deltas: Vec<DeltaRef<'_>> = std::iter::once(delta).chain(rule).collect();
+            self.log_and_apply(&mut inner, &deltas)?.1
         };
         self.after_write(lsn).map(|()| true)
     }
@@ -65,6 +75,17 @@ impl Store {
         &self,
         name: &[u8],
         items: &[(i64, &[u8])],
+    ) -> Result<(Vec<u64>, Logged)> {
+        self.enqueue_many_in(name, items, None)
+    }
+
+    /// [`Store::enqueue_many_logged`], the records delayed until `not_before` (unix ms) when
+    /// given (AddLater deltas; the caller checked the dialect).
+    pub(super) fn enqueue_many_in(
+        &self,
+        name: &[u8],
+        items: &[(i64, &[u8])],
+        not_before: Option<i64>,
     ) -> Result<(Vec<u64>, Logged)> {
         let (ids, lsn) = {
             let mut inner = self.writable()?;
@@ -101,10 +122,14 @@ impl Store {
             }
             let deltas: Vec<DeltaRef<'_>> = items
                 .iter()
-                .map(|(key, message)| DeltaRef::AddRecord {
-                    name,
-                    key: *key,
-                    message,
+                .map(|&(key, message)| match not_before {
+                    None => DeltaRef::AddRecord { name, key, message },
+                    Some(not_before) => DeltaRef::AddLater {
+                        name,
+                        key,
+                        not_before,
+                        message,
+                    },
                 })
                 .collect();
             let (applied, lsn) = self.log_and_apply(&mut inner, &deltas)?;
@@ -114,7 +139,8 @@ impl Store {
                     Applied::Added(id) => Some(id),
                     _ => None,
                 })
-                .collect();
+                .collect::<Vec<u64>>();
+            inner.deliveries.counters_mut(name).enqueued += ids.len() as u64;
             (ids, lsn)
         };
         self.ready.notify_all();
