@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +82,20 @@ def dump_fields(v: dict[str, Any]) -> dict[str, Any]:
     elif kind == "P":
         out["kept_ids"] = v["kept"]
     return out
+
+
+def task_layout_snapshot(snapshot: Path) -> None:
+    """Rewrites the spec snapshot at ``snapshot`` (narrow or wide layout) in the task layout
+    (docs/format.md "Task-queue deltas", from its byte table): the same state, and queue "jobs"
+    with a lease rule of 30 s (every other rule cleared), no delayed record, no counts."""
+    data = snapshot.read_bytes()
+    wide = data[:4] == bytes.fromhex("b6380fca")
+    head = "!qqi" if wide else "!iii"
+    index, term, n = struct.unpack_from(head, data, 4)
+    state = data[4 + struct.calcsize(head) : 4 + struct.calcsize(head) + n]
+    rules = b"\x01\x00" * 4 + b"\x01\x01" + struct.pack("!q", 30_000)
+    tasks = struct.pack("!i", 1) + b"\x04jobs" + rules + struct.pack("!ii", 0, 0)
+    header = struct.pack("!qq", index, term)
+    body = header + struct.pack("!i", len(state)) + state + struct.pack("!i", len(tasks)) + tasks
+    crc = zlib.crc32(header + state + tasks)
+    snapshot.write_bytes(bytes.fromhex("b6380fcb") + body + struct.pack("!I", crc))

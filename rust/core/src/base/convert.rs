@@ -201,13 +201,30 @@ fn build(
     }
     // Snapshot: the same state under the target's header; TaskFlux's "no snapshot yet" empty
     // file stays an empty file.
-    let snapshot = files::read_snapshot_in(&source.snapshot, from)?;
+    let (snapshot, tasks) = match files::read_snapshot_full(&source.snapshot, from)? {
+        Some((s, tasks)) => (Some(s), tasks),
+        None => (None, Vec::new()),
+    };
+    if let Some(q) = tasks.first().filter(|_| to == Dialect::Taskflux) {
+        // A task-layout snapshot (spec section 12): its rules, delays and counts have no
+        // place in TaskFlux's snapshot, and converting without them would change the queues.
+        return Err(Error::InvalidArgument(format!(
+            "the taskflux dialect cannot represent the task-queue state of queue '{}' \
+             (rules, delayed records or delivery counts) in {} (spec section 12): nothing \
+             was written",
+            String::from_utf8_lossy(&q.name),
+            source.snapshot.display()
+        )));
+    }
     match &snapshot {
         Some(s) => {
-            write_file(
-                &target.snapshot,
-                &crate::format::snapshot::encode_in(s, to)?,
-            )?;
+            // The task state goes along (spec to spec); a taskflux target was refused above.
+            let bytes = if tasks.is_empty() {
+                crate::format::snapshot::encode_in(s, to)?
+            } else {
+                crate::format::snapshot::encode_with_tasks(s, &tasks)?
+            };
+            write_file(&target.snapshot, &bytes)?;
             report.snapshot = true;
         }
         None if std::fs::symlink_metadata(&source.snapshot).is_ok() => {
