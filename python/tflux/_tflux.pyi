@@ -807,6 +807,10 @@ class SnapshotBatch:
     def queues(self) -> list[dict[str, Any]]:
         """Every queue (with or without records): name, implementation, last_id,
         max_queue_size, max_message_size, key_range."""
+    @property
+    def task_queues(self) -> list[str]:
+        """Queues whose task-queue state (rules, delayed records, delivery counts; spec 12) a
+        task-layout snapshot holds: not in the columns."""
     def _buffers(
         self,
     ) -> list[tuple[str, tuple[str, ColumnBuffer | None, ColumnBuffer, ColumnBuffer | None]]]: ...

@@ -282,3 +282,23 @@ def test_snapshot_batch_lists_every_queue_with_its_last_id():
     jobs = queues["jobs"]
     assert (jobs["implementation"], jobs["last_id"], jobs["max_queue_size"]) == (2, 7, 50)
     assert (jobs["max_message_size"], jobs["key_range"]) == (1024, (0, 9))
+
+
+def test_a_task_layout_snapshot_names_the_queues_whose_task_state_the_columns_leave_out(tmp_path):
+    # Spec section 12: rules, delays and counts are not columns; the batch says which queues
+    # have them (Spark's replay refuses such a snapshot: tests/spark).
+    from _task_vectors import task_layout_snapshot
+    from tflux.spark.rebuild import _snapshot_describer
+
+    base = tmp_path / "base"
+    with tflux.open(base) as store:
+        store.create_queue("jobs")
+        store.enqueue("jobs", 1, b"plain")
+        store.snapshot()
+    path = base / "data" / "tflux.snapshot"
+    assert tflux.read_snapshot_batch(path).task_queues == []
+    task_layout_snapshot(path)
+    batch = tflux.read_snapshot_batch(path)
+    assert batch.task_queues == ["jobs"] and len(batch) == 1
+    with pytest.raises(tflux.ReplayError, match="task-queue state of queue 'jobs'"):
+        _snapshot_describer(None, "tflux_python")(str(path))
