@@ -529,3 +529,12 @@ def test_the_jvm_decodes_every_task_queue_vector_as_the_core_does(jvm_dump):
     assert row["rules"] == RULES_SET_ALL_TEXT  # the core's text too (tests/core)
     (row,), error = jvm_dump("delta", VECTORS["delivered"]["hex"])
     assert "record id 18446744073709551615 at LSN 0 exceeds Int64" in row["error"]
+
+
+def test_spark_replay_through_the_jvm_reader_stops_at_the_first_task_queue_delta(
+    jvm_spark, tmp_path
+):
+    # The JVM summary scan (replay's step 1) refuses it where it meets it, naming kind and LSN.
+    base, first = task_base(tmp_path)
+    with pytest.raises(Exception, match=f"cannot replay the queue_rules delta at LSN {first}:"):
+        tflux.spark.replay(jvm_spark, str(base)).collect()
