@@ -9,6 +9,8 @@ import pyarrow
 from typing_extensions import Buffer
 
 __version__: str
+# The protocol an owner and its clients speak (a fingerprint of every request and reply).
+PROTOCOL_VERSION: int
 
 # The store's words (LogSyncPolicy); "batch" is another name for "interval".
 SyncPolicy = Literal["always", "interval", "never", "batch"]

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 import tflux
+from tflux._tflux import PROTOCOL_VERSION
 
 CHILD_TIMEOUT = 120.0
 
@@ -251,7 +252,7 @@ def _connect(base: Path) -> socket.socket:
 
 
 def _hello() -> bytes:
-    body = b"TFLX" + struct.pack("<IQ", 1, 12345)
+    body = b"TFLX" + struct.pack("<IQ", PROTOCOL_VERSION, 12345)
     return struct.pack("<I", len(body)) + body
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import tflux
+from tflux._tflux import PROTOCOL_VERSION
 
 HOLDER = r"""
 import sys, time, tflux
@@ -46,7 +47,7 @@ def rss_mib(pid: int) -> int:
 
 
 def hello() -> bytes:
-    body = b"TFLX" + struct.pack("<IQ", 1, 7)
+    body = b"TFLX" + struct.pack("<IQ", PROTOCOL_VERSION, 7)
     return struct.pack("<I", len(body)) + body
 
 

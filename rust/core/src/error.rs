@@ -127,14 +127,15 @@ pub enum Error {
     /// An error the owner of a shared base directory raised for this client's request, as
     /// the owner worded it.
     #[error("{}", .0.message)]
-    Remote(Box<RemoteError>),
+    Remote(Box<ErrorReport>),
 }
 
-/// What a client learns of an error raised in the owner (`crate::share::wire`): enough to
-/// raise the same Python exception with the same message and fields.
+/// Any [`Error`] as plain data: its kind and the fields a user (or the Python exception of
+/// its kind) needs. What an owner sends a client for a failed request, and what the binding
+/// raises for every error, local or remote, so both go through one table of kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteError {
-    pub kind: RemoteKind,
+pub struct ErrorReport {
+    pub kind: ErrorKind,
     pub message: String,
     pub path: Option<String>,
     pub offset: Option<u64>,
@@ -146,10 +147,11 @@ pub struct RemoteError {
     pub lsn: Option<i64>,
 }
 
-/// The families of [`Error`], as sent over an owner's socket (their numbers are wire format).
+/// The families of [`Error`], each raised as one Python class (their numbers are wire
+/// format: an owner's error reaches its clients by number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum RemoteKind {
+pub enum ErrorKind {
     Corruption = 1,
     Dialect = 2,
     StaleRead = 3,
@@ -157,6 +159,7 @@ pub enum RemoteKind {
     Locked = 5,
     ReadOnly = 6,
     Forked = 7,
+    /// A full file system (a watermark, or an I/O error with `ENOSPC`).
     DiskFull = 8,
     Settings = 9,
     InvalidArgument = 10,
@@ -170,38 +173,44 @@ pub enum RemoteKind {
     OwnerLost = 18,
 }
 
-impl RemoteKind {
-    pub fn from_code(code: u8) -> Option<RemoteKind> {
-        use RemoteKind::*;
-        Some(match code {
-            1 => Corruption,
-            2 => Dialect,
-            3 => StaleRead,
-            4 => Io,
-            5 => Locked,
-            6 => ReadOnly,
-            7 => Forked,
-            8 => DiskFull,
-            9 => Settings,
-            10 => InvalidArgument,
-            11 => OutOfRange,
-            12 => Replay,
-            13 => NoSuchQueue,
-            14 => QueueExists,
-            15 => Policy,
-            16 => Closed,
-            17 => NotInFlight,
-            18 => OwnerLost,
-            _ => return None,
-        })
+/// "No space left on device".
+pub const ENOSPC: i32 = 28;
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 18] = {
+        use ErrorKind::*;
+        [
+            Corruption,
+            Dialect,
+            StaleRead,
+            Io,
+            Locked,
+            ReadOnly,
+            Forked,
+            DiskFull,
+            Settings,
+            InvalidArgument,
+            OutOfRange,
+            Replay,
+            NoSuchQueue,
+            QueueExists,
+            Policy,
+            Closed,
+            NotInFlight,
+            OwnerLost,
+        ]
+    };
+
+    pub fn from_code(code: u8) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| *k as u8 == code)
     }
 }
 
 impl Error {
-    /// This error as a client of the owner that raised it will see it.
-    pub fn to_remote(&self) -> RemoteError {
-        let mut r = RemoteError {
-            kind: RemoteKind::InvalidArgument,
+    /// This error as data (an owner's error that reached this client: as the owner made it).
+    pub fn report(&self) -> ErrorReport {
+        let mut r = ErrorReport {
+            kind: ErrorKind::InvalidArgument,
             message: self.to_string(),
             path: None,
             offset: None,
@@ -211,70 +220,77 @@ impl Error {
             lsn: None,
         };
         let path = |p: &Path| Some(p.display().to_string());
+        let io = |errno: Option<i32>| {
+            if errno == Some(ENOSPC) {
+                ErrorKind::DiskFull
+            } else {
+                ErrorKind::Io
+            }
+        };
         r.kind = match self {
             Error::Corruption {
                 path: p, offset, ..
             } => {
                 (r.path, r.offset) = (path(p), *offset);
-                RemoteKind::Corruption
+                ErrorKind::Corruption
             }
             Error::Dialect { path: p, .. } => {
                 r.path = path(p);
-                RemoteKind::Dialect
+                ErrorKind::Dialect
             }
-            Error::Forked { .. } => RemoteKind::Forked,
+            Error::Forked { .. } => ErrorKind::Forked,
             Error::StaleRead {
                 path: p, offset, ..
             } => {
                 (r.path, r.offset) = (path(p), *offset);
-                RemoteKind::StaleRead
+                ErrorKind::StaleRead
             }
             Error::Io {
                 path: p, source, ..
             } => {
                 (r.path, r.errno) = (path(p), source.raw_os_error());
-                RemoteKind::Io
+                io(r.errno)
             }
             Error::Locked { path: p } | Error::ReceiverLocked { path: p, .. } => {
                 r.path = path(p);
-                RemoteKind::Locked
+                ErrorKind::Locked
             }
-            Error::ReadOnly { .. } => RemoteKind::ReadOnly,
+            Error::ReadOnly { .. } => ErrorKind::ReadOnly,
             Error::Poisoned { cause } | Error::NotDurable { cause } => {
                 (r.path, r.errno) = (cause.path.as_deref().and_then(path), cause.errno);
-                RemoteKind::Io
+                io(r.errno)
             }
             Error::DiskFull { path: p, .. } => {
-                r.path = path(p);
-                RemoteKind::DiskFull
+                (r.path, r.errno) = (path(p), Some(ENOSPC));
+                ErrorKind::DiskFull
             }
-            Error::Settings(_) => RemoteKind::Settings,
-            Error::InvalidArgument(_) => RemoteKind::InvalidArgument,
-            Error::OutOfRange(_) => RemoteKind::OutOfRange,
+            Error::Settings(_) => ErrorKind::Settings,
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::OutOfRange(_) => ErrorKind::OutOfRange,
             Error::Replay { lsn, .. } => {
                 r.lsn = *lsn;
-                RemoteKind::Replay
+                ErrorKind::Replay
             }
             Error::NoSuchQueue { name } => {
                 r.queue = name.clone();
-                RemoteKind::NoSuchQueue
+                ErrorKind::NoSuchQueue
             }
             Error::QueueExists { name } => {
                 r.queue = name.clone();
-                RemoteKind::QueueExists
+                ErrorKind::QueueExists
             }
             Error::Policy { queue, policy, .. } => {
                 (r.queue, r.policy) = (queue.clone(), policy.to_string());
-                RemoteKind::Policy
+                ErrorKind::Policy
             }
-            Error::Closed(_) => RemoteKind::Closed,
+            Error::Closed(_) => ErrorKind::Closed,
             Error::NotInFlight { queue, .. } => {
                 r.queue = queue.clone();
-                RemoteKind::NotInFlight
+                ErrorKind::NotInFlight
             }
             Error::OwnerLost { path: p, .. } => {
                 r.path = path(p);
-                RemoteKind::OwnerLost
+                ErrorKind::OwnerLost
             }
             Error::Remote(remote) => return (**remote).clone(),
         };

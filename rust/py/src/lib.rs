@@ -55,6 +55,7 @@ fn crc32(py: Python<'_>, data: pyo3::pybacked::PyBackedBytes) -> u32 {
 #[pymodule]
 fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("PROTOCOL_VERSION", tflux_core::share::wire::VERSION)?;
     m.add_function(wrap_pyfunction!(crc32, m)?)?;
     m.add_function(wrap_pyfunction!(crc32_mpeg2, m)?)?;
     buffer::register(m)?;

@@ -7,9 +7,10 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use tflux_core::format::queue::{implementation_code, implementation_name, IMPLEMENTATIONS};
+use tflux_core::share::wire::malformed;
 use tflux_core::share::{ShareOptions, SharedStore};
 use tflux_core::state::{QueueConfig, QueueInfo};
-use tflux_core::store::StoreOptions;
+use tflux_core::store::{Reply, Request, StoreInfo, StoreOptions};
 
 use crate::delta::{bytes_repr, int_arg, key_range_arg, str_repr, INT64};
 use crate::errors::{argument_error, py_result, Fail};
@@ -379,6 +380,39 @@ fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> tflux_core::Result<T> + Send
     py_result(py, py.detach(|| f().map_err(Fail::Core)))
 }
 
+impl PyStore {
+    /// Carries out `request` without the GIL; its reply as the type the method returns.
+    fn call<T: Send + TryFrom<Reply, Error = tflux_core::Error>>(
+        &self,
+        py: Python<'_>,
+        request: &Request<'_>,
+    ) -> PyResult<T> {
+        run(py, || self.inner.call(request))
+    }
+
+    /// Carries out a waiting request (a dequeue, a wait) in slices of at most 100 ms, so that
+    /// Ctrl-C (and other signals) are handled while it waits, until one gives something or
+    /// `deadline` (None: never) passes; the last reply.
+    fn wait_in_slices<T: Send + TryFrom<Reply, Error = tflux_core::Error>>(
+        &self,
+        py: Python<'_>,
+        request: &Request<'_>,
+        deadline: Option<Instant>,
+    ) -> PyResult<T> {
+        const SLICE: Duration = Duration::from_millis(100);
+        loop {
+            let slice = deadline.map_or(SLICE, |d| {
+                d.saturating_duration_since(Instant::now()).min(SLICE)
+            });
+            let reply = run(py, || self.inner.execute(&request.waiting(slice)))?;
+            if !reply.is_nothing() || deadline.is_some_and(|d| Instant::now() >= d) {
+                return py_result(py, reply.try_into().map_err(Fail::Core));
+            }
+            py.check_signals()?;
+        }
+    }
+}
+
 #[pymethods]
 impl PyStore {
     /// Use `tflux.open(base_dir, **settings)`; `settings_json` holds the PascalCase overrides.
@@ -434,15 +468,25 @@ impl PyStore {
         exist_ok: bool,
     ) -> PyResult<()> {
         let config = queue_config(implementation, max_size, max_message_size, key_range)?;
-        run(py, || {
-            self.inner
-                .create_queue_as(name.as_bytes(), config, exist_ok)
-                .map(|_| ())
-        })
+        let queue = name.as_bytes();
+        let _created: bool = self.call(
+            py,
+            &Request::CreateQueue {
+                queue,
+                config,
+                exist_ok,
+            },
+        )?;
+        Ok(())
     }
 
     fn delete_queue(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        run(py, || self.inner.delete_queue(name.as_bytes()))
+        self.call(
+            py,
+            &Request::DeleteQueue {
+                queue: name.as_bytes(),
+            },
+        )
     }
 
     fn enqueue(
@@ -454,7 +498,19 @@ impl PyStore {
     ) -> PyResult<u64> {
         let key = key_arg(key, "key")?;
         let payload = payload_arg(payload, "payload")?;
-        run(py, || self.inner.enqueue(queue.as_bytes(), key, &payload))
+        let items = vec![(key, &payload[..])];
+        let ids: Vec<u64> = self.call(
+            py,
+            &Request::Enqueue {
+                queue: queue.as_bytes(),
+                items,
+            },
+        )?;
+        let first = ids.first().copied();
+        py_result(
+            py,
+            first.ok_or_else(|| malformed("no id in the reply").into()),
+        )
     }
 
     fn enqueue_many(
@@ -477,8 +533,14 @@ impl PyStore {
                 payload_arg(&payload, &format!("items[{i}] payload"))?,
             ));
         }
-        let borrowed: Vec<(i64, &[u8])> = owned.iter().map(|(k, p)| (*k, &p[..])).collect();
-        run(py, || self.inner.enqueue_many(queue.as_bytes(), &borrowed))
+        let items: Vec<(i64, &[u8])> = owned.iter().map(|(k, p)| (*k, &p[..])).collect();
+        self.call(
+            py,
+            &Request::Enqueue {
+                queue: queue.as_bytes(),
+                items,
+            },
+        )
     }
 
     /// Waits up to `timeout` seconds (None or inf = forever, 0 = never) for a record.
@@ -498,28 +560,18 @@ impl PyStore {
                 deadline_arg(l, "lease")?.map(|d| d.saturating_duration_since(Instant::now()))
             }
         };
-        // Wait in slices so Ctrl-C (and other signals) are handled while blocked.
-        loop {
-            let slice = match deadline {
-                None => Duration::from_millis(100),
-                Some(d) => d
-                    .saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(100)),
-            };
-            let got = run(py, || {
-                self.inner
-                    .dequeue_leased(queue.as_bytes(), Some(slice), lease)
-            })?;
-            if let Some((r, incarnation)) = got {
-                let mut record = PyRecord::new(r.id, r.key, &r.data, queue);
-                record.incarnation = Some(incarnation);
-                return Ok(Some(record));
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(None);
-            }
-            py.check_signals()?;
-        }
+        let request = Request::Dequeue {
+            queue: queue.as_bytes(),
+            timeout: None,
+            lease,
+        };
+        let got: Option<(tflux_core::state::Record, u64)> =
+            self.wait_in_slices(py, &request, deadline)?;
+        Ok(got.map(|(r, receipt)| {
+            let mut record = PyRecord::new(r.id, r.key, &r.data, queue);
+            record.incarnation = Some(receipt);
+            record
+        }))
     }
 
     /// Waits up to `timeout` seconds (None = forever) until `queue` has a ready record, without
@@ -532,28 +584,18 @@ impl PyStore {
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let deadline = deadline(timeout)?;
-        // In slices, as dequeue, so Ctrl-C is handled while blocked.
-        loop {
-            let slice = match deadline {
-                None => Duration::from_millis(100),
-                Some(d) => d
-                    .saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(100)),
-            };
-            if run(py, || self.inner.wait_ready(queue.as_bytes(), Some(slice)))? {
-                return Ok(true);
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(false);
-            }
-            py.check_signals()?;
-        }
+        let request = Request::WaitReady {
+            queue: queue.as_bytes(),
+            timeout: None,
+        };
+        self.wait_in_slices(py, &request, deadline)
     }
 
     fn ack(&self, py: Python<'_>, record: PyRef<'_, PyRecord>) -> PyResult<()> {
         let (queue, id, inc) = (record.queue.clone(), record.id, record.incarnation);
         drop(record);
-        run(py, || self.inner.ack(queue.as_bytes(), id, inc))
+        let items = vec![(queue.as_bytes(), id, inc)];
+        self.call(py, &Request::Ack { items })
     }
 
     /// Acknowledges several records with one log write and one fsync (all or none).
@@ -567,23 +609,38 @@ impl PyStore {
             .iter()
             .map(|(q, id, inc)| (q.as_bytes(), *id, *inc))
             .collect();
-        run(py, || self.inner.ack_many(&items))
+        self.call(py, &Request::Ack { items })
     }
 
     fn nack(&self, py: Python<'_>, record: PyRef<'_, PyRecord>) -> PyResult<()> {
         let (queue, id, inc) = (record.queue.clone(), record.id, record.incarnation);
         drop(record);
-        run(py, || self.inner.nack(queue.as_bytes(), id, inc))
+        let request = Request::Nack {
+            queue: queue.as_bytes(),
+            id,
+            receipt: inc,
+        };
+        self.call(py, &request)
     }
 
     /// Ready records of `queue` (in-flight records are not counted).
     fn count(&self, py: Python<'_>, queue: &str) -> PyResult<u64> {
-        run(py, || self.inner.count(queue.as_bytes()))
+        self.call(
+            py,
+            &Request::Count {
+                queue: queue.as_bytes(),
+            },
+        )
     }
 
     /// The record `dequeue` would return next, without taking it (None: nothing ready).
     fn peek(&self, py: Python<'_>, queue: &str) -> PyResult<Option<PyRecord>> {
-        let r = run(py, || self.inner.peek(queue.as_bytes()))?;
+        let r: Option<tflux_core::state::Record> = self.call(
+            py,
+            &Request::Peek {
+                queue: queue.as_bytes(),
+            },
+        )?;
         Ok(r.map(|r| PyRecord::new(r.id, r.key, &r.data, queue)))
     }
 
@@ -595,7 +652,12 @@ impl PyStore {
     /// An iterator over the ready records of `queue` in dequeue order (a copy taken now;
     /// nothing is dequeued). Records are made one at a time as the iterator advances.
     fn iter_records(&self, py: Python<'_>, queue: &str) -> PyResult<PyRecordIter> {
-        let recs = run(py, || self.inner.peek_all(queue.as_bytes()))?;
+        let recs: Vec<tflux_core::state::Record> = self.call(
+            py,
+            &Request::PeekAll {
+                queue: queue.as_bytes(),
+            },
+        )?;
         Ok(PyRecordIter {
             records: std::sync::Mutex::new(recs.into_iter()),
             queue: queue.to_string(),
@@ -603,15 +665,18 @@ impl PyStore {
     }
 
     fn queues(&self, py: Python<'_>) -> PyResult<Vec<PyQueueInfo>> {
-        Ok(run(py, || self.inner.queues())?
-            .into_iter()
-            .map(PyQueueInfo::from)
-            .collect())
+        let queues: Vec<QueueInfo> = self.call(py, &Request::Queues {})?;
+        Ok(queues.into_iter().map(PyQueueInfo::from).collect())
     }
 
     /// Ready records of `queue` in dequeue order (a copy; nothing is dequeued).
     fn records(&self, py: Python<'_>, queue: &str) -> PyResult<Vec<PyRecord>> {
-        let recs = run(py, || self.inner.peek_all(queue.as_bytes()))?;
+        let recs: Vec<tflux_core::state::Record> = self.call(
+            py,
+            &Request::PeekAll {
+                queue: queue.as_bytes(),
+            },
+        )?;
         Ok(recs
             .iter()
             .map(|r| PyRecord::new(r.id, r.key, &r.data, queue))
@@ -620,7 +685,7 @@ impl PyStore {
 
     /// Writes a snapshot and compacts the log; False when nothing changed since the last one.
     fn snapshot(&self, py: Python<'_>) -> PyResult<bool> {
-        run(py, || self.inner.snapshot())
+        self.call(py, &Request::Snapshot {})
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
@@ -680,13 +745,15 @@ impl PyStore {
     /// `(start_index, last_index, snapshot_index)` of the log right now.
     #[getter]
     fn log_bounds(&self, py: Python<'_>) -> PyResult<(i64, i64, i64)> {
-        run(py, || self.inner.log_bounds())
+        let info: StoreInfo = self.call(py, &Request::Info {})?;
+        Ok(info.log_bounds)
     }
 
     /// Current Raft term (from the metadata file) and vote.
     #[getter]
     fn term(&self, py: Python<'_>) -> PyResult<i32> {
-        run(py, || self.inner.term())
+        let info: StoreInfo = self.call(py, &Request::Info {})?;
+        Ok(info.term)
     }
 
     /// The settings in force, with the JSON file's PascalCase keys and typed values (ints,

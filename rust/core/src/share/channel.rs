@@ -6,12 +6,75 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::role::{Handle, Role, Roles};
-use super::{find_owner, Client, Found, Served, Server};
+use super::{find_owner, Found, Served, Server};
 use crate::channel::{Channel, ChannelLayout, ChannelOptions, Receiver, Start};
+use crate::durability::Logged;
 use crate::error::{Error, Result};
+use crate::store::request::codec::messages;
+use crate::store::request::{Pace, Resend};
+use crate::store::Reply;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+messages! {
+    /// What a sender in another process asks of a channel's owner (codes after the store's:
+    /// wire format, as [`Request`](crate::store::Request)'s).
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum ChannelRequest<'a> {
+        /// All or nothing. Reply: `Lsn` (the first message's).
+        32 => SendMany { messages: Vec<&'a [u8]> },
+        33 => Fsync {},
+        /// Reply: `Flag` (false: no such receiver).
+        34 => DropReceiver { name: &'a str },
+        /// Reply: `Count` (segments deleted).
+        35 => Collect {},
+        /// Reply: `Flag`.
+        36 => DiskFull {},
+    }
+}
+
+impl ChannelRequest<'_> {
+    pub fn resend(&self) -> Resend {
+        use ChannelRequest::*;
+        match self {
+            SendMany { .. } | DropReceiver { .. } | Collect {} => Resend::IfUnsent,
+            Fsync {} | DiskFull {} => Resend::Again,
+        }
+    }
+
+    pub fn pace(&self) -> Pace {
+        use ChannelRequest::*;
+        match self {
+            SendMany { .. } | DiskFull {} => Pace::Quick,
+            Fsync {} | DropReceiver { .. } | Collect {} => Pace::Long,
+        }
+    }
+
+    /// Carries out the request on `channel`, without the wait for durability of what it
+    /// appended ([`Channel::make_durable`]).
+    pub fn execute_logged(&self, channel: &Channel) -> Result<(Reply, Logged)> {
+        use ChannelRequest::*;
+        let reply = match self {
+            SendMany { messages } => {
+                let (first, logged) = channel.send_many_logged(messages)?;
+                return Ok((Reply::Lsn(first), logged));
+            }
+            Fsync {} => Reply::Done(channel.sync()?),
+            DropReceiver { name } => Reply::Flag(channel.drop_receiver(name)?),
+            Collect {} => Reply::Count(channel.collect()? as u64),
+            DiskFull {} => Reply::Flag(channel.disk_full()),
+        };
+        Ok((reply, Logged::NOTHING))
+    }
+
+    /// Carries out the request on `channel` and waits until it is durable.
+    pub fn execute(&self, channel: &Channel) -> Result<Reply> {
+        let (reply, logged) = self.execute_logged(channel)?;
+        channel.make_durable(logged)?;
+        Ok(reply)
+    }
 }
 
 /// A channel directory open in this process, as its owner, a client of the owner, or alone.
@@ -77,15 +140,17 @@ impl SharedChannel {
         }
     }
 
-    /// Runs a call (`Roles::run`; `repeatable`: sent again to the next owner whatever
-    /// became of it).
-    fn run<T>(
-        &self,
-        repeatable: bool,
-        local: impl Fn(&Channel) -> Result<T>,
-        remote: impl Fn(&Client) -> Result<T>,
-    ) -> Result<T> {
-        self.roles.run(repeatable, || self.resolve(), local, remote)
+    /// Carries out `request` here or by the owner (`Roles::run`), its reply as the type the
+    /// caller expects.
+    fn call<T: TryFrom<Reply, Error = Error>>(&self, request: &ChannelRequest<'_>) -> Result<T> {
+        self.roles
+            .run(
+                request.resend(),
+                || self.resolve(),
+                |c| request.execute(c),
+                |c| c.execute_channel(request),
+            )?
+            .try_into()
     }
 
     pub fn layout(&self) -> ChannelLayout {
@@ -116,24 +181,28 @@ impl SharedChannel {
     pub fn disk_full(&self) -> bool {
         match self.roles.handle(|| self.resolve()) {
             Ok(Handle::Here(c)) => c.disk_full(),
-            Ok(Handle::Client(c)) => c.disk_full().unwrap_or(false),
+            Ok(Handle::Client(c)) => c
+                .execute_channel(&ChannelRequest::DiskFull {})
+                .and_then(bool::try_from)
+                .unwrap_or(false),
             Err(_) => false,
         }
     }
 
     /// Appends `items` (all or nothing) through the owner; the first one's LSN. A send whose
     /// owner was lost after it may have reached it is `OwnerLost` (it may have been appended).
-    pub fn send_many<D: AsRef<[u8]> + Sync>(&self, items: &[D]) -> Result<i64> {
+    pub fn send_many<D: AsRef<[u8]>>(&self, items: &[D]) -> Result<i64> {
         if self.opts.readonly {
             return Err(Error::ReadOnly {
                 path: self.base.clone(),
             });
         }
-        self.run(false, |c| c.send_many(items), |c| c.send_many(items))
+        let messages = items.iter().map(AsRef::as_ref).collect();
+        self.call(&ChannelRequest::SendMany { messages })
     }
 
     pub fn sync(&self) -> Result<()> {
-        self.run(true, |c| c.sync(), |c| c.channel_sync())
+        self.call(&ChannelRequest::Fsync {})
     }
 
     pub fn receiver(&self, name: &str, start: Start) -> Result<Receiver> {
@@ -148,14 +217,15 @@ impl SharedChannel {
         if self.opts.readonly {
             return self.view()?.drop_receiver(name);
         }
-        self.run(false, |c| c.drop_receiver(name), |c| c.drop_receiver(name))
+        self.call(&ChannelRequest::DropReceiver { name })
     }
 
     pub fn collect(&self) -> Result<usize> {
         if self.opts.readonly {
             return self.view()?.collect();
         }
-        self.run(false, |c| c.collect(), |c| c.collect())
+        self.call(&ChannelRequest::Collect {})
+            .map(|n: u64| n as usize)
     }
 
     /// An owner stops serving (its clients take over) and closes the channel; a client closes

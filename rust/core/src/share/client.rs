@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::wire::{self, op, In, Out, Received};
-use crate::base::settings::Settings;
-use crate::error::{Error, RemoteError, RemoteKind, Result};
+use super::channel::ChannelRequest;
+use super::wire::{self, Received};
+use crate::error::{Error, Result};
 use crate::fork::{Birth, ParentOnly};
-use crate::state::{QueueConfig, QueueInfo, Record};
+use crate::store::{Reply, Request};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -28,14 +28,6 @@ pub enum ConnectError {
     Refused(Error),
     /// Something else on this side (no descriptors left, a timeout).
     Other(io::Error),
-}
-
-/// What the owner reported of itself.
-#[derive(Debug, Clone)]
-pub struct OwnerInfo {
-    pub log_bounds: (i64, i64, i64),
-    pub term: i32,
-    pub settings: Settings,
 }
 
 pub struct Client {
@@ -90,12 +82,7 @@ impl Client {
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .map_err(ConnectError::Other)?;
-        let mut hello = Out::new(0);
-        // The magic replaces the first-byte slot `Out::new` reserves: rebuild plainly.
-        hello.0.truncate(4);
-        hello.0.extend_from_slice(wire::MAGIC);
-        hello.u32(wire::VERSION).u64(self.session);
-        let frame = hello.frame().map_err(ConnectError::Refused)?;
+        let frame = wire::hello(self.session).map_err(ConnectError::Refused)?;
         wire::send(&mut &*stream, &frame).map_err(ConnectError::Gone)?;
         let body = match wire::receive(&mut &*stream, Duration::from_secs(30), || true) {
             Ok(Received::Frame(b)) => b,
@@ -104,19 +91,9 @@ impl Client {
             }
             Err(e) => return Err(gone_or(e)),
         };
-        let mut r = In::new(&body);
-        let answer = (|| -> Result<(u32, String)> {
-            if r.u8("status")? != wire::OK {
-                return Err(decode_error(&mut r));
-            }
-            let _version = r.u32("version")?;
-            let pid = r.u32("pid")?;
-            let dialect = r.str("dialect")?.to_string();
-            Ok((pid, dialect))
-        })();
         // The owner answered, and refused (another user, another version, too many
         // connections): it is alive.
-        let (pid, dialect) = answer.map_err(ConnectError::Refused)?;
+        let (pid, dialect) = wire::read_welcome(&body).map_err(ConnectError::Refused)?;
         stream.set_read_timeout(None).map_err(ConnectError::Other)?;
         Ok((stream, pid, dialect))
     }
@@ -150,12 +127,26 @@ impl Client {
         }
     }
 
-    /// Sends one request and returns the body of a successful reply (after its status byte).
-    fn call(&self, request: Out, parse: impl FnOnce(&mut In<'_>) -> Result<()>) -> Result<()> {
+    /// Has the owner carry out `request`.
+    pub fn execute(&self, request: &Request<'_>) -> Result<Reply> {
+        self.exchange(wire::request(|out| request.encode(out))?)
+    }
+
+    /// [`Client::execute`], its reply as the type the caller expects.
+    pub fn call<T: TryFrom<Reply, Error = Error>>(&self, request: &Request<'_>) -> Result<T> {
+        self.execute(request)?.try_into()
+    }
+
+    /// [`Client::execute`] for a channel's owner.
+    pub fn execute_channel(&self, request: &ChannelRequest<'_>) -> Result<Reply> {
+        self.exchange(wire::request(|out| request.encode(out))?)
+    }
+
+    /// Sends one request frame and reads its reply.
+    fn exchange(&self, frame: Vec<u8>) -> Result<Reply> {
         if self.is_lost() {
             return Err(self.lost("the connection closed earlier", false));
         }
-        let frame = request.frame()?;
         let pooled = lock(&self.idle).pop();
         let stream = match pooled {
             Some(s) => s,
@@ -190,246 +181,12 @@ impl Client {
             Ok(Received::Closed) => return Err(self.lost("it closed the connection", true)),
             Err(e) => return Err(self.lost(e, true)),
         };
-        let mut r = In::new(&body);
-        let status = r.u8("status")?;
-        let result = if status == wire::OK {
-            parse(&mut r).and_then(|()| r.end())
-        } else {
-            Err(decode_error(&mut r))
-        };
+        let result = wire::read_reply(&body);
         // A client closed meanwhile lets the connection go (its session then ends).
         if !self.is_lost() {
             lock(&self.idle).push(stream);
         }
         result
-    }
-
-    pub fn create_queue_as(
-        &self,
-        name: &[u8],
-        config: QueueConfig,
-        exist_ok: bool,
-    ) -> Result<bool> {
-        let mut out = Out::new(op::CREATE_QUEUE);
-        out.bytes(name).config(&config).u8(exist_ok as u8);
-        let mut created = false;
-        self.call(out, |r| {
-            created = r.flag("created")?;
-            Ok(())
-        })?;
-        Ok(created)
-    }
-
-    pub fn delete_queue(&self, name: &[u8]) -> Result<()> {
-        let mut out = Out::new(op::DELETE_QUEUE);
-        out.bytes(name);
-        self.call(out, |_| Ok(()))
-    }
-
-    pub fn enqueue_many(&self, name: &[u8], items: &[(i64, &[u8])]) -> Result<Vec<u64>> {
-        let mut out = Out::new(op::ENQUEUE_MANY);
-        out.bytes(name).u32(
-            u32::try_from(items.len())
-                .map_err(|_| Error::InvalidArgument("too many records in one call".into()))?,
-        );
-        for (key, payload) in items {
-            out.i64(*key).bytes(payload);
-        }
-        let mut ids = Vec::new();
-        self.call(out, |r| {
-            let n = r.count(8, "ids")?;
-            ids.reserve(n);
-            for _ in 0..n {
-                ids.push(r.u64("id")?);
-            }
-            Ok(())
-        })?;
-        Ok(ids)
-    }
-
-    pub fn enqueue(&self, name: &[u8], key: i64, message: &[u8]) -> Result<u64> {
-        let ids = self.enqueue_many(name, &[(key, message)])?;
-        ids.first()
-            .copied()
-            .ok_or_else(|| wire::malformed("no id in the reply"))
-    }
-
-    /// Waits at most about a second per call (the owner's bound): callers loop.
-    pub fn dequeue_leased(
-        &self,
-        name: &[u8],
-        timeout: Option<Duration>,
-        lease: Option<Duration>,
-    ) -> Result<Option<(Record, u64)>> {
-        let mut out = Out::new(op::DEQUEUE);
-        out.bytes(name)
-            .u64(millis(timeout))
-            .opt_u64(lease.map(|l| l.as_millis().min(u64::MAX as u128) as u64));
-        let mut got = None;
-        self.call(out, |r| {
-            if r.flag("found")? {
-                got = Some(r.record()?);
-            }
-            Ok(())
-        })?;
-        Ok(got)
-    }
-
-    pub fn wait_ready(&self, name: &[u8], timeout: Option<Duration>) -> Result<bool> {
-        let mut out = Out::new(op::WAIT_READY);
-        out.bytes(name).u64(millis(timeout));
-        let mut ready = false;
-        self.call(out, |r| {
-            ready = r.flag("ready")?;
-            Ok(())
-        })?;
-        Ok(ready)
-    }
-
-    pub fn ack_many(&self, items: &[(&[u8], u64, Option<u64>)]) -> Result<()> {
-        let mut out = Out::new(op::ACK_MANY);
-        out.u32(items.len() as u32);
-        for (queue, id, receipt) in items {
-            out.bytes(queue).u64(*id).opt_u64(*receipt);
-        }
-        self.call(out, |_| Ok(()))
-    }
-
-    pub fn ack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
-        self.ack_many(&[(name, id, receipt)])
-    }
-
-    pub fn nack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
-        let mut out = Out::new(op::NACK);
-        out.bytes(name).u64(id).opt_u64(receipt);
-        self.call(out, |_| Ok(()))
-    }
-
-    pub fn count(&self, name: &[u8]) -> Result<u64> {
-        let mut out = Out::new(op::COUNT);
-        out.bytes(name);
-        let mut n = 0;
-        self.call(out, |r| {
-            n = r.u64("count")?;
-            Ok(())
-        })?;
-        Ok(n)
-    }
-
-    pub fn peek(&self, name: &[u8]) -> Result<Option<Record>> {
-        let mut out = Out::new(op::PEEK);
-        out.bytes(name);
-        let mut got = None;
-        self.call(out, |r| {
-            if r.flag("found")? {
-                got = Some(r.record()?.0);
-            }
-            Ok(())
-        })?;
-        Ok(got)
-    }
-
-    pub fn peek_all(&self, name: &[u8]) -> Result<Vec<Record>> {
-        let mut out = Out::new(op::PEEK_ALL);
-        out.bytes(name);
-        let mut all = Vec::new();
-        self.call(out, |r| {
-            let n = r.count(28, "records")?;
-            all.reserve(n);
-            for _ in 0..n {
-                all.push(r.record()?.0);
-            }
-            Ok(())
-        })?;
-        Ok(all)
-    }
-
-    pub fn queues(&self) -> Result<Vec<QueueInfo>> {
-        let mut all = Vec::new();
-        self.call(Out::new(op::QUEUES), |r| {
-            let n = r.count(30, "queues")?;
-            for _ in 0..n {
-                all.push(r.info()?);
-            }
-            Ok(())
-        })?;
-        Ok(all)
-    }
-
-    pub fn snapshot(&self) -> Result<bool> {
-        let mut wrote = false;
-        self.call(Out::new(op::SNAPSHOT), |r| {
-            wrote = r.flag("written")?;
-            Ok(())
-        })?;
-        Ok(wrote)
-    }
-
-    pub fn info(&self) -> Result<OwnerInfo> {
-        let mut info = None;
-        self.call(Out::new(op::INFO), |r| {
-            let bounds = (r.i64("start")?, r.i64("last")?, r.i64("snapshot")?);
-            let term = r.i64("term")? as i32;
-            let settings = Settings::from_json(r.str("settings")?)?;
-            info = Some(OwnerInfo {
-                log_bounds: bounds,
-                term,
-                settings,
-            });
-            Ok(())
-        })?;
-        info.ok_or_else(|| wire::malformed("no owner info"))
-    }
-
-    /// Sends channel messages through the owner; the first one's LSN.
-    pub fn send_many<D: AsRef<[u8]>>(&self, items: &[D]) -> Result<i64> {
-        let mut out = Out::new(op::SEND_MANY);
-        out.u32(
-            u32::try_from(items.len())
-                .map_err(|_| Error::InvalidArgument("too many messages in one call".into()))?,
-        );
-        for m in items {
-            out.bytes(m.as_ref());
-        }
-        let mut first = 0;
-        self.call(out, |r| {
-            first = r.i64("lsn")?;
-            Ok(())
-        })?;
-        Ok(first)
-    }
-
-    pub fn channel_sync(&self) -> Result<()> {
-        self.call(Out::new(op::CHANNEL_SYNC), |_| Ok(()))
-    }
-
-    pub fn drop_receiver(&self, name: &str) -> Result<bool> {
-        let mut out = Out::new(op::DROP_RECEIVER);
-        out.bytes(name.as_bytes());
-        let mut dropped = false;
-        self.call(out, |r| {
-            dropped = r.flag("dropped")?;
-            Ok(())
-        })?;
-        Ok(dropped)
-    }
-
-    pub fn collect(&self) -> Result<usize> {
-        let mut n = 0;
-        self.call(Out::new(op::COLLECT), |r| {
-            n = r.u64("collected")? as usize;
-            Ok(())
-        })?;
-        Ok(n)
-    }
-
-    pub fn disk_full(&self) -> Result<bool> {
-        let mut full = false;
-        self.call(Out::new(op::DISK_FULL), |r| {
-            full = r.flag("full")?;
-            Ok(())
-        })?;
-        Ok(full)
     }
 
     /// Closes every pooled connection: what this client holds in flight goes back to the
@@ -458,39 +215,5 @@ fn wait_readable(stream: &UnixStream) -> io::Result<()> {
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
-    }
-}
-
-fn millis(timeout: Option<Duration>) -> u64 {
-    timeout.map_or(u64::MAX, |t| t.as_millis().min(u64::MAX as u128) as u64)
-}
-
-fn decode_error(r: &mut In<'_>) -> Error {
-    let decoded = (|| -> Result<RemoteError> {
-        let code = r.u8("error kind")?;
-        let kind = RemoteKind::from_code(code)
-            .ok_or_else(|| wire::malformed(format!("error kind {code}")))?;
-        let message = r.str("message")?.to_string();
-        let has_path = r.flag("path")?;
-        let path = r.str("path")?.to_string();
-        let offset = r.opt_u64("offset")?;
-        let errno = r.opt_i64("errno")?.map(|e| e as i32);
-        let queue = r.str("queue")?.to_string();
-        let policy = r.str("policy")?.to_string();
-        let lsn = r.opt_i64("lsn")?;
-        Ok(RemoteError {
-            kind,
-            message,
-            path: has_path.then_some(path),
-            offset,
-            errno,
-            queue,
-            policy,
-            lsn,
-        })
-    })();
-    match decoded {
-        Ok(r) => Error::Remote(Box::new(r)),
-        Err(e) => e,
     }
 }

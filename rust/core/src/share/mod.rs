@@ -29,7 +29,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use client::{Client, ConnectError, OwnerInfo};
+pub use channel::ChannelRequest;
+pub use client::{Client, ConnectError};
 pub use server::{Served, Server};
 pub use store::{ShareOptions, SharedStore};
 

@@ -13,8 +13,9 @@ use std::time::Duration;
 use super::connection::Connection;
 use super::requests::{self, Outcome};
 use super::serving::{answer, lock, Shared, MAX_CONNECTIONS};
-use super::wire::Out;
+use super::wire;
 use crate::durability::Logged;
+use crate::store::Reply;
 
 /// How long a thread without work stays.
 const IDLE: Duration = Duration::from_secs(10);
@@ -117,7 +118,7 @@ fn work(shared: &Arc<Shared>, pool: &OffLoop) {
                 )),
             }
         });
-        if let Some(c) = answer(shared, connection, requests::reply_frame(result)) {
+        if let Some(c) = answer(shared, connection, wire::reply_frame(result)) {
             shared.give_back(c);
         }
     }
@@ -136,7 +137,7 @@ pub(super) struct Syncer {
 
 #[derive(Default)]
 struct Waiting {
-    replies: Vec<(Connection, Out)>,
+    replies: Vec<(Connection, Reply)>,
     logged: Logged,
     /// Answering a batch (its fsync may be running).
     busy: bool,
@@ -154,7 +155,7 @@ impl Syncer {
     }
 
     /// Hands over connections whose replies may leave once `logged` is durable.
-    pub fn submit(&self, replies: Vec<(Connection, Out)>, logged: Logged) {
+    pub fn submit(&self, replies: Vec<(Connection, Reply)>, logged: Logged) {
         let mut st = lock(&self.state);
         st.replies.extend(replies);
         st.logged = st.logged.and(logged);
@@ -205,20 +206,20 @@ fn sync_loop(shared: &Arc<Shared>, syncer: &Syncer) {
 /// still open.
 pub(super) fn answer_durable(
     shared: &Shared,
-    replies: Vec<(Connection, Out)>,
+    replies: Vec<(Connection, Reply)>,
     logged: Logged,
 ) -> Vec<Connection> {
     let synced = shared.served.make_durable(logged);
     let failed = synced
         .as_ref()
         .err()
-        .and_then(|e| requests::error_reply(e).ok());
+        .and_then(|e| wire::error_frame(e).ok());
     replies
         .into_iter()
         .filter_map(|(c, out)| {
             let frame = match &failed {
                 Some(f) => Some(f.clone()),
-                None => requests::reply_frame(Ok(out)),
+                None => wire::reply_frame(Ok(out)),
             };
             answer(shared, c, frame)
         })

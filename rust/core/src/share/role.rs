@@ -9,6 +9,7 @@ use super::{Client, Server};
 use crate::channel::Channel;
 use crate::error::{Error, Result};
 use crate::fork::ParentOnly;
+use crate::store::request::Resend;
 use crate::store::Store;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -128,14 +129,15 @@ impl<T: Opened> Roles<T> {
         })
     }
 
-    /// Carries out a call. When the owner is lost, a request that surely never reached it,
-    /// or a `repeatable` one (reads, dequeues: a lost owner's deliveries are void), goes to
-    /// the next owner; otherwise the caller is told (`OwnerLost`: it may have happened). Owners
-    /// may go one after another (each closes when its own work is done), so the next owner
-    /// may be gone too: a call follows up to [`HANDOVERS`] of them before it gives up.
+    /// Carries out a call. When the owner is lost, what becomes of the call is its
+    /// `resend` ([`Resend`]): one that surely never reached the owner, or one harmless to
+    /// repeat, goes to the next owner; otherwise the caller is told (`OwnerLost`: it may have
+    /// happened). Owners may go one after another (each closes when its own work is done), so
+    /// the next owner may be gone too: a call follows up to [`HANDOVERS`] of them before it
+    /// gives up.
     pub fn run<R>(
         &self,
-        repeatable: bool,
+        resend: Resend,
         resolve: impl Fn() -> Result<Role<T>>,
         here: impl Fn(&T) -> Result<R>,
         remote: impl Fn(&Client) -> Result<R>,
@@ -147,10 +149,13 @@ impl<T: Opened> Roles<T> {
                 Handle::Here(held) => here(&held),
                 Handle::Client(c) => remote(&c),
             };
-            match result {
-                Err(Error::OwnerLost { sent, .. })
-                    if tries <= HANDOVERS && (repeatable || !sent) => {}
-                other => return other,
+            let again = match resend {
+                Resend::Never => false,
+                Resend::IfUnsent => matches!(result, Err(Error::OwnerLost { sent: false, .. })),
+                Resend::Again => matches!(result, Err(Error::OwnerLost { .. })),
+            };
+            if !again || tries > HANDOVERS {
+                return result;
             }
         }
     }

@@ -22,13 +22,14 @@ use std::time::{Duration, Instant};
 
 use super::connection::Connection;
 use super::off_loop::{self, Job, OffLoop, Syncer};
-use super::requests::{self, error_reply, Outcome};
+use super::requests::{self, Outcome};
 use super::serving::{lock, send, Shared};
 pub use super::serving::{Served, MAX_CONNECTIONS};
 use super::wire;
 use crate::durability::Logged;
 use crate::error::{Error, IoContext, Result};
 use crate::fork::{Birth, ParentOnly};
+use crate::store::Reply;
 
 /// How often the loop looks at the deadlines of its connections when nothing happens.
 const TICK: Duration = Duration::from_millis(200);
@@ -223,7 +224,7 @@ enum Next {
     /// A reply is queued: send it.
     Reply,
     /// Send the reply once the batch's writes are durable.
-    Durable(wire::Out),
+    Durable(Reply),
     /// Carried out off the loop.
     OffLoop(Vec<u8>),
     Refuse(Error),
@@ -470,7 +471,7 @@ impl Loop {
     /// Takes one request from every connection that has one, carries out those that cannot
     /// wait, waits once for the durability of all the writes among them, and answers them.
     fn serve_requests(&mut self) {
-        let mut durable: Vec<(u64, wire::Out)> = Vec::new();
+        let mut durable: Vec<(u64, Reply)> = Vec::new();
         let mut logged = Logged::NOTHING;
         let mut decided: Vec<(u64, Next)> = Vec::new();
         for (id, c) in self.connections.iter_mut() {
@@ -519,7 +520,7 @@ impl Loop {
         }
         // One wait for every write of the batch, off the loop: the loop serves on (dequeues,
         // the next batch's writes) while the fsync runs.
-        let replies: Vec<(Connection, wire::Out)> = durable
+        let replies: Vec<(Connection, Reply)> = durable
             .into_iter()
             .filter_map(|(id, out)| Some((self.connections.remove(&id)?, out)))
             .collect();
@@ -593,8 +594,8 @@ impl Loop {
 fn request(shared: &Shared, c: &mut Connection, body: Vec<u8>, logged: &mut Logged) -> Next {
     let Some(session) = c.session else {
         // The hello: magic, version, session.
-        return match requests::hello(&body) {
-            Ok(session) => match requests::welcome(&shared.served) {
+        return match wire::read_hello(&body) {
+            Ok(session) => match wire::welcome(shared.served.dialect()) {
                 Ok(frame) => {
                     lock(&shared.sessions)
                         .entry(session)
@@ -611,7 +612,7 @@ fn request(shared: &Shared, c: &mut Connection, body: Vec<u8>, logged: &mut Logg
     };
     // A wait that arrives while the owner drains takes nothing and need not be waited for
     // (it returns empty); every other request is, until its reply is sent.
-    let counted = !(requests::waits(&body) && shared.draining.load(Ordering::SeqCst));
+    let counted = !(shared.draining.load(Ordering::SeqCst) && requests::waits(shared, &body));
     if counted {
         shared.busy.fetch_add(1, Ordering::SeqCst);
         c.counted = true;
@@ -629,8 +630,8 @@ fn request(shared: &Shared, c: &mut Connection, body: Vec<u8>, logged: &mut Logg
     }
 }
 
-fn reply(c: &mut Connection, result: Result<wire::Out>) -> Next {
-    match requests::reply_frame(result) {
+fn reply(c: &mut Connection, result: Result<Reply>) -> Next {
+    match wire::reply_frame(result) {
         Some(frame) => {
             c.reply(frame);
             Next::Reply
@@ -648,7 +649,7 @@ fn reply(c: &mut Connection, result: Result<wire::Out>) -> Next {
 /// dropped until the peer closes, for at most [`REFUSE_DRAIN`] and [`REFUSE_DRAIN_BYTES`].
 fn refuse(stream: &UnixStream, err: &Error) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    if let Ok(frame) = error_reply(err) {
+    if let Ok(frame) = wire::error_frame(err) {
         let _ = wire::send(&mut &*stream, &frame);
     }
     let _ = stream.shutdown(std::net::Shutdown::Write);

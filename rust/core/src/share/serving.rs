@@ -29,6 +29,19 @@ pub(super) struct Session {
     pub in_flight: HashSet<(Vec<u8>, u64, u64)>,
 }
 
+impl Session {
+    /// A record acked or nacked over this session (by its receipt, or by id: every delivery
+    /// of it) is no longer the session's to give back.
+    pub fn settle(&mut self, queue: &[u8], id: u64, receipt: Option<u64>) {
+        match receipt {
+            Some(receipt) => {
+                self.in_flight.remove(&(queue.to_vec(), id, receipt));
+            }
+            None => self.in_flight.retain(|(q, i, _)| !(q == queue && *i == id)),
+        }
+    }
+}
+
 /// What an owner serves.
 #[derive(Clone)]
 pub enum Served {
@@ -38,6 +51,14 @@ pub enum Served {
 }
 
 impl Served {
+    /// The dialect a client is welcomed with.
+    pub(super) fn dialect(&self) -> &'static str {
+        match self {
+            Served::Store(store) => store.layout().dialect.name(),
+            Served::Channel(_) => "spec",
+        }
+    }
+
     /// Waits until `logged` is durable per the sync policy of what is served.
     pub(super) fn make_durable(&self, logged: Logged) -> Result<()> {
         match self {
@@ -161,6 +182,10 @@ pub(super) fn end_session(shared: &Shared, session: u64) {
     for (queue, id, receipt) in returned.into_iter().flatten() {
         // A record settled meanwhile (ack over another path, lease expiry) is not in
         // flight under this receipt any more: nothing to return.
-        let _ = store.nack(&queue, id, Some(receipt));
+        let _ = store.execute(&crate::store::Request::Nack {
+            queue: &queue,
+            id,
+            receipt: Some(receipt),
+        });
     }
 }

@@ -3,16 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use super::role::{Handle, Role, Roles, HANDOVERS};
-use super::{find_owner, Client, Found, Served, Server};
+use super::{find_owner, Found, Served, Server};
 use crate::base::settings::Settings;
 use crate::base::{self, Layout};
 use crate::error::{Error, Result};
 use crate::format::dialect::Dialect;
-use crate::state::{QueueConfig, QueueInfo, Record};
-use crate::store::{OpenReport, Store, StoreOptions};
+use crate::store::{OpenReport, Reply, Request, Store, StoreInfo, StoreOptions};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -76,7 +74,7 @@ impl SharedStore {
                     settings: s.settings().clone(),
                     report: s.open_report().clone(),
                 },
-                Role::Client(c) => match c.info() {
+                Role::Client(c) => match c.call::<StoreInfo>(&Request::Info {}) {
                     Ok(info) => Known {
                         layout: Layout::in_dialect(
                             &self.base,
@@ -139,38 +137,21 @@ impl SharedStore {
         })
     }
 
-    /// A call that changes something (`Roles::run`: never repeated once it may have
-    /// reached an owner).
-    fn run<T>(
-        &self,
-        local: impl Fn(&Store) -> Result<T>,
-        remote: impl Fn(&Client) -> Result<T>,
-    ) -> Result<T> {
-        self.roles
-            .run(false, || self.resolve(), |s| local(s), remote)
+    /// Carries out `request` here (the owner, or a store that is not shared) or by the owner;
+    /// when the owner goes meanwhile, what becomes of it is the request's
+    /// [`resend`](Request::resend) (`Roles::run`).
+    pub fn execute(&self, request: &Request<'_>) -> Result<Reply> {
+        self.roles.run(
+            request.resend(),
+            || self.resolve(),
+            |s| s.execute(request),
+            |c| c.execute(request),
+        )
     }
 
-    /// A call that may be repeated without harm (a read, a dequeue: deliveries of a lost owner
-    /// are void), sent again to the next owner whatever became of it.
-    fn run_again<T>(
-        &self,
-        local: impl Fn(&Store) -> Result<T>,
-        remote: impl Fn(&Client) -> Result<T>,
-    ) -> Result<T> {
-        self.roles
-            .run(true, || self.resolve(), |s| local(s), remote)
-    }
-
-    /// A call tied to the owner that made a delivery (an ack, a nack): never sent again.
-    fn run_once<T>(
-        &self,
-        local: impl Fn(&Store) -> Result<T>,
-        remote: impl Fn(&Client) -> Result<T>,
-    ) -> Result<T> {
-        match self.roles.handle(|| self.resolve())? {
-            Handle::Here(s) => local(&s),
-            Handle::Client(c) => remote(&c),
-        }
+    /// [`SharedStore::execute`], its reply as the type the caller expects.
+    pub fn call<T: TryFrom<Reply, Error = Error>>(&self, request: &Request<'_>) -> Result<T> {
+        self.execute(request)?.try_into()
     }
 
     /// Whether this process owns the directory (holds its writer lock): the owner of a shared
@@ -181,7 +162,10 @@ impl SharedStore {
 
     /// The owner's process id (this process's when it is the owner).
     pub fn owner_pid(&self) -> Result<u32> {
-        self.run_again(|_| Ok(std::process::id()), |c| Ok(c.owner_pid()))
+        Ok(match self.roles.handle(|| self.resolve())? {
+            Handle::Here(_) => std::process::id(),
+            Handle::Client(c) => c.owner_pid(),
+        })
     }
 
     /// The base directory's layout (as of the last owner found).
@@ -199,103 +183,12 @@ impl SharedStore {
         lock(&self.known).report.clone()
     }
 
-    pub fn log_bounds(&self) -> Result<(i64, i64, i64)> {
-        self.run_again(|s| s.log_bounds(), |c| Ok(c.info()?.log_bounds))
-    }
-
-    pub fn term(&self) -> Result<i32> {
-        self.run_again(|s| Ok(s.metadata()?.term), |c| Ok(c.info()?.term))
-    }
-
-    pub fn create_queue_as(
-        &self,
-        name: &[u8],
-        config: QueueConfig,
-        exist_ok: bool,
-    ) -> Result<bool> {
-        self.run(
-            |s| s.create_queue_as(name, config, exist_ok),
-            |c| c.create_queue_as(name, config, exist_ok),
-        )
-    }
-
-    pub fn delete_queue(&self, name: &[u8]) -> Result<()> {
-        self.run(|s| s.delete_queue(name), |c| c.delete_queue(name))
-    }
-
-    pub fn enqueue(&self, name: &[u8], key: i64, message: &[u8]) -> Result<u64> {
-        self.run(
-            |s| s.enqueue(name, key, message),
-            |c| c.enqueue(name, key, message),
-        )
-    }
-
-    pub fn enqueue_many(&self, name: &[u8], items: &[(i64, &[u8])]) -> Result<Vec<u64>> {
-        self.run(
-            |s| s.enqueue_many(name, items),
-            |c| c.enqueue_many(name, items),
-        )
-    }
-
-    pub fn dequeue_leased(
-        &self,
-        name: &[u8],
-        timeout: Option<Duration>,
-        lease: Option<Duration>,
-    ) -> Result<Option<(Record, u64)>> {
-        self.run_again(
-            |s| s.dequeue_leased(name, timeout, lease),
-            |c| c.dequeue_leased(name, timeout, lease),
-        )
-    }
-
-    pub fn wait_ready(&self, name: &[u8], timeout: Option<Duration>) -> Result<bool> {
-        self.run_again(
-            |s| s.wait_ready(name, timeout),
-            |c| c.wait_ready(name, timeout),
-        )
-    }
-
-    /// Acks and nacks settle a delivery of one owner and are never sent on to the next: losing
-    /// the owner mid-call is [`Error::OwnerLost`]. Receipts are unique
-    /// to the process that made the delivery (`state::next_incarnation`, seeded from the clock),
-    /// so a next owner refuses a gone owner's receipt with `NotInFlight`: that delivery was void,
-    /// the record is delivered again.
-    pub fn ack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
-        self.run_once(|s| s.ack(name, id, receipt), |c| c.ack(name, id, receipt))
-    }
-
-    pub fn ack_many(&self, items: &[(&[u8], u64, Option<u64>)]) -> Result<()> {
-        self.run_once(|s| s.ack_many(items), |c| c.ack_many(items))
-    }
-
-    pub fn nack(&self, name: &[u8], id: u64, receipt: Option<u64>) -> Result<()> {
-        self.run_once(|s| s.nack(name, id, receipt), |c| c.nack(name, id, receipt))
-    }
-
-    pub fn count(&self, name: &[u8]) -> Result<u64> {
-        self.run_again(|s| s.count(name), |c| c.count(name))
-    }
-
-    pub fn peek(&self, name: &[u8]) -> Result<Option<Record>> {
-        self.run_again(|s| s.peek(name), |c| c.peek(name))
-    }
-
-    pub fn peek_all(&self, name: &[u8]) -> Result<Vec<Record>> {
-        self.run_again(|s| s.peek_all(name), |c| c.peek_all(name))
-    }
-
-    pub fn queues(&self) -> Result<Vec<QueueInfo>> {
-        self.run_again(|s| s.queues(), |c| c.queues())
-    }
-
-    pub fn snapshot(&self) -> Result<bool> {
-        self.run(|s| s.snapshot(), |c| c.snapshot())
-    }
-
     /// Read-only stores catch up with the writer; the owner's store is always current.
     pub fn refresh(&self) -> Result<u64> {
-        self.run(|s| s.refresh(), |_| Ok(0))
+        match self.roles.handle(|| self.resolve())? {
+            Handle::Here(s) => s.refresh(),
+            Handle::Client(_) => Ok(0),
+        }
     }
 
     /// Closes this process's part: an owner stops serving (its clients fail over) and closes

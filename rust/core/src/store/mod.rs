@@ -34,8 +34,10 @@ pub mod deliveries;
 mod open;
 mod queues;
 mod read;
+pub mod request;
 pub mod tasks;
 
+pub use request::{Reply, Request, StoreInfo};
 pub use tasks::{now_ms, Delivery, QueueStats};
 
 /// How [`Store::open_with`] opens a base directory.
