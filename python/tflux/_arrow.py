@@ -52,6 +52,10 @@ def delta_batch_schema(raw: bool = False) -> pyarrow.Schema:
         ("max_message_size", pa.int32()),
         ("key_min", pa.int64()),
         ("key_max", pa.int64()),
+        # The task-queue deltas' (spec section 12; docs/format.md "Task-queue deltas").
+        ("due", pa.int64()),
+        ("kept_ids", pa.list_(pa.int64())),
+        ("rules", pa.string()),
     ]
     if raw:
         fields.append(("data", pa.binary()))
@@ -88,6 +92,13 @@ def _arrays_from_buffers(n: int, buffers) -> tuple[list[str], list]:
     names, arrays = [], []
     for name, (kind, validity, values, offsets) in buffers:
         bufs = [pa.py_buffer(validity) if validity is not None else None]
+        if kind == "list<int64>":  # int32 offsets into one int64 child of every list's values
+            child = pa.py_buffer(values)
+            items = pa.Array.from_buffers(pa.int64(), child.size // 8, [None, child])
+            bufs.append(pa.py_buffer(offsets))
+            names.append(name)
+            arrays.append(pa.Array.from_buffers(pa.list_(pa.int64()), n, bufs, children=[items]))
+            continue
         if offsets is not None:
             bufs.append(pa.py_buffer(offsets))
         bufs.append(pa.py_buffer(values))

@@ -418,7 +418,17 @@ class QueueInfo:
         """``(min, max)`` keys the queue accepts (``None``: any key)."""
     def __eq__(self, other: object, /) -> bool: ...
 
-DeltaKind = Literal["create_queue", "delete_queue", "add_record", "remove_record"]
+DeltaKind = Literal[
+    "create_queue",
+    "delete_queue",
+    "add_record",
+    "remove_record",
+    "queue_rules",
+    "add_later",
+    "delivered",
+    "failed",
+    "purge",
+]
 
 @final
 class Delta:
@@ -469,6 +479,15 @@ class Delta:
     @property
     def record_id(self) -> int | None:
         """``remove_record``: the id of the record removed."""
+    @property
+    def due(self) -> int | None:
+        """AddLater: not before; Failed: due (unix milliseconds)."""
+    @property
+    def kept_ids(self) -> list[int] | None:
+        """Purge: the ids of the records kept (in flight at the purge)."""
+    @property
+    def rules(self) -> dict[str, Any] | None:
+        """QueueRules: the rules it changes by name (None: cleared); unchanged rules are absent."""
     def encode(self) -> bytes:
         """The delta's bytes (the data of a log record)."""
     def __eq__(self, other: object, /) -> bool: ...
@@ -839,6 +858,10 @@ class SnapshotBatch:
     def queues(self) -> list[dict[str, Any]]:
         """Every queue (with or without records): name, implementation, last_id,
         max_queue_size, max_message_size, key_range."""
+    @property
+    def task_queues(self) -> list[str]:
+        """Queues whose task-queue state (rules, delayed records, delivery counts; spec 12) a
+        task-layout snapshot holds: not in the columns."""
     def _buffers(
         self,
     ) -> list[tuple[str, tuple[str, ColumnBuffer | None, ColumnBuffer, ColumnBuffer | None]]]: ...

@@ -5,7 +5,8 @@
 
 - ``OUT/log.parquet``: every log record decoded by the core, ``source``, ``segment``, ``lsn``,
   ``term``, ``kind``, ``queue``, ``key``, ``record_id``, ``message``, ``implementation``,
-  ``max_queue_size``, ``max_message_size``, ``key_min``, ``key_max`` (and ``data`` with
+  ``max_queue_size``, ``max_message_size``, ``key_min``, ``key_max``, the task-queue deltas'
+  ``due``, ``kept_ids``, ``rules`` (docs/format.md, "Task-queue deltas") (and ``data`` with
   ``raw=True``);
 - ``OUT/snapshot.parquet``: one row per snapshot record, ``source``, ``queue``,
   ``implementation``, ``record_id``, ``key``, ``message``, ``last_index``, ``last_term`` (no rows

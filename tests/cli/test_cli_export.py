@@ -44,6 +44,31 @@ def test_export_writes_the_log_and_the_snapshot_as_parquet(tmp_path):
     assert "log rows" in result.stdout and "snapshot rows" in result.stdout
 
 
+def test_export_writes_every_task_queue_vector_with_its_columns(tmp_path):
+    # Spec section 12's deltas (the golden vectors) in log.parquet: kind, due, kept_ids, rules.
+    import json
+
+    from _task_vectors import column_rows
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    base = tmp_path / "base"
+    with tflux.open(base, log_sync_policy="never") as store:
+        store.create_queue("jobs")
+    with tflux.Log.open(base / "data" / "log") as log:
+        first = log.last_index + 1
+        log.append_many(1, [data for data, _ in column_rows()])
+    result = run_cli("export", base, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    table = pq.read_table(tmp_path / "out" / "log.parquet")
+    assert table.schema.field("kept_ids").type.value_type == "int64"
+    columns = ["kind", "queue", "key", "record_id", "message", "due", "kept_ids", "rules"]
+    rows = [r for r in table.to_pylist() if r["lsn"] >= first]
+    for row, (_, want) in zip(rows, column_rows(), strict=True):
+        got = {c: row[c] for c in columns}
+        got["rules"] = None if got["rules"] is None else json.loads(got["rules"])
+        assert got == {**dict.fromkeys(columns), **want}
+
+
 def test_export_never_writes_through_a_planted_symlink(tmp_path):
     """Issue 30, item 11: OUT/.log.parquet.tmp was opened by name, so a symlink planted there
     overwrote a file outside OUT; a symlink at the final name is replaced, not written through."""

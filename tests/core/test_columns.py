@@ -6,12 +6,14 @@ manifest, never from tflux output.
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 
 import pyarrow as pa
 import pytest
 import tflux
+from _task_vectors import RULES_SET_ALL_TEXT, column_rows
 from conftest import DATA_DIR
 
 
@@ -46,7 +48,8 @@ ROWS = [
 ]  # fmt: skip
 
 COLUMNS = ["lsn", "term", "kind", "queue", "key", "record_id", "message", "implementation",
-           "max_queue_size", "max_message_size", "key_min", "key_max"]  # fmt: skip
+           "max_queue_size", "max_message_size", "key_min", "key_max", "due", "kept_ids",
+           "rules"]  # fmt: skip
 
 
 @pytest.fixture
@@ -64,6 +67,57 @@ def test_every_delta_kind_fills_its_columns_and_leaves_the_others_null(log):
         expected = dict.fromkeys(COLUMNS)
         expected.update(lsn=lsn, term=3, **fields)
         assert row == expected
+
+
+def task_row(row: dict) -> dict:
+    """``row`` with its ``rules`` JSON parsed (compared as the vectors' fields)."""
+    if row["rules"] is not None:
+        row = {**row, "rules": json.loads(row["rules"])}
+    return row
+
+
+@pytest.mark.parametrize("part", [1, 3])
+def test_every_task_queue_delta_vector_fills_its_columns_and_leaves_the_others_null(tmp_path, part):
+    # Spec section 12's deltas between TaskFlux's, in batches that start at every entry.
+    pairs = itertools.zip_longest(ROWS, column_rows())
+    rows = [r for pair in pairs for r in pair if r is not None]
+    with tflux.Log.open(tmp_path / "log", sync="never") as log:
+        log.append_many(2, [data for data, _ in rows])
+        for start in range(0, len(rows), part):
+            table = log.read_deltas(start, start + part).to_arrow()
+            assert table.schema.names == COLUMNS
+            assert table.schema.field("kept_ids").type == pa.list_(pa.int64())
+            table.validate(full=True)
+            got = table.to_pylist()
+            for lsn, row in enumerate(got, start):
+                expected = dict.fromkeys(COLUMNS)
+                expected.update(lsn=lsn, term=2, **rows[lsn][1])
+                assert task_row(row) == expected
+        rules = log.read_deltas(1, 2).to_arrow().column("rules").to_pylist()
+        assert rules == [RULES_SET_ALL_TEXT]  # byte for byte what the JVM writes too
+    path = next((tmp_path / "log").glob("*.log"))
+    whole = tflux.read_segment_deltas(path, last=True).to_arrow().to_pylist()
+    assert [task_row(r) for r in whole] == [
+        {**dict.fromkeys(COLUMNS), "lsn": i, "term": 2, **f} for i, (_, f) in enumerate(rows)
+    ]
+
+
+def test_a_task_queue_delta_of_an_id_past_int64_is_refused_naming_its_lsn(tmp_path):
+    from _task_vectors import data
+
+    with tflux.Log.open(tmp_path / "log", sync="never") as log:
+        log.append_many(1, [ROWS[0][0], data("delivered")])
+        with pytest.raises(tflux.ArgumentError, match="18446744073709551615 at LSN 1"):
+            log.read_deltas()
+
+
+def test_an_unknown_delta_marker_stops_the_column_reader_with_corruption_naming_the_lsn(tmp_path):
+    # What an old reader meets in a newer log (spec section 12): never a silent skip.
+    with tflux.Log.open(tmp_path / "log", sync="never") as log:
+        log.append_many(1, [ROWS[0][0], ROWS[2][0], b"Z" + name(b"jobs") + b"\x00" * 8])
+        with pytest.raises(tflux.CorruptionError, match=r"LSN 2.*unknown delta marker 0x5A"):
+            log.read_deltas()
+        assert len(log.read_deltas(0, 2)) == 2
 
 
 def test_null_columns_stay_null_in_batches_of_any_size_kept_alive_together(tmp_path):
@@ -228,3 +282,23 @@ def test_snapshot_batch_lists_every_queue_with_its_last_id():
     jobs = queues["jobs"]
     assert (jobs["implementation"], jobs["last_id"], jobs["max_queue_size"]) == (2, 7, 50)
     assert (jobs["max_message_size"], jobs["key_range"]) == (1024, (0, 9))
+
+
+def test_a_task_layout_snapshot_names_the_queues_whose_task_state_the_columns_leave_out(tmp_path):
+    # Spec section 12: rules, delays and counts are not columns; the batch says which queues
+    # have them (Spark's replay refuses such a snapshot: tests/spark).
+    from _task_vectors import task_layout_snapshot
+    from tflux.spark.rebuild import _snapshot_describer
+
+    base = tmp_path / "base"
+    with tflux.open(base) as store:
+        store.create_queue("jobs")
+        store.enqueue("jobs", 1, b"plain")
+        store.snapshot()
+    path = base / "data" / "tflux.snapshot"
+    assert tflux.read_snapshot_batch(path).task_queues == []
+    task_layout_snapshot(path)
+    batch = tflux.read_snapshot_batch(path)
+    assert batch.task_queues == ["jobs"] and len(batch) == 1
+    with pytest.raises(tflux.ReplayError, match="task-queue state of queue 'jobs'"):
+        _snapshot_describer(None, "tflux_python")(str(path))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import tflux
+from _task_vectors import task_layout_snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_taskflux_dialect import FIXTURES, contents, queues_of, real_dir
@@ -238,3 +239,52 @@ def test_spec_to_taskflux_to_spec_keeps_the_same_logical_content(tmp_path_factor
     # its dialect), and they come back as a file holding the same values.
     meta = [tflux.read_metadata(p / "data" / "tflux.metadata") for p in (src, root / "back")]
     assert meta[0] == meta[1]
+
+
+TASK_VECTORS = json.loads(
+    (Path(__file__).parents[1] / "data" / "task" / "task_deltas.json").read_text()
+)
+
+
+def test_converting_a_base_with_task_queue_deltas_to_taskflux_names_the_first_and_writes_nothing(
+    tmp_path,
+):
+    # Spec section 12: TaskFlux has four deltas; the first one it cannot hold is named by LSN
+    # and kind, and no destination (nor half-built copy) is left.
+    src = tmp_path / "src"
+    with tflux.open(src) as store:
+        store.create_queue("jobs")
+        store.enqueue("jobs", 1, b"plain")
+    with tflux.Log.open(src / "data" / "log") as log:
+        first = log.append(1, bytes.fromhex(TASK_VECTORS["add_later"]["hex"]))
+        log.append(1, bytes.fromhex(TASK_VECTORS["failed"]["hex"]))
+    with pytest.raises(tflux.ArgumentError, match=rf"AddLater delta at LSN {first}\b"):
+        tflux.convert(src, tmp_path / "tf", to="taskflux")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    done = cli("convert", str(src), str(tmp_path / "tf"), "--to", "taskflux")
+    assert done.returncode == 2 and f"AddLater delta at LSN {first}" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    # The spec dialect holds them: the same base converts to spec (a copy) as before.
+    tflux.convert(src, tmp_path / "spec", to="spec")
+    assert entries(tmp_path / "spec") == entries(src)
+
+
+def test_converting_a_snapshot_with_task_queue_state_to_taskflux_refuses_and_writes_nothing(
+    tmp_path,
+):
+    # A task-layout snapshot (spec section 12) holds rules, delays or counts TaskFlux cannot:
+    # refused naming the queue, never converted without them.
+    src = tmp_path / "src"
+    with tflux.open(src) as store:
+        store.create_queue("jobs")
+        store.enqueue("jobs", 1, b"plain")
+        store.snapshot()
+    task_layout_snapshot(src / "data" / "tflux.snapshot")
+    with pytest.raises(tflux.ArgumentError, match="task-queue state of queue 'jobs'"):
+        tflux.convert(src, tmp_path / "tf", to="taskflux")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    # Spec to spec keeps the task state: the same snapshot bytes.
+    tflux.convert(src, tmp_path / "spec", to="spec")
+    assert (tmp_path / "spec" / "data" / "tflux.snapshot").read_bytes() == (
+        src / "data" / "tflux.snapshot"
+    ).read_bytes()

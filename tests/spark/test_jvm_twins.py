@@ -474,3 +474,74 @@ def test_without_a_jdk_the_jvm_twin_tests_fail_where_tools_are_required(tmp_path
         assert "TFLUX_REQUIRE_TOOLS says this machine has it" in out.stdout
     else:
         assert out.returncode == 0 and "1 skipped" in out.stdout, out.stdout[-2000:]
+
+
+# --- the task-queue deltas (spec section 12, issue 44) ----------------------------------------
+
+
+def task_base(tmp_path: Path) -> tuple[Path, int]:
+    """A spec base: a queue, one record, then every task-queue vector the columns read (ids
+    within Int64); returns it and the LSN of the first task-queue delta."""
+    from _task_vectors import column_rows
+
+    base = tmp_path / "task"
+    with tflux.open(base) as store:
+        store.create_queue("jobs")
+        store.enqueue("jobs", 1, b"plain")
+    with tflux.Log.open(base / "data" / "log") as log:
+        first = log.last_index + 1
+        log.append_many(1, [data for data, _ in column_rows()])
+    return base, first
+
+
+def test_spark_reads_every_task_queue_vector_and_replay_refuses_the_first(spark, tmp_path):
+    # The Python source (the core's columns) against the vectors' fields; Spark's replay
+    # does not apply these deltas: a typed error naming the first, never a silent skip.
+    import json as json_
+
+    from _task_vectors import column_rows
+    from tflux.spark import rebuild
+
+    base, first = task_base(tmp_path)
+    df = spark.read.format("tflux_python").load(str(base)).where(f"lsn >= {first}")
+    rows = sorted(df.collect(), key=lambda r: r.lsn)
+    assert dict(df.dtypes)["kept_ids"] == "array<bigint>"
+    columns = ["kind", "queue", "key", "record_id", "message", "due", "kept_ids", "rules"]
+    for row, (_, want) in zip(rows, column_rows(), strict=True):
+        got = {c: row[c] for c in columns}
+        got["message"] = None if got["message"] is None else bytes(got["message"])
+        got["rules"] = None if got["rules"] is None else json_.loads(got["rules"])
+        assert got == {**dict.fromkeys(columns), **want}
+    with pytest.raises(tflux.ReplayError, match=f"queue_rules delta at LSN {first} ") as info:
+        rebuild._Frames(spark, str(base), fmt="tflux_python")
+    assert info.value.lsn == first
+
+
+def test_the_jvm_decodes_every_task_queue_vector_as_the_core_does(jvm_dump):
+    # LogColumns.java against the vectors' fields (the core's columns: tests/core), the rules
+    # as the same JSON text; an id past Int64 refused naming the LSN, as the core does.
+    import json as json_
+
+    from _task_vectors import RULES_SET_ALL_TEXT, VECTORS, column_rows
+
+    rows, error = jvm_dump("delta", *(data.hex() for data, _ in column_rows()))
+    assert error is None
+    columns = ["kind", "queue", "key", "record_id", "message", "due", "kept_ids", "rules"]
+    for row, (_, want) in zip(rows, column_rows(), strict=True):
+        got = {c: row[c] for c in columns}
+        got["message"] = None if got["message"] is None else bytes.fromhex(got["message"])
+        got["rules"] = None if got["rules"] is None else json_.loads(got["rules"])
+        assert got == {**dict.fromkeys(columns), **want}
+    (row,), error = jvm_dump("delta", VECTORS["rules_set_all"]["hex"])
+    assert row["rules"] == RULES_SET_ALL_TEXT  # the core's text too (tests/core)
+    (row,), error = jvm_dump("delta", VECTORS["delivered"]["hex"])
+    assert "record id 18446744073709551615 at LSN 0 exceeds Int64" in row["error"]
+
+
+def test_spark_replay_through_the_jvm_reader_stops_at_the_first_task_queue_delta(
+    jvm_spark, tmp_path
+):
+    # The JVM summary scan (replay's step 1) refuses it where it meets it, naming kind and LSN.
+    base, first = task_base(tmp_path)
+    with pytest.raises(Exception, match=f"cannot replay the queue_rules delta at LSN {first}:"):
+        tflux.spark.replay(jvm_spark, str(base)).collect()

@@ -42,6 +42,7 @@ def fmt(request, spark) -> str:
 
 COLUMNS = ["source", "segment", "lsn", "term", "kind", "queue", "key", "record_id", "message"]
 COLUMNS += ["implementation", "max_queue_size", "max_message_size", "key_min", "key_max"]
+COLUMNS += ["due", "kept_ids", "rules"]  # the task-queue deltas' (spec 12, issue 44)
 
 
 # --- deltas by hand (spec 6) --------------------------------------------------------------
@@ -163,6 +164,7 @@ def test_spark_schema_is_the_arrow_schema_of_the_batches(spark, fmt, written):
         "kind": "string", "queue": "string", "key": "bigint", "record_id": "bigint",
         "message": "binary", "implementation": "int", "max_queue_size": "int",
         "max_message_size": "int", "key_min": "bigint", "key_max": "bigint",
+        "due": "bigint", "kept_ids": "array<bigint>", "rules": "string",
     }  # fmt: skip
     assert all(f.nullable for f in df.schema.fields)
 

@@ -424,7 +424,9 @@ def test_the_summary_option_gives_the_rows_replay_aggregates_from_every_entry(
         for first in (0, 777):
             logs = [(log_dir, first)]
             entries = rebuild.union(spark, logs, {}, cols, "tflux_python")
-            want = rebuild._Frames._summarize(entries).collect()
+            # Less the Python step's ``task`` column (the first task-queue delta, which it
+            # refuses): the JVM summary scan refuses such a delta where it meets it.
+            want = rebuild._Frames._summarize(entries).drop("task").collect()
             got = rebuild.summaries(spark, logs).collect()
             assert sorted(map(tuple, got), key=repr) == sorted(map(tuple, want), key=repr)
             assert any(r.ev_kind == "delete_queue" for r in got)

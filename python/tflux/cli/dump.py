@@ -87,15 +87,26 @@ def _decoded(data: bytes, *, full: bool = False, b64: bool = False) -> dict[str,
         fields["max_size"] = delta.max_queue_size
         fields["max_message_size"] = delta.max_message_size
         fields["key_range"] = list(delta.key_range) if delta.key_range is not None else None
-    elif kind == "add_record":
+    elif kind in ("add_record", "add_later"):
         message = delta.message or b""
         fields["key"] = delta.key
+        if kind == "add_later":
+            fields["not_before"] = delta.due
         fields["message_length"] = len(message)
         fields["message"] = _preview(message, None if full else _PREVIEW)
         if b64:
             fields["message_b64"] = base64.b64encode(message).decode("ascii")
-    elif kind == "remove_record":
+    elif kind in ("remove_record", "delivered"):
         fields["record_id"] = delta.record_id
+    elif kind == "failed":
+        fields["record_id"] = delta.record_id
+        fields["due"] = delta.due
+    elif kind == "purge":
+        fields["kept_ids"] = delta.kept_ids
+    elif kind == "queue_rules":
+        # Only the rules the delta changes (``none``: cleared); spec section 12.
+        for name, value in (delta.rules or {}).items():
+            fields[name] = list(value) if name == "dead_letter" and value is not None else value
     return fields
 
 
@@ -108,6 +119,10 @@ def _quoted(text: str, backslashes: bool = True) -> str:
 def _text_value(key: str, value: Any) -> str:
     if value is None:
         return "none"
+    if key == "kept_ids":
+        return ",".join(map(str, value)) or "none"
+    if key == "dead_letter":  # (queue, deliveries)
+        return f"{_quoted(value[0])}:{value[1]}"
     if isinstance(value, list):
         return f"{value[0]}..{value[1]}"
     if key == "message":  # a preview: its backslashes are escapes already
@@ -165,11 +180,15 @@ def dump(
     printed, then what stopped each damaged segment, and the exit code is 1.
 
     Each line has lsn, term, kind (create_queue, delete_queue, add_record,
-    remove_record) and queue ("" is the default queue), then by kind: implementation,
+    remove_record; the task-queue kinds queue_rules, add_later, delivered, failed, purge)
+    and queue ("" is the default queue), then by kind: implementation,
     max_size, max_message_size, key_range (none = no limit / no range); key, message_length
     and message (the first 32 bytes as text, other bytes as \\xNN, "..." when longer);
-    record_id. Data that is not a delta is printed as kind=undecodable with the error and
-    the bytes in hex, and makes the exit code 1 once everything is printed.
+    record_id; add_later: not_before, failed: due (unix ms); purge: kept_ids; queue_rules:
+    the rules it changes (dead_letter queue:deliveries, retry_delay_ms, retry_backoff in
+    millionths, retry_max_delay_ms, lease_ms; none = cleared). Data that is not a delta is
+    printed as kind=undecodable with the error and the bytes in hex, and makes the exit code
+    1 once everything is printed.
 
     A channel directory (one with data/cursors) is always dumped raw.
 

@@ -52,6 +52,12 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
         snap = tflux.read_snapshot_batch(path)
         if snap is None:
             return None
+        if snap.task_queues:  # spec section 12: state the columns do not carry
+            raise tflux.ReplayError(
+                f"Spark replay cannot replay {path}: it holds the task-queue state of queue "
+                f"{snap.task_queues[0]!r} (rules, delayed records or delivery counts), which "
+                "tflux.open and tflux replay restore"
+            )
         queues = [(q["name"], q["implementation"], q["last_id"]) for q in snap.queues]
         return _SnapshotInfo(snap.last_index, len(snap), queues)
 

@@ -297,12 +297,14 @@ class _Frames:
                 F.when(life, F.col("lsn")).alias("ev_lsn"),
                 F.when(life, F.col("kind")).alias("ev_kind"),
                 F.when(life, F.col("implementation")).alias("ev_impl"),
+                F.when(F.col("kind").isin(*TASK_KINDS), F.struct("lsn", "kind")).alias("task"),
             )
             .groupBy("log_dir", "source", "queue", "segment", "ev_lsn", "ev_kind", "ev_impl")
             .agg(
                 F.max("lsn").alias("last"),
                 F.coalesce(F.max("queue_adds"), F.lit(0)).alias("adds"),
                 F.sum("remove").alias("removes"),
+                F.min("task").alias("task"),  # the first task-queue delta, refused below
             )
         )
 
@@ -316,7 +318,9 @@ class _Frames:
         of removes."""
         last: dict[str, int] = {}
         removes = 0
-        for r in small.collect():
+        rows = small.collect()
+        _refuse_task_deltas(rows)
+        for r in rows:
             if removed is not None and r.rm_lsn is not None:
                 if r.rm_lo is None:  # a chunk with too many runs
                     removed.overflow = True

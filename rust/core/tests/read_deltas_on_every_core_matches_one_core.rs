@@ -6,6 +6,7 @@
 use proptest::prelude::*;
 use tflux_core::format::compressed::Method;
 use tflux_core::format::delta::Delta;
+use tflux_core::format::rules::RulesChange;
 use tflux_core::log::columns::{read_deltas_with, DeltaColumns, DeltaRead};
 use tflux_core::log::recovery::Parallelism;
 use tflux_core::{Log, LogOptions, SyncPolicy};
@@ -43,7 +44,59 @@ fn entry() -> impl Strategy<Value = Vec<u8>> {
         ),
         1 => name.clone().prop_map(|name| Delta::DeleteQueue { name }.encode()),
         1 => Just(b"Z".to_vec()),
-        1 => name.prop_map(|name| Delta::RemoveRecord { name, id: u64::MAX }.encode()),
+        1 => name.clone().prop_map(|name| Delta::RemoveRecord { name, id: u64::MAX }.encode()),
+        2 => task_entry(name),
+    ]
+}
+
+/// A task-queue delta (spec section 12).
+fn task_entry(name: impl Strategy<Value = Vec<u8>> + Clone) -> impl Strategy<Value = Vec<u8>> {
+    let change = |v: Option<i64>| match v {
+        Some(v) if v < 0 => Some(None),
+        Some(v) => Some(Some(v)),
+        None => None,
+    };
+    prop_oneof![
+        (
+            name.clone(),
+            any::<i64>(),
+            any::<i64>(),
+            prop::collection::vec(any::<u8>(), 0..20)
+        )
+            .prop_map(|(name, key, not_before, message)| {
+                Delta::AddLater {
+                    name,
+                    key,
+                    not_before,
+                    message,
+                }
+                .encode()
+            }),
+        (name.clone(), 0u64..1 << 40).prop_map(|(name, id)| Delta::Delivered { name, id }.encode()),
+        (name.clone(), 0u64..1 << 40, any::<i64>()).prop_map(|(name, id, due)| Delta::Failed {
+            name,
+            id,
+            due
+        }
+        .encode()),
+        (name.clone(), prop::collection::vec(0u64..1 << 40, 0..5))
+            .prop_map(|(name, kept)| Delta::Purge { name, kept }.encode()),
+        (
+            name,
+            any::<[Option<i64>; 4]>(),
+            any::<Option<Option<i32>>>()
+        )
+            .prop_map(move |(name, [a, b, c, d], dead)| Delta::QueueRules {
+                name,
+                change: RulesChange {
+                    dead_letter: dead.map(|d| d.map(|n| (b"dead".to_vec(), n))),
+                    retry_delay_ms: change(a),
+                    retry_backoff: change(b),
+                    retry_max_delay_ms: change(c),
+                    lease_ms: change(d),
+                },
+            }
+            .encode()),
     ]
 }
 
@@ -112,6 +165,7 @@ fn check_against_written(c: &DeltaColumns, log: &mut Log) {
         assert!(c.kind.validity.is_valid(i) && c.queue.validity.is_valid(i));
         assert_eq!(queue, written.as_ref().name(), "queue at LSN {lsn}");
         let (mut key, mut id, mut settings, mut range) = (None, None, None, None);
+        let (mut due, mut kept, mut rules) = (None, None, None);
         match written {
             Delta::AddRecord {
                 key: k, message: m, ..
@@ -137,8 +191,43 @@ fn check_against_written(c: &DeltaColumns, log: &mut Log) {
                 range = key_range;
             }
             Delta::DeleteQueue { .. } => assert_eq!(kind, b"delete_queue"),
-            other => panic!("this test writes no {}", other.as_ref().kind_name()),
+            Delta::AddLater {
+                key: k,
+                not_before,
+                message: m,
+                ..
+            } => {
+                assert_eq!(kind, b"add_later");
+                assert!(c.message.validity.is_valid(i));
+                assert_eq!(message, &m[..]);
+                (key, due) = (Some(k), Some(not_before));
+            }
+            Delta::Delivered { id: r, .. } => {
+                assert_eq!(kind, b"delivered");
+                id = Some(r as i64);
+            }
+            Delta::Failed { id: r, due: d, .. } => {
+                assert_eq!(kind, b"failed");
+                (id, due) = (Some(r as i64), Some(d));
+            }
+            Delta::Purge { kept: k, .. } => {
+                assert_eq!(kind, b"purge");
+                kept = Some(k.iter().map(|&r| r as i64).collect::<Vec<_>>());
+            }
+            Delta::QueueRules { change, .. } => {
+                assert_eq!(kind, b"queue_rules");
+                rules = Some(tflux_core::log::columns::rules_json(&change.as_borrowed()));
+            }
         }
+        assert_eq!(at(&c.due, i), due, "due at LSN {lsn}");
+        assert_eq!(c.kept_ids.validity.is_valid(i), kept.is_some());
+        assert_eq!(
+            c.kept_ids.value(i),
+            kept.unwrap_or_default(),
+            "kept ids at LSN {lsn}"
+        );
+        assert_eq!(c.rules.validity.is_valid(i), rules.is_some());
+        assert_eq!(c.rules.value(i), rules.unwrap_or_default().as_bytes());
         if key.is_none() {
             assert!(!c.message.validity.is_valid(i) && message.is_empty());
         }
@@ -173,7 +262,9 @@ fn check_against_written(c: &DeltaColumns, log: &mut Log) {
         c.repeats.kind.map(|k| k.as_bytes().to_vec())
     );
     assert_eq!(one(&|i| c.queue_at(i).to_vec()), c.repeats.queue);
-    let mut binary = vec![&c.message];
+    let mut binary = vec![&c.message, &c.rules];
+    assert_eq!(c.kept_ids.offsets.len(), n + 1);
+    assert_eq!(c.kept_ids.values.len(), c.kept_ids.offsets[n] as usize);
     for (column, repeated) in [
         (&c.kind, c.repeats.kind.is_some()),
         (&c.queue, c.repeats.queue.is_some()),
@@ -207,7 +298,11 @@ fn check_against_written(c: &DeltaColumns, log: &mut Log) {
     );
     present(&c.key_min.validity, c.key_min.values.len());
     present(&c.key_max.validity, c.key_max.values.len());
+    present(&c.due.validity, c.due.values.len());
     let columns = [
+        &c.due.validity,
+        &c.kept_ids.validity,
+        &c.rules.validity,
         &c.key.validity,
         &c.record_id.validity,
         &c.implementation.validity,

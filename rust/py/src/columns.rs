@@ -256,6 +256,17 @@ impl PyDeltaBatch {
             ),
             ("key_min", fixed(py, "int64", c.key_min, z, Column::I64)?),
             ("key_max", fixed(py, "int64", c.key_max, z, Column::I64)?),
+            ("due", fixed(py, "int64", c.due, z, Column::I64)?),
+            (
+                "kept_ids",
+                (
+                    "list<int64>",
+                    validity(py, c.kept_ids.validity, z)?,
+                    buf(py, Column::I64(c.kept_ids.values))?,
+                    Some(buf(py, Column::I32(c.kept_ids.offsets))?),
+                ),
+            ),
+            ("rules", var(py, "string", c.rules, z)?),
         ];
         if let Some(raw) = c.raw {
             columns.push(("data", var(py, "binary", raw, z)?));
@@ -302,6 +313,7 @@ pub struct PySnapshotBatch {
     last_index: i64,
     last_term: i64,
     queues: Vec<tflux_core::format::snapshot::QueueData>,
+    task_queues: Vec<Vec<u8>>,
     columns: Vec<(&'static str, Spec)>,
 }
 
@@ -324,6 +336,7 @@ impl PySnapshotBatch {
             last_index: c.last_index,
             last_term: c.last_term,
             queues: c.queues,
+            task_queues: c.task_queues,
             columns,
         })
     }
@@ -363,6 +376,16 @@ impl PySnapshotBatch {
         Ok(out)
     }
 
+    /// The queues a task-layout snapshot holds task-queue state for (spec section 12: rules,
+    /// delayed records, delivery counts), which the columns do not carry.
+    #[getter]
+    fn task_queues(&self) -> Vec<String> {
+        self.task_queues
+            .iter()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect()
+    }
+
     fn _buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         spec_list(py, &self.columns)
     }
@@ -395,8 +418,13 @@ fn read_snapshot_batch(
     let r = py.detach(|| {
         let found = tflux_core::log::dialect::snapshot_file_says(&path)?;
         let dialect = tflux_core::log::dialect::file_dialect(found, chosen)?;
-        let snap = tflux_core::base::files::read_snapshot_in(&path, dialect)?;
-        snap.map(|s| SnapshotColumns::from_snapshot(&s)).transpose()
+        let snap = tflux_core::base::files::read_snapshot_full(&path, dialect)?;
+        snap.map(|(s, tasks)| {
+            let mut c = SnapshotColumns::from_snapshot(&s)?;
+            c.task_queues = tasks.into_iter().map(|q| q.name).collect();
+            Ok(c)
+        })
+        .transpose()
     });
     let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
     cols.map(|c| PySnapshotBatch::new(py, c)).transpose()

@@ -161,7 +161,8 @@ impl PyDelta {
         })
     }
 
-    /// "create_queue", "delete_queue", "add_record" or "remove_record".
+    /// "create_queue", "delete_queue", "add_record", "remove_record", or a task-queue kind
+    /// (spec section 12): "queue_rules", "add_later", "delivered", "failed", "purge".
     #[getter]
     fn kind(&self) -> &'static str {
         match self.inner {
@@ -242,6 +243,51 @@ impl PyDelta {
             | Delta::Failed { id, .. } => Some(id),
             _ => None,
         }
+    }
+
+    /// AddLater: not before (unix ms); Failed: due (unix ms).
+    #[getter]
+    fn due(&self) -> Option<i64> {
+        match self.inner {
+            Delta::AddLater { not_before, .. } => Some(not_before),
+            Delta::Failed { due, .. } => Some(due),
+            _ => None,
+        }
+    }
+
+    /// Purge: the ids of the records kept (in flight at the purge).
+    #[getter]
+    fn kept_ids(&self) -> Option<Vec<u64>> {
+        match &self.inner {
+            Delta::Purge { kept, .. } => Some(kept.clone()),
+            _ => None,
+        }
+    }
+
+    /// QueueRules: the rules it changes, by name (`dead_letter`, `retry_delay_ms`,
+    /// `retry_backoff` in millionths, `retry_max_delay_ms`, `lease_ms`), None for a rule it
+    /// clears; a rule it leaves as it is is not a key.
+    #[getter]
+    fn rules<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+        let Delta::QueueRules { change, .. } = &self.inner else {
+            return Ok(None);
+        };
+        let dict = pyo3::types::PyDict::new(py);
+        if let Some(dead) = &change.dead_letter {
+            let value = dead.as_ref().map(|(q, n)| (name_py(q), *n));
+            dict.set_item("dead_letter", value)?;
+        }
+        for (name, value) in [
+            ("retry_delay_ms", change.retry_delay_ms),
+            ("retry_backoff", change.retry_backoff),
+            ("retry_max_delay_ms", change.retry_max_delay_ms),
+            ("lease_ms", change.lease_ms),
+        ] {
+            if let Some(value) = value {
+                dict.set_item(name, value)?;
+            }
+        }
+        Ok(Some(dict))
     }
 
     /// The delta's bytes (the data of a log record).

@@ -246,13 +246,30 @@ fn build(
     }
     // Snapshot: the same state under the target's header; TaskFlux's "no snapshot yet" empty
     // file stays an empty file.
-    let snapshot = files::read_snapshot_in(&source.snapshot, from)?;
+    let (snapshot, tasks) = match files::read_snapshot_full(&source.snapshot, from)? {
+        Some((s, tasks)) => (Some(s), tasks),
+        None => (None, Vec::new()),
+    };
+    if let Some(q) = tasks.first().filter(|_| to == Dialect::Taskflux) {
+        // A task-layout snapshot (spec section 12): its rules, delays and counts have no
+        // place in TaskFlux's snapshot, and converting without them would change the queues.
+        return Err(Error::InvalidArgument(format!(
+            "the taskflux dialect cannot represent the task-queue state of queue '{}' \
+             (rules, delayed records or delivery counts) in {} (spec section 12): nothing \
+             was written",
+            String::from_utf8_lossy(&q.name),
+            source.snapshot.display()
+        )));
+    }
     match &snapshot {
         Some(s) => {
-            write_file(
-                &target.snapshot,
-                &crate::format::snapshot::encode_in(s, to)?,
-            )?;
+            // The task state goes along (spec to spec); a taskflux target was refused above.
+            let bytes = if tasks.is_empty() {
+                crate::format::snapshot::encode_in(s, to)?
+            } else {
+                crate::format::snapshot::encode_with_tasks(s, &tasks)?
+            };
+            write_file(&target.snapshot, &bytes)?;
             report.snapshot = true;
         }
         None if std::fs::symlink_metadata(&source.snapshot).is_ok() => {
@@ -290,6 +307,8 @@ fn build(
             };
             let mut buf = Vec::with_capacity(WRITE_BUFFER);
             let mut failed = false;
+            // The first delta the taskflux dialect cannot hold (spec section 12): (LSN, kind).
+            let mut refused: Option<(i64, &'static str)> = None;
             for info in &segments {
                 let path = target.log.join(seg_format::file_name(info.start_lsn));
                 let file = Arc::new(storage::create_new_file(&path).ctx("create segment", &path)?);
@@ -299,6 +318,12 @@ fn build(
                 let mut written = 0u64;
                 // The open checked every record's checksum: not again here.
                 log.scan_checked_at_open(info.start_lsn, end, |lsn, term, data, _| {
+                    if to == Dialect::Taskflux {
+                        if let Some(kind) = task_queue_kind(data) {
+                            refused = Some((lsn, kind));
+                            return false;
+                        }
+                    }
                     let checksum = with_framing!(to, F => F::encode(&mut buf, term, data));
                     fingerprint.add(lsn, term, data.len(), checksum);
                     if buf.len() >= WRITE_BUFFER {
@@ -311,6 +336,12 @@ fn build(
                     }
                     true
                 })?;
+                if let Some((lsn, kind)) = refused {
+                    return Err(Error::InvalidArgument(format!(
+                        "the taskflux dialect cannot represent the {kind} delta at LSN {lsn} \
+                         (TaskFlux has four deltas; spec section 12): nothing was written"
+                    )));
+                }
                 if failed {
                     break;
                 }
@@ -352,6 +383,16 @@ fn build(
     }
     check(source, out, to, &report, snapshot.as_ref(), &metadata)?;
     Ok(report)
+}
+
+/// The kind of a task-queue delta (spec section 12), which the taskflux dialect cannot hold;
+/// `None` for TaskFlux's four kinds and for data that is not a delta (copied as it is, as
+/// before: convert re-frames bytes, it does not judge them).
+fn task_queue_kind(data: &[u8]) -> Option<&'static str> {
+    crate::format::delta::decode(data)
+        .ok()
+        .filter(|d| d.is_task_queue())
+        .map(|d| d.kind_name())
 }
 
 /// Bytes handed to the writer thread at a time.

@@ -204,12 +204,33 @@ impl Binary {
     }
 }
 
-pub const KIND_NAMES: [&str; 4] = [
+pub const KIND_NAMES: [&str; 9] = [
     "create_queue",
     "delete_queue",
     "add_record",
     "remove_record",
+    "queue_rules",
+    "add_later",
+    "delivered",
+    "failed",
+    "purge",
 ];
+
+/// A nullable list<int64> column (Arrow's layout: int32 offsets into the values of every
+/// list, one after another): a Purge's kept record ids.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct IdLists {
+    pub offsets: Vec<i32>,
+    pub values: Vec<i64>,
+    pub validity: Bitmap,
+}
+
+impl IdLists {
+    /// Entry `i`'s list (empty when null).
+    pub fn value(&self, i: usize) -> &[i64] {
+        &self.values[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+}
 
 /// A nullable fixed-width column written an entry at a time, as the entries are decoded.
 /// Nothing is written while every entry so far is null: a column no entry fills (most of them,

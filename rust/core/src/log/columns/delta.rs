@@ -1,9 +1,10 @@
 //! Log deltas decoded into columns: one segment alone, or a range of the log split across the
 //! cores (each span decoded by its own [`SpanDecoder`] and appended in LSN order).
 
+use super::task::TaskColumns;
 use super::{
-    fields, format_delta, offset, pool, Binary, Bitmap, DeltaRef, Dialect, Error, Fixed, Log,
-    Nullable, Parallelism, Result, SpanReader, SpanStart, Split, KIND_NAMES,
+    fields, format_delta, offset, pool, Binary, Bitmap, DeltaRef, Dialect, Error, Fixed, IdLists,
+    Log, Nullable, Parallelism, Result, SpanReader, SpanStart, Split, KIND_NAMES,
 };
 
 /// Decoded entries in columns.
@@ -22,6 +23,12 @@ pub struct DeltaColumns {
     pub max_message_size: Nullable<i32>,
     pub key_min: Nullable<i64>,
     pub key_max: Nullable<i64>,
+    /// AddLater: not before; Failed: due (unix ms). Spec section 12, as the next two.
+    pub due: Nullable<i64>,
+    /// Purge: the ids of the records kept.
+    pub kept_ids: IdLists,
+    /// QueueRules: the rules it changes, as JSON ([`super::task::rules_json`]).
+    pub rules: Binary,
     /// The undecoded record data, when asked for.
     pub raw: Option<Binary>,
     /// The one kind and the one queue of every entry, when they have one: `kind` and `queue`
@@ -38,12 +45,31 @@ pub struct Repeats {
     pub queue: Option<Vec<u8>>,
 }
 
-// Entry codes: the kind's index into `KIND_NAMES` (`code & 3`), and a CreateQueue with a key
-// range apart (it fills `key_min`/`key_max`).
+// Entry codes: TaskFlux's four kinds (their index into `KIND_NAMES`), a CreateQueue with a key
+// range apart (it fills `key_min`/`key_max`), then the task-queue kinds (spec section 12).
+// `KIND_OF` maps a code to its kind's index into `KIND_NAMES`.
 const CREATE: u8 = 0;
 const ADD: u8 = 2;
 const REMOVE: u8 = 3;
 const CREATE_RANGED: u8 = 4;
+const RULES: u8 = 5;
+const LATER: u8 = 6;
+const DELIVERED: u8 = 7;
+const FAILED: u8 = 8;
+const PURGE: u8 = 9;
+/// Entry codes.
+const CODES: usize = 10;
+const KIND_OF: [usize; CODES] = [0, 1, 2, 3, 0, 4, 5, 6, 7, 8];
+
+/// The entry code of a delta of kind `kind_code` ([`fields::kind_code`]), not a CreateQueue
+/// with a key range.
+fn code_of_kind(kind_code: u8) -> u8 {
+    if kind_code < 4 {
+        kind_code
+    } else {
+        kind_code + 1
+    }
+}
 
 /// The column decoder. Each delta is decoded once as it arrives ([`Columns::push`]: the
 /// lengths alone for a delta of the queue before it, [`fields::code_in_queue`], else
@@ -53,10 +79,10 @@ const CREATE_RANGED: u8 = 4;
 /// end (none when all are valid).
 pub(super) struct Columns {
     first_lsn: i64,
-    /// Per entry: CREATE, 1 (DeleteQueue), ADD, REMOVE or CREATE_RANGED.
+    /// Per entry: CREATE, 1 (DeleteQueue), ADD, REMOVE, CREATE_RANGED or a task-queue code.
     pub(super) codes: Vec<u8>,
     /// Entries of each code so far, but AddRecords (not counted one by one: [`Columns::counts`]).
-    counts: [usize; 5],
+    counts: [usize; CODES],
     term: Vec<i32>,
     queue: Binary,
     /// The messages up to the last AddRecord (the null entries after it: [`Binary::pad`]).
@@ -65,6 +91,10 @@ pub(super) struct Columns {
     record_id: Fixed<i64>,
     settings: [Fixed<i32>; 3],
     range: [Fixed<i64>; 2],
+    /// AddLater's not before, Failed's due.
+    due: Fixed<i64>,
+    /// Purge's kept ids, QueueRules' change.
+    task: TaskColumns,
     /// The queue of the last delta decoded in full ([`format_delta::decode`] accepted the name), to
     /// check the deltas of the same queue after it by their lengths alone
     /// ([`fields::code_in_queue`]). At first the default queue: the empty name, always valid.
@@ -96,7 +126,7 @@ impl Columns {
         Columns {
             first_lsn,
             codes: Vec::with_capacity(n),
-            counts: [0; 5],
+            counts: [0; CODES],
             term: pool::take(n),
             queue,
             message,
@@ -104,6 +134,8 @@ impl Columns {
             record_id: Fixed::new(n),
             settings: [(); 3].map(|_| Fixed::new(n)),
             range: [(); 2].map(|_| Fixed::new(n)),
+            due: Fixed::new(n),
+            task: TaskColumns::default(),
             queue_seen: Vec::new(),
             one_queue: true,
             queue_first: Vec::new(),
@@ -139,13 +171,43 @@ impl Columns {
     #[cold]
     #[inline(never)]
     pub(super) fn put_other(&mut self, lsn: i64, i: usize, code: u8, data: &[u8]) -> Result<()> {
+        let id64 = |id: u64| {
+            i64::try_from(id).map_err(|_| {
+                Error::InvalidArgument(format!("record id {id} at LSN {lsn} exceeds Int64"))
+            })
+        };
         match code {
             REMOVE => {
-                let id = fields::remove_id(data);
-                let id = i64::try_from(id).map_err(|_| {
-                    Error::InvalidArgument(format!("record id {id} at LSN {lsn} exceeds Int64"))
-                })?;
+                let id = id64(fields::remove_id(data))?;
                 self.record_id.put(i, id);
+            }
+            RULES | LATER | DELIVERED | FAILED | PURGE => {
+                // Decoded in full by `check_in_full` just now (no shortcut reads these kinds):
+                // decoded again for their fields, the one decoder.
+                let d = format_delta::decode(data).map_err(|e| undecodable(lsn, e))?;
+                match d {
+                    DeltaRef::QueueRules { change, .. } => self.task.put_rules(i, &change),
+                    DeltaRef::AddLater {
+                        key,
+                        not_before,
+                        message,
+                        ..
+                    } => {
+                        self.key.put(i, key);
+                        self.message.put(i, message);
+                        self.due.put(i, not_before);
+                    }
+                    DeltaRef::Delivered { id, .. } => self.record_id.put(i, id64(id)?),
+                    DeltaRef::Failed { id, due, .. } => {
+                        self.record_id.put(i, id64(id)?);
+                        self.due.put(i, due);
+                    }
+                    DeltaRef::Purge { kept, .. } => {
+                        let ids = kept.iter().map(id64).collect::<Result<Vec<_>>>()?;
+                        self.task.put_kept(i, ids);
+                    }
+                    _ => unreachable!("code {code} is a task-queue kind"),
+                }
             }
             CREATE | CREATE_RANGED => {
                 let settings = fields::create_settings(data);
@@ -168,24 +230,7 @@ impl Columns {
     #[cold]
     #[inline(never)]
     pub(super) fn check_in_full(&mut self, lsn: i64, data: &[u8]) -> Result<u8> {
-        let d = format_delta::decode(data).map_err(|e| {
-            Error::corruption(
-                std::path::Path::new(&format!("<delta at LSN {lsn}>")),
-                Some(e.offset as u64),
-                format!("undecodable delta at LSN {lsn}: {}", e.reason),
-            )
-        })?;
-        if d.is_task_queue() {
-            // Spec 12's kinds have no columns yet: refused, never coded as another kind.
-            return Err(Error::corruption(
-                std::path::Path::new(&format!("<delta at LSN {lsn}>")),
-                Some(0),
-                format!(
-                    "{} delta at LSN {lsn}: the column reader does not read task-queue deltas yet",
-                    d.kind_name()
-                ),
-            ));
-        }
+        let d = format_delta::decode(data).map_err(|e| undecodable(lsn, e))?;
         self.queue_seen.clear();
         self.queue_seen.extend_from_slice(d.name());
         if self.codes.is_empty() {
@@ -200,7 +245,7 @@ impl Columns {
             DeltaRef::CreateQueue {
                 key_range: Some(_), ..
             } => CREATE_RANGED,
-            _ => fields::kind_code(&d),
+            _ => code_of_kind(fields::kind_code(&d)),
         };
         Ok(code)
     }
@@ -216,7 +261,7 @@ impl Columns {
     }
 
     /// Entries of each code.
-    pub(super) fn counts(&self) -> [usize; 5] {
+    pub(super) fn counts(&self) -> [usize; CODES] {
         let mut c = self.counts;
         c[ADD as usize] = self.codes.len() - c.iter().sum::<usize>();
         c
@@ -235,7 +280,7 @@ impl Columns {
             return;
         }
         self.codes.truncate(n);
-        self.counts = [0; 5];
+        self.counts = [0; CODES];
         for &code in &self.codes {
             self.counts[code as usize] += 1;
         }
@@ -245,8 +290,11 @@ impl Columns {
         self.queue.truncate(n);
         self.message.truncate(n);
         let c = self.counts();
-        self.key.truncate(n, c[ADD as usize]);
-        self.record_id.truncate(n, c[REMOVE as usize]);
+        self.key.truncate(n, c[ADD as usize] + c[LATER as usize]);
+        let ids = c[REMOVE as usize] + c[DELIVERED as usize] + c[FAILED as usize];
+        self.record_id.truncate(n, ids);
+        self.due.truncate(n, c[LATER as usize] + c[FAILED as usize]);
+        self.task.truncate(n);
         for column in &mut self.settings {
             column.truncate(n, c[CREATE as usize] + c[CREATE_RANGED as usize]);
         }
@@ -286,6 +334,8 @@ impl Columns {
         }
         self.key.append(n, other.key, more);
         self.record_id.append(n, other.record_id, more);
+        self.due.append(n, other.due, more);
+        self.task.append(n, other.task);
         for (column, other) in self.settings.iter_mut().zip(other.settings) {
             column.append(n, other, more);
         }
@@ -299,19 +349,24 @@ impl Columns {
     pub(super) fn finish(mut self, raw: Option<Binary>) -> Result<DeltaColumns> {
         let n = self.codes.len();
         let c = self.counts();
-        let (creates, ranged, adds, removes) = (c[0] + c[4], c[4], c[2], c[3]);
+        let (creates, ranged) = (c[CREATE as usize] + c[CREATE_RANGED as usize], c[4]);
+        let adds = c[ADD as usize] + c[LATER as usize];
+        let ids = c[REMOVE as usize] + c[DELIVERED as usize] + c[FAILED as usize];
+        let dues = c[LATER as usize] + c[FAILED as usize];
         self.message.pad(n);
         for column in [&self.queue, &self.message] {
             offset(column.data.len())?;
         }
         let (kind, one_kind) = self.kind_column()?;
         let codes = &self.codes[..];
-        let bits = |valid, code: u8, mask: u8| Bitmap::build(n, valid, |i| codes[i] & mask == code);
-        let [implementation, max_queue_size, max_message_size] =
-            self.settings.map(|c| c.finish(n, bits(creates, CREATE, 3)));
+        let bits = |valid, of: &[u8]| Bitmap::build(n, valid, |i| of.contains(&codes[i]));
+        let [implementation, max_queue_size, max_message_size] = self
+            .settings
+            .map(|c| c.finish(n, bits(creates, &[CREATE, CREATE_RANGED])));
         let [key_min, key_max] = self
             .range
-            .map(|c| c.finish(n, bits(ranged, CREATE_RANGED, 0xFF)));
+            .map(|c| c.finish(n, bits(ranged, &[CREATE_RANGED])));
+        let (kept_ids, rules) = self.task.finish(n)?;
         let one_queue = (self.one_queue && n > 0).then_some(self.queue_first);
         let mut queue = if let Some(name) = &one_queue {
             Binary::repeated_len(name, n)?;
@@ -323,7 +378,7 @@ impl Columns {
         };
         queue.validity = Bitmap::build(n, n, |_| true);
         let mut message = self.message;
-        message.validity = bits(adds, ADD, 0xFF);
+        message.validity = bits(adds, &[ADD, LATER]);
         Ok(DeltaColumns {
             lsn: {
                 let mut lsn = pool::take(n);
@@ -333,14 +388,19 @@ impl Columns {
             term: self.term,
             kind,
             queue,
-            key: self.key.finish(n, bits(adds, ADD, 0xFF)),
-            record_id: self.record_id.finish(n, bits(removes, REMOVE, 0xFF)),
+            key: self.key.finish(n, bits(adds, &[ADD, LATER])),
+            record_id: self
+                .record_id
+                .finish(n, bits(ids, &[REMOVE, DELIVERED, FAILED])),
             message,
             implementation,
             max_queue_size,
             max_message_size,
             key_min,
             key_max,
+            due: self.due.finish(n, bits(dues, &[LATER, FAILED])),
+            kept_ids,
+            rules,
             raw,
             repeats: Repeats {
                 kind: one_kind,
@@ -352,25 +412,36 @@ impl Columns {
     /// The kind names, or (no offsets, no data) the one kind every entry has.
     pub(super) fn kind_column(&self) -> Result<(Binary, Option<&'static str>)> {
         let n = self.codes.len();
-        let name = |code: u8| KIND_NAMES[(code & 3) as usize].as_bytes();
-        let mut counts = [0; 4];
+        let name = |code: u8| KIND_NAMES[KIND_OF[code as usize]].as_bytes();
+        let mut counts = [0; KIND_NAMES.len()];
         for (code, count) in self.counts().into_iter().enumerate() {
-            counts[code & 3] += count;
+            counts[KIND_OF[code]] += count;
         }
         let all = Bitmap::build(n, n, |_| true);
-        if let Some(kind) = (0..4).find(|&k| counts[k] == n && n > 0) {
+        if let Some(kind) = (0..KIND_NAMES.len()).find(|&k| counts[k] == n && n > 0) {
             let name = KIND_NAMES[kind];
             Binary::repeated_len(name.as_bytes(), n)?;
             let mut column = Binary::empty();
             column.validity = all;
             return Ok((column, Some(name)));
         }
-        let bytes = (0..4).map(|k| counts[k] * KIND_NAMES[k].len()).sum();
+        let bytes = (0..KIND_NAMES.len())
+            .map(|k| counts[k] * KIND_NAMES[k].len())
+            .sum();
         let mut kind = Binary::with_capacity(n, bytes)?;
         kind.extend(0..n, |i| Some(name(self.codes[i])));
         kind.validity = all;
         Ok((kind, None))
     }
+}
+
+/// Undecodable data at `lsn`: corruption naming the LSN and the offset in the delta.
+fn undecodable(lsn: i64, e: format_delta::DeltaError) -> Error {
+    Error::corruption(
+        std::path::Path::new(&format!("<delta at LSN {lsn}>")),
+        Some(e.offset as u64),
+        format!("undecodable delta at LSN {lsn}: {}", e.reason),
+    )
 }
 
 impl DeltaColumns {

@@ -14,6 +14,9 @@ pub struct SnapshotColumns {
     pub message: Binary,
     /// Every queue's settings and last id (queues with no records included), by name.
     pub queues: Vec<crate::format::snapshot::QueueData>,
+    /// The queues a task-layout snapshot holds task-queue state for (rules, delayed records,
+    /// delivery counts: spec section 12), which these columns do not carry.
+    pub task_queues: Vec<Vec<u8>>,
 }
 
 impl SnapshotColumns {

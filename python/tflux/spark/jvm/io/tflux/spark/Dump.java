@@ -17,7 +17,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  *                                                             framed in the dialect its first
  *                                                             record says ($TFLUX_DIALECT chooses)
  * Dump crc32-mpeg2 HEX...                                     each input's CRC-32/MPEG-2
- * Dump delta HEX...                                           each delta's columns (or error)
+ * Dump delta HEX...                                           each delta's columns (or error;
+ *                                                             kept_ids a list, rules JSON text)
  * Dump snapshot PATH                                          header and records
  * </pre>
  * A failure prints {"error": message} and exits 1.
@@ -124,6 +125,13 @@ public final class Dump {
         out.append(v.getInt(0));
       } else if (fields.get(i).dataType() == DataTypes.StringType) {
         out.append(str(v.getUTF8String(0).toString()));
+      } else if (fields.get(i).dataType() instanceof org.apache.spark.sql.types.ArrayType) {
+        long[] items = v.getArray(0).toLongArray();
+        out.append('[');
+        for (int k = 0; k < items.length; k++) {
+          out.append(k == 0 ? "" : ", ").append(items[k]);
+        }
+        out.append(']');
       } else {
         byte[] bytes = v.getBinary(0);
         out.append('"').append(hex(ByteBuffer.wrap(bytes), 0, bytes.length)).append('"');

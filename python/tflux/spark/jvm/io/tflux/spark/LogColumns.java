@@ -27,22 +27,26 @@ import org.apache.spark.unsafe.types.UTF8String;
 final class LogColumns {
   static final String[] NAMES = {"source", "segment", "lsn", "term", "kind", "queue", "key",
       "record_id", "message", "implementation", "max_queue_size", "max_message_size", "key_min",
-      "key_max", "data", "queue_adds", "inc", "replay_id",
+      "key_max", "due", "kept_ids", "rules", "data", "queue_adds", "inc", "replay_id",
       "replay_key"};
   static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
       DataTypes.LongType, DataTypes.IntegerType, DataTypes.StringType, DataTypes.StringType,
       DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType, DataTypes.IntegerType,
       DataTypes.IntegerType, DataTypes.IntegerType, DataTypes.LongType, DataTypes.LongType,
+      DataTypes.LongType, DataTypes.createArrayType(DataTypes.LongType), DataTypes.StringType,
       DataTypes.BinaryType, DataTypes.LongType, DataTypes.LongType, DataTypes.LongType,
       DataTypes.LongType};
   static final int SOURCE = 0, SEGMENT = 1, LSN = 2, TERM = 3, KIND = 4, QUEUE = 5, KEY = 6,
       RECORD_ID = 7, MESSAGE = 8, IMPLEMENTATION = 9, MAX_QUEUE_SIZE = 10,
-      MAX_MESSAGE_SIZE = 11, KEY_MIN = 12, KEY_MAX = 13, DATA = 14, QUEUE_ADDS = 15, INC = 16,
-      REPLAY_ID = 17, REPLAY_KEY = 18;
+      MAX_MESSAGE_SIZE = 11, KEY_MIN = 12, KEY_MAX = 13, DUE = 14, KEPT_IDS = 15, RULES = 16,
+      DATA = 17, QUEUE_ADDS = 18, INC = 19, REPLAY_ID = 20, REPLAY_KEY = 21;
+  /** TaskFlux's four kinds (0..3), then the task-queue kinds of spec section 12 (4..8). */
   static final String[] KIND_NAMES = {"create_queue", "delete_queue", "add_record",
-      "remove_record"};
+      "remove_record", "queue_rules", "add_later", "delivered", "failed", "purge"};
   static final String[] DELTA_NAMES = {"CreateQueue", "DeleteQueue", "AddRecord",
-      "RemoveRecord"};
+      "RemoveRecord", "QueueRules", "AddLater", "Delivered", "Failed", "Purge"};
+  /** The columns only the task-queue deltas fill, as {@link #b} bits. */
+  static final int TASK_COLUMNS = (1 << DUE) | (1 << KEPT_IDS) | (1 << RULES);
 
   /**
    * The schema for the {@code rawData}, {@code columns} and {@code addCounts} options (Python's,
@@ -77,12 +81,12 @@ final class LogColumns {
     return DataTypes.createStructType(fields);
   }
 
-  /** The kind strings as a Parquet-style dictionary (four values, ids 0..3). */
+  /** The kind strings as a Parquet-style dictionary (ids: indexes into KIND_NAMES). */
   static final class KindDictionary implements Dictionary {
-    static final byte[][] BYTES = new byte[4][];
+    static final byte[][] BYTES = new byte[KIND_NAMES.length][];
 
     static {
-      for (int i = 0; i < 4; i++) {
+      for (int i = 0; i < KIND_NAMES.length; i++) {
         BYTES[i] = KIND_NAMES[i].getBytes(StandardCharsets.US_ASCII);
       }
     }
@@ -277,8 +281,8 @@ final class LogColumns {
     }
     if (messages) {
       nulls(row, b(KIND) | b(QUEUE) | b(KEY) | b(RECORD_ID) | b(MESSAGE) | b(IMPLEMENTATION)
-          | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE) | b(KEY_MIN) | b(KEY_MAX) | b(QUEUE_ADDS)
-          | b(INC) | b(REPLAY_ID) | b(REPLAY_KEY));
+          | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE) | b(KEY_MIN) | b(KEY_MAX) | TASK_COLUMNS
+          | b(QUEUE_ADDS) | b(INC) | b(REPLAY_ID) | b(REPLAY_KEY));
       return true;
     }
     c.reset(buf, at, at + len, 0);
@@ -294,6 +298,10 @@ final class LogColumns {
     int msgAt = 0;
     int msgLen = 0;
     long removed = 0;
+    long due = 0;
+    int keptAt = 0;
+    int keptLen = 0;
+    String rules = null;
     try {
       int marker = c.u8("delta marker");
       int nameAt;
@@ -342,6 +350,48 @@ final class LogColumns {
           removed = id;
           break;
         }
+        case 'Q': {
+          kind = 4;
+          nameAt = c.queueName();
+          nameLen = c.lastLen;
+          rules = rulesJson();
+          end(kind);
+          break;
+        }
+        case 'L': {
+          kind = 5;
+          nameAt = c.queueName();
+          nameLen = c.lastLen;
+          key = c.i64("key");
+          due = c.i64("not before");
+          msgAt = c.buffer("message length");
+          msgLen = c.lastLen;
+          end(kind);
+          break;
+        }
+        case 'V':
+        case 'F': {
+          kind = marker == 'V' ? 6 : 7;
+          nameAt = c.queueName();
+          nameLen = c.lastLen;
+          long id = c.i64("record id");
+          due = kind == 7 ? c.i64("due") : 0;
+          end(kind);
+          removed = int64(id, lsn);
+          break;
+        }
+        case 'P': {
+          kind = 8;
+          nameAt = c.queueName();
+          nameLen = c.lastLen;
+          keptLen = c.len("kept id count", 8);
+          keptAt = c.take(keptLen * 8, "kept ids");
+          end(kind);
+          for (int i = 0; i < keptLen; i++) {
+            int64(buf.getLong(keptAt + 8 * i), lsn);
+          }
+          break;
+        }
         default:
           throw c.fail(0, "unknown delta marker " + Cursor.hex2(marker));
       }
@@ -377,11 +427,18 @@ final class LogColumns {
             nulls(row, b(KEY_MIN) | b(KEY_MAX));
             break;
           case 2:
+          case 5:
             putLong(row, KEY, key);
             nulls(row, b(RECORD_ID));
             if (message != null) {
               message.put(row, buf, msgAt, msgLen);
             }
+            nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
+            nulls(row, b(KEY_MIN) | b(KEY_MAX));
+            break;
+          case 4:
+          case 8:
+            nulls(row, b(KEY) | b(RECORD_ID) | b(MESSAGE));
             nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
             nulls(row, b(KEY_MIN) | b(KEY_MAX));
             break;
@@ -391,6 +448,28 @@ final class LogColumns {
             nulls(row, b(IMPLEMENTATION) | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE));
             nulls(row, b(KEY_MIN) | b(KEY_MAX));
             break;
+        }
+        // The task-queue columns (spec section 12): due, kept_ids, rules.
+        if (kind == 5 || kind == 7) {
+          putLong(row, DUE, due);
+        } else {
+          nulls(row, b(DUE));
+        }
+        if (kind == 8 && vec[KEPT_IDS] != null) {
+          WritableColumnVector items = vec[KEPT_IDS].arrayData();
+          int first = items.getElementsAppended();
+          for (int i = 0; i < keptLen; i++) {
+            items.appendLong(buf.getLong(keptAt + 8 * i));
+          }
+          vec[KEPT_IDS].putArray(row, first, keptLen);
+        } else {
+          nulls(row, b(KEPT_IDS));
+        }
+        if (rules != null && vec[RULES] != null) {
+          byte[] text = rules.getBytes(StandardCharsets.US_ASCII);
+          vec[RULES].putByteArray(row, text, 0, text.length);
+        } else {
+          nulls(row, b(RULES));
         }
         if (kindIds != null) {
           kindIds.putInt(row, kind);
@@ -415,7 +494,7 @@ final class LogColumns {
     ReplayIds.Queue q = null;
     int at = -1;
     ReplayIds.Resolved r = null;
-    if (kind >= 2) {
+    if (kind == 2 || kind == 3) {
       int slot = adds.lastSlot();
       r = (ReplayIds.Resolved) adds.data(slot);
       if (r == null) {
@@ -447,6 +526,51 @@ final class LogColumns {
       putLong(row, REPLAY_KEY, key);
     }
     return true;
+  }
+
+  /** A record id as Int64 (Spark has no unsigned type): past it, refused naming the LSN. */
+  private static long int64(long id, long lsn) {
+    if (id < 0) {
+      throw new IllegalArgumentException("tflux: record id " + Long.toUnsignedString(id)
+          + " at LSN " + lsn + " exceeds Int64");
+    }
+    return id;
+  }
+
+  /**
+   * A QueueRules' change (format/rules.rs) as the core's {@code rules} column writes it
+   * ({@code log/columns/task.rs} {@code rules_json}): one JSON object in spec order, a rule
+   * left as it is absent, a cleared one null.
+   */
+  private String rulesJson() throws Cursor.DecodeError {
+    StringBuilder out = new StringBuilder("{");
+    if (c.bool("dead letter change flag")) {
+      out.append("\"dead_letter\":");
+      if (c.bool("dead letter flag")) {
+        int at = c.queueName();
+        int len = c.lastLen;
+        out.append("[\"");
+        for (int i = 0; i < len; i++) {
+          char ch = (char) (c.buf.get(at + i) & 0xFF);
+          if (ch == '"' || ch == '\\') {
+            out.append('\\');
+          }
+          out.append(ch);
+        }
+        out.append("\",").append(c.i32("dead letter deliveries")).append(']');
+      } else {
+        out.append("null");
+      }
+    }
+    String[][] ints = {{"retry_delay_ms", "retry delay"}, {"retry_backoff", "retry backoff"},
+        {"retry_max_delay_ms", "retry max delay"}, {"lease_ms", "lease"}};
+    for (String[] f : ints) {
+      if (c.bool(f[1] + " change flag")) {
+        out.append(out.length() > 1 ? "," : "").append('"').append(f[0]).append("\":");
+        out.append(c.bool(f[1] + " flag") ? String.valueOf(c.i64(f[1])) : "null");
+      }
+    }
+    return out.append('}').toString();
   }
 
   private void end(int kind) throws Cursor.DecodeError {

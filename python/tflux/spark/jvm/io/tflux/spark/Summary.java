@@ -144,6 +144,13 @@ final class Summary {
    */
   void entry(int kind, long lsn, long count, int impl, long removed, ByteBuffer buf, int nameAt,
       int nameLen) {
+    if (kind >= 4) {
+      // Spark's replay applies TaskFlux's four deltas only: a task-queue delta (spec section
+      // 12) is refused where it is met, never skipped (rebuild.py refuses it the same way).
+      throw new IllegalStateException("tflux ReplayError: Spark replay cannot replay the "
+          + LogColumns.KIND_NAMES[kind] + " delta at LSN " + lsn + ": task-queue deltas (spec "
+          + "section 12) are replayed by tflux.open and tflux replay only");
+    }
     int slot = adds.lastSlot();
     PerQueue q = (PerQueue) adds.data(slot);
     if (q == null) {
