@@ -129,6 +129,8 @@ pub struct Log {
     sync_failed: Option<PoisonCause>,
     /// The process that opened the log (a forked child's copy refuses use: `crate::fork`).
     born: crate::fork::Birth,
+    /// Set by [`Log::ensure_room`] when it refuses a write (read and cleared by `write_op`).
+    refused_for_room: bool,
 }
 
 impl std::fmt::Debug for Log {

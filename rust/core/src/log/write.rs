@@ -55,9 +55,14 @@ impl Log {
     pub(super) fn write_op<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         self.check_writable()?;
         let result = op(self);
+        // A write refused for want of room (`ensure_room`) changed nothing: it does not stop
+        // later writes.
+        let refused_for_room = std::mem::take(&mut self.refused_for_room);
         if let Err(Error::Io { .. }) = &result {
             if let Err(e) = &result {
-                self.poisoned = Some(PoisonCause::from_error(e));
+                if !refused_for_room {
+                    self.poisoned = Some(PoisonCause::from_error(e));
+                }
             }
         }
         result
@@ -126,6 +131,7 @@ impl Log {
         if bytes == 0 {
             return Ok(());
         }
+        self.ensure_room()?;
         let mut encoded = Vec::with_capacity(bytes + record::END_MARKER.len());
         let mut placed = Vec::new();
         for (term, data) in entries {
