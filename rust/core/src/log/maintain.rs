@@ -159,15 +159,17 @@ impl Log {
                     let previous = self.segments.len() - 2;
                     self.segments[previous].seal();
                 }
-                Err((e, Leftover::Nothing)) => return Ok(Some(e)),
+                Err((e, Leftover::Nothing)) => {
+                    self.roll_failed = true;
+                    return Ok(Some(e));
+                }
                 Err((e, Leftover::File)) => return Err(e),
             }
         }
         Ok(None)
     }
 
-    /// Whether the active segment holds entries past its hard limit (a roll-over that was due
-    /// failed and left nothing behind).
+    /// Whether the active segment holds entries past its hard limit.
     fn over_hard_limit(&mut self) -> bool {
         let hard = self.opts.hard_limit;
         let active = self.active();
@@ -175,17 +177,20 @@ impl Log {
     }
 
     /// Before a write: the active segment never grows past its hard limit without an error.
-    /// When it is past it (a roll-over failed, e.g. out of descriptors), the roll-over is tried
+    /// When it is past it and its roll-over failed (e.g. out of descriptors), the roll-over is tried
     /// again first; if it fails again, this write is refused with its error and nothing is
-    /// written, but the log is not stopped: the next write tries again (issue 43: one EMFILE at
-    /// roll-over refused every later write, even once descriptors were free again).
+    /// written. Out of descriptors, the log is not stopped: the next write tries again (issue
+    /// 43: one EMFILE at roll-over refused every later write, even once descriptors were free
+    /// again); any other failure stops writes until reopened, as a failed write does.
     pub(super) fn ensure_room(&mut self) -> Result<()> {
-        if !self.over_hard_limit() {
+        if !self.roll_failed || !self.over_hard_limit() {
             return Ok(());
         }
         match self.maybe_roll()? {
             Some(e) if self.over_hard_limit() => {
-                self.refused_for_room = true;
+                // Out of descriptors is transient: this write is refused, later ones try again.
+                // Anything else (a full disk) stops writes as a failed write does (fail-stop).
+                self.refused_for_room = out_of_descriptors(&e);
                 Err(e)
             }
             _ => Ok(()),
@@ -240,6 +245,8 @@ impl Log {
             };
             return Err((e, left));
         }
+        self.reserved = (first_lsn, preallocate);
+        self.roll_failed = false;
         self.segments.push(seg);
         Ok(())
     }
