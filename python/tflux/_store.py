@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 from tflux._tflux import SETTINGS_KEYWORDS as _SETTINGS_KEYWORDS
 from tflux._tflux import Store
 from tflux._tflux import load_settings as _load_settings
-from tflux.errors import SettingsWarning
+from tflux.errors import SettingsWarning, TfluxIOError
 
 # Keyword arguments are the snake_case forms of the settings file's PascalCase keys (the
 # core's table, in its order).
@@ -24,9 +26,15 @@ def open(
     lock_timeout: float | None = None,
     dialect: str | None = None,
     share: bool = True,
+    create: bool = False,
     **settings: Any,
 ) -> Store:
     """Open (creating it if needed) the TaskFlux base directory ``base_dir``.
+
+    A writable open creates the base directory itself, not its missing parents, as ``mkdir``
+    does (a typo in the path is an error, not a new queue): ``create=True`` also creates the
+    missing parents, as ``mkdir -p``. A missing parent raises :class:`tflux.TfluxIOError`
+    (``ENOENT``) naming it, and nothing is created.
 
     Settings come from ``taskflux.settings.json`` in the base directory, overridden by keyword
     arguments in snake_case (``log_file_soft_limit=1 << 20``). The store holds the directory's
@@ -70,6 +78,8 @@ def open(
     if base_dir is None:
         raise TypeError("open() needs the base directory (e.g. tflux.open('path/to/base'))")
     base, overrides = _resolve(base_dir, settings, "open")
+    if not readonly and not create:
+        _require_parent(base)
     store = Store._open(base, overrides, readonly, lock_timeout, dialect, share)
     if store.settings_warning is not None:  # read-only only: writers refuse a bad file
         warnings.warn(
@@ -80,6 +90,23 @@ def open(
     if overrides is not None and not readonly and not store.is_owner:
         _warn_ignored(store, json.loads(overrides))
     return store
+
+
+def _require_parent(base: str) -> None:
+    """A base directory that does not exist is created only where its parent does (mkdir, not
+    mkdir -p: ``create=True``)."""
+    path = Path(base)
+    if path.exists():
+        return
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        raise TfluxIOError(
+            f"{parent} does not exist, so {base} is not created (nothing was): a new base "
+            f"directory is made only inside an existing one, as mkdir does; pass create=True "
+            f"(tflux serve --create) to make the missing parents too",
+            str(parent),
+            errno.ENOENT,
+        )
 
 
 def _warn_ignored(store: Store, asked: dict[str, Any]) -> None:
