@@ -134,6 +134,8 @@ class Queue:
             self._store, self._owned = base, False
         else:
             try:
+                # ``create`` makes what is missing: the base directory's parents too.
+                open_kwargs.setdefault("create", create)
                 self._store, self._owned = _open(base, **open_kwargs), True
             except LockedError as exc:
                 # Often a second Queue on the same base in this process (issue 30 item 23).

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 from tflux._tflux import SETTINGS_KEYWORDS as _SETTINGS_KEYWORDS
 from tflux._tflux import Store
 from tflux._tflux import load_settings as _load_settings
-from tflux.errors import SettingsWarning
+from tflux.errors import SettingsWarning, TfluxIOError
 
 # Keyword arguments are the snake_case forms of the settings file's PascalCase keys (the
 # core's table, in its order).
@@ -25,9 +27,15 @@ def open(
     lock_timeout: float | None = None,
     dialect: str | None = None,
     share: bool = True,
+    create: bool = False,
     **settings: Any,
 ) -> Store:
     """Open (creating it if needed) the TaskFlux base directory ``base_dir``.
+
+    A writable open creates the base directory itself, not its missing parents, as ``mkdir``
+    does (a typo in the path is an error, not a new queue): ``create=True`` also creates the
+    missing parents, as ``mkdir -p``. A missing parent raises :class:`tflux.TfluxIOError`
+    (``ENOENT``) naming it, and nothing is created.
 
     Settings come from ``taskflux.settings.json`` in the base directory, overridden by keyword
     arguments in snake_case (``log_file_soft_limit=1 << 20``). The store holds the directory's
@@ -77,6 +85,7 @@ def open(
         lock_timeout=lock_timeout,
         dialect=dialect,
         share=share,
+        create=create,
         **settings,
     )
     warn_at_caller(said)
@@ -90,8 +99,10 @@ def _open_saying(
     caller warns where its user called (``tflux.aio`` opens on a worker thread, whose stack
     holds no line of the user's)."""
     lock_timeout, dialect = kwargs.pop("lock_timeout", None), kwargs.pop("dialect", None)
-    share = kwargs.pop("share", True)
+    share, create = kwargs.pop("share", True), kwargs.pop("create", False)
     base, overrides = _resolve(base_dir, kwargs, "open")
+    if not readonly and not create:
+        _require_parent(base)
     store = Store._open(base, overrides, readonly, lock_timeout, dialect, share)
     said = []
     if store.settings_warning is not None:  # read-only only: writers refuse a bad file
@@ -118,6 +129,23 @@ def warn_at_caller(messages: list[str]) -> None:
         frame, level = frame.f_back, level + 1
     for message in messages:
         warnings.warn(message, SettingsWarning, stacklevel=level)
+
+
+def _require_parent(base: str) -> None:
+    """A base directory that does not exist is created only where its parent does (mkdir, not
+    mkdir -p: ``create=True``)."""
+    path = Path(base)
+    if path.exists():
+        return
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        raise TfluxIOError(
+            f"{parent} does not exist, so {base} is not created (nothing was): a new base "
+            f"directory is made only inside an existing one, as mkdir does; pass create=True "
+            f"(tflux serve --create) to make the missing parents too",
+            str(parent),
+            errno.ENOENT,
+        )
 
 
 def _route_dead_letter(store: Store, asked: dict[str, Any]) -> None:

@@ -890,7 +890,8 @@ class Layout:
     """The paths of a base directory (spec section 1) in its dialect; nothing is created.
 
     ``dialect=None`` uses the dialect the directory's files say (``"spec"`` when they say
-    nothing); files that disagree raise ``DialectError``."""
+    nothing); files that disagree, or a written record no file can decide, raise
+    ``DialectError``."""
 
     def __new__(
         cls, base: str | PathLike[str], dialect: Dialect | None = None, *, detect: bool = True

@@ -12,6 +12,11 @@
   ``implementation``, ``record_id``, ``key``, ``message``, ``last_index``, ``last_term`` (no rows
   without a snapshot).
 
+Terms are ``int64`` in both files (docs/format.md, "Parquet export"): ``last_term`` is one (a
+wide snapshot's term may be past Int32, spec 4.1, and TaskFlux writes Int64 terms), and the
+log's ``term``, an Int32 in the core and the Spark sources, is widened to it (lossless), so that
+``log.term`` and ``snapshot.last_term`` compare and join without a cast.
+
 ``base`` may be anything the Spark sources accept (base directory, log directory, several of
 them comma-separated or a glob). Segments are read one at a time through the core (CRCs
 checked; a corrupt sealed segment raises :class:`tflux.CorruptionError` naming file and offset),
@@ -50,6 +55,7 @@ def export(
     """Write ``OUT/log.parquet`` and ``OUT/snapshot.parquet``; returns the row counts
     (``{"log": n, "snapshot": m}``). Needs pyarrow (``pip install 'tflux[parquet]'``)."""
     _require_pyarrow()
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from tflux.spark import _columns, _paths
@@ -58,6 +64,16 @@ def export(
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = {"log": 0, "snapshot": 0}
+
+    def widened(schema):
+        """The log's schema with ``term`` as int64, the snapshot's ``last_term`` type."""
+        at = schema.get_field_index("term")
+        return schema.set(at, schema.field(at).with_type(pa.int64()))
+
+    def cast(batches, schema):
+        for batch in batches:
+            columns = [c.cast(f.type) for c, f in zip(batch.columns, schema, strict=True)]
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     def write(name: str, schema, batches) -> int:
         final = out_dir / name
@@ -104,6 +120,7 @@ def export(
             if src.snapshot:
                 yield from _columns.read_snapshot(src.base, src.snapshot, src.dialect)
 
-    counts["log"] = write("log.parquet", _columns.log_schema(raw), log_batches())
+    log_schema = widened(_columns.log_schema(raw))
+    counts["log"] = write("log.parquet", log_schema, cast(log_batches(), log_schema))
     counts["snapshot"] = write("snapshot.parquet", _columns.snapshot_schema(), snapshot_batches())
     return counts

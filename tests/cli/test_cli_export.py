@@ -204,3 +204,25 @@ def test_export_writes_what_the_store_holds(tmp_path):
     assert log.column("message").to_pylist()[-1] == b"after the snapshot"
     assert log.num_rows == 22  # CreateQueue, 20 adds, then the enqueue after the snapshot
     assert snap.num_rows == 20
+
+
+def test_export_terms_are_int64_in_the_log_and_the_snapshot(tmp_path):
+    """Issue 43, defect 22: ``log.parquet`` stored ``term`` as int32 while ``snapshot.parquet``'s
+    ``last_term`` is int64; both are int64 now (docs/format.md, "Parquet export")."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    base = tmp_path / "base"
+    with tflux.open(base, log_sync_policy="never") as store:
+        store.enqueue("", 1, b"a")
+        store.snapshot()
+        store.enqueue("", 2, b"b")
+    for raw in ([], ["--raw"]):
+        out = tmp_path / f"out{len(raw)}"
+        result = run_cli("export", base, out, *raw)
+        assert result.returncode == 0, result.stderr
+        log = pq.read_table(out / "log.parquet")
+        snap = pq.read_table(out / "snapshot.parquet")
+        assert log.schema.field("term").type == pa.int64()
+        assert snap.schema.field("last_term").type == pa.int64()
+        assert log.column("term").to_pylist()[-1] == snap.column("last_term").to_pylist()[0]

@@ -146,3 +146,20 @@ def test_a_client_takes_over_when_serve_is_killed(tmp_path):
             pytest.fail("no client took over from the killed owner")
         assert client.is_owner
         assert client.count("jobs") == 11
+
+
+def test_serve_creates_only_the_last_component_of_base_unless_told(tmp_path):
+    """Issue 43, defect 18: a typo in BASE made a whole new path (and queue); as mkdir does,
+    only BASE itself is created, and --create makes the missing parents too (as mkdir -p)."""
+    base = tmp_path / "nonexistent" / "x" / "y"
+    result = run_cli("serve", base)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--create" in result.stderr + result.stdout
+    assert not (tmp_path / "nonexistent").exists()
+    proc = _serve(base, "--create", "--json")
+    try:
+        assert json.loads(_first_line(proc))["base"] == str(base)
+    finally:
+        code, _, stderr = _stop(proc)
+    assert code == 0, stderr
+    assert (base / "data" / "log").is_dir()

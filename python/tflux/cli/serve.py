@@ -38,9 +38,17 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     help="Create this heap queue unless it exists (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON line once serving (for machines).")
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Also create BASE's missing parent directories (as mkdir -p; by default only BASE).",
+)
 @dialect_option
-def serve(base: Path, queues: tuple[str, ...], as_json: bool, dialect: str | None) -> None:
-    """Open BASE as its owner (tflux.open, creating it if needed) and serve every other
+def serve(
+    base: Path, queues: tuple[str, ...], as_json: bool, create: bool, dialect: str | None
+) -> None:
+    """Open BASE as its owner (tflux.open, creating BASE if needed, and its missing parents
+    with --create; without it a missing parent is an error, exit 2) and serve every other
     process's tflux.open of it (over data/tflux.sock) until SIGINT (Ctrl-C), SIGTERM or SIGHUP.
 
     Running the owner apart from the workers is the steadier deployment: no worker's exit hands
@@ -70,7 +78,7 @@ def serve(base: Path, queues: tuple[str, ...], as_json: bool, dialect: str | Non
     # Handlers first: a signal that arrives during the restore still stops the server cleanly.
     previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
-        store = tflux.open(base, dialect=dialect)
+        store = tflux.open(base, dialect=dialect, create=create)
         try:
             if not store.is_owner:
                 raise CliError(

@@ -49,6 +49,49 @@ pub fn first_record_reach(header: &[u8], available: u64) -> u64 {
         .min(available)
 }
 
+/// Where the record after a damaged first one starts (from the first record's start) if the
+/// first one's length field, read under `dialect`'s framing, is right: a first record damaged
+/// elsewhere (its data, its checksum) still says where the second one is. `None` when the
+/// length field is negative or not in `header`.
+pub fn second_record_at(header: &[u8], dialect: Dialect) -> Option<u64> {
+    match dialect {
+        Dialect::Spec => be_i32(header, 12)
+            .filter(|&len| len >= 0)
+            .map(|len| 16 + len as u64 + padding(len as usize) as u64),
+        Dialect::Taskflux => be_i32(header, 16)
+            .filter(|&len| len >= 0)
+            .map(|len| 20 + len as u64),
+    }
+}
+
+/// What a record found at [`second_record_at`] under `dialect` says: that dialect, when the
+/// record there parses under that framing and not the other (`bytes` start at it).
+pub fn second_record_says(bytes: &[u8], dialect: Dialect) -> Option<Says> {
+    let says = first_record_says(bytes)?;
+    (says.dialect == dialect).then_some(Says {
+        dialect,
+        why: match dialect {
+            Dialect::Spec => {
+                "its first record is damaged, but the spec framing's length of it leads to a \
+                 second record with an Int32 term, zero padding and a CRC-32 (zlib) checksum"
+            }
+            Dialect::Taskflux => {
+                "its first record is damaged, but the taskflux framing's length of it leads to \
+                 a second record with an Int64 term, no padding and a CRC-32/MPEG-2 checksum"
+            }
+        },
+    })
+}
+
+/// Whether a record marker occurs in `bytes` (which start at the first record) after the first
+/// record's own four bytes: evidence of a record after it, in either framing (TaskFlux's
+/// records are unpadded, so a marker may start at any offset).
+pub fn has_record_marker_after_first(bytes: &[u8]) -> bool {
+    bytes
+        .get(4..)
+        .is_some_and(|rest| rest.windows(4).any(|w| w == RECORD_MARKER))
+}
+
 /// Whether `bytes` start with one whole record of the spec's framing, checksum included.
 fn spec_record_parses(bytes: &[u8]) -> bool {
     let (Some(term), Some(crc), Some(len)) =

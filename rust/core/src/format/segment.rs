@@ -9,6 +9,12 @@ pub const FILE_MARKER: [u8; 4] = [0x12, 0x76, 0xAD, 0x55];
 pub const VERSION: i32 = 1;
 pub const HEADER_LEN: usize = 8;
 const NAME_DIGITS: usize = 19;
+
+/// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
+/// an entry (the next LSN, the start of a log emptied after it), so that every LSN the log
+/// computes fits an i64 (docs/format.md, log decision "LSN limit"). Here, below the log, so
+/// that a snapshot's last index (which names an entry) is checked against the same limit.
+pub const MAX_ENTRY_LSN: i64 = i64::MAX - 1;
 const NAME_SUFFIX: &str = ".log";
 
 /// The 8 header bytes of a version-1 segment.

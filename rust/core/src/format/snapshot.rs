@@ -272,7 +272,8 @@ fn first_repeat(records: &[(u64, i64, Vec<u8>)]) -> Option<usize> {
 }
 
 impl Snapshot {
-    /// Every rule a restore enforces (spec 4, 4.1, 7, 7.1): index and term >= 0, at most
+    /// Every rule a restore enforces (spec 4, 4.1, 7, 7.1): index and term >= 0, the index at
+    /// most the largest LSN an entry can have (`MAX_ENTRY_LSN`), at most
     /// Int32::MAX queues, unique queue names, the default queue present, and each queue's
     /// [`QueueData::check`]. The one place these rules live.
     pub fn check(&self) -> Result<(), Violation> {
@@ -283,6 +284,18 @@ impl Snapshot {
             if value < 0 {
                 return violation(field, format!("negative {what} {value}"));
             }
+        }
+        if self.last_index > super::segment::MAX_ENTRY_LSN {
+            // The log restarts after a snapshot ahead of it, at last index + 1: past the
+            // largest LSN there is no such start (it would wrap to a negative LSN).
+            return violation(
+                Field::LastIndex,
+                format!(
+                    "last index {} is past the largest LSN an entry can have ({})",
+                    self.last_index,
+                    super::segment::MAX_ENTRY_LSN
+                ),
+            );
         }
         if i32::try_from(self.queues.len()).is_err() {
             return violation(Field::Queues, "too many queues for one snapshot".into());

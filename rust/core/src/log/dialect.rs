@@ -1,6 +1,6 @@
 //! Which dialect a directory is in (spec section 11), found from its files before anything
 //! reads them as data: the metadata file's length, the snapshot's header and the first record
-//! of the log, each checked by `format::detect`. Files that disagree are an error that names
+//! of every log segment, each checked by `format::detect`. Files that disagree are an error that names
 //! them; a directory whose files say nothing (new, empty) is `spec` unless the caller chose.
 //!
 //! Detection comes before recovery: a log of the other dialect must never be read as one
@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::format::compressed::is_compressed_path as is_compressed;
 use crate::format::detect::{
-    first_record_reach, first_record_says, metadata_says, snapshot_says, Says, RECORD_PROBE_HEADER,
-    SNAPSHOT_PROBE,
+    first_record_reach, first_record_says, has_record_marker_after_first, metadata_says,
+    second_record_at, second_record_says, snapshot_says, Says, RECORD_PROBE_HEADER, SNAPSHOT_PROBE,
 };
+use crate::format::record::END_MARKER;
 use crate::format::segment::HEADER_LEN;
 use crate::io::fsutil::{read_full_at, EntryKind, SegmentFile};
 
@@ -50,30 +51,130 @@ pub fn segment_says(segment: &SegmentFile) -> Result<Option<Found>> {
     plain_segment_says(path)
 }
 
+/// What the first record of a segment holds, for detection: what it says, and whether it holds
+/// bytes that may be a record (not the end marker, not a header alone) that say nothing.
+struct Probe {
+    found: Option<Found>,
+    /// A first record neither framing reads (damaged) and more records after it, where no
+    /// file may say the dialect: an open in either dialect would cut them all.
+    undecided: bool,
+}
+
+fn probe_segment(segment: &SegmentFile) -> Result<Probe> {
+    let path = match (&segment.twin, is_compressed(&segment.path)) {
+        (_, false) => &segment.path,
+        (Some(plain), true) => plain,
+        (None, true) => {
+            return Ok(Probe {
+                found: None,
+                undecided: false,
+            })
+        }
+    };
+    if segment.kind != EntryKind::Regular {
+        return Ok(Probe {
+            found: None,
+            undecided: false,
+        });
+    }
+    probe_plain_segment(path)
+}
+
 /// What the first record of the plain (`.log`) segment file at `path` says: [`segment_says`]
 /// of one file (`None` for a `.log.z`, which exists only in the spec dialect).
 pub fn plain_segment_says(path: &Path) -> Result<Option<Found>> {
     if is_compressed(path) {
         return Ok(None);
     }
+    Ok(probe_plain_segment(path)?.found)
+}
+
+fn probe_plain_segment(path: &Path) -> Result<Probe> {
+    let nothing = Probe {
+        found: None,
+        undecided: false,
+    };
     let file = File::open(path).ctx("open segment", path)?;
     let len = file.metadata().ctx("stat segment", path)?.len();
     let Some(available) = len.checked_sub(HEADER_LEN as u64) else {
-        return Ok(None);
+        return Ok(nothing);
     };
     let mut header = [0u8; RECORD_PROBE_HEADER];
     let got = read_full_at(&file, path, "read segment", &mut header, HEADER_LEN as u64)?;
-    let reach = first_record_reach(&header[..got], available);
+    let header = &header[..got];
+    // The end marker (or a preallocated tail of zeros), or no record at all: nothing written.
+    let written = header[..got.min(END_MARKER.len())].iter().any(|&b| b != 0);
+    let reach = first_record_reach(header, available);
     if reach > MAX_RECORD_PROBE {
-        return Ok(None); // the metadata file and the snapshot still speak
+        return Ok(nothing); // the metadata file and the snapshot still speak
     }
     // Bounded by the file's own length and by MAX_RECORD_PROBE, whatever its length fields say.
     let mut record = vec![0u8; reach as usize];
     let got = read_full_at(&file, path, "read segment", &mut record, HEADER_LEN as u64)?;
-    Ok(first_record_says(&record[..got]).map(|says| Found {
+    let mut found = first_record_says(&record[..got]).map(|says| Found {
         says,
         path: path.to_path_buf(),
-    }))
+    });
+    if found.is_none() && written {
+        // A damaged first record: the record after it may still say, where one framing's
+        // length of the first leads to a record of that framing (and the other's does not).
+        let mut seconds = Vec::new();
+        for dialect in Dialect::ALL {
+            if let Some(says) = second_record(&file, path, header, available, dialect)? {
+                seconds.push(says);
+            }
+        }
+        if let [says] = seconds[..] {
+            found = Some(Found {
+                says,
+                path: path.to_path_buf(),
+            });
+        }
+    }
+    let undecided = found.is_none() && written && later_record_marker(&file, path, available)?;
+    Ok(Probe { undecided, found })
+}
+
+/// How far past a damaged first record [`later_record_marker`] looks for another record.
+const MARKER_WINDOW: u64 = 1 << 20;
+
+/// Whether a record marker follows the first record's own (within [`MARKER_WINDOW`]): then
+/// the damaged first record is followed by more records, which a cut would discard. A write
+/// torn by a power loss leaves a prefix of what it wrote followed by zeros (or the end of the
+/// file), so a torn first record is never followed by a record (what a cut of it removes was
+/// never acknowledged): such a segment is not undecided, and opens as before.
+fn later_record_marker(file: &File, path: &Path, available: u64) -> Result<bool> {
+    let len = available.min(MARKER_WINDOW) as usize;
+    let mut bytes = vec![0u8; len];
+    let got = read_full_at(file, path, "read segment", &mut bytes, HEADER_LEN as u64)?;
+    Ok(has_record_marker_after_first(&bytes[..got]))
+}
+
+/// What the record after the first says when `dialect`'s framing of the first one puts it
+/// there ([`second_record_says`]); reads at most one record header and one record, within
+/// the file and [`MAX_RECORD_PROBE`].
+fn second_record(
+    file: &File,
+    path: &Path,
+    first_header: &[u8],
+    available: u64,
+    dialect: Dialect,
+) -> Result<Option<Says>> {
+    let Some(at) = second_record_at(first_header, dialect).filter(|&at| at < available) else {
+        return Ok(None);
+    };
+    let left = available - at;
+    let mut header = [0u8; RECORD_PROBE_HEADER];
+    let want = (RECORD_PROBE_HEADER as u64).min(left) as usize;
+    let offset = HEADER_LEN as u64 + at;
+    let got = read_full_at(file, path, "read segment", &mut header[..want], offset)?;
+    let reach = first_record_reach(&header[..got], left);
+    if reach > MAX_RECORD_PROBE {
+        return Ok(None);
+    }
+    let mut record = vec![0u8; reach as usize];
+    let got = read_full_at(file, path, "read segment", &mut record, offset)?;
+    Ok(second_record_says(&record[..got], dialect))
 }
 
 /// The files of a base directory detection reads (`base::Layout` has them; taken one by one so
@@ -127,19 +228,98 @@ pub fn file_dialect(found: Option<Found>, chosen: Option<Dialect>) -> Result<Dia
     decide(&Vec::from_iter(found), chosen)
 }
 
-/// What the metadata file, the snapshot and the first log segment of a base directory say.
+/// What the files of a directory say, and the first segment whose first record is written
+/// but says nothing (see [`decide_or_refuse`]).
+#[derive(Debug, Default)]
+pub struct Said {
+    pub found: Vec<Found>,
+    pub undecided: Option<PathBuf>,
+}
+
+/// What the first record of every segment of a log listed as `entries` says (a segment of the
+/// other dialect anywhere in the log is found, never read as damage: issue 43).
+pub fn log_says(entries: &[SegmentFile]) -> Result<Said> {
+    let mut said = Said::default();
+    for entry in entries {
+        let probe = probe_segment(entry)?;
+        if probe.undecided && said.undecided.is_none() {
+            said.undecided = Some(entry.path.clone());
+        }
+        said.found.extend(probe.found);
+    }
+    Ok(said)
+}
+
+/// What the metadata file, the snapshot and the first record of every log segment of a base
+/// directory say.
 pub fn base_says(layout: BaseFiles<'_>) -> Result<Vec<Found>> {
+    Ok(base_said(&layout)?.found)
+}
+
+fn base_said(layout: &BaseFiles<'_>) -> Result<Said> {
     let mut found = Vec::new();
     found.extend(metadata_file_says(layout.metadata)?);
     found.extend(snapshot_file_says(layout.snapshot)?);
+    let mut said = Said::default();
     if layout.log.is_dir() {
         let (segments, _) =
             crate::io::fsutil::list_segments(&crate::io::storage::RealStorage, layout.log)?;
-        if let Some(first) = segments.first() {
-            found.extend(segment_says(first)?);
-        }
+        said = log_says(&segments)?;
     }
-    Ok(found)
+    found.append(&mut said.found);
+    said.found = found;
+    Ok(said)
+}
+
+/// [`decide`], except where no file says a dialect and none was chosen but a segment holds a
+/// first record neither framing reads: then the files cannot decide, and reading the log in
+/// either dialect would cut that record and every entry after it (a torn tail), so the
+/// directory is refused with what each `--dialect` would do (nothing is changed).
+pub fn decide_or_refuse(said: &Said, chosen: Option<Dialect>) -> Result<Dialect> {
+    match (&said.undecided, said.found.is_empty(), chosen) {
+        (Some(path), true, None) => Err(undecided(path)),
+        _ => decide(&said.found, chosen),
+    }
+}
+
+/// The refusal of a directory whose files cannot decide its dialect, saying what a read of the
+/// log in each dialect would find (the scanner's own words).
+fn undecided(segment: &Path) -> Error {
+    use crate::log::recovery::{scan_dir, RecoveryMode, ScanOptions};
+    let dir = segment.parent().unwrap_or(Path::new("."));
+    let outcomes: Vec<String> = Dialect::ALL
+        .into_iter()
+        .map(|d| {
+            let options = ScanOptions {
+                mode: RecoveryMode::ReportOnly,
+                dialect: Some(d),
+                ..ScanOptions::default()
+            };
+            let what = match scan_dir(dir, options, &crate::io::storage::real()) {
+                Ok(scan) => match scan.findings.iter().find(|f| f.file.is_some()) {
+                    Some(f) => format!(
+                        "reads {} entries, then {}: {} at offset {}",
+                        scan.records(),
+                        f.path.display(),
+                        f.message,
+                        f.offset.unwrap_or(0)
+                    ),
+                    None => format!("reads {} entries and cuts nothing", scan.records()),
+                },
+                Err(e) => format!("fails: {e}"),
+            };
+            format!("--dialect {d} (dialect=\"{d}\") {what}")
+        })
+        .collect();
+    Error::Dialect {
+        path: segment.to_path_buf(),
+        reason: format!(
+            "the files cannot decide this directory's dialect: the first record of this \
+             segment reads in neither dialect's framing (damaged), and no metadata file, \
+             snapshot or other segment says one. Nothing was changed. Choose the dialect: {}",
+            outcomes.join("; ")
+        ),
+    }
 }
 
 /// The dialect the files agree on, or `chosen` where they say nothing (`spec` when neither).
@@ -175,19 +355,18 @@ pub fn decide(found: &[Found], chosen: Option<Dialect>) -> Result<Dialect> {
 }
 
 /// The dialect of a base directory: what its files say, agreeing with `chosen` (see [`decide`]).
+/// A directory whose files cannot decide is refused ([`decide_or_refuse`]).
 pub fn base_dialect(layout: BaseFiles<'_>, chosen: Option<Dialect>) -> Result<Dialect> {
-    decide(&base_says(layout)?, chosen)
+    decide_or_refuse(&base_said(&layout)?, chosen)
 }
 
-/// The dialect of a log directory listed as `entries` (LSN order): what its first segment
-/// says, agreeing with `chosen`. Compressed segments (spec section 9) exist only in the spec
-/// dialect: a taskflux log holding one is refused, naming it.
+/// The dialect of a log directory listed as `entries` (LSN order): what the first record of
+/// each segment says, agreeing with `chosen` (segments of two dialects are refused, naming
+/// them; a log whose files cannot decide is refused: [`decide_or_refuse`]). Compressed
+/// segments (spec section 9) exist only in the spec dialect: a taskflux log holding one is
+/// refused, naming it.
 pub fn log_dialect(entries: &[SegmentFile], chosen: Option<Dialect>) -> Result<Dialect> {
-    let found = match entries.first() {
-        Some(first) => Vec::from_iter(segment_says(first)?),
-        None => Vec::new(),
-    };
-    let dialect = decide(&found, chosen)?;
+    let dialect = decide_or_refuse(&log_says(entries)?, chosen)?;
     if dialect == Dialect::Taskflux {
         if let Some(z) = entries.iter().find(|e| is_compressed(&e.path)) {
             return Err(Error::Dialect {

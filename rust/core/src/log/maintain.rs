@@ -130,12 +130,16 @@ impl Log {
         Ok(())
     }
 
-    pub(super) fn maybe_roll(&mut self) -> Result<()> {
+    /// Rolls over to a new segment when the active one is past its limits. `Ok(Some(e))`: the
+    /// roll-over failed and left nothing behind (it is tried again after the next write, and
+    /// [`Log::ensure_room`] refuses writes into a segment past its hard limit until it
+    /// succeeds); `Err`: it failed and may have left a file (fail-stop).
+    pub(super) fn maybe_roll(&mut self) -> Result<Option<Error>> {
         let (soft, hard) = (self.opts.soft_limit, self.opts.hard_limit);
         let committed = self.commit_index;
         let active = self.active();
         if active.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let size = active.size();
         let all_committed = committed >= active.last_lsn();
@@ -155,11 +159,42 @@ impl Log {
                     let previous = self.segments.len() - 2;
                     self.segments[previous].seal();
                 }
-                Err((_, Leftover::Nothing)) => {}
+                Err((e, Leftover::Nothing)) => {
+                    self.roll_failed = true;
+                    return Ok(Some(e));
+                }
                 Err((e, Leftover::File)) => return Err(e),
             }
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// Whether the active segment holds entries past its hard limit.
+    fn over_hard_limit(&mut self) -> bool {
+        let hard = self.opts.hard_limit;
+        let active = self.active();
+        !active.is_empty() && active.size() > hard
+    }
+
+    /// Before a write: the active segment never grows past its hard limit without an error.
+    /// When it is past it and its roll-over failed (e.g. out of descriptors), the roll-over is tried
+    /// again first; if it fails again, this write is refused with its error and nothing is
+    /// written. Out of descriptors, the log is not stopped: the next write tries again (issue
+    /// 43: one EMFILE at roll-over refused every later write, even once descriptors were free
+    /// again); any other failure stops writes until reopened, as a failed write does.
+    pub(super) fn ensure_room(&mut self) -> Result<()> {
+        if !self.roll_failed || !self.over_hard_limit() {
+            return Ok(());
+        }
+        match self.maybe_roll()? {
+            Some(e) if self.over_hard_limit() => {
+                // Out of descriptors is transient: this write is refused, later ones try again.
+                // Anything else (a full disk) stops writes as a failed write does (fail-stop).
+                self.refused_for_room = out_of_descriptors(&e);
+                Err(e)
+            }
+            _ => Ok(()),
+        }
     }
 
     pub(super) fn create_segment(&mut self, first_lsn: i64) -> Result<()> {
@@ -194,8 +229,32 @@ impl Log {
             }
         };
         // A failed directory fsync proves nothing about what is on disk: the file may be.
-        sync_dir(&*self.opts.storage, &self.dir).map_err(|e| (e, Leftover::File))?;
+        if let Err(e) = sync_dir(&*self.opts.storage, &self.dir) {
+            if !out_of_descriptors(&e) {
+                return Err((e, Leftover::File));
+            }
+            // The directory could not even be opened for its fsync, so no fsync ran (nothing
+            // was dropped): the new, still empty segment is removed as a half-made one is, and
+            // the roll-over is tried again later.
+            let path = seg.path().to_path_buf();
+            drop(seg);
+            let left = match self.opts.storage.remove_file(&path) {
+                Ok(()) => Leftover::Nothing,
+                Err(r) if r.kind() == std::io::ErrorKind::NotFound => Leftover::Nothing,
+                Err(_) => Leftover::File,
+            };
+            return Err((e, left));
+        }
+        self.reserved = (first_lsn, preallocate);
+        self.roll_failed = false;
         self.segments.push(seg);
         Ok(())
     }
+}
+
+/// Out of file descriptors (`EMFILE`, `ENFILE`): the `open` that failed changed nothing and
+/// ran no fsync, and the same operation may succeed once descriptors are free again.
+fn out_of_descriptors(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. }
+        if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)))
 }

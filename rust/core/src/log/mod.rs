@@ -129,6 +129,13 @@ pub struct Log {
     sync_failed: Option<PoisonCause>,
     /// The process that opened the log (a forked child's copy refuses use: `crate::fork`).
     born: crate::fork::Birth,
+    /// Set by [`Log::ensure_room`] when it refuses a write (read and cleared by `write_op`).
+    refused_for_room: bool,
+    /// The last roll-over that was due failed and left nothing behind (`Log::ensure_room`).
+    roll_failed: bool,
+    /// `(first LSN, file length)` of the active segment as its preallocation last left it
+    /// (`Log::grow_preallocation`); another first LSN means unknown.
+    reserved: (i64, u64),
 }
 
 impl std::fmt::Debug for Log {

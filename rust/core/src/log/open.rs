@@ -71,6 +71,9 @@ impl PendingOpen {
             compress_stop: None,
             sync_failed: None,
             born: crate::fork::Birth::now(),
+            refused_for_room: false,
+            roll_failed: false,
+            reserved: (-1, 0),
         };
         if log.segments.is_empty() && !log.opts.readonly {
             log.create_segment(first)?;

@@ -55,9 +55,14 @@ impl Log {
     pub(super) fn write_op<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         self.check_writable()?;
         let result = op(self);
+        // A write refused for want of room (`ensure_room`) changed nothing: it does not stop
+        // later writes.
+        let refused_for_room = std::mem::take(&mut self.refused_for_room);
         if let Err(Error::Io { .. }) = &result {
             if let Err(e) = &result {
-                self.poisoned = Some(PoisonCause::from_error(e));
+                if !refused_for_room {
+                    self.poisoned = Some(PoisonCause::from_error(e));
+                }
             }
         }
         result
@@ -126,6 +131,8 @@ impl Log {
         if bytes == 0 {
             return Ok(());
         }
+        self.ensure_room()?;
+        self.grow_preallocation(bytes as u64);
         let mut encoded = Vec::with_capacity(bytes + record::END_MARKER.len());
         let mut placed = Vec::new();
         for (term, data) in entries {
@@ -331,6 +338,8 @@ impl Log {
         if lsn > self.last_index() {
             return Ok(());
         }
+        // A cut rewrites the active segment: its preallocation is measured again.
+        self.reserved = (0, 0);
         let k = self.segment_of(lsn);
         while self.segments.len() > k + 1 {
             let seg = self.segments.pop().expect("len > k + 1");
@@ -351,14 +360,49 @@ impl Log {
     }
 
     /// Bytes reserved in a new segment file (and in the file a cut writes).
+    /// What a new segment is preallocated with: the first step of [`Log::grow_preallocation`].
     pub(super) fn preallocation(&self) -> u64 {
         if self.opts.preallocate {
-            self.opts.soft_limit
+            self.opts.soft_limit.min(PREALLOCATION_STEP)
         } else {
             0
         }
     }
+
+    /// Before `bytes` more are written into the active segment: with preallocation, the zeros
+    /// written ahead of its data grow in steps, doubling from [`PREALLOCATION_STEP`] up to the
+    /// soft limit, so that appends keep writing into blocks already allocated (their fdatasync
+    /// commits no size change) while a small log stays small. Best effort: a step that fails
+    /// (disk full) leaves the append to succeed or fail on its own.
+    fn grow_preallocation(&mut self, bytes: u64) {
+        if !self.opts.preallocate {
+            return;
+        }
+        let soft = self.opts.soft_limit;
+        let active = self.active();
+        let first = active.first_lsn();
+        let end = active.size() + bytes + record::END_MARKER.len() as u64;
+        let known = match self.reserved {
+            (lsn, len) if lsn == first => len,
+            _ => 0,
+        };
+        if end <= known || known >= soft {
+            return;
+        }
+        let target = end
+            .max(known.saturating_mul(2))
+            .max(PREALLOCATION_STEP)
+            .min(soft);
+        self.reserved = match self.active().preallocate_to(target) {
+            Ok(len) => (first, len),
+            Err(_) => (first, 0),
+        };
+    }
 }
+
+/// A new segment's preallocation, and the smallest step it grows by (issue 43: a base holding
+/// one record took 17 MB, its first segment preallocated whole at the 16 MiB soft limit).
+pub(super) const PREALLOCATION_STEP: u64 = 1 << 20;
 
 /// What a failed segment creation may have left on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -322,6 +322,16 @@ pub(super) fn unreadable(
     }
 }
 
+impl Segment {
+    /// Writes zeros ahead of the data up to `len` bytes of file (never shrinking it): the
+    /// log's preallocation in steps. Returns the file's length after.
+    pub fn preallocate_to(&self, len: u64) -> Result<u64> {
+        let file = self.shared_file()?;
+        reserve(&*file, len).ctx("preallocate segment", &self.path)?;
+        file.file_len().ctx("stat segment", &self.path)
+    }
+}
+
 /// Reserves `len` bytes for the file by writing zeros (never shrinking it). Real zeros, not
 /// `fallocate`'s unwritten extents: an fdatasync after writing into unwritten extents must also
 /// commit the extent conversion, which made durable appends about 1.6x slower on ext4.

@@ -51,10 +51,7 @@ pub use walk::{
 };
 use walk::{walk_in, Scratch};
 
-/// The largest LSN an entry can have. `i64::MAX` itself is kept as the exclusive end past such
-/// an entry (the next LSN, the start of a log emptied after it), so that every LSN the log
-/// computes fits an i64 (docs/format.md, log decision "LSN limit").
-pub const MAX_ENTRY_LSN: i64 = i64::MAX - 1;
+pub use crate::format::segment::MAX_ENTRY_LSN;
 
 /// An open segment file.
 #[derive(Debug)]
