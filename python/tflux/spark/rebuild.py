@@ -454,6 +454,26 @@ class _Frames:
         return df if self.many else df.drop("source")
 
 
+# The task-queue deltas' kinds (spec section 12), which Spark's replay does not apply.
+TASK_KINDS = ("queue_rules", "add_later", "delivered", "failed", "purge")
+
+
+def _refuse_task_deltas(rows) -> None:
+    """A :class:`tflux.ReplayError` naming the first task-queue delta of step 1's rows (their
+    ``task`` field), if any: Spark's replay applies TaskFlux's four deltas only, and a skipped
+    AddLater or Purge would give wrong records, never a silent skip."""
+    tasks = [(r, getattr(r, "task", None)) for r in rows]  # no such field: the JVM's rows
+    firsts = [(t.lsn, t.kind, r) for r, t in tasks if t is not None]
+    if firsts:
+        lsn, kind, r = min(firsts, key=lambda t: (t[2].source, t[0]))
+        raise tflux.ReplayError(
+            f"Spark replay cannot replay the {kind} delta at LSN {lsn} of queue {r.queue!r} "
+            f"({r.source}): task-queue deltas (spec section 12) are replayed by "
+            "tflux.open and tflux replay only",
+            lsn,
+        )
+
+
 # Up to this many queue names, a snapshot record's incarnation is a CASE expression on its queue
 # (compared in the task, no hashing of strings); more names are a broadcast join.
 CASE_NAMES = 32
