@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -12,9 +12,6 @@ from pyspark.sql.types import StringType
 import tflux
 from tflux.spark._jvm import jvm_reader_loaded
 from tflux.spark._tables import _sql_value
-
-if TYPE_CHECKING:
-    from tflux.spark.rebuild import _Frames
 
 
 @dataclass
@@ -67,23 +64,25 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
 def _first_incarnation(
     snap_records: DataFrame,
     inc_rows: list[tuple],
-    frames: _Frames,
+    incs: Callable[[], DataFrame],
+    many: bool,
     keys: dict[int, tuple[int, int]] | None,
     case_names: int,
 ) -> DataFrame:
     """Snapshot records with ``inc``: every snapshot record is in its name's first
-    incarnation (the one starting at LSN -1). Given ``keys``, also their ``rkey`` (as the
-    reader's ``replay_key``). Up to ``case_names`` names
+    incarnation (the one starting at LSN -1); ``incs`` gives the incarnations' table, ``many``
+    says whether several log directories are read (then ``source`` tells them apart). Given
+    ``keys``, also their ``rkey`` (as the reader's ``replay_key``). Up to ``case_names`` names
     (:data:`~tflux.spark.rebuild.CASE_NAMES`) it is a CASE expression, else a join."""
     first = [(source, queue, inc) for source, queue, inc, start, *_ in inc_rows if start == -1]
     if len(first) > case_names:
-        table = frames.incs().filter(F.col("inc_start") == -1).select("source", "queue", "inc")
+        table = incs().filter(F.col("inc_start") == -1).select("source", "queue", "inc")
         return snap_records.join(F.broadcast(table), ["source", "queue"], "left")
     # One SQL expression per column (one analysis on the driver), not a column per name.
     rows = []
     for source, queue, g in first:
         cond = f"queue = {_sql_value(queue, StringType())}"
-        if frames.many:
+        if many:
             cond += f" AND source = {_sql_value(source, StringType())}"
         rows.append((cond, g))
     inc = " ".join(f"WHEN {cond} THEN CAST({g} AS BIGINT)" for cond, g in rows)

@@ -227,7 +227,12 @@ class _Frames:
                 "source", "queue", "record_id", "key", "message"
             )
             snap_records = _first_incarnation(
-                snap_records, inc_rows, self, keys if self.keyed else None, CASE_NAMES
+                snap_records,
+                inc_rows,
+                self.incs,
+                self.many,
+                keys if self.keyed else None,
+                CASE_NAMES,
             )
             # Added before the log's first LSN (check() orders a remove after its add).
             snap_records = snap_records.withColumn("add_lsn", F.lit(-1).cast("long"))

@@ -504,7 +504,10 @@ pub fn decode_full(
         q.sort_records();
     }
     let tasks = match layout {
-        Layout::Tasks => super::tasks::decode(tasks, tasks_at, &s).map_err(at)?,
+        Layout::Tasks => {
+            super::tasks::decode(tasks, tasks_at, |q, before| check_tasks(q, &s, before))
+                .map_err(at)?
+        }
         _ => Vec::new(),
     };
     Ok((s, tasks))
@@ -651,4 +654,43 @@ fn offset_of(field: Field, layout: Layout, spans: &[Span], queues: &[QueueData])
         Field::RecordKey(q, r) => record_at(q, r) + 8,
         Field::RecordData(q, r) => record_at(q, r) + 16,
     }
+}
+
+/// Whether queue `t`'s task entry fits the state `s` and the entries `before` it: one entry per
+/// queue, of a queue the state holds, valid rules, ascending ids of its own records.
+fn check_tasks(
+    t: &super::tasks::QueueTasks,
+    s: &Snapshot,
+    before: &[super::tasks::QueueTasks],
+) -> std::result::Result<(), String> {
+    let shown = crate::format::delta::display_name(&t.name);
+    if before.iter().any(|b| b.name == t.name) {
+        return Err(format!("queue {shown} has two task entries"));
+    }
+    let q = s
+        .queues
+        .iter()
+        .find(|q| q.name == t.name)
+        .ok_or_else(|| format!("task entry of queue {shown}, which the state does not hold"))?;
+    t.rules
+        .check(&t.name)
+        .map_err(|r| format!("queue {shown}: {r}"))?;
+    // Records are sorted by id after decode.
+    let present = |id: u64| q.records.binary_search_by_key(&id, |r| r.0).is_ok();
+    for (what, ids) in [
+        ("delayed", t.delayed.iter().map(|d| d.0).collect::<Vec<_>>()),
+        ("attempts", t.attempts.iter().map(|d| d.0).collect()),
+    ] {
+        if !ids.windows(2).all(|w| w[0] < w[1]) {
+            return Err(format!(
+                "queue {shown}: {what} ids are not strictly ascending"
+            ));
+        }
+        if let Some(id) = ids.iter().find(|&&id| !present(id)) {
+            return Err(format!(
+                "queue {shown}: {what} id {id} is not one of its records"
+            ));
+        }
+    }
+    Ok(())
 }

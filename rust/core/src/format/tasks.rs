@@ -12,7 +12,6 @@
 
 use super::cursor::{put_name, Cursor, Decoded};
 use super::rules::{decode_change, QueueRules};
-use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
 
 /// The task-queue state of one queue, as a snapshot carries it.
@@ -62,8 +61,14 @@ pub(crate) fn encode(tasks: &[QueueTasks]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Reads the tasks bytes (at offset `base` of the file) and checks them against the state.
-pub(crate) fn decode(bytes: &[u8], base: usize, s: &Snapshot) -> Decoded<Vec<QueueTasks>> {
+/// Reads the tasks bytes (at offset `base` of the file), each queue's entry checked by `check`
+/// against the state and the entries before it (`snapshot::check_tasks`: the snapshot's rule,
+/// kept where the snapshot is).
+pub(crate) fn decode(
+    bytes: &[u8],
+    base: usize,
+    check: impl Fn(&QueueTasks, &[QueueTasks]) -> std::result::Result<(), String>,
+) -> Decoded<Vec<QueueTasks>> {
     let mut c = Cursor::at_base(bytes, base);
     let n = c.len("task queue count", 1 + 1 + 4 + 4)?;
     let mut out: Vec<QueueTasks> = Vec::with_capacity(n);
@@ -90,7 +95,7 @@ pub(crate) fn decode(bytes: &[u8], base: usize, s: &Snapshot) -> Decoded<Vec<Que
             delayed,
             attempts,
         };
-        if let Err(reason) = check(&t, s, &out) {
+        if let Err(reason) = check(&t, &out) {
             return c.fail(at, reason);
         }
         out.push(t);
@@ -102,37 +107,4 @@ pub(crate) fn decode(bytes: &[u8], base: usize, s: &Snapshot) -> Decoded<Vec<Que
         );
     }
     Ok(out)
-}
-
-fn check(t: &QueueTasks, s: &Snapshot, before: &[QueueTasks]) -> std::result::Result<(), String> {
-    let shown = crate::format::delta::display_name(&t.name);
-    if before.iter().any(|b| b.name == t.name) {
-        return Err(format!("queue {shown} has two task entries"));
-    }
-    let q = s
-        .queues
-        .iter()
-        .find(|q| q.name == t.name)
-        .ok_or_else(|| format!("task entry of queue {shown}, which the state does not hold"))?;
-    t.rules
-        .check(&t.name)
-        .map_err(|r| format!("queue {shown}: {r}"))?;
-    // Records are sorted by id after decode.
-    let present = |id: u64| q.records.binary_search_by_key(&id, |r| r.0).is_ok();
-    for (what, ids) in [
-        ("delayed", t.delayed.iter().map(|d| d.0).collect::<Vec<_>>()),
-        ("attempts", t.attempts.iter().map(|d| d.0).collect()),
-    ] {
-        if !ids.windows(2).all(|w| w[0] < w[1]) {
-            return Err(format!(
-                "queue {shown}: {what} ids are not strictly ascending"
-            ));
-        }
-        if let Some(id) = ids.iter().find(|&&id| !present(id)) {
-            return Err(format!(
-                "queue {shown}: {what} id {id} is not one of its records"
-            ));
-        }
-    }
-    Ok(())
 }
