@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::channel::ChannelRequest;
+use super::channel_request::ChannelRequest;
 use super::wire::{self, Received};
 use crate::error::{Error, Result, ETIMEDOUT};
 use crate::fork::{Birth, ParentOnly};

@@ -12,6 +12,7 @@
 //! child's copy of an owner's store becomes a client of the parent the same way.
 
 pub mod channel;
+mod channel_request;
 pub mod client;
 mod connection;
 mod off_loop;
@@ -24,7 +25,7 @@ mod socket;
 pub mod store;
 pub mod wire;
 
-pub use channel::ChannelRequest;
+pub use channel_request::ChannelRequest;
 pub use client::{Client, ConnectError};
 pub use owner::{OWNER_WAIT, SOCKET};
 pub use server::{Served, Server};

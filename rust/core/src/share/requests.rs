@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::channel::ChannelRequest;
+use super::channel_request::ChannelRequest;
 use super::serving::{lock, Served, Shared};
 use super::wire::LONGEST_WAIT;
 use crate::error::Result;

@@ -11,7 +11,7 @@
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
-use super::channel::ChannelRequest;
+use super::channel_request::ChannelRequest;
 use crate::error::{Error, ErrorReport, Result};
 pub use crate::store::request::codec::malformed;
 use crate::store::request::codec::{self, In, Out};
