@@ -41,6 +41,7 @@ def test_a_destination_inside_the_source_is_refused_and_the_source_untouched(tmp
 def test_a_source_inside_the_destination_is_refused(tmp_path):
     outer = tmp_path / "outer"
     src = outer / "src"
+    outer.mkdir()
     small_base(src)
     with pytest.raises(tflux.ArgumentError, match="is inside the"):
         tflux.convert(src, outer, to="spec")

@@ -275,7 +275,8 @@ DELTAS = st.one_of(
 )  # fmt: skip
 
 DELTA_FIELDS = ["kind", "queue", "key", "record_id", "message", "implementation",
-                "max_queue_size", "max_message_size", "key_min", "key_max"]  # fmt: skip
+                "max_queue_size", "max_message_size", "key_min", "key_max",
+                "due", "kept_ids", "rules"]  # fmt: skip
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
