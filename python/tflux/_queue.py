@@ -92,6 +92,23 @@ def _serializer(spec: str | Serializer | None) -> Any:
     return spec
 
 
+# ``queue.Queue``'s bound and its spellings elsewhere: none is a Queue or tflux.open argument.
+_BOUND_ARGS = ("maxsize", "max_size", "max_queue_size")
+
+
+def _refuse_max_size(name: str, open_kwargs: dict[str, Any]) -> None:
+    """A ``maxsize=`` (which would reach ``tflux.open`` as an unknown setting) is refused with
+    the way a queue's ``max_size`` is set (issue 43 item 20)."""
+    for arg in _BOUND_ARGS:
+        if arg in open_kwargs:
+            raise TypeError(
+                f"tflux.Queue() takes no {arg}: a queue's max_size is part of the queue, "
+                f"set when the queue is created: store.create_queue({name!r}, "
+                f"max_size={open_kwargs[arg]!r}), then tflux.Queue(store, {name!r}) (put waits, "
+                "or raises queue.Full, while max_size records are ready)"
+            )
+
+
 class Queue:
     """A ``queue.Queue``-shaped face over queue ``name`` of the store in ``base``.
 
@@ -99,6 +116,10 @@ class Queue:
     passing ``open_kwargs`` to ``tflux.open``) or an open ``tflux.Store`` to share (left open).
     The queue is created (``heap``, no limits) unless it exists; pass ``create=False`` to require
     it.
+
+    A bound (``queue.Queue(maxsize=)``) belongs to the queue, logged when it is created:
+    ``store.create_queue(name, max_size=10)`` then ``tflux.Queue(store, name)``; ``put`` then
+    waits for room (or raises ``queue.Full``) while ``max_size`` records are ready.
 
     Items go through ``serializer``: ``"bytes"`` (the default: bytes-like items, ``get`` returns
     ``bytes``), ``"json"`` (the safe choice for objects), ``"pickle"``, or any object with
@@ -128,6 +149,7 @@ class Queue:
         **open_kwargs: Any,
     ) -> None:
         self._serializer = _serializer(serializer)
+        _refuse_max_size(name, open_kwargs)
         if isinstance(base, Store):
             if open_kwargs:
                 raise TypeError("open arguments apply only when Queue opens the store itself")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["export"]
@@ -51,9 +52,13 @@ def export(
     raw: bool = False,
     compression: str = "zstd",
     dialect: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, int]:
     """Write ``OUT/log.parquet`` and ``OUT/snapshot.parquet``; returns the row counts
-    (``{"log": n, "snapshot": m}``). Needs pyarrow (``pip install 'tflux[parquet]'``)."""
+    (``{"log": n, "snapshot": m}``). Needs pyarrow (``pip install 'tflux[parquet]'``).
+
+    ``progress(done, total)`` is called after each segment file and the snapshot is read, in
+    bytes of those files (``total``: all of them)."""
     _require_pyarrow()
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -64,6 +69,16 @@ def export(
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = {"log": 0, "snapshot": 0}
+    logs = [(src, _paths.segment_names(src.log_dir)) for src in sources if src.log_dir]
+    total = sum(_size(os.path.join(src.log_dir, n)) for src, names in logs for n in names)
+    total += sum(_size(src.snapshot) for src in sources if src.snapshot)
+    done = 0
+
+    def tell(nbytes: int) -> None:
+        nonlocal done
+        done += nbytes
+        if progress is not None:
+            progress(done, total)
 
     def widened(schema):
         """The log's schema with ``term`` as int64, the snapshot's ``last_term`` type."""
@@ -96,10 +111,7 @@ def export(
         return rows
 
     def log_batches():
-        for src in sources:
-            if src.log_dir is None:
-                continue
-            names = _paths.segment_names(src.log_dir)
+        for src, names in logs:
             for i, name in enumerate(names):
                 sealed = i + 1 < len(names)
                 end = _paths.start_lsn(names[i + 1]) - 1 if sealed else None
@@ -114,13 +126,24 @@ def export(
                     raw=raw,
                     dialect=src.dialect,
                 )
+                tell(_size(os.path.join(src.log_dir, name)))
 
     def snapshot_batches():
         for src in sources:
             if src.snapshot:
                 yield from _columns.read_snapshot(src.base, src.snapshot, src.dialect)
+                tell(_size(src.snapshot))
 
+    if progress is not None:
+        progress(0, total)
     log_schema = widened(_columns.log_schema(raw))
     counts["log"] = write("log.parquet", log_schema, cast(log_batches(), log_schema))
     counts["snapshot"] = write("snapshot.parquet", _columns.snapshot_schema(), snapshot_batches())
     return counts
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # gone meanwhile: reading it raises the error that matters
+        return 0

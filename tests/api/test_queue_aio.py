@@ -97,6 +97,20 @@ def test_put_on_a_full_queue_raises_full(base_dir):
             tflux.Queue(store, "missing", create=False)
 
 
+@pytest.mark.parametrize("arg", ["maxsize", "max_size"])
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_maxsize_argument_names_create_queue_max_size(base_dir, arg, shared):
+    """queue.Queue's ``maxsize=`` is no Queue argument: the error says how the queue's bound is
+    set, whether the Queue opens the store or shares one (issue 43 item 20)."""
+    with tflux.open(base_dir, **FAST) as store:
+        base = store if shared else base_dir / "own"
+        with pytest.raises(TypeError) as caught:
+            tflux.Queue(base, "q", **{arg: 10})
+        assert "create_queue('q', max_size=10)" in str(caught.value)
+        assert f"takes no {arg}" in str(caught.value)
+        assert all(q.name != "q" for q in store.queues())
+
+
 def test_threads_share_one_queue_and_every_item_is_processed_once(base_dir):
     n, workers = 400, 4
     seen: list[int] = []

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import tflux
 from _cli_support import run, small_store
+from tflux._store import settings_for_reading
 
 # ---------------------------------------------------------------------------------------------
 # defect 8: error lines go to stderr
@@ -148,6 +149,43 @@ def test_at_60_columns_names_stay_whole_optional_columns_go_and_prose_wraps_at_s
     prose = [line for line in wide.splitlines() if line.startswith(("snapshot", "log "))]
     assert len(prose) == 2, wide
     assert numbers_in("\n".join(prose)) <= numbers_in(text), (prose, text)
+
+
+def test_at_40_columns_settings_keep_key_and_value_together_and_segments_keep_first_lsn(
+    tmp_path,
+):
+    """Issue 43, item 19: at 40 columns inspect's settings wrapped keys and values apart and
+    the segment table dropped "first LSN"."""
+    base = tmp_path / "base"
+    with tflux.open(
+        base,
+        log_sync_policy="never",
+        log_file_soft_limit=4096,
+        log_file_hard_limit=8192,
+        log_preallocate_segments=False,
+        snapshot_creation_segments_threshold=0,
+    ) as store:
+        store.create_queue("q")
+        for i in range(300):
+            store.enqueue("q", i, b"m" * 40)
+    segments = tflux.verify(base / "data" / "log").segments
+    assert len(segments) > 2
+    code, text = tty_run("inspect", base, columns=40)
+    assert code == 0, text
+    lines = text.splitlines()
+    assert all(len(line) <= 40 for line in lines), text
+    for key, value in settings_for_reading(base)[0].items():
+        shown = json.dumps(value)
+        if len(key) + len(shown) + 3 > 40:
+            continue  # too long for one line: on the next one (DeadLetter's object)
+        assert any(line.split()[:2] == [key, shown] for line in lines if line.strip()), (
+            key,
+            text,
+        )
+    for seg in segments:
+        at = next(i for i, line in enumerate(lines) if line.strip() == seg.name)
+        assert f"first LSN {seg.start_lsn:,}" in lines[at + 1], text
+    assert "\u2026" not in text
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,12 +1,73 @@
-"""Issue 43 item 19 (in part): small conversions and checks printed "(0 MB/s)", and the
-``convert`` bar counted raw bytes without units."""
+"""Issue 43 item 19: small conversions and checks printed "(0 MB/s)", the ``convert`` bar
+counted raw bytes without units, ``export`` showed no progress and ``demo``'s finished bar
+stayed above its title."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
+import tflux
 from _cli_support import open_store, run_cli
 from tflux.cli._render import _progress, _rate
+
+ERASE_LINE = "\x1b[2K"
+
+
+def stderr_tty_run(*args: str | Path, columns: int = 80) -> tuple[int, str, str]:
+    """``python -m tflux ARGS`` with stderr on a pseudo-terminal (where the bars are drawn)
+    and stdout on a pipe; returns the exit code, stdout and stderr as written (escapes kept)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    environ = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    environ.update(COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tflux", *map(str, args)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=environ,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    stdout = child.stdout.read().decode() if child.stdout else ""
+    code = child.wait(timeout=300)
+    stderr = b"".join(chunks).decode("utf-8", "replace")
+    assert "Traceback" not in stderr, stderr
+    return code, stdout, stderr
+
+
+def segmented_store(base: Path) -> None:
+    with tflux.open(
+        base,
+        log_sync_policy="never",
+        log_file_soft_limit=4096,
+        log_file_hard_limit=8192,
+        log_preallocate_segments=False,
+        snapshot_creation_segments_threshold=0,
+    ) as store:
+        store.create_queue("q")
+        for i in range(300):
+            store.enqueue("q", i, b"m" * 40)
 
 
 def test_a_small_rate_is_not_printed_as_zero():
@@ -33,3 +94,43 @@ def test_the_convert_bar_shows_bytes_with_units():
     progress.update(task, completed=1024 * 1024)
     shown = progress.columns[2].render(progress.tasks[0]).plain
     assert "MB" in shown or "MiB" in shown, shown
+
+
+def test_export_shows_a_bar_in_bytes_on_a_terminal_only_and_not_with_json(tmp_path):
+    pytest.importorskip("pyarrow.parquet")
+    base = tmp_path / "base"
+    segmented_store(base)
+    code, stdout, stderr = stderr_tty_run("export", base, tmp_path / "out")
+    assert code == 0, stderr
+    assert "export" in stderr and "kB" in stderr, stderr
+    assert "wrote 301 log rows" in stdout
+    code, stdout, stderr = stderr_tty_run("export", base, tmp_path / "json", "--json")
+    assert code == 0, stderr
+    assert stderr == "", stderr
+    assert json.loads(stdout)["log"]["rows"] == 301
+    off = run_cli("export", base, tmp_path / "pipe")
+    assert off.returncode == 0 and off.stderr == "", off.stderr
+
+
+def test_export_progress_counts_every_segment_and_the_snapshot(tmp_path):
+    pytest.importorskip("pyarrow.parquet")
+    from tflux.parquet import export
+
+    base = tmp_path / "base"
+    segmented_store(base)
+    with tflux.open(base) as store:
+        store.snapshot()
+    calls: list[tuple[int, int]] = []
+    export(base, tmp_path / "out", progress=lambda done, total: calls.append((done, total)))
+    files = [*(base / "data" / "log").iterdir(), base / "data" / "tflux.snapshot"]
+    total = sum(p.stat().st_size for p in files)
+    assert calls[0] == (0, total) and calls[-1] == (total, total), calls
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) == len(files) + 1
+
+
+def test_the_demo_bar_is_erased_when_done_so_the_title_comes_first(tmp_path):
+    code, stdout, stderr = stderr_tty_run("demo", "--records", "2000", "--dir", tmp_path / "d")
+    assert code == 0, stderr
+    assert "writing" in stderr, stderr  # the bar was drawn
+    assert "writing" not in stderr.rsplit(ERASE_LINE, 1)[-1], repr(stderr[-300:])
+    assert stdout.startswith("tflux demo:"), stdout

@@ -108,16 +108,18 @@ def _silence_stdout() -> None:
 # Small helpers
 
 
-def _progress(in_bytes: bool = False) -> Progress:
-    """A progress bar on stderr, silent when stderr is not a terminal; ``in_bytes``: the
-    counts are bytes, shown with units (``12.3/45.6 MB``), not as raw numbers."""
+def _progress(in_bytes: bool = False, quiet: bool = False, transient: bool = False) -> Progress:
+    """A progress bar on stderr, silent when stderr is not a terminal or with ``quiet``;
+    ``in_bytes``: the counts are bytes, shown with units (``12.3/45.6 MB``), not as raw
+    numbers; ``transient``: the bar is erased when done (a report with a title follows)."""
     return Progress(
         TextColumn("{task.description:<9}"),
         BarColumn(),
         DownloadColumn() if in_bytes else MofNCompleteColumn(),
         TimeRemainingColumn(),
         console=err,
-        disable=not err.is_terminal,
+        disable=quiet or not err.is_terminal,
+        transient=transient,
     )
 
 
@@ -198,12 +200,18 @@ class _FitTable(Table):
     """
 
     def __init__(
-        self, *, right: Sequence[str], optional: Sequence[str], whole: Sequence[str]
+        self,
+        *,
+        right: Sequence[str],
+        optional: Sequence[str],
+        whole: Sequence[str],
+        stack: bool = False,
     ) -> None:
         super().__init__(box=box.SIMPLE, pad_edge=False, show_edge=False)
         self._right = set(right)
         self._whole = set(right) | set(whole)  # cells never folded: numbers, figures
         self._optional = list(optional)
+        self._stack = stack
 
     def _minimum(self, column: Column) -> int:
         cells = max((_cell_width(c) for c in column._cells), default=0)
@@ -248,6 +256,9 @@ class _FitTable(Table):
         while widths is None and droppable:
             columns.remove(droppable.pop(0))
             widths = self._widths(columns, options.max_width, fold=False)
+        if widths is None and self._stack:
+            yield from self._stacked(options.max_width)
+            return
         if widths is None:
             widths = self._widths(columns, options.max_width, fold=True)
         fitted = Table(box=box.SIMPLE, pad_edge=False, show_edge=False)
@@ -267,17 +278,36 @@ class _FitTable(Table):
             fitted.caption_justify = "left"
         yield from fitted.__rich_console__(console, options)
 
+    def _stacked(self, width: int) -> RenderResult:
+        """Too narrow for the columns without dropping more: each row as its first cell on a
+        line, then every other column as ``header value``, pairs packed onto indented lines
+        (a pair never split: issue 43 item 19, the segments at 40 columns)."""
+        first, *rest = self.columns
+        for row in range(self.row_count):
+            yield Text.from_markup(str(first._cells[row]), overflow="fold")
+            pairs = [f"{c.header} {c._cells[row]}" for c in rest if str(c._cells[row]).strip()]
+            line = ""
+            for pair in pairs:
+                if line and 2 + cell_len(line) + 2 + cell_len(pair) > width:
+                    yield Text.from_markup(f"  {line}", overflow="fold")
+                    line = ""
+                line = f"{line}, {pair}" if line else pair
+            if line:
+                yield Text.from_markup(f"  {line}", overflow="fold")
+
 
 def _table(
     *columns: str,
     right: Sequence[str] = (),
     optional: Sequence[str] = (),
     whole: Sequence[str] = (),
+    stack: bool = False,
 ) -> Table:
     """A report table; ``right`` columns hold numbers and ``whole`` ones figures with units
     (neither is ever cut or folded); ``optional`` ones are dropped first, in that order, when
-    the terminal is too narrow."""
-    table = _FitTable(right=right, optional=optional, whole=whole)
+    the terminal is too narrow; then, with ``stack``, each row is shown on lines of its own
+    (every column kept) rather than folding a text column."""
+    table = _FitTable(right=right, optional=optional, whole=whole, stack=stack)
     for name in columns:
         table.add_column(name, justify="right" if name in right else "left")
     return table
@@ -300,8 +330,9 @@ def _segments_table(segments: Sequence[tflux.SegmentInfo], limit: int = 8) -> Ta
         "bytes",
         "state",
         right=("first LSN", "last LSN", "records", "bytes"),
-        optional=("state", "first LSN"),
+        optional=("state",),
         whole=("state",),  # may carry a compressed size: dropped whole rather than folded
+        stack=True,  # never drop the first LSN nor fold a file name (issue 43 item 19)
     )
     shown: list[tflux.SegmentInfo | None] = list(segments)
     hidden = 0

@@ -161,7 +161,8 @@ def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | N
     pascal = {"".join(w.title() for w in k.split("_")): v for k, v in settings.items()}
     Layout(base).settings.write_text(json.dumps(pascal, indent=2) + "\n")
     started = time.perf_counter()
-    with _progress() as progress, tflux.open(base, **settings) as store:
+    # Erased when done: the summary's title comes first (issue 43 item 19).
+    with _progress(transient=True) as progress, tflux.open(base, **settings) as store:
         task = progress.add_task("writing", total=records)
         for q in _DEMO_QUEUES[1:]:
             store.create_queue(

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tflux.cli._base import _dialect, _locate, dialect_option
-from tflux.cli._render import CONTEXT_SETTINGS, CliError, _print_json
+from tflux.cli._render import CONTEXT_SETTINGS, CliError, _print_json, _progress
 from tflux.parquet import _require_pyarrow
 from tflux.parquet import export as export_parquet
 
@@ -33,7 +33,8 @@ def export(
     verify (and refused as they refuse it). pyarrow is an extra: pip install 'tflux[parquet]'.
 
     OUT may exist; its log.parquet and snapshot.parquet are never overwritten unless --force
-    is given.
+    is given. A progress bar (bytes of the segment files and snapshot read) is shown on stderr
+    when it is a terminal, not with --json.
 
     With --json, one object: base, dialect (of a base directory; null for a log read alone),
     out, log and snapshot, each {path, rows}.
@@ -56,7 +57,13 @@ def export(
     there = [str(p) for p in written if os.path.lexists(p)]
     if there and not force:
         raise CliError(f"{there[0]} exists: export never overwrites it (--force replaces it)")
-    counts = export_parquet(base, out, raw=raw, dialect=dialect)
+    with _progress(in_bytes=True, quiet=as_json) as progress:  # bytes of the files read
+        task = progress.add_task("export", total=None)
+
+        def tell(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=max(total, 1))
+
+        counts = export_parquet(base, out, raw=raw, dialect=dialect, progress=tell)
     if as_json:
         _print_json(
             {

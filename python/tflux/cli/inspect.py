@@ -216,9 +216,7 @@ def _store_files_text(
     else:
         source = f"defaults (no {SETTINGS_FILE})"
     out.print(f"[bold]settings[/]  in force, from {source}:")
-    for key, value in settings.items():
-        mark = " *" if from_file and key in from_file else ""
-        out.print(f"  {key:<34} {escape(json.dumps(value))}{mark}")
+    _settings_lines(settings, from_file)
     out.print()
 
     meta = checked.metadata
@@ -263,6 +261,26 @@ def _store_files_text(
             )
         out.print(table)
     out.print()
+
+
+def _settings_lines(settings: dict[str, Any], from_file: dict[str, Any] | None) -> None:
+    """One ``key value`` line per setting, values aligned when every line fits the width; else
+    unaligned, and a value too long for its key's line on the next one: a key and its value
+    never wrap apart (issue 43 item 19)."""
+    rows = [
+        (key, json.dumps(value) + (" *" if from_file and key in from_file else ""))
+        for key, value in settings.items()
+    ]
+    pad = max([34, *(len(key) for key, _ in rows)])
+    aligned = all(2 + pad + 1 + len(value) <= out.width for _, value in rows)
+    for key, value in rows:
+        if aligned:
+            out.print(f"  {key:<{pad}} {escape(value)}")
+        elif 2 + len(key) + 1 + len(value) <= out.width:
+            out.print(f"  {key} {escape(value)}")
+        else:
+            out.print(f"  {key}")
+            out.print(f"      {escape(value)}", overflow="fold")
 
 
 def _log_text(base: Path, checked: Checked, temp: list[str]) -> None:
