@@ -25,6 +25,7 @@ mod rewrite;
 mod scan;
 mod walk;
 pub use file::initialise;
+use file::reserve;
 pub use index::{reads_before_full_offsets, RecordIndex};
 pub use rewrite::{
     cut_temp_path, remove_cut_leftovers, rewrite_prefix, zero_range, RewriteOptions, RewriteStep,

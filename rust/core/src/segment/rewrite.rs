@@ -9,7 +9,8 @@ use crate::format::record::END_MARKER;
 use crate::format::segment as header;
 use crate::io::storage::{Open, Rename, Storage, StorageFile};
 
-use super::file::reserve;
+// Through the parent: rewrite -> file would close a circle (file takes rewrite_prefix).
+use super::reserve;
 
 /// Steps of [`rewrite_prefix`], in order. A crash after any of them leaves, under the
 /// segment's name, either the old file or the new one (never neither), and at most a leftover
