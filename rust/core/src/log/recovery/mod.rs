@@ -13,7 +13,7 @@ mod act;
 mod finding;
 mod plan;
 mod scan;
-pub(crate) use act::recover;
+pub(crate) use act::{recover, twin_matches};
 pub use finding::{Finding, FindingKind, RecoveryReport, SegmentInfo};
 pub use plan::{plan_repair, PlannedCut, RepairPlan};
 pub use scan::{

@@ -15,8 +15,9 @@ use crate::segment::{
     end_of_records, scan_file_keeping, ActiveBytes, EndOfRecords, FileScan, ScanStop, Segment,
 };
 
-use super::act::twin_matches;
 use super::finding::{Finding, FindingKind, SegmentInfo};
+// Through the parent: scan -> act would close a circle (act takes the scan's types).
+use super::twin_matches;
 
 /// What a scan does with what it finds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
