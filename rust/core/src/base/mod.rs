@@ -21,6 +21,6 @@ pub use layout::{
 };
 
 pub use restore::{
-    check_continuity, check_log, check_terms, continuity, load_snapshot, replay, restore_snapshot,
+    check_continuity, check_log, continuity, load_snapshot, replay, restore_snapshot,
     snapshot_identity, store_scan_options, Continuity, Restored,
 };
