@@ -1,12 +1,25 @@
 //! `verify_base`: every check a restore applies, collected into one report instead of stopping
 //! at the first, so `tflux verify` and `tflux.open` can never disagree about a directory.
 
-use super::{
-    check_continuity, check_terms, continuity, files, kind, replay, restore_snapshot, scan_dir,
-    store_scan_options, Continuity, Dialect, Error, Finding, FindingKind, Instant, Layout, Log,
-    LogOptions, Metadata, Path, PathBuf, QueueInfo, RecoveryMode, Result, ScanOptions, SegmentInfo,
-    Settings,
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::format::dialect::Dialect;
+use crate::format::metadata::Metadata;
+use crate::log::recovery::{
+    scan_dir, Finding, FindingKind, RecoveryMode, ScanOptions, SegmentInfo,
 };
+use crate::log::{Log, LogOptions};
+use crate::state::QueueInfo;
+
+use super::files;
+use super::layout::{kind, Layout};
+use super::restore::{
+    check_continuity, check_terms, continuity, replay, restore_snapshot, store_scan_options,
+    Continuity,
+};
+use super::settings::Settings;
 
 /// How deep `verify_base` goes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

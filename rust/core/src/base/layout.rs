@@ -1,9 +1,14 @@
 //! Paths of a base directory (spec section 1), the names of its files, and what kind of
 //! directory a path is (a store's base, a channel, a bare log): the one place that knows them.
 
-use super::{Dialect, Error, Path, PathBuf, RecoveryMode, Result, ScanOptions, SETTINGS_FILE};
-use crate::log::recovery::Keep;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::format::dialect::Dialect;
+use crate::log::recovery::{Keep, RecoveryMode, ScanOptions};
 use crate::log::verify::VerifyReport;
+
+use super::settings::SETTINGS_FILE;
 
 /// Paths of a base directory (spec section 1). The one place that knows them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,14 +9,18 @@
 //! name the same files.
 
 use std::collections::HashSet;
-use std::fmt;
 use std::fs::File;
-use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::{fmt, io};
 
-use super::{Dialect, Error, Layout, Log, LogOptions, Path, PathBuf, Result};
+use crate::error::{Error, Result};
 use crate::format::compressed::parse_any_file_name;
+use crate::format::dialect::Dialect;
 use crate::io::storage::{Open, Rename, Storage, StorageFile};
+use crate::log::{Log, LogOptions};
+
+use super::layout::Layout;
 
 /// What kind of path [`locate`] was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,19 +3,6 @@
 //! calls the same checks and collects every finding, so `tflux verify` and `tflux.open` can
 //! never disagree about a directory.
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
-
-use crate::error::{Error, Result};
-use crate::format::dialect::Dialect;
-use crate::format::metadata::Metadata;
-use crate::format::snapshot::Snapshot;
-use crate::log::recovery::SegmentInfo;
-use crate::log::recovery::{scan_dir, Finding, FindingKind, LogScan, RecoveryMode, ScanOptions};
-use crate::log::{Log, LogOptions};
-use crate::state::{QueueInfo, QueueState};
-use settings::{Settings, SETTINGS_FILE};
-
 mod check;
 pub mod convert;
 pub mod files;
@@ -34,6 +21,6 @@ pub use layout::{
 };
 
 pub use restore::{
-    check_continuity, check_log, check_terms, continuity, load_snapshot, replay, restore_snapshot,
+    check_continuity, check_log, continuity, load_snapshot, replay, restore_snapshot,
     snapshot_identity, store_scan_options, Continuity, Restored,
 };

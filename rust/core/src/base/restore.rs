@@ -2,10 +2,16 @@
 //! against the metadata, the log's continuity with the snapshot, and the replay itself.
 //! `Store::open` stops at the first failure; [`super::verify_base`] collects them all.
 
-use super::{
-    files, Dialect, Error, Layout, Log, LogScan, Metadata, QueueState, RecoveryMode, Result,
-    ScanOptions, Snapshot,
-};
+use crate::error::{Error, Result};
+use crate::format::dialect::Dialect;
+use crate::format::metadata::Metadata;
+use crate::format::snapshot::Snapshot;
+use crate::log::recovery::{LogScan, RecoveryMode, ScanOptions};
+use crate::log::Log;
+use crate::state::QueueState;
+
+use super::files;
+use super::layout::Layout;
 
 /// The scan a store restores from: a log holds deltas, which are never empty (a trailing empty
 /// record is a torn header).

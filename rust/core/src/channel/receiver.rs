@@ -9,11 +9,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::cursor::{self, NameLock};
-use super::{lock, Shared};
 use crate::error::{Error, Result};
 use crate::format::receiver::validate_name;
 use crate::log::follow::{Messages, Tail};
+
+use super::cursor::{self, NameLock};
+use super::{lock, Shared};
 
 /// Where a new receiver starts (ignored when its cursor exists).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,10 +1,19 @@
 //! Keeping the log's files in shape: rolling to a new segment, compressing sealed ones,
 //! restarting at an LSN, and the fault-injection hooks of the crash tests.
 
-use super::{
-    fsutil, seg_format, segment, sync_dir, Arc, Dialect, Error, IoContext, Leftover, Log, Method,
-    Path, PathBuf, Result, Segment, SyncPolicy,
-};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::durability::policy::SyncPolicy;
+use crate::error::{Error, IoContext, Result};
+use crate::format::compressed::Method;
+use crate::format::dialect::Dialect;
+use crate::format::segment as seg_format;
+use crate::io::fsutil::{self, sync_dir};
+use crate::segment::{self, Segment};
+
+use super::write::Leftover;
+use super::Log;
 
 impl Log {
     /// Fault injection for crash tests: the next cuts stop right after `step`, leaving the

@@ -6,21 +6,15 @@
 //! first) and then rewrites the cut segment (copy-on-truncate), so a crash in between never leaves a
 //! gap.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
 
-use crate::error::{Error, IoContext, PoisonCause, Result};
-use crate::format::compressed::Method;
+use crate::error::{Error, PoisonCause, Result};
 use crate::format::dialect::Dialect;
-use crate::format::record;
-use crate::format::record::with_framing;
-use crate::format::segment as seg_format;
-use crate::io::fsutil::{self, sync_dir};
-use crate::io::storage::{self, Storage, StorageFile};
-use crate::segment::{self, Segment, SegmentBytes};
-use recovery::{LogScan, Parallelism, RecoveryMode, ScanOptions};
+use crate::io::storage::{self, Storage};
+use crate::segment::{self, Segment};
+use recovery::RecoveryMode;
 
 pub mod columns;
 pub mod dialect;
@@ -37,7 +31,6 @@ pub use open::PendingOpen;
 
 pub use read::{Entry, EntryBatch, ReadSink, SpanReader, SpanStart, Split};
 
-use write::Leftover;
 pub use write::MAX_ENTRY_LSN;
 
 /// A read asking for at most this many data bytes, or ...

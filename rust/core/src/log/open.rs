@@ -1,10 +1,17 @@
 //! Opening a log: scan, check and act on what the scan found ([`PendingOpen`]), and the check
 //! that no other process replaced a segment file while this one scanned.
 
-use super::{
-    fs, fsutil, recovery, seg_format, segment, Error, File, Log, LogOptions, LogScan, Path,
-    PathBuf, RecoveryMode, Result, ScanOptions, Segment, SystemTime,
-};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::error::{Error, Result};
+use crate::format::segment as seg_format;
+use crate::io::fsutil;
+use crate::segment::{self, Segment};
+
+use super::recovery::{self, LogScan, RecoveryMode, ScanOptions};
+use super::{Log, LogOptions};
 
 /// A log scanned and locked but not yet opened ([`Log::prepare`]).
 pub struct PendingOpen {

@@ -1,10 +1,14 @@
 //! The read path: entries by LSN range, batches, random single records, and the span walk
 //! that splits a range of the log for parallel decoding.
 
-use super::{
-    segment, with_framing, Dialect, Error, Log, Parallelism, Result, Segment, SegmentBytes,
-    RANDOM_READ_BYTES, RANDOM_READ_RECORDS,
-};
+use crate::error::{Error, Result};
+use crate::format::dialect::Dialect;
+use crate::format::record::with_framing;
+use crate::io::bytes::SegmentBytes;
+use crate::segment::{self, Segment};
+
+use super::recovery::Parallelism;
+use super::{Log, RANDOM_READ_BYTES, RANDOM_READ_RECORDS};
 
 /// Bytes on disk to read from the active segment for `remaining` bytes of data: the data plus
 /// a quarter for framing, at most 8 MiB per positioned read.

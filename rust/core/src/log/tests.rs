@@ -1,7 +1,9 @@
 //! Unit tests of the log: which reads build a segment's full offsets.
 
-use super::{Log, LogOptions, SyncPolicy};
+use crate::durability::policy::SyncPolicy;
 use crate::segment::reads_before_full_offsets;
+
+use super::{Log, LogOptions};
 
 fn indexed(log: &Log) -> Vec<bool> {
     log.segments

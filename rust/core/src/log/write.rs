@@ -1,10 +1,16 @@
 //! The write path: appends, commit, truncation, compaction, fsync and what a failed write
 //! leaves behind.
 
-use super::{
-    record, segment, sync_dir, with_framing, Arc, Error, IoContext, Log, PoisonCause, Result,
-    Segment, StorageFile, SyncPolicy,
-};
+use std::sync::Arc;
+
+use crate::durability::policy::SyncPolicy;
+use crate::error::{Error, IoContext, PoisonCause, Result};
+use crate::format::record::{self, with_framing};
+use crate::io::fsutil::sync_dir;
+use crate::io::storage::StorageFile;
+use crate::segment::{self, Segment};
+
+use super::Log;
 
 impl Log {
     /// A handle on the active segment and the last LSN written to it, so that a caller can

@@ -1,10 +1,18 @@
 //! The segment file object: creating and wrapping a scanned file, its descriptor budget,
 //! sealing and unsealing, appending, cutting and syncing.
 
-use super::{
-    header, rewrite_prefix, sealed_budget, Arc, Dialect, Error, Handle, Identity, IoContext, Open,
-    Path, PathBuf, RecordIndex, Result, RewriteOptions, Segment, Storage, StorageFile, END_MARKER,
-};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::dialect::Dialect;
+use crate::format::record::END_MARKER;
+use crate::format::segment as header;
+use crate::io::storage::{Open, Storage, StorageFile};
+
+use super::index::RecordIndex;
+use super::rewrite::{rewrite_prefix, RewriteOptions};
+use super::{sealed_budget, Handle, Identity, Segment};
 
 impl Segment {
     /// Wraps an already scanned file (not sealed).

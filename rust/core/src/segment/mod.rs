@@ -6,19 +6,14 @@
 //! reads and writes.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::error::{Error, IoContext, Result};
-use crate::format::compressed::{self, BadCompressed};
+use crate::format::compressed;
 use crate::format::dialect::Dialect;
-use crate::format::record::{self, BadRecord, ChecksumRun, Frame, Framing, END_MARKER};
-use crate::format::segment as header;
-use crate::io::mmap::map_readonly;
-use crate::io::storage::{Open, Rename, Storage, StorageFile};
+use crate::io::storage::{Storage, StorageFile};
 
-use crate::format::record::with_framing;
-use crate::format::steps::{Step, StepWriter, Steps};
+use crate::format::steps::Steps;
 pub use bytes::SegmentBytes;
 
 pub mod bytes;
@@ -30,8 +25,7 @@ mod rewrite;
 mod scan;
 mod walk;
 pub use file::initialise;
-use file::{changed_under_reader, reserve, unreadable};
-use index::SEALED_STRIDE;
+use file::reserve;
 pub use index::{reads_before_full_offsets, RecordIndex};
 pub use rewrite::{
     cut_temp_path, remove_cut_leftovers, rewrite_prefix, zero_range, RewriteOptions, RewriteStep,
@@ -41,15 +35,11 @@ pub use rewrite::{
 pub use scan::{
     scan_file, scan_file_keeping, scan_file_stepping, ActiveBytes, FileBytes, FileScan,
 };
-#[cfg(test)]
-use scan::{scan_file_with, ActiveRead};
-
 pub use walk::{
     end_of_records, is_ambiguous_empty_record, is_torn_header, next_record, record_offset_in_file,
     scan_records, scan_records_from, scan_records_in, walk_frames, walk_framing, EndOfRecords,
     RecordSink, ScanStop,
 };
-use walk::{walk_in, Scratch};
 
 pub use crate::format::segment::MAX_ENTRY_LSN;
 

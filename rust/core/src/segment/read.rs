@@ -1,12 +1,20 @@
 //! Reads of a segment's records: locating a record, copying and visiting ranges, and the replay
 //! walk over its bytes.
 
-use super::{
-    bytes, changed_under_reader, compressed, header, reads_before_full_offsets, scan_records,
-    unreadable, walk_frames, walk_framing, walk_in, with_framing, Arc, BadRecord, Error, Handle,
-    Identity, IoContext, Open, RecordIndex, RecordSink, Result, ScanStop, Scratch, Segment,
-    SegmentBytes, END_MARKER, REPLAY_WINDOW, SCRATCH_KEPT, SEALED_STRIDE,
+use std::sync::Arc;
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::record::{with_framing, BadRecord, END_MARKER};
+use crate::format::{compressed, segment as header};
+use crate::io::bytes::SegmentBytes;
+use crate::io::storage::Open;
+
+use super::file::{changed_under_reader, unreadable};
+use super::index::{reads_before_full_offsets, RecordIndex, SEALED_STRIDE};
+use super::walk::{
+    scan_records, walk_frames, walk_framing, walk_in, RecordSink, ScanStop, Scratch,
 };
+use super::{bytes, Handle, Identity, Segment, REPLAY_WINDOW, SCRATCH_KEPT};
 
 impl Segment {
     /// Offset of the record at `lsn` (inside this segment); walks headers from the nearest

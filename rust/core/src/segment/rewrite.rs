@@ -1,10 +1,16 @@
 //! Copy-on-truncate: a segment cut short is rewritten as a copy under a `.cut` name and renamed
 //! over the original, so a crash leaves the old file or the new one, never neither.
 
-use super::{
-    header, reserve, Arc, Error, IoContext, Open, Path, PathBuf, Rename, Result, Storage,
-    StorageFile, END_MARKER,
-};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::record::END_MARKER;
+use crate::format::segment as header;
+use crate::io::storage::{Open, Rename, Storage, StorageFile};
+
+// Through the parent: rewrite -> file would close a circle (file takes rewrite_prefix).
+use super::reserve;
 
 /// Steps of [`rewrite_prefix`], in order. A crash after any of them leaves, under the
 /// segment's name, either the old file or the new one (never neither), and at most a leftover

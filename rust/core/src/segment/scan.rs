@@ -1,13 +1,22 @@
 //! The open-time scan of one segment file: what a first look at it tells (its records, where
 //! they end, its replay steps) and the segment built from that.
 
-use super::walk;
-use super::{
-    bytes, compressed, header, scan_records_from, walk_in, with_framing, Arc, BadCompressed,
-    BadRecord, Dialect, Error, File, Handle, IoContext, Open, Path, PathBuf, RecordIndex, Result,
-    ScanStop, Segment, SegmentBytes, Step, StepWriter, Steps, Storage, StorageFile, END_MARKER,
-    SEALED_STRIDE,
-};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::compressed::{self, BadCompressed};
+use crate::format::dialect::Dialect;
+use crate::format::record::{with_framing, BadRecord, END_MARKER};
+use crate::format::segment as header;
+use crate::format::steps::{Step, StepWriter, Steps};
+use crate::io::bytes::SegmentBytes;
+use crate::io::storage::{Open, Storage, StorageFile};
+
+use super::index::{RecordIndex, SEALED_STRIDE};
+use super::walk::{self, scan_records_from, walk_in, ScanStop};
+use super::{bytes, Handle, Segment};
 
 /// The bytes of a whole segment file (the name before [`SegmentBytes`] replaced it).
 pub type FileBytes = SegmentBytes;

@@ -1,15 +1,16 @@
 //! Unit tests of the segment wing: the walk, the index and the open-time scan of one file.
 
-use super::{
-    scan_file, scan_file_with, scan_records, ActiveBytes, ActiveRead, FileScan, RecordIndex,
-    ScanStop,
-};
+use proptest::prelude::*;
+
 use crate::format::dialect::Dialect;
 use crate::format::record::{self, BadRecord};
 use crate::format::segment as header;
 use crate::io::storage::RealStorage;
 use crate::log::recovery::{scan_segment, FindingKind, Position, ScanOptions};
-use proptest::prelude::*;
+
+use super::index::RecordIndex;
+use super::scan::{scan_file, scan_file_with, ActiveBytes, ActiveRead, FileScan};
+use super::walk::{scan_records, ScanStop};
 
 /// Everything a scan's classification reads, for comparing two scans of one file.
 fn outcome(s: &FileScan) -> String {

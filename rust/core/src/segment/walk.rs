@@ -1,10 +1,14 @@
 //! Walking a segment's records: the framing walk (length, CRC, end marker) every scan and read
 //! shares, and where it stopped.
 
-use super::{
-    header, map_readonly, record, with_framing, BadRecord, ChecksumRun, Dialect, File, Frame,
-    Framing, IoContext, Path, Result,
-};
+use std::fs::File;
+use std::path::Path;
+
+use crate::error::{IoContext, Result};
+use crate::format::dialect::Dialect;
+use crate::format::record::{self, with_framing, BadRecord, ChecksumRun, Frame, Framing};
+use crate::format::segment as header;
+use crate::io::mmap::map_readonly;
 
 /// Where a scan stopped when it did not reach a clean end.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,12 +15,13 @@ use std::mem::ManuallyDrop;
 
 use roaring::{RoaringBitmap, RoaringTreemap};
 
-use super::heap4::sift_up_into;
-use super::{Applied, Heap4, Mode, Queue, QueueState, Ready, Record};
 use crate::error::Result;
 use crate::format::delta::DeltaRef;
 use crate::io::bytes::SegmentBytes;
 use crate::state::payload::{Lender, Lent};
+
+use super::heap4::{sift_up_into, Heap4};
+use super::{Applied, Mode, Queue, QueueState, Ready, Record};
 
 /// One record added during a batch, laid out like a [`Record`] (32 bytes, same alignment) so
 /// that the column becomes the queue's record array where it lies; `data` is `None` once

@@ -19,9 +19,10 @@ use std::collections::BinaryHeap;
 
 use roaring::RoaringTreemap;
 
-use super::{Queue, Ready, Record};
 use crate::format::queue::IMPL_ARRAY;
 use crate::format::rules::{QueueRules, RulesChange};
+
+use super::{Queue, Ready, Record};
 
 /// An in-flight record and its deliveries so far (this one included).
 #[derive(Debug)]

@@ -1,7 +1,15 @@
 //! What the store does on its own: the interval fsync, the compression of sealed segments, and
 //! snapshots (taken by threshold after a write, or on request) with the log compacted up to them.
 
-use super::{files, lock, spawn_interval, Arc, Duration, Error, Inner, Result, Store, StoreSync};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::base::files;
+use crate::durability::interval::spawn_interval;
+use crate::durability::policy::StoreSync;
+use crate::error::{Error, Result};
+
+use super::{lock, Inner, Store};
 
 impl Store {
     /// Starts the background threads: the fsync thread of the "interval" policy and the

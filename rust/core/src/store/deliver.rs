@@ -1,9 +1,15 @@
 //! Deliveries: dequeue with timeouts and leases, ack, nack, lease expiry and the dead-letter
 //! rules; what is in flight lives in memory only ([`crate::store::deliveries`]).
 
-use super::{
-    raw_name, DeltaRef, Duration, Error, Inner, Instant, Logged, QueueConfig, Record, Result, Store,
-};
+use std::time::{Duration, Instant};
+
+use crate::durability::group_commit::Logged;
+use crate::error::{Error, Result};
+use crate::format::delta::DeltaRef;
+use crate::format::queue::QueueConfig;
+use crate::state::{raw_name, Record};
+
+use super::{Inner, Store};
 
 impl Store {
     /// Takes the next record of `name` (smallest key, then lowest id), waiting up to `timeout`

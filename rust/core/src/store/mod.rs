@@ -6,26 +6,23 @@
 //! state, and made durable per the sync policy before the call returns. Durability waits happen
 //! outside the state lock, so concurrent writers share one fsync (group commit).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::base;
-use crate::base::files;
 use crate::base::settings::{Settings, StoreSync};
 use crate::durability::watermarks::{Gate, SpaceProbe, Statvfs, Watermarks};
-use crate::durability::{spawn_interval, GroupCommit, Logged, Stopper};
+use crate::durability::{GroupCommit, Logged, Stopper};
 use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::delta::DeltaRef;
 use crate::format::dialect::Dialect;
 use crate::format::metadata::Metadata;
 use crate::io::storage::{self, Storage};
-use crate::log::recovery::{Parallelism, RecoveryMode};
-use crate::log::{Log, LogOptions, SyncPolicy};
-use crate::replay::Replayer;
-use crate::state::{raw_name, Applied, QueueConfig, QueueInfo, QueueState, Record};
+use crate::log::recovery::Parallelism;
+use crate::log::Log;
+use crate::state::{Applied, QueueState};
 use crate::store::deliveries::Deliveries;
 
 mod background;

@@ -1,11 +1,25 @@
 //! Opening a store: settings, the writer lock, metadata, snapshot and log, each checked by the
 //! base directory's restore checks in order, then the replay into the queue state.
 
-use super::{
-    base, files, Arc, AtomicBool, Deliveries, Dialect, Duration, Error, Gate, GroupCommit, Inner,
-    Instant, Layout, Log, LogOptions, Mutex, OpenReport, Parallelism, Path, RecoveryMode, Replayer,
-    Result, Settings, Storage, Store, StoreOptions, SyncPolicy,
-};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::base::settings::Settings;
+use crate::base::{self, files, Layout};
+use crate::durability::group_commit::GroupCommit;
+use crate::durability::policy::SyncPolicy;
+use crate::durability::watermarks::Gate;
+use crate::error::{Error, Result};
+use crate::format::dialect::Dialect;
+use crate::io::storage::Storage;
+use crate::log::recovery::{Parallelism, RecoveryMode};
+use crate::log::{Log, LogOptions};
+use crate::replay::Replayer;
+
+use super::deliveries::Deliveries;
+use super::{Inner, OpenReport, Store, StoreOptions};
 
 impl Store {
     /// Opens (creating the layout unless read-only) the store in `base`. `overrides` is a JSON

@@ -1,7 +1,13 @@
 //! Writes that change queues: creating and deleting them, and enqueueing records (logged,
 //! applied, then durable per the sync policy).
 
-use super::{raw_name, Applied, DeltaRef, Error, Logged, QueueConfig, Result, Store};
+use crate::durability::group_commit::Logged;
+use crate::error::{Error, Result};
+use crate::format::delta::DeltaRef;
+use crate::format::queue::QueueConfig;
+use crate::state::{raw_name, Applied};
+
+use super::Store;
 
 impl Store {
     // ----- client operations -----

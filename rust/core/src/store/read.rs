@@ -1,10 +1,16 @@
 //! Reads of the store's state: counts, peeks, the queues, the log's bounds and the metadata.
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::base;
+use crate::error::{Error, Result};
+use crate::format::metadata::Metadata;
+use crate::log::Log;
+use crate::state::{QueueInfo, QueueState, Record};
+
 use super::open::log_options;
-use super::{
-    base, lock, Arc, Error, Instant, Log, Metadata, QueueInfo, QueueState, Record, Result, Store,
-    StoreOptions,
-};
+use super::{lock, Store, StoreOptions};
 
 impl Store {
     /// Ready records of `name` (in-flight ones are not counted).

@@ -4,12 +4,17 @@
 //! ones. The taskflux dialect holds none of it: every call here that would write a task-queue
 //! delta there is refused before anything is written.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{DeltaRef, Duration, Error, Instant, Logged, QueueConfig, Result, Store};
+use crate::durability::group_commit::Logged;
+use crate::error::{Error, Result};
+use crate::format::delta::DeltaRef;
 use crate::format::dialect::Dialect;
+use crate::format::queue::QueueConfig;
 use crate::format::rules::{QueueRules, RulesChange};
 use crate::state::Applied;
+
+use super::Store;
 
 /// The clock delays are measured against: unix time in milliseconds.
 pub fn now_ms() -> i64 {

@@ -1,7 +1,11 @@
 //! Arrow's memory layout, the primitives every column is built from: nullable fixed-width
 //! values, LSB-first validity bitmaps and int32-offset binary columns.
 
-use super::{pool, Error, Range, Result};
+use std::ops::Range;
+
+use crate::error::{Error, Result};
+
+use super::pool;
 
 /// A nullable fixed-width column.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -1,11 +1,16 @@
 //! Log deltas decoded into columns: one segment alone, or a range of the log split across the
 //! cores (each span decoded by its own [`SpanDecoder`] and appended in LSN order).
 
+use crate::error::{Error, Result};
+use crate::format::delta::{self as format_delta, fields, DeltaRef};
+use crate::format::dialect::Dialect;
+use crate::log::read::{SpanReader, SpanStart, Split};
+use crate::log::recovery::Parallelism;
+use crate::log::Log;
+
+use super::arrow::{offset, Binary, Bitmap, Fixed, IdLists, Nullable, KIND_NAMES};
+use super::pool;
 use super::task::TaskColumns;
-use super::{
-    fields, format_delta, offset, pool, Binary, Bitmap, DeltaRef, Dialect, Error, Fixed, IdLists,
-    Log, Nullable, Parallelism, Result, SpanReader, SpanStart, Split, KIND_NAMES,
-};
 
 /// Decoded entries in columns.
 #[derive(Debug, Default, Clone, PartialEq)]

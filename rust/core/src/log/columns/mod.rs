@@ -7,20 +7,11 @@
 //! kept_ids, rules (and the raw data when asked). Fields that a delta kind does not carry are
 //! null.
 
-use std::ops::Range;
-
-use crate::error::{Error, Result};
-use crate::format::delta::{self as format_delta, fields, DeltaRef};
-use crate::format::dialect::Dialect;
-use crate::log::recovery::Parallelism;
-use crate::log::{Log, SpanReader, SpanStart, Split};
-
 mod arrow;
 mod delta;
 pub mod pool;
 mod snapshot;
 mod task;
-use arrow::{offset, Fixed};
 pub use arrow::{Binary, Bitmap, IdLists, Nullable, KIND_NAMES};
 pub use delta::{
     read_deltas, read_deltas_with, read_segment_deltas, DeltaColumns, DeltaRead, Repeats,

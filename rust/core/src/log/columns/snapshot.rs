@@ -1,6 +1,8 @@
 //! A snapshot's records in columns: queue, implementation, record_id, key, message.
 
-use super::{Binary, Error, Result};
+use crate::error::{Error, Result};
+
+use super::arrow::Binary;
 
 /// The records of a snapshot in columns: queue, implementation, record_id, key, message.
 #[derive(Debug, Default, Clone)]

@@ -5,8 +5,10 @@
 //! at the end ([`TaskColumns::finish`]). `due` (AddLater's not before, Failed's due) is a
 //! plain [`Fixed`](super::Fixed) column of `Columns`.
 
-use super::{offset, Binary, Bitmap, IdLists, Result};
+use crate::error::Result;
 use crate::format::rules::RulesChange;
+
+use super::arrow::{offset, Binary, Bitmap, IdLists};
 
 /// The sparse values of the entries decoded so far.
 #[derive(Debug, Default)]

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::format::delta::Delta;
-use crate::{LogOptions, SyncPolicy};
+use crate::{Log, LogOptions, SyncPolicy};
 
 #[test]
 fn every_kind_lands_in_its_columns_with_nulls_elsewhere() {

@@ -1,10 +1,19 @@
 //! Acting on a scan: cutting a torn tail, initialising a half-created segment, resolving
 //! compressed twins and executing a repair plan (every byte removed is copied aside first).
 
-use super::{
-    fsutil, record, segment, Arc, Dialect, Error, FindingKind, IoContext, LogScan, Path, PathBuf,
-    RecoveryMode, RecoveryReport, RepairPlan, Result, Segment, Storage, TwinAction,
-};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, IoContext, Result};
+use crate::format::dialect::Dialect;
+use crate::format::record;
+use crate::io::fsutil;
+use crate::io::storage::Storage;
+use crate::segment::{self, Segment};
+
+use super::finding::{FindingKind, RecoveryReport};
+use super::plan::RepairPlan;
+use super::scan::{LogScan, RecoveryMode, TwinAction};
 
 /// Acts on a scan whose mode accepted it (the caller checked [`LogScan::ok`], or the mode is
 /// Repair): cuts a torn tail, initialises a half-created last segment, or executes the repair

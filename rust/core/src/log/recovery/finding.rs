@@ -1,7 +1,9 @@
 //! What the scan reports: each finding (its kind, file and offset) and the report of a recovery
 //! that acted on them.
 
-use super::{Error, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
 
 /// One segment file as the log holds it (or as a scan found it).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,20 +9,6 @@
 //! `read_segment_deltas` (the Spark reader) all classify through [`scan_segment`].
 //! [`crate::segment::scan_file`] stays the one place that reads a file's records.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-
-use crate::error::{Error, IoContext, Result};
-use crate::format::dialect::Dialect;
-use crate::format::record;
-use crate::format::segment::Header;
-use crate::format::steps::{Step, Steps};
-use crate::io::fsutil::{self, EntryKind, SegmentFile};
-use crate::io::storage::Storage;
-use crate::segment::{
-    self, end_of_records, scan_file_keeping, ActiveBytes, EndOfRecords, FileScan, ScanStop, Segment,
-};
-
 mod act;
 mod finding;
 mod plan;

@@ -1,9 +1,12 @@
 //! Repair plans: what a repair would cut or move aside, derived from a scan alone.
 
-use super::{
-    scan_dir, Dialect, Finding, FindingKind, LogScan, Path, PathBuf, RecoveryMode, Result,
-    ScanOptions,
-};
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::format::dialect::Dialect;
+
+use super::finding::{Finding, FindingKind};
+use super::scan::{scan_dir, LogScan, RecoveryMode, ScanOptions};
 
 /// A cut planned inside one segment.
 #[derive(Debug, Clone, PartialEq, Eq)]

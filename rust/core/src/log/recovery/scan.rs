@@ -1,11 +1,23 @@
 //! The one walk over a log directory: the scan's options, each segment classified by how it
 //! ends, and the directory-level checks (term order, gaps, overlaps, twins), read-only.
 
-use super::{
-    end_of_records, fsutil, record, scan_file_keeping, twin_matches, ActiveBytes, Arc, Dialect,
-    EndOfRecords, EntryKind, FileScan, Finding, FindingKind, Header, Mutex, Path, PathBuf, Result,
-    ScanStop, Segment, SegmentFile, SegmentInfo, Step, Steps, Storage,
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::error::Result;
+use crate::format::dialect::Dialect;
+use crate::format::record;
+use crate::format::segment::Header;
+use crate::format::steps::{Step, Steps};
+use crate::io::fsutil::{self, EntryKind, SegmentFile};
+use crate::io::storage::Storage;
+use crate::segment::{
+    end_of_records, scan_file_keeping, ActiveBytes, EndOfRecords, FileScan, ScanStop, Segment,
 };
+
+use super::finding::{Finding, FindingKind, SegmentInfo};
+// Through the parent: scan -> act would close a circle (act takes the scan's types).
+use super::twin_matches;
 
 /// What a scan does with what it finds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
