@@ -149,7 +149,7 @@ impl Deliveries {
     }
 
     /// Whether `receipt` names a delivery whose lease ran out (one of the latest
-    /// [`EXPIRED_KEPT`]).
+    /// `EXPIRED_KEPT`).
     pub fn lease_expired(&self, receipt: u64) -> bool {
         self.expired_receipts.set.contains(&receipt)
     }

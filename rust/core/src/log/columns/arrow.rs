@@ -220,7 +220,7 @@ pub const KIND_NAMES: [&str; 9] = [
     "purge",
 ];
 
-/// A nullable list<int64> column (Arrow's layout: int32 offsets into the values of every
+/// A nullable `list<int64>` column (Arrow's layout: int32 offsets into the values of every
 /// list, one after another): a Purge's kept record ids.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct IdLists {

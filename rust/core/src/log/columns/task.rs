@@ -1,5 +1,5 @@
 //! The columns only the task-queue deltas fill (spec section 12; docs/format.md "Task-queue
-//! deltas"): `kept_ids` (a Purge's kept record ids, list<int64>) and `rules` (a QueueRules'
+//! deltas"): `kept_ids` (a Purge's kept record ids, `list<int64>`) and `rules` (a QueueRules'
 //! change as JSON text). Such deltas are rare beside AddRecords, so their values are kept
 //! sparse (entry index, value) while the entries are decoded, and laid out in Arrow's form once
 //! at the end ([`TaskColumns::finish`]). `due` (AddLater's not before, Failed's due) is a
