@@ -155,3 +155,26 @@ def test_len_of_a_queue_counts_ready_and_delayed_records(tmp_path):
         assert len(q) == 2 and q.qsize() == 1
     finally:
         q.close()
+
+
+def test_enqueue_many_delays_every_record_of_the_batch(tmp_path):
+    with tflux.open(tmp_path / "b", **FAST) as store:
+        ids = store.enqueue_many("", [(1, b"a"), (2, b"b")], delay=0.2)
+        assert len(ids) == 2 and store.count("") == 0
+        assert store.stats("").delayed == 2
+        assert store.dequeue("", timeout=0) is None
+        assert [store.dequeue("", timeout=5).payload for _ in ids] == [b"a", b"b"]
+        store.enqueue_many("", [(1, b"c")], at=time.time() + 60)
+        assert store.stats("").delayed == 1 and store.count("") == 0
+        with pytest.raises(tflux.ArgumentError, match="not both"):
+            store.enqueue_many("", [(1, b"x")], delay=1, at=time.time())
+        with pytest.raises(tflux.ArgumentError):
+            store.enqueue_many("", [(1, b"x")], delay=-1)
+        assert store.stats("").enqueued == 3
+
+
+def test_the_taskflux_dialect_refuses_a_delayed_enqueue_many(tmp_path):
+    with tflux.open(tmp_path / "b", dialect="taskflux", **FAST) as store:
+        with pytest.raises(tflux.ArgumentError, match="taskflux"):
+            store.enqueue_many("", [(1, b"x")], delay=10)
+        assert store.count("") == 0
