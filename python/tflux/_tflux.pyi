@@ -567,10 +567,18 @@ class Store:
         """Add a record with priority ``key`` (smallest first; a signed 64-bit int) and return
         its id. ``payload`` is bytes or any bytes-like object. Policies of the queue are checked
         first (``PolicyViolation``; nothing is written)."""
-    def enqueue_many(self, queue: str, items: Iterable[tuple[int, Buffer]]) -> list[int]:
+    def enqueue_many(
+        self,
+        queue: str,
+        items: Iterable[tuple[int, Buffer]],
+        *,
+        delay: float | None = None,
+        at: float | None = None,
+    ) -> list[int]:
         """Add several ``(key, payload)`` records with one log write and one fsync; returns their
         ids. ``items`` may be any iterable (a generator too). All or none: one record refused by
-        a policy refuses the batch."""
+        a policy refuses the batch. ``delay`` (seconds from now) or ``at`` (unix seconds): none
+        of them is delivered before then (spec dialect)."""
     def dequeue(
         self, queue: str, timeout: float | None = None, lease: float | None = None
     ) -> Record | None:

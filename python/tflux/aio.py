@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tflux._store import _open_saying, warn_at_caller
+from tflux._tasks import QueueRules, QueueStats
 from tflux._tflux import QueueInfo, Record, Store
 
 __all__ = ["AsyncStore", "open"]
@@ -148,13 +149,28 @@ class AsyncStore:
         """:meth:`tflux.Store.delete_queue`."""
         await self._run(self.store.delete_queue, name)
 
-    async def enqueue(self, queue: str, key: int, payload: Any) -> int:
+    async def enqueue(
+        self,
+        queue: str,
+        key: int,
+        payload: Any,
+        *,
+        delay: float | None = None,
+        at: float | None = None,
+    ) -> int:
         """:meth:`tflux.Store.enqueue` (a cancelled call may still have enqueued)."""
-        return await self._run(self.store.enqueue, queue, key, payload)
+        return await self._run(self.store.enqueue, queue, key, payload, delay=delay, at=at)
 
-    async def enqueue_many(self, queue: str, items: Iterable[tuple[int, Any]]) -> list[int]:
+    async def enqueue_many(
+        self,
+        queue: str,
+        items: Iterable[tuple[int, Any]],
+        *,
+        delay: float | None = None,
+        at: float | None = None,
+    ) -> list[int]:
         """:meth:`tflux.Store.enqueue_many` (items are collected before the call)."""
-        return await self._run(self.store.enqueue_many, queue, list(items))
+        return await self._run(self.store.enqueue_many, queue, list(items), delay=delay, at=at)
 
     async def ack(self, record: Record) -> None:
         """:meth:`tflux.Store.ack`."""
@@ -164,9 +180,29 @@ class AsyncStore:
         """:meth:`tflux.Store.ack_many`."""
         await self._run(self.store.ack_many, list(records))
 
-    async def nack(self, record: Record) -> None:
+    async def nack(self, record: Record, delay: float | None = None) -> None:
         """:meth:`tflux.Store.nack`."""
-        await self._run(self.store.nack, record)
+        await self._run(self.store.nack, record, delay)
+
+    async def extend(self, record: Record, seconds: float) -> None:
+        """:meth:`tflux.Store.extend`."""
+        await self._run(self.store.extend, record, seconds)
+
+    async def purge(self, queue: str) -> int:
+        """:meth:`tflux.Store.purge`."""
+        return await self._run(self.store.purge, queue)
+
+    async def stats(self, queue: str) -> QueueStats:
+        """:meth:`tflux.Store.stats` (a client asks the owner)."""
+        return await self._run(self.store.stats, queue)
+
+    async def set_queue_rules(self, queue: str, **rules: Any) -> None:
+        """:meth:`tflux.Store.set_queue_rules` (only the rules named change)."""
+        await self._run(self.store.set_queue_rules, queue, **rules)
+
+    async def queue_rules(self, queue: str) -> QueueRules:
+        """:meth:`tflux.Store.queue_rules`."""
+        return await self._run(self.store.queue_rules, queue)
 
     async def count(self, queue: str) -> int:
         """:meth:`tflux.Store.count`."""

@@ -7,6 +7,7 @@ import asyncio
 import json
 import queue
 import threading
+import time
 
 import pytest
 import tflux
@@ -203,6 +204,53 @@ def test_the_store_methods_are_coroutines(base_dir):
             await astore.nack(rec)
             assert [q.name for q in await astore.queues()] == ["", "jobs"]
             assert await astore.dequeue("", timeout=0.01) is None
+
+    asyncio.run(main())
+
+
+def test_the_task_queue_calls_are_coroutines(base_dir):
+    async def main():
+        async with tflux.aio.open(base_dir, **FAST) as astore:
+            await astore.create_queue("jobs", retry_delay=30, lease=60)
+            rules = await astore.queue_rules("jobs")
+            assert (rules.retry_delay, rules.lease) == (30.0, 60.0)
+            await astore.set_queue_rules("jobs", dead_letter=("jobs-dead", 3), lease=None)
+            rules = await astore.queue_rules("jobs")
+            assert (rules.dead_letter, rules.retry_delay, rules.lease) == (
+                ("jobs-dead", 3),
+                30.0,
+                None,
+            )
+            await astore.enqueue("jobs", 1, b"now")
+            await astore.enqueue("jobs", 1, b"later", delay=60)
+            await astore.enqueue("jobs", 1, b"at", at=time.time() + 60)
+            await astore.enqueue_many("jobs", [(1, b"m1"), (2, b"m2")], delay=60)
+            stats = await astore.stats("jobs")
+            assert (stats.ready, stats.delayed, stats.enqueued) == (1, 4, 5)
+            rec = await astore.dequeue("jobs", timeout=0)
+            await astore.extend(rec, 120)
+            await astore.nack(rec, delay=0)  # no retry delay: ready again at once
+            rec = await astore.dequeue("jobs", timeout=0)
+            assert (rec.payload, rec.attempts) == (b"now", 2)
+            await astore.nack(rec)  # the retry rule: 30 s
+            stats = await astore.stats("jobs")
+            assert (stats.ready, stats.delayed, stats.in_flight) == (0, 5, 0)
+            assert await astore.purge("jobs") == 5
+            assert (await astore.stats("jobs")).delayed == 0
+            with pytest.raises(tflux.ArgumentError, match="not both"):
+                await astore.enqueue_many("jobs", [(1, b"x")], delay=1, at=1)
+
+    asyncio.run(main())
+
+
+def test_a_waiting_dequeue_wakes_when_a_delayed_record_comes_due(base_dir):
+    async def main():
+        async with tflux.aio.open(base_dir, **FAST) as astore:
+            await astore.enqueue_many("", [(1, b"a")], delay=0.3)
+            started = time.monotonic()
+            rec = await astore.dequeue("", timeout=10)
+            assert rec.payload == b"a"
+            assert 0.25 <= time.monotonic() - started < 5
 
     asyncio.run(main())
 

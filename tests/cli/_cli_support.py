@@ -21,10 +21,11 @@ MANIFEST = json.loads((GOLDEN / "manifest.json").read_text())
 EMPTY_SEGMENT = bytes.fromhex("1276AD550000000100000000")  # header, then the end marker
 VERBS = [
     "demo", "replay", "inspect", "dump", "verify", "repair", "bench", "compress", "export",
-    "convert", "serve",
+    "convert", "serve", "stats",
 ]  # fmt: skip
 DIALECT_VERBS = [
     "replay", "inspect", "dump", "verify", "repair", "compress", "export", "convert", "serve",
+    "stats",
 ]  # fmt: skip
 
 

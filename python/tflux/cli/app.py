@@ -25,6 +25,7 @@ from tflux.cli.inspect import inspect
 from tflux.cli.repair import repair
 from tflux.cli.replay import replay
 from tflux.cli.serve import serve
+from tflux.cli.stats import stats
 from tflux.cli.verify import verify
 from tflux.errors import TfluxError
 
@@ -73,6 +74,7 @@ def cli() -> None:
       tflux compress BASE         compress the sealed segments (NNN.log -> NNN.log.z)
       tflux convert SRC DST --to taskflux   the base written again in the other dialect
       tflux serve BASE            own BASE in a process of its own; other opens are its clients
+      tflux stats BASE            live figures of the queues (from the owner, else the files)
     """
 
 
@@ -88,6 +90,7 @@ for _verb in (
     compress,
     convert,
     serve,
+    stats,
 ):
     cli.add_command(_verb)
 

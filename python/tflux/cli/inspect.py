@@ -38,6 +38,7 @@ from tflux.cli._render import (
     _table,
     out,
 )
+from tflux.cli.stats import ask_owner, owner_holds
 
 
 @click.command(
@@ -64,7 +65,9 @@ def inspect(base: Path, as_json: bool, dialect: str | None) -> None:
     corrupt), snapshot (null or {last_index, last_term, bytes, queues: [{name, implementation,
     records, last_id, max_size, max_message_size, key_range}]}), segments ([{name, first_lsn,
     last_lsn, records, bytes, file_bytes, sealed}]), temp (file names under data/temp, or
-    data/temporary in the taskflux dialect) and
+    data/temporary in the taskflux dialect), owner (stores: null when no process owns BASE,
+    else {pid, answered, error}: the owner holds the records in flight, which no file shows;
+    tflux stats asks it) and
     problems ([{fatal, kind, path, offset, message}]).
 
     \b
@@ -88,15 +91,22 @@ def inspect(base: Path, as_json: bool, dialect: str | None) -> None:
     checked = _check(None if channel else base, log_dir, dialect=files.dialect)
     temp = sorted(os.listdir(files.temp)) if files.temp.is_dir() else []
     receivers = _receivers(base)
+    # A live store: its owner holds the records in flight, which no file shows.
+    owner = None if channel or not owner_holds(base) else ask_owner(base, dialect, id)[0]
     if as_json:
         doc = _inspect_json(base, settings, from_file, ignored, checked, temp)
         if receivers is not None:
             doc["receivers"] = receivers
+        if not channel:
+            doc["owner"] = None if owner is None else owner.as_json()
         _print_json(doc)
     else:
         _inspect_text(base, settings, from_file, ignored, checked, temp)
         if receivers is not None:
             _receivers_text(receivers)
+        if owner is not None:
+            out.print()
+            out.print(f"[bold]owner[/]     {escape(owner.line())} (tflux stats BASE asks it)")
     sys.exit(EXIT_CORRUPT if checked.fatal else EXIT_OK)
 
 

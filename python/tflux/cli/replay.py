@@ -28,6 +28,7 @@ from tflux.cli._render import (
     _stopwatch,
     out,
 )
+from tflux.cli.stats import ask_owner, owner_holds
 from tflux.errors import ReplayError
 
 
@@ -43,10 +44,15 @@ def replay(base: Path, as_json: bool, dialect: str | None) -> None:
 
     BASE is opened read-only, as tflux.open(BASE, readonly=True): without the writer lock
     (a running writer is fine) and without writing anything, not even the trim of a torn tail.
-    Records that were in flight when the writer stopped are back in their queues.
+    Records that were in flight when the writer stopped are back in their queues. When a
+    process owns BASE (a worker's tflux.open, tflux serve), it holds the records in flight: the
+    queues' figures are then asked of it (as its client) and the output says so; an owner that
+    does not answer is named, and the records it holds in flight count as ready.
 
     With --json, one object: base, dialect, seconds, snapshot_index (null without a snapshot),
-    replayed (deltas applied after the snapshot), log_start, log_last and queues, a list of
+    replayed (deltas applied after the snapshot), log_start, log_last, owner (null: no owner;
+    else {pid, answered, error}, and queues come from the owner when it answered) and queues,
+    a list of
     objects with name, implementation, count (ready records), in_flight, last_id, max_size,
     max_message_size (null: no limit) and key_range ([min, max] or null).
 
@@ -75,6 +81,10 @@ def replay(base: Path, as_json: bool, dialect: str | None) -> None:
         where = "" if path is None else f" (file {path}, offset {offset})"
         raise CliError(f"{exc.message}{where}", EXIT_CORRUPT) from exc
     seconds = elapsed()
+    owner = None
+    if owner_holds(base):
+        owner, live = ask_owner(base, dialect, lambda client: client.queues())
+        queues = live if live is not None else queues
     if as_json:
         _print_json(
             {
@@ -85,6 +95,7 @@ def replay(base: Path, as_json: bool, dialect: str | None) -> None:
                 "replayed": replayed,
                 "log_start": start,
                 "log_last": last,
+                "owner": None if owner is None else owner.as_json(),
                 "queues": [_queue_json(q) for q in queues],
             }
         )
@@ -94,6 +105,8 @@ def replay(base: Path, as_json: bool, dialect: str | None) -> None:
         f"restored {escape(str(base))} in {seconds:.3f} s: {since} + "
         f"{_plural(replayed, 'delta')} replayed ({_rate(replayed, seconds)} deltas/s)"
     )
+    if owner is not None:
+        out.print(escape(owner.line()))
     ready = sum(q.count for q in queues)
     out.print(f"{_plural(len(queues), 'queue')}, {_plural(ready, 'ready record')}\n")
     out.print(_queues_table(queues))

@@ -390,6 +390,35 @@ fn seconds_ms(py: Python<'_>, seconds: f64, what: &str) -> PyResult<i64> {
     )
 }
 
+/// An enqueue of `items`, delayed by `delay` seconds from now or until `at` (unix seconds):
+/// `EnqueueAt` with either, `Enqueue` with neither, refused with both.
+fn enqueue_request<'a>(
+    py: Python<'_>,
+    queue: &'a [u8],
+    items: Vec<(i64, &'a [u8])>,
+    delay: Option<f64>,
+    at: Option<f64>,
+) -> PyResult<Request<'a>> {
+    let not_before = match (delay, at) {
+        (Some(_), Some(_)) => {
+            return Err(argument_error("give delay= or at=, not both".to_string()))
+        }
+        (Some(d), None) => {
+            Some(tflux_core::store::now_ms().saturating_add(seconds_ms(py, d, "delay")?))
+        }
+        (None, Some(t)) => Some(seconds_ms(py, t, "at")?),
+        (None, None) => None,
+    };
+    Ok(match not_before {
+        Some(not_before) => Request::EnqueueAt {
+            queue,
+            items,
+            not_before,
+        },
+        None => Request::Enqueue { queue, items },
+    })
+}
+
 /// The rules named in `kwargs` (dead_letter=(queue, n), retry_delay=, retry_backoff=,
 /// retry_max_delay=, lease= in seconds; None clears one) as a change.
 fn rules_change(
@@ -588,25 +617,7 @@ impl PyStore {
         let key = key_arg(key, "key")?;
         let payload = payload_arg(payload, "payload")?;
         let items = vec![(key, &payload[..])];
-        let not_before = match (delay, at) {
-            (Some(_), Some(_)) => {
-                return Err(argument_error("give delay= or at=, not both".to_string()))
-            }
-            (Some(d), None) => {
-                Some(tflux_core::store::now_ms().saturating_add(seconds_ms(py, d, "delay")?))
-            }
-            (None, Some(t)) => Some(seconds_ms(py, t, "at")?),
-            (None, None) => None,
-        };
-        let queue = queue.as_bytes();
-        let request = match not_before {
-            Some(not_before) => Request::EnqueueAt {
-                queue,
-                items,
-                not_before,
-            },
-            None => Request::Enqueue { queue, items },
-        };
+        let request = enqueue_request(py, queue.as_bytes(), items, delay, at)?;
         let ids: Vec<u64> = self.call(py, &request)?;
         let first = ids.first().copied();
         py_result(
@@ -615,11 +626,15 @@ impl PyStore {
         )
     }
 
+    /// `delay` (seconds from now) or `at` (unix seconds): not delivered before then.
+    #[pyo3(signature = (queue, items, *, delay=None, at=None))]
     fn enqueue_many(
         &self,
         py: Python<'_>,
         queue: &str,
         items: &Bound<'_, PyAny>,
+        delay: Option<f64>,
+        at: Option<f64>,
     ) -> PyResult<Vec<u64>> {
         let mut owned: Vec<(i64, Payload)> = Vec::new();
         for (i, item) in items.try_iter()?.enumerate() {
@@ -636,13 +651,8 @@ impl PyStore {
             ));
         }
         let items: Vec<(i64, &[u8])> = owned.iter().map(|(k, p)| (*k, &p[..])).collect();
-        self.call(
-            py,
-            &Request::Enqueue {
-                queue: queue.as_bytes(),
-                items,
-            },
-        )
+        let request = enqueue_request(py, queue.as_bytes(), items, delay, at)?;
+        self.call(py, &request)
     }
 
     /// Waits up to `timeout` seconds (None or inf = forever, 0 = never) for a record.

@@ -11,6 +11,14 @@ use crate::state::{raw_name, Record};
 
 use super::{Inner, Store};
 
+/// Delayed records of `q` that came due are ready: before a delivery takes one, and before a
+/// waiter (`wait_ready`) looks for one, so both see the same ready records.
+fn promote_due(q: &mut crate::state::Queue) {
+    if q.delayed_count() != 0 {
+        q.promote(super::now_ms());
+    }
+}
+
 impl Store {
     /// Takes the next record of `name` (smallest key, then lowest id), waiting up to `timeout`
     /// (`None` = forever) for one to arrive. Writes nothing: the record is in flight until
@@ -49,9 +57,7 @@ impl Store {
         let mut logged = None;
         let delivery = self.wait_for(name, timeout, |inner, now| {
             let q = inner.state.queue_mut(name)?;
-            if q.delayed_count() != 0 {
-                q.promote(super::now_ms());
-            }
+            promote_due(q);
             let lease = lease.or_else(|| {
                 q.rules()
                     .lease_ms
@@ -137,7 +143,9 @@ impl Store {
     /// another consumer may take the record first, so the caller retries.
     pub fn wait_ready(&self, name: &[u8], timeout: Option<Duration>) -> Result<bool> {
         let ready = self.wait_for(name, timeout, |inner, _| {
-            Ok(inner.state.queue_mut(name)?.peek().map(|_| ()))
+            let q = inner.state.queue_mut(name)?;
+            promote_due(q);
+            Ok(q.peek().map(|_| ()))
         })?;
         Ok(ready.is_some())
     }
