@@ -223,6 +223,24 @@ def test_python_restores_the_replay_vectors_live_records(tmp_path, vector):
     assert got == want_live()
 
 
+def test_python_refuses_the_mixed_dialect_vector_naming_its_last_segment(tmp_path):
+    # Issue 43 item 10: the first record of every segment says its dialect.
+    base = install(tmp_path, "mixed_spec.log")
+    last = base / "data" / "log" / MANIFEST["mixed_spec.log"]["error_file"]
+    with pytest.raises(tflux.DialectError, match="two dialects") as e:
+        tflux.open(base, readonly=True)
+    assert Path(e.value.path) == last
+
+
+def test_python_refuses_the_snapshot_vector_past_the_largest_lsn_naming_its_last_index():
+    # Issue 43 item 1: a last index of 2^63-1 is corruption of that field (valid CRC).
+    path = TWINS / "index_max.snapshot"
+    with pytest.raises(tflux.CorruptionError, match="last index 9223372036854775807 is past") as e:
+        tflux.read_snapshot(path)
+    assert Path(e.value.path) == path
+    assert e.value.offset == MANIFEST["index_max.snapshot"]["error_offset"]
+
+
 @pytest.mark.parametrize("case", sorted(BAD_DELTAS))
 def test_python_refuses_each_bad_delta_vector_at_the_offset_of_its_bad_field(case):
     with pytest.raises(tflux.CorruptionError) as e:
@@ -314,6 +332,23 @@ def test_the_jvm_refuses_each_bad_delta_vector_at_the_offset_of_its_bad_field(jv
     for case, row in zip(cases, rows, strict=True):
         offset = BAD_DELTAS[case]["error_offset"]
         assert f"corrupt <delta> at offset {offset}: " in row.get("error", ""), (case, row)
+
+
+def test_the_jvm_refuses_the_mixed_dialect_vector_naming_its_last_segment(jvm_dump, tmp_path):
+    # Dialect.java reads the first record of every segment, as the core's log_says does.
+    base = install(tmp_path, "mixed_spec.log")
+    last = base / "data" / "log" / MANIFEST["mixed_spec.log"]["error_file"]
+    rows, error = jvm_dump("dialect", str(base))
+    assert rows == [] and error is not None
+    assert f"corrupt {last}" in error and "two dialects" in error, error
+
+
+def test_the_jvm_refuses_the_snapshot_vector_past_the_largest_lsn_naming_its_last_index(jvm_dump):
+    path = TWINS / "index_max.snapshot"
+    rows, error = jvm_dump("snapshot", str(path))
+    assert rows == [] and error is not None
+    offset = MANIFEST["index_max.snapshot"]["error_offset"]
+    assert f"corrupt {path} at offset {offset}: last index 9223372036854775807 is past" in error
 
 
 # --- the JVM reader through Spark -----------------------------------------------------------

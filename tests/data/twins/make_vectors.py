@@ -580,6 +580,57 @@ def bad_delta_vectors(files: dict[str, bytes], manifest: dict) -> None:
     manifest["bad_deltas.json"] = {"what": out["what"]}
 
 
+# --- issue 43: the rules the core changed (every segment's dialect, the LSN limit) ----------
+
+
+def crc32_mpeg2(data: bytes) -> int:
+    """Spec 11: poly 0x04C11DB7, init 0xFFFFFFFF, no reflection, no final xor."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7 if crc & 0x80000000 else crc << 1) & 0xFFFFFFFF
+    return crc
+
+
+def taskflux_segment(records: list[tuple[int, bytes]]) -> bytes:
+    """Spec 11: Int64 term, CRC-32/MPEG-2, no padding; the spec's segment header and end."""
+    body = b"".join(RECORD_MARKER + i64(t) + u32(crc32_mpeg2(d)) + buffer(d) for t, d in records)
+    return SEGMENT_HEADER + body + END_MARKER
+
+
+MAX_ENTRY_LSN = 2**63 - 2  # docs/format.md, "LSN limit": the largest LSN an entry can have
+
+
+def rule_vectors(files: dict[str, bytes], manifest: dict) -> None:
+    deltas = [create(f"q{i}", 1) for i in range(6)]
+    files["mixed_spec.log"] = segment([(1, d) for d in deltas[:3]])
+    files["mixed_taskflux.log"] = taskflux_segment([(1, d) for d in deltas[3:]])
+    manifest["mixed_spec.log"] = {
+        "what": (
+            "spec 11: a log whose first segment (LSN 0-2) is spec and whose last (LSN 3-5) is "
+            "taskflux, no metadata file: every reader refuses it as two dialects, naming the "
+            "last segment (the first record of every segment says its dialect)"
+        ),
+        "install": {
+            "data/log/0000000000000000000.log": "mixed_spec.log",
+            "data/log/0000000000000000003.log": "mixed_taskflux.log",
+        },
+        "error_file": "0000000000000000003.log",
+    }
+    manifest["mixed_taskflux.log"] = {"what": "the taskflux half of mixed_spec.log"}
+    queues = wide_queues()
+    files["index_max.snapshot"] = wide_snapshot(2**63 - 1, WIDE_TERM, queues)
+    manifest["index_max.snapshot"] = {
+        "what": (
+            "wide.snapshot with last index 2^63-1 and a valid CRC: past the largest LSN an "
+            f"entry can have ({MAX_ENTRY_LSN}), so corruption of the last-index field"
+        ),
+        "last_index": 2**63 - 1,
+        "error_offset": 4,
+    }
+
+
 def build() -> tuple[dict[str, bytes], dict]:
     files: dict[str, bytes] = {}
     manifest: dict = {}
@@ -588,6 +639,7 @@ def build() -> tuple[dict[str, bytes], dict]:
     cursor_vectors(files, manifest)
     replay_vectors(files, manifest)
     bad_delta_vectors(files, manifest)
+    rule_vectors(files, manifest)
     files["manifest.json"] = (json.dumps(manifest, indent=1) + "\n").encode()
     return files, manifest
 

@@ -14,9 +14,10 @@ import java.util.zip.CRC32;
 /**
  * The two dialects of a base directory (spec section 11) and how a reader finds which one it
  * holds: the JVM twin of the core's {@code format/dialect.rs} (what one file's bytes say) and
- * {@code log/dialect.rs} (deciding for a directory). A file says a dialect only when its bytes fit
- * that dialect and not the other, checksum included; files that disagree are an error naming
- * them; files that say nothing leave the choice (else spec). The shared vectors and the real
+ * {@code log/dialect.rs} (deciding for a directory, from the first record of every segment). A
+ * file says a dialect only when its bytes fit that dialect and not the other, checksum included;
+ * files that disagree are an error naming them; files that say nothing leave the choice (else
+ * spec). The shared vectors and the real
  * TaskFlux directories hold it equal to the core.
  */
 enum Dialect {
@@ -151,7 +152,7 @@ enum Dialect {
   }
 
   /**
-   * The dialect of a source: what its metadata file, snapshot and first segment say, agreeing
+   * The dialect of a source: what its metadata file, snapshot and every segment say, agreeing
    * with {@code chosen}; files that disagree fail naming both. Nothing said: {@code chosen},
    * else spec.
    */
@@ -168,12 +169,16 @@ enum Dialect {
           "its metadata file's length");
     }
     if (src.logDir != null) {
-      List<String> names = Sources.segmentNames(src.logDir);
-      if (!names.isEmpty() && names.get(0).endsWith(".log")) {
-        Dialect d = segmentSays(Paths.get(src.logDir, names.get(0)));
+      // The first record of every segment (the core's log_says, issue 43): a segment of the
+      // other dialect anywhere in the log is found, never read as a torn tail.
+      for (String name : Sources.segmentNames(src.logDir)) {
+        if (!name.endsWith(".log")) {
+          continue; // a compressed segment exists only in the spec dialect (its own header)
+        }
+        Path segment = Paths.get(src.logDir, name);
+        Dialect d = segmentSays(segment);
         if (d != null) {
-          said.add(new Said(d, Paths.get(src.logDir, names.get(0)).toString(),
-              "its first record's framing and checksum"));
+          said.add(new Said(d, segment.toString(), "its first record's framing and checksum"));
         }
       }
     }

@@ -20,6 +20,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * Dump delta HEX...                                           each delta's columns (or error;
  *                                                             kept_ids a list, rules JSON text)
  * Dump snapshot PATH                                          header and records
+ * Dump dialect BASE                                           the dialect its files say
  * </pre>
  * A failure prints {"error": message} and exits 1.
  */
@@ -44,6 +45,11 @@ public final class Dump {
           break;
         case "snapshot":
           snapshot(args[1], out);
+          break;
+        case "dialect":
+          String log = java.nio.file.Paths.get(args[1], "data", "log").toString();
+          Dialect d = Dialect.of(new Sources.Source(args[1], log, null), null);
+          out.append("{\"dialect\": ").append(str(d.label)).append("}\n");
           break;
         case "crc32-mpeg2":
           for (int i = 1; i < args.length; i++) {

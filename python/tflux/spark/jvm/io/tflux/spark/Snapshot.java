@@ -21,6 +21,8 @@ import java.util.zip.CRC32;
 final class Snapshot {
   static final int MARKER = 0xB6380FC9;
   static final int WIDE_MARKER = 0xB6380FCA;
+  /** The core's {@code format::segment::MAX_ENTRY_LSN}: the largest LSN an entry can have. */
+  static final long MAX_ENTRY_LSN = Long.MAX_VALUE - 1;
   static final int MIN_QUEUE_LEN = 1 + 4 + 8 + 4 + 4 + 1 + 4;
   static final int MIN_RECORD_LEN = 8 + 8 + 4;
 
@@ -259,6 +261,12 @@ final class Snapshot {
   private void check(int stateAt) {
     if (lastIndex < 0) {
       throw new CorruptException(path, 4, "negative last index " + lastIndex);
+    }
+    if (lastIndex > MAX_ENTRY_LSN) {
+      // The log restarts after a snapshot ahead of it, at last index + 1: past the largest LSN
+      // there is no such start (it would wrap to a negative LSN). Issue 43.
+      throw new CorruptException(path, 4, "last index " + lastIndex
+          + " is past the largest LSN an entry can have (" + MAX_ENTRY_LSN + ")");
     }
     if (lastTerm < 0) {
       throw new CorruptException(path, buf.getInt(0) == WIDE_MARKER ? 12 : 8,
