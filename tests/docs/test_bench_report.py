@@ -4,12 +4,15 @@ markers, and those written by hand, survive it."""
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benches.report import page as report
+from benches.report import product
 
 KEPT = """## Compressed sealed segments (issue 14)
 
@@ -83,3 +86,119 @@ def test_a_run_without_spark_rows_drops_the_old_spark_tables_only() -> None:
     second = render([], first)
     assert report.SPARK_RUN_BEGIN not in second
     assert second.split(report.GENERATED_END, 1)[1].strip() == KEPT.strip()
+
+
+# --- the notebook moved under Internals; the page users read is benches/report/product.py's ---
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+PAGE = DOCS / "benchmarks.md"
+
+
+def test_the_notebook_generator_writes_the_notebook_under_internals() -> None:
+    from benches.report import __main__ as notebook
+
+    assert report.NOTES == DOCS / "internals" / "benchmark-notes.md"
+    text = report.NOTES.read_text()
+    # The generated parts moved with the notebook: a regeneration finds its markers there.
+    for marker in (report.GENERATED_END, "<!-- restore (issue 11)", "<!-- reads (issue 11)"):
+        assert marker in text, marker
+    assert notebook.arguments().parse_args(["all.json"]).output == report.NOTES
+
+
+def _tables(lines: list[str]) -> list[int]:
+    """Indexes of the last line of every markdown table."""
+    return [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("|") and (i + 1 == len(lines) or not lines[i + 1].startswith("|"))
+    ]
+
+
+def test_every_table_on_the_benchmark_page_is_followed_by_its_command() -> None:
+    lines = PAGE.read_text().splitlines()
+    ends = _tables(lines)
+    assert len(ends) >= 4, "one table per question"
+    for i in ends:
+        after = [x for x in lines[i + 1 :] if x.strip() and not x.startswith(("†", "<!--"))]
+        assert after and after[0] == product.COMMAND, (lines[i], after[:1])
+        block = lines[lines.index(after[0], i) :]
+        fence = block.index("```sh")
+        assert block[fence + 1].strip(), "the command is empty"
+        machine = next(x for x in block if x.startswith(product.MACHINE))
+        assert len(machine) > len(product.MACHINE) + 20, machine
+
+
+def test_each_question_has_one_table_and_one_chart_that_exists() -> None:
+    text = PAGE.read_text()
+    for key in product.KEYS:
+        assert product.begin(key) in text and product.end(key) in text, key
+        section = text.split(product.begin(key), 1)[1].split(product.end(key), 1)[0]
+        lines = section.splitlines()
+        assert len(_tables(lines)) == 1, key
+        images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", section)
+        assert len(images) == 1, key
+    for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
+        assert (PAGE.parent / target).is_file(), target
+
+
+def test_the_benchmark_page_names_no_issue_or_session_and_links_the_notes() -> None:
+    text = PAGE.read_text()
+    assert not re.search(r"\b(issue|session)s? \d", text, re.IGNORECASE)
+    assert f"]({product.NOTES})" in text and (DOCS / product.NOTES).is_file()
+
+
+def _suite_json(tmp_path: Path, benchmarks: list[dict]) -> Path:
+    path = tmp_path / "run.json"
+    machine = {"tflux": {"command": "python -m pytest benches/suite/bench_peers.py -k 100B"}}
+    path.write_text(
+        json.dumps(
+            {"machine_info": machine, "datetime": "2026-12-07T13:00:00", "benchmarks": benchmarks}
+        )
+    )
+    return path
+
+
+def _bench(group: str, name: str, median: float, **info) -> dict:
+    stats = {"median": median, "q1": median, "q3": median, "rounds": 3}
+    return {"group": group, "name": name, "stats": stats, "extra_info": info}
+
+
+def _peer(lib: str, durability: str, threads: int, median: float) -> dict:
+    return _bench(
+        "queue-100B",
+        f"test_enqueue_then_drain[{lib}-{durability}-{threads}]",
+        median,
+        lib=lib,
+        label=lib,
+        role="tflux" if lib.startswith("tflux") else "baseline",
+        durability=durability,
+        threads=threads,
+        knobs="",
+        payload=100,
+        records=1000,
+        bytes=100_000,
+    )
+
+
+def test_one_question_is_rendered_again_and_the_others_are_kept(tmp_path: Path) -> None:
+    out = tmp_path / "docs" / "benchmarks.md"
+    run = _suite_json(
+        tmp_path,
+        [
+            _peer("tflux", "fsync", 1, 0.5),
+            _peer("tflux", "fsync", 8, 0.25),
+            _peer("diskcache Deque", "fsync", 1, 2.0),
+        ],
+    )
+    out.parent.mkdir()
+    kept = product.block(product.SPARK, ["Spark figures of an earlier run.", ""])
+    out.write_text(product.render({}, kept))
+    assert product.main(["--queue", str(run), "-o", str(out), "--img-dir", str(tmp_path)]) == 0
+    text = out.read_text()
+    assert "Spark figures of an earlier run." in text
+    section = text.split(product.begin(product.QUEUE), 1)[1].split(product.end(product.QUEUE))[0]
+    # tflux: 1,000 records in 0.5 s; diskcache in 2 s: 4x, in the same durability class.
+    assert "| **tflux** | durable | 2.0 k | 4.0 k |  |" in section
+    assert "| diskcache Deque | durable | 500 |  | 4.00x |" in section
+    assert "python -m pytest benches/suite/bench_peers.py -k 100B" in section
+    assert product.NOT_YET in text.split(product.begin(product.SCAN), 1)[1]
