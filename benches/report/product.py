@@ -367,7 +367,8 @@ def queue_section(run: Run, img_dir: Path, output: Path) -> list[str]:
         "before each call returns, *batched* ones sync every 100 operations (tflux: "
         "`enqueue_many` of 100, or a background sync every 100 ms), *relaxed* ones leave the "
         "writing back to the OS. *tflux vs this* divides tflux's rate by the row's in the same "
-        "class (batched: `enqueue_many`); above 1 tflux is faster. Libraries without a knob "
+        "class (batched: `enqueue_many`, whose drain still syncs every ack, as the API has no "
+        "batch ack); above 1 tflux is faster. Libraries without a knob "
         "for a class have no row in it (queuelib never syncs); queuelib is not thread-safe, so "
         "it has no 8-thread figure.",
         "",
@@ -572,8 +573,9 @@ INTRO = [
     "",
     "How fast is tflux, and next to what? Each question below has one table, one chart, the "
     "command that reproduces them and the machine they ran on. Rows of one table ran side by "
-    "side in one run, on a machine with 2 cores shared with other work: compare the ratios "
-    "within a table, which hold from run to run, more than the absolute figures, which move. "
+    "side in one run, on a machine with 2 cores shared with other work: the ratios within a "
+    "table move less from run to run than the absolute figures, which follow the machine's "
+    "load (each section gives it). "
     "† marks a figure whose rounds spread by more than 10% of the median.",
     "",
     "The history of these measurements (every run, the A/B comparisons, what was tried and "

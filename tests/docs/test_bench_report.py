@@ -202,3 +202,99 @@ def test_one_question_is_rendered_again_and_the_others_are_kept(tmp_path: Path) 
     assert "| diskcache Deque | durable | 500 |  | 4.00x |" in section
     assert "python -m pytest benches/suite/bench_peers.py -k 100B" in section
     assert product.NOT_YET in text.split(product.begin(product.SCAN), 1)[1]
+
+
+def test_spark_pairs_each_tflux_query_with_its_parquet_query(tmp_path: Path) -> None:
+    def spark(name: str, median: float) -> dict:
+        return _bench("spark-64B", name, median, records=1_000_001, bytes=80_000_000)
+
+    run = _suite_json(
+        tmp_path,
+        [
+            spark("test_tflux_source_count", 1.0),
+            spark("test_parquet_count", 0.5),
+            spark("test_tflux_source_aggregate", 4.0),
+            spark("test_tflux_source_aggregate_all_columns", 8.0),
+            spark("test_parquet_aggregate", 2.0),
+            spark("test_tuple_path_aggregate", 16.0),
+        ],
+    )
+    lines = product.spark_section(product.suite_run(run), "jvm", tmp_path, tmp_path / "b.md")
+    assert "| count(lsn) | 500.0 ms | 1.000 s | **0.50x** |" in lines
+    assert (
+        "| count, sum(key), sum(length(message)) by kind | 2.000 s | 4.000 s | **0.50x** |" in lines
+    )
+    assert any(x.endswith("| 2.000 s | 8.000 s | **0.25x** |") for x in lines)
+    assert any(x.startswith("PYSPARK_SUBMIT_ARGS=") for x in lines), "the jar is in the command"
+
+
+def test_several_processes_compare_with_the_slower_tflux_row(tmp_path: Path) -> None:
+    path = tmp_path / "processes.json"
+    row = {"enqueue_rate": 1.0, "lost": 0, "dup": 0, "sync": "x"}
+    path.write_text(
+        json.dumps(
+            {
+                "cpus": 2,
+                "seconds": 10.0,
+                "mpmc": [
+                    {**row, "library": "tflux", "rate": 1000.0},
+                    {**row, "library": "tflux (owner apart)", "rate": 2000.0},
+                    {**row, "library": "huey SqliteStorage", "rate": 100.0, "dup": 3},
+                    {"library": "litequeue LiteQueue", "skipped": "not installed"},
+                ],
+            }
+        )
+    )
+    lines = product.processes_section(path, tmp_path, tmp_path / "b.md")
+    assert "| huey SqliteStorage | 100 | 1 | 0 / 3 | 10x | x |" in lines
+    assert not any("litequeue" in x for x in lines if x.startswith("|"))
+    assert any(f"--out {path}" in x for x in lines)
+
+
+def test_scan_rates_sit_beside_memcpy_and_plain_python(tmp_path: Path) -> None:
+    mib = 1 << 20
+    run = _suite_json(
+        tmp_path,
+        [
+            _bench("physical", "test_memcpy_of_the_same_bytes", 0.1, bytes=100 * mib),
+            _bench(
+                "scan-64B",
+                "test_verify_scans_every_record[64B]",
+                1.0,
+                records=10_000_000,
+                bytes=800_000_000,
+            ),
+            _bench(
+                "scan-64B",
+                "test_pure_python_reader_scans_a_subset[64B]",
+                1.0,
+                records=100_000,
+                bytes=8_000_000,
+                subset=1,
+            ),
+            _bench(
+                "restore-64B-1M",
+                "test_restore_readonly[64B-1M-all]",
+                0.5,
+                records=1_000_000,
+                bytes=80_000_000,
+            ),
+            _bench(
+                "restore-64B-1M",
+                "test_plain_python_restore[64B-1M]",
+                1.0,
+                records=100_000,
+                bytes=80_000_000,
+                subset=100_000,
+            ),
+        ],
+    )
+    lines = product.scan_section(product.suite_run(run), tmp_path, tmp_path / "b.md")
+    rows = {x.split(" | ")[0].strip("| "): x for x in lines if x.startswith("| ")}
+    # memcpy: 100 MiB in 0.1 s = 1,049 MB/s; verify: 800 MB/s, 100x the pure-Python records/s.
+    assert rows["tflux.verify, 64 B records"].endswith("| 10.00 M | 800 | 0.76x | 100x |")
+    # The plain-Python restore ran on 100,000 of the 1,000,000 deltas: its MB/s is per delta
+    # (80 B each), not the whole log's bytes over its time.
+    plain = "plain-Python restore (struct + zlib.crc32 + heapq)"
+    assert rows[plain].endswith("| 100.0 k | 8 | 0.0076x |  |")
+    assert rows["tflux.open restore, 64 B messages, all cores"].endswith("| 20x |")
