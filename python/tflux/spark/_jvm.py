@@ -15,11 +15,13 @@ Otherwise (a source checkout, another Spark minor) the jar is built with the JDK
 sources' hash and the Spark version. No Maven, no download; without a JDK :func:`jar_path` is
 ``None`` and the Python sources serve.
 
-Both are compiled with ``javac --release 17``: Spark 4 runs on Java 17 or later and its jars are
-Java 17 class files (javac refuses them under a lower release), and the sources use Java 13+
-``ByteBuffer`` bulk reads. Nothing here imports pyspark at module level; run as a script
-(``python python/tflux/spark/_jvm.py --ship PYSPARK_DIR``) it needs nothing but the standard
-library and a JDK, so ``make wheels`` can build the jar before tflux is installed.
+Both are compiled with ``javac --release 17``: the jar only ever loads into a Spark 4 JVM (it
+calls Spark 4's ``PythonDataSourceV2``, and the ``spark`` extra needs pyspark 4), which runs on
+Java 17 or later only (its own jars are Java 17 class files), so a lower target buys nothing; and
+the sources use Java 13's absolute ``ByteBuffer`` bulk reads, so ``--release 11`` fails. Nothing
+here imports pyspark at module level; run as a script (``python python/tflux/spark/_jvm.py
+--ship PYSPARK_DIR``) it needs nothing but the standard library and a JDK, so ``make wheels``
+can build the jar before tflux is installed.
 """
 
 from __future__ import annotations
