@@ -38,6 +38,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 SOURCES = Path(__file__).parent / "jvm"
 # Written by `make wheels` (gitignored) and carried by the wheel; absent in a source checkout.
@@ -87,7 +88,7 @@ def sources_digest() -> str:
     """sha256 of the Java sources (names and bytes): which sources a jar was compiled from."""
     h = hashlib.sha256()
     for p in _source_files():
-        h.update(str(p.relative_to(SOURCES)).encode() + b"\0")
+        h.update(p.relative_to(SOURCES).as_posix().encode() + b"\0")  # same on every OS
         h.update(p.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -231,7 +232,7 @@ class JarChoice:
     into the cache) or "none" (the Python sources serve); ``reason`` says why."""
 
     path: str | None
-    origin: str
+    origin: Literal["shipped", "built", "none"]
     reason: str
 
 
@@ -247,7 +248,7 @@ def choose_jar() -> JarChoice:
                 "shipped",
                 f"shipped with tflux, compiled for Spark {running}'s minor release",
             )
-    why = refusal or "no jar shipped with tflux (a source checkout)"
+    why = refusal or "no jar shipped with tflux (a source checkout, or built from the sdist)"
     try:
         built = build_jar()
     except JarBuildError as exc:
