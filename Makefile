@@ -12,11 +12,18 @@ install: ## build the extension (release) and install tflux with test extras
 build: ## build a release wheel into dist/
 	maturin build --release -o dist
 
-# Pinned build tools for the portable wheels (zig links against glibc 2.17, so no auditwheel).
-WHEEL_TOOLS = 'maturin>=1.9,<2' 'ziglang>=0.13,<0.14'
+# Pinned build tools for the portable wheels (zig links against glibc 2.17, so no auditwheel;
+# maturin 1.13 places an `include` under python-source at its package path in the wheel).
+WHEEL_TOOLS = 'maturin>=1.13,<2' 'ziglang>=0.13,<0.14'
+# The Spark jars the shipped JVM reader compiles against: the newest pyspark the `spark` extra
+# allows, unpacked here (not installed into $(PYTHON)'s environment).
+JAR_SPARK = target/jar-spark
 
-wheels: ## abi3 manylinux2014 wheel + sdist into dist/wheels (installs maturin and zig from PyPI)
+wheels: ## abi3 manylinux2014 wheel (with the JVM reader's jar: needs a JDK 17+) + sdist into dist/wheels
 	$(PYTHON) -m pip install -q $(WHEEL_TOOLS)
+	rm -rf $(JAR_SPARK)
+	$(PYTHON) -m pip install -q --no-deps --target $(JAR_SPARK) "$$($(PYTHON) python/tflux/spark/_jvm.py --spark-requirement)"
+	$(PYTHON) python/tflux/spark/_jvm.py --ship $(JAR_SPARK)/pyspark
 	@# A `zig` on PATH that is the ziglang just installed (whatever python maturin itself runs).
 	mkdir -p target/zig-shim
 	printf '#!/bin/sh\nexec "%s" -m ziglang "$$@"\n' "$$($(PYTHON) -c 'import sys; print(sys.executable)')" > target/zig-shim/zig

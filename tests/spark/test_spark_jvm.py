@@ -644,6 +644,7 @@ def test_without_a_jdk_tflux_installs_and_the_python_sources_serve(tmp_path):
     code = textwrap.dedent(
         """
         import tflux.spark, tflux.spark._jvm as j
+        j.SHIPPED = j.SHIPPED.with_name("absent.jar")  # as a source checkout: no jar shipped
         print(tflux.spark.jar_path())
         try:
             j.build_jar()

@@ -50,7 +50,15 @@ def build_jar(force: bool = False) -> str:
 
 
 def jar_path() -> str | None:
-    """The JVM reader's jar for ``spark.jars`` (built on first call), or None without a JDK."""
+    """The JVM reader's jar for ``spark.jars``, or None where the Python sources serve.
+
+    A wheel carries the jar, compiled when the wheel was built (``javac --release 17``) against
+    the newest pyspark the ``spark`` extra allows; it is returned when the running pyspark has
+    the same major.minor version, and needs only a Java runtime. Otherwise (a source checkout,
+    another Spark minor release: a ``RuntimeWarning`` says why the shipped jar was passed over)
+    the jar is compiled with the JDK against the installed pyspark on first call and cached (see
+    :func:`build_jar`); without a JDK the result is None.
+    """
     from tflux.spark._jvm import jar_path as _path
 
     return _path()
