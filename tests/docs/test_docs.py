@@ -80,6 +80,23 @@ def test_the_guides_have_structure_and_hold_the_readme_sections(site):
         assert len(re.findall(r"<h2 ", built)) >= 3, f"guide {guide}: no structure"
 
 
+def test_code_blocks_say_their_language_so_long_lines_wrap_or_scroll(site):
+    """At 1280 px a code block shows about 95 characters and Material scrolled the rest out of
+    sight: docs/stylesheets/extra.css wraps code and scrolls terminal output (``text``), which
+    it tells apart by the class pymdownx.highlight's ``pygments_lang_class`` gives each block."""
+    css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text()
+    assert ".highlight:not(.language-text) pre > code" in css and "pre-wrap" in css
+    assert ".language-text pre > code" in css and "overflow-x: auto" in css
+    pages = [site / "cli" / "index.html", *sorted(site.glob("guide/*/index.html"))]
+    pages += sorted(site.glob("recipes/*/index.html"))
+    for page in pages:
+        built = page.read_text(encoding="utf-8")
+        assert "stylesheets/extra.css" in built, page
+        blocks = re.findall(r'<div class="([^"]*\bhighlight\b[^"]*)">', built)
+        untold = [b for b in blocks if "language-" not in b]
+        assert blocks and not untold, (page, untold)
+
+
 def _is_internal(href: str) -> bool:
     return not re.match(r"^[a-z][a-z0-9+.-]*:", href) and not href.startswith("//")
 
