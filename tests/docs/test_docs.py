@@ -1,4 +1,6 @@
-"""The documentation site builds without warnings and its API reference covers every public name."""
+"""The documentation site builds without warnings (a dead link or anchor is one), no internal
+link of the built site is dead, its API reference covers every public name with formatted
+signatures, its guides have structure, and its user pages carry no issue or session numbers."""
 
 from __future__ import annotations
 
@@ -51,6 +53,8 @@ def test_the_site_builds_strict_and_documents_every_public_name(site):
     assert api.index('id="tflux.open"') < api.index('id="tflux.TfluxError"')
     # Only tflux.aio's public names (its __all__): not the TypeVar its annotations use.
     assert "tflux.aio.AsyncStore" in anchors and "tflux.aio.T" not in anchors
+    # A docstring's 'docs/format.md, "Task-queue deltas"' is a link to that heading (hooks.py).
+    assert '<a href="../format/#task-queue-deltas' in api
 
 
 def test_api_signatures_are_formatted_one_parameter_a_line(site):
