@@ -101,6 +101,20 @@ def test_code_blocks_say_their_language_so_long_lines_wrap_or_scroll(site):
         assert blocks and not untold, (page, untold)
 
 
+def test_the_cli_reference_has_a_section_per_verb_with_a_run_and_its_exit_codes(site):
+    from tflux.cli.app import cli
+
+    page = _text(site / "cli" / "index.html")
+    built = (site / "cli" / "index.html").read_text(encoding="utf-8")
+    sections = re.split(r"\n(?=tflux [a-z]+¶?\n)", page)
+    for verb in cli.commands:
+        assert f'id="tflux-{verb}"' in built, f"no section for tflux {verb}"
+        section = next(s for s in sections if s.startswith(f"tflux {verb}"))
+        assert f"$ tflux {verb}" in section, f"tflux {verb}: no example run"
+        assert "Exit codes" in section, f"tflux {verb}: no exit codes"
+    assert "\\|" not in page, "a pipe escaped for a table shows as \\|"
+
+
 def _is_internal(href: str) -> bool:
     return not re.match(r"^[a-z][a-z0-9+.-]*:", href) and not href.startswith("//")
 
