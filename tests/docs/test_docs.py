@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import tflux
+from tflux import aio
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,8 @@ def test_the_site_builds_strict_and_documents_every_public_name(site):
     assert not re.search(r":(func|class|meth|attr|mod|exc):", text), "raw Sphinx role"
     assert api.index('id="tflux.open"') < api.index('id="tflux.TfluxError"')
     # Only tflux.aio's public names (its __all__): not the TypeVar its annotations use.
-    assert "tflux.aio.AsyncStore" in anchors and "tflux.aio.T" not in anchors
+    assert all(f"tflux.aio.{name}" in anchors for name in aio.__all__)
+    assert "tflux.aio.T" not in anchors and "tflux.aio.AsyncStore.__aenter__" not in anchors
     # A docstring's 'docs/format.md, "Task-queue deltas"' is a link to that heading (hooks.py).
     assert '<a href="../format/#task-queue-deltas' in api
 
