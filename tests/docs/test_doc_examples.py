@@ -1,6 +1,6 @@
 """Every Python block of the site's own pages runs as written, twice in the same directory (a
-user runs an example again), as the README's do (test_readme_examples.py): the getting-started
-page, the guides and the recipes. Each block is written to a file and run as a script (so
+user runs an example again), as the README's do (test_readme_examples.py): the home page, the
+getting-started page, the guides and the recipes. Each block is written to a file and run as a script (so
 ``if __name__ == "__main__":`` and multiprocessing's spawn work) in a fresh temporary working
 directory. Blocks the pages include from the README (``--8<--``) are the README's test's.
 
@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PAGES = [
+    DOCS / "index.md",
     DOCS / "getting-started.md",
     *sorted((DOCS / "guide").glob("*.md")),
     *sorted((DOCS / "recipes").glob("*.md")),
