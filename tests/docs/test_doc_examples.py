@@ -1,8 +1,8 @@
 """Every Python block of the site's own pages runs as written, twice in the same directory (a
 user runs an example again), as the README's do (test_readme_examples.py): the home page, the
-getting-started page, the guides and the recipes. Each block is written to a file and run as a script (so
-``if __name__ == "__main__":`` and multiprocessing's spawn work) in a fresh temporary working
-directory. Blocks the pages include from the README (``--8<--``) are the README's test's.
+getting-started page, the guides and the recipes. Each block is written to a file and run as a
+script (so ``if __name__ == "__main__":`` and multiprocessing's spawn work) in a fresh temporary
+working directory. Blocks the pages include from the README (``--8<--``) are the README's test's.
 
 A block that imports pyspark runs only where pyspark and a Java runtime are installed (skipped
 with the reason otherwise; a failure where TFLUX_REQUIRE_TOOLS says they are, as in CI)."""
