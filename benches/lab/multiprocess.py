@@ -22,7 +22,7 @@ Three parts, printed as tables (and written to ``--out`` as JSON):
    row, so dequeue and ack are one commit: at-most-once). The SQLite queues have no blocking
    dequeue across processes: their consumers poll every millisecond when the queue is empty.
    ``--rules`` runs each tflux row a second time right after it, on a queue with a dead-letter
-   rule (``tflux (rules)``: every delivery counted exactly, a logged write; issue 44's target is
+   rule (``tflux with rules``: every delivery counted exactly, a logged write; issue 44's target is
    >= 0.7x of the row without rules), and prints the ratio.
 2. **Client vs owner**: durable ``enqueue`` latency (p50/p99) of the owner enqueuing alone,
    then of a client process enqueuing while the owner is idle, sequential calls, one directory;
@@ -334,7 +334,7 @@ class TfluxRules(Tflux):
     record is handed out, sharing the group commit) besides the enqueue and the ack. No record
     fails here: the rule only has to be obeyed, never applied."""
 
-    name = "tflux (rules)"
+    name = "tflux with rules"
 
     @classmethod
     def setup(cls, path: Path) -> dict:
@@ -347,9 +347,10 @@ class TfluxRules(Tflux):
 
 
 class TfluxOwnerApartRules(TfluxOwnerApart, TfluxRules):
-    """``tflux (owner apart)`` on a queue with a dead-letter rule."""
+    """``tflux (owner apart)`` on a queue with a dead-letter rule (no comma in a row's name:
+    ``--libs`` splits at commas)."""
 
-    name = "tflux (owner apart, rules)"
+    name = "tflux (owner apart) with rules"
 
 
 #: ``--rules``: the rows run beside each tflux row, in the same run (issue 44's target: >= 0.7x).
