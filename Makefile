@@ -43,9 +43,9 @@ test: ## the whole Python suite (benchmarks run once, untimed) and the Rust suit
 test-rust: ## the Rust core alone (no Python needed)
 	cargo test -p tflux-core
 
-bench: ## every benchmark group, timed (needs '.[bench]'); regenerates docs/benchmarks.md + docs/img/
+bench: ## every benchmark group, timed (needs '.[bench]'); regenerates docs/benchmarks.md, the notes + docs/img/
 	mkdir -p .benchmarks
-	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/all.json -p no:cacheprovider && $(PYTHON) -m benches.report .benchmarks/all.json
+	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/all.json -p no:cacheprovider && $(PYTHON) -m benches.report .benchmarks/all.json && $(PYTHON) -m benches.report.product --scan .benchmarks/all.json --queue .benchmarks/all.json
 
 clean: ## remove build products
 	cargo clean

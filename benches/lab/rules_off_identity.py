@@ -9,10 +9,10 @@ directories is compared byte for byte::
     python benches/lab/rules_off_identity.py compare --old OLD/python --new NEW/python
 
 (``OLD/python``: an interpreter whose ``tflux`` is main before the task queue merged, 0c1bc228,
-the first parent of 114cd6bb "merge taskq"; docs/benchmarks.md, "Task queue", says how that venv
-was built.) ``write DIR`` runs the calls with this interpreter's tflux and prints each file's
-size and sha256 as JSON; ``fixture DIR --by BUILD`` writes that JSON to ``DIR/digests.json`` (how
-``tests/data/rules_off_identity/`` was made, with the old build);
+the first parent of 114cd6bb "merge taskq"; docs/internals/benchmark-notes.md, "Task queue",
+says how that venv was built.) ``write DIR`` runs the calls with this interpreter's tflux and
+prints each file's size and sha256 as JSON; ``fixture DIR --by BUILD`` writes that JSON to
+``DIR/digests.json`` (how ``tests/data/rules_off_identity/`` was made, with the old build);
 ``tests/core/test_rules_off_identity.py`` replays ``run_calls`` with the current build and checks
 the digests, so CI keeps the target.
 

@@ -1,5 +1,7 @@
-"""``python -m benches.report``: renders the parts of ``docs/benchmarks.md`` whose JSON is given,
-into the page as it stands, in one write.
+"""``python -m benches.report``: renders the parts of the benchmark notes
+(``docs/internals/benchmark-notes.md``, the lab notebook) whose JSON is given, into the page as it
+stands, in one write. The benchmark page users read, ``docs/benchmarks.md``, is
+``python -m benches.report.product``'s.
 
     python -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/all.json \
         -p no:cacheprovider
@@ -21,8 +23,7 @@ from pathlib import Path
 from benches.report import page, reads, restore
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benches.report", description=__doc__.split("\n")[0]
     )
@@ -33,11 +34,17 @@ def main(argv: list[str] | None = None) -> int:
         "--restore", type=Path, nargs="+", metavar="JSON", help="bench_restore.py run(s)"
     )
     parser.add_argument("--reads", type=Path, metavar="JSON", help="a bench_reads.py run")
-    parser.add_argument("-o", "--output", type=Path, default=page.ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("-o", "--output", type=Path, default=page.NOTES)
     parser.add_argument("--img-dir", type=Path, help="where the PNG plots go (default: docs/img)")
     parser.add_argument(
         "--note-file", type=Path, help="markdown to include as 'Notes on this run' (by hand)"
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = arguments()
     args = parser.parse_args(argv)
     if not (args.json or args.restore or args.reads):
         parser.error("nothing to render: give the suite's JSON, --restore or --reads")
@@ -49,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         command = " ".join(["python -m benches.report", *argv])
         note = args.note_file.read_text() if args.note_file else ""
-        img_dir = args.img_dir or args.output.parent / "img"
+        img_dir = args.img_dir or page.ROOT / "docs" / "img"
         plots = page.make_plots(rows, img_dir, args.output)
         text = page.render(data, rows, command, note, plots, text)
     if args.restore:

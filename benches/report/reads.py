@@ -1,6 +1,7 @@
 """Renders the issue-11 read benchmarks (``bench_reads.py``: groups ``bulk-*``, ``deltas-64B``,
-``random-*``) into docs/benchmarks.md between the markers below (appended at the end the first
-time). The rest of the page (benches/report/page.py, benches/report/restore.py) is untouched.
+``random-*``) into docs/internals/benchmark-notes.md between the markers below (appended at the
+end the first time). The rest of the page (benches/report/page.py, benches/report/restore.py)
+is untouched.
 
     python -m pytest benches/suite/bench_reads.py --benchmark-enable \
         --benchmark-json=.benchmarks/reads.json -p no:cacheprovider

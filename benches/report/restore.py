@@ -1,6 +1,7 @@
 """Renders the issue-11 restore benchmarks (``bench_restore.py`` rows of the ``restore-*``
-groups and ``restore-scaling-64B``) into docs/benchmarks.md, between the markers below
-(appended at the end the first time). The rest of the page (benches/report/page.py) is untouched.
+groups and ``restore-scaling-64B``) into docs/internals/benchmark-notes.md, between the markers
+below (appended at the end the first time). The rest of the page (benches/report/page.py) is
+untouched.
 
     python -m pytest benches/suite/bench_restore.py --benchmark-enable \
         --benchmark-json=.benchmarks/restore.json -p no:cacheprovider

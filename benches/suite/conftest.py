@@ -18,6 +18,7 @@ import hashlib
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -246,7 +247,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         "disk": _disk(config),
         "mount_options": _mount_options(),
         "peers": _peer_versions(),
-        "command": " ".join(["python -m pytest", *config.invocation_params.args]),
+        "command": "python -m pytest " + shlex.join(config.invocation_params.args),
         "env": {k: v for k, v in os.environ.items() if k.startswith("TFLUX_BENCH")},
         "cpu_model": _cpu_model(),
         "cpu_flags": _cpu_flags(),

@@ -93,6 +93,36 @@ def test_a_new_client_of_an_owner_out_of_descriptors_is_refused_in_time(tmp_path
         p.wait()
 
 
+def test_a_new_client_of_an_owner_whose_backlog_is_full_is_refused_in_time(tmp_path):
+    # A stopped owner takes no connection, so its listen backlog fills; a blocking connect()
+    # then waited for room forever. The connect now has the hello's deadline.
+    base = tmp_path / "b"
+    p = owner(base)
+    held = []
+    try:
+        os.kill(p.pid, signal.SIGSTOP)
+        for _ in range(5000):
+            s = socket.socket(socket.AF_UNIX)
+            s.setblocking(False)
+            if s.connect_ex(str(base / "data" / "tflux.sock")) != 0:
+                s.close()
+                break
+            held.append(s)
+        assert 0 < len(held) < 5000, len(held)
+        out = open_in_child(base)
+        kind, code, seconds, *_ = [*out.stdout.split(), "", "", ""]
+        assert kind == "TfluxIOError", out.stdout + out.stderr
+        assert code == str(errno.ETIMEDOUT), out.stdout
+        assert int(seconds) < 30, out.stdout
+        assert "backlog" in out.stdout, out.stdout
+    finally:
+        for s in held:
+            s.close()
+        p.kill()
+        os.kill(p.pid, signal.SIGCONT)
+        p.wait()
+
+
 def test_a_refusal_past_the_connection_limit_is_an_io_error(tmp_path):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))

@@ -134,3 +134,18 @@ def test_the_demo_bar_is_erased_when_done_so_the_title_comes_first(tmp_path):
     assert "writing" in stderr, stderr  # the bar was drawn
     assert "writing" not in stderr.rsplit(ERASE_LINE, 1)[-1], repr(stderr[-300:])
     assert stdout.startswith("tflux demo:"), stdout
+
+
+@pytest.mark.parametrize("verb", ["convert", "compress"])
+def test_convert_and_compress_show_no_bar_with_json_on_a_terminal(tmp_path, verb):
+    base = tmp_path / "base"
+    segmented_store(base)
+    args = (
+        ("convert", base, tmp_path / "out", "--to", "taskflux")
+        if verb == "convert"
+        else ("compress", base)
+    )
+    code, stdout, stderr = stderr_tty_run(*args, "--json")
+    assert code == 0, stderr
+    assert stderr == "", stderr
+    assert isinstance(json.loads(stdout), dict)

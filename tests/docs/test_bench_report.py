@@ -4,12 +4,15 @@ markers, and those written by hand, survive it."""
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benches.report import page as report
+from benches.report import product
 
 KEPT = """## Compressed sealed segments (issue 14)
 
@@ -83,3 +86,215 @@ def test_a_run_without_spark_rows_drops_the_old_spark_tables_only() -> None:
     second = render([], first)
     assert report.SPARK_RUN_BEGIN not in second
     assert second.split(report.GENERATED_END, 1)[1].strip() == KEPT.strip()
+
+
+# --- the notebook moved under Internals; the page users read is benches/report/product.py's ---
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+PAGE = DOCS / "benchmarks.md"
+
+
+def test_the_notebook_generator_writes_the_notebook_under_internals() -> None:
+    from benches.report import __main__ as notebook
+
+    assert report.NOTES == DOCS / "internals" / "benchmark-notes.md"
+    text = report.NOTES.read_text()
+    # The generated parts moved with the notebook: a regeneration finds its markers there.
+    for marker in (report.GENERATED_END, "<!-- restore (issue 11)", "<!-- reads (issue 11)"):
+        assert marker in text, marker
+    assert notebook.arguments().parse_args(["all.json"]).output == report.NOTES
+
+
+def _tables(lines: list[str]) -> list[int]:
+    """Indexes of the last line of every markdown table."""
+    return [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("|") and (i + 1 == len(lines) or not lines[i + 1].startswith("|"))
+    ]
+
+
+def test_every_table_on_the_benchmark_page_is_followed_by_its_command() -> None:
+    lines = PAGE.read_text().splitlines()
+    ends = _tables(lines)
+    assert len(ends) >= 4, "one table per question"
+    for i in ends:
+        after = [x for x in lines[i + 1 :] if x.strip() and not x.startswith(("†", "<!--"))]
+        assert after and after[0] == product.COMMAND, (lines[i], after[:1])
+        block = lines[lines.index(after[0], i) :]
+        fence = block.index("```sh")
+        assert block[fence + 1].strip(), "the command is empty"
+        machine = next(x for x in block if x.startswith(product.MACHINE))
+        assert len(machine) > len(product.MACHINE) + 20, machine
+
+
+def test_each_question_has_one_table_and_one_chart_that_exists() -> None:
+    text = PAGE.read_text()
+    for key in product.KEYS:
+        assert product.begin(key) in text and product.end(key) in text, key
+        section = text.split(product.begin(key), 1)[1].split(product.end(key), 1)[0]
+        lines = section.splitlines()
+        assert len(_tables(lines)) == 1, key
+        images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", section)
+        assert len(images) == 1, key
+    for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
+        assert (PAGE.parent / target).is_file(), target
+
+
+def test_the_benchmark_page_names_no_issue_or_session_and_links_the_notes() -> None:
+    text = PAGE.read_text()
+    assert not re.search(r"\b(issue|session)s? \d", text, re.IGNORECASE)
+    assert f"]({product.NOTES})" in text and (DOCS / product.NOTES).is_file()
+
+
+def _suite_json(tmp_path: Path, benchmarks: list[dict]) -> Path:
+    path = tmp_path / "run.json"
+    machine = {"tflux": {"command": "python -m pytest benches/suite/bench_peers.py -k 100B"}}
+    path.write_text(
+        json.dumps(
+            {"machine_info": machine, "datetime": "2026-12-07T13:00:00", "benchmarks": benchmarks}
+        )
+    )
+    return path
+
+
+def _bench(group: str, name: str, median: float, **info) -> dict:
+    stats = {"median": median, "q1": median, "q3": median, "rounds": 3}
+    return {"group": group, "name": name, "stats": stats, "extra_info": info}
+
+
+def _peer(lib: str, durability: str, threads: int, median: float) -> dict:
+    return _bench(
+        "queue-100B",
+        f"test_enqueue_then_drain[{lib}-{durability}-{threads}]",
+        median,
+        lib=lib,
+        label=lib,
+        role="tflux" if lib.startswith("tflux") else "baseline",
+        durability=durability,
+        threads=threads,
+        knobs="",
+        payload=100,
+        records=1000,
+        bytes=100_000,
+    )
+
+
+def test_one_question_is_rendered_again_and_the_others_are_kept(tmp_path: Path) -> None:
+    out = tmp_path / "docs" / "benchmarks.md"
+    run = _suite_json(
+        tmp_path,
+        [
+            _peer("tflux", "fsync", 1, 0.5),
+            _peer("tflux", "fsync", 8, 0.25),
+            _peer("diskcache Deque", "fsync", 1, 2.0),
+        ],
+    )
+    out.parent.mkdir()
+    kept = product.block(product.SPARK, ["Spark figures of an earlier run.", ""])
+    out.write_text(product.render({}, kept))
+    assert product.main(["--queue", str(run), "-o", str(out), "--img-dir", str(tmp_path)]) == 0
+    text = out.read_text()
+    assert "Spark figures of an earlier run." in text
+    section = text.split(product.begin(product.QUEUE), 1)[1].split(product.end(product.QUEUE))[0]
+    # tflux: 1,000 records in 0.5 s; diskcache in 2 s: 4x, in the same durability class.
+    assert "| **tflux** | durable | 2.0 k | 4.0 k |  |" in section
+    assert "| diskcache Deque | durable | 500 |  | 4.00x |" in section
+    assert "python -m pytest benches/suite/bench_peers.py -k 100B" in section
+    assert product.NOT_YET in text.split(product.begin(product.SCAN), 1)[1]
+
+
+def test_spark_pairs_each_tflux_query_with_its_parquet_query(tmp_path: Path) -> None:
+    def spark(name: str, median: float) -> dict:
+        return _bench("spark-64B", name, median, records=1_000_001, bytes=80_000_000)
+
+    run = _suite_json(
+        tmp_path,
+        [
+            spark("test_tflux_source_count", 1.0),
+            spark("test_parquet_count", 0.5),
+            spark("test_tflux_source_aggregate", 4.0),
+            spark("test_tflux_source_aggregate_all_columns", 8.0),
+            spark("test_parquet_aggregate", 2.0),
+            spark("test_tuple_path_aggregate", 16.0),
+        ],
+    )
+    lines = product.spark_section(product.suite_run(run), "jvm", tmp_path, tmp_path / "b.md")
+    assert "| count(lsn) | 500.0 ms | 1.000 s | **0.50x** |" in lines
+    assert (
+        "| count, sum(key), sum(length(message)) by kind | 2.000 s | 4.000 s | **0.50x** |" in lines
+    )
+    assert any(x.endswith("| 2.000 s | 8.000 s | **0.25x** |") for x in lines)
+    assert any(x.startswith("PYSPARK_SUBMIT_ARGS=") for x in lines), "the jar is in the command"
+
+
+def test_several_processes_compare_with_the_slower_tflux_row(tmp_path: Path) -> None:
+    path = tmp_path / "processes.json"
+    row = {"enqueue_rate": 1.0, "lost": 0, "dup": 0, "sync": "x"}
+    path.write_text(
+        json.dumps(
+            {
+                "cpus": 2,
+                "seconds": 10.0,
+                "mpmc": [
+                    {**row, "library": "tflux", "rate": 1000.0},
+                    {**row, "library": "tflux (owner apart)", "rate": 2000.0},
+                    {**row, "library": "huey SqliteStorage", "rate": 100.0, "dup": 3},
+                    {"library": "litequeue LiteQueue", "skipped": "not installed"},
+                ],
+            }
+        )
+    )
+    lines = product.processes_section(path, tmp_path, tmp_path / "b.md")
+    assert "| huey SqliteStorage | 100 | 1 | 0 / 3 | 10x | x |" in lines
+    assert not any("litequeue" in x for x in lines if x.startswith("|"))
+    assert any(f"--out {path}" in x for x in lines)
+
+
+def test_scan_rates_sit_beside_memcpy_and_plain_python(tmp_path: Path) -> None:
+    mib = 1 << 20
+    run = _suite_json(
+        tmp_path,
+        [
+            _bench("physical", "test_memcpy_of_the_same_bytes", 0.1, bytes=100 * mib),
+            _bench(
+                "scan-64B",
+                "test_verify_scans_every_record[64B]",
+                1.0,
+                records=10_000_000,
+                bytes=800_000_000,
+            ),
+            _bench(
+                "scan-64B",
+                "test_pure_python_reader_scans_a_subset[64B]",
+                1.0,
+                records=100_000,
+                bytes=8_000_000,
+                subset=1,
+            ),
+            _bench(
+                "restore-64B-1M",
+                "test_restore_readonly[64B-1M-all]",
+                0.5,
+                records=1_000_000,
+                bytes=80_000_000,
+            ),
+            _bench(
+                "restore-64B-1M",
+                "test_plain_python_restore[64B-1M]",
+                1.0,
+                records=100_000,
+                bytes=80_000_000,
+                subset=100_000,
+            ),
+        ],
+    )
+    lines = product.scan_section(product.suite_run(run), tmp_path, tmp_path / "b.md")
+    rows = {x.split(" | ")[0].strip("| "): x for x in lines if x.startswith("| ")}
+    # memcpy: 100 MiB in 0.1 s = 1,049 MB/s; verify: 800 MB/s, 100x the pure-Python records/s.
+    assert rows["tflux.verify, 64 B records"].endswith("| 10.00 M | 800 | 0.76x | 100x |")
+    # The plain-Python restore ran on 100,000 of the 1,000,000 deltas: its MB/s is per delta
+    # (80 B each), not the whole log's bytes over its time.
+    plain = "plain-Python restore (struct + zlib.crc32 + heapq)"
+    assert rows[plain].endswith("| 100.0 k | 8 | 0.0076x |  |")
+    assert rows["tflux.open restore, 64 B messages, all cores"].endswith("| 20x |")

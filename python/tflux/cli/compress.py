@@ -67,7 +67,7 @@ def compress(path: Path, method: str, as_json: bool, dialect: str | None) -> Non
         todo = log.compressible()
         before = {s.start_lsn: s.size + 4 for s in log.segments if s.start_lsn in set(todo)}
         made: list[str] = []
-        with _stopwatch() as elapsed, _progress() as progress:
+        with _stopwatch() as elapsed, _progress(quiet=as_json) as progress:
             task = progress.add_task("compress", total=max(len(todo), 1))
             for first in todo:
                 done = log.compress_one(first, method)

@@ -67,7 +67,7 @@ def convert(src: Path, dst: Path, to: str, as_json: bool, dialect: str | None) -
     (DST exists, SRC is not a base directory, a dialect the files contradict).
     """
     base, _ = _base_dir(src)
-    with _progress(in_bytes=True) as progress:  # bytes of the log
+    with _progress(in_bytes=True, quiet=as_json) as progress:  # bytes of the log
         task = progress.add_task("convert", total=None)
 
         def tell(done: int, total: int) -> None:

@@ -97,12 +97,12 @@ pub enum Error {
         source: Option<Box<Error>>,
     },
     /// A client request on a queue that does not exist.
-    #[error("no queue named {}", crate::format::delta::display_name(name.as_bytes()))]
+    #[error("no queue named {}", display_name(name.as_bytes()))]
     NoSuchQueue { name: String },
-    #[error("a queue named {} already exists", crate::format::delta::display_name(name.as_bytes()))]
+    #[error("a queue named {} already exists", display_name(name.as_bytes()))]
     QueueExists { name: String },
     /// A client enqueue refused by one of the queue's policies; nothing was written.
-    #[error("queue {}: {reason}", crate::format::delta::display_name(queue.as_bytes()))]
+    #[error("queue {}: {reason}", display_name(queue.as_bytes()))]
     Policy {
         queue: String,
         policy: &'static str,
@@ -114,7 +114,7 @@ pub enum Error {
     /// Ack or nack of a record that is not in flight. `lease_expired`: the delivery it names is
     /// one whose lease ran out (the owner remembers the latest few thousand); otherwise the
     /// message lists what may have happened.
-    #[error("record {id} of queue {} is not in flight{}", crate::format::delta::display_name(queue.as_bytes()), if *lease_expired { ": its lease expired before this ack or nack, and the record went back to its queue (a longer lease, or extending it, keeps a slow delivery)" } else { " (acked or nacked already, its lease expired, or it was delivered by an earlier open or another owner)" })]
+    #[error("record {id} of queue {} is not in flight{}", display_name(queue.as_bytes()), if *lease_expired { ": its lease expired before this ack or nack, and the record went back to its queue (a longer lease, or extending it, keeps a slow delivery)" } else { " (acked or nacked already, its lease expired, or it was delivered by an earlier open or another owner)" })]
     NotInFlight {
         queue: String,
         id: u64,
@@ -392,5 +392,14 @@ pub trait IoContext<T> {
 impl<T> IoContext<T> for io::Result<T> {
     fn ctx(self, op: &'static str, path: &Path) -> Result<T> {
         self.map_err(|e| Error::io(op, path, e))
+    }
+}
+
+/// How a queue name is shown in messages (errors, replay failures): quoted, or "(default)".
+pub fn display_name(name: &[u8]) -> String {
+    if name.is_empty() {
+        "(default)".to_string()
+    } else {
+        format!("{:?}", String::from_utf8_lossy(name))
     }
 }

@@ -1,10 +1,10 @@
 //! The shared vectors of the Java twins (`tests/data/twins`, written from the spec by
 //! `tests/data/twins/make_vectors.py`, never by tflux): the core must read each one exactly as
 //! its manifest says. The same files are read by the Python API and by the JVM reader in
-//! `tests/test_jvm_twins.py`, so the core and its Java twin are held to one set of bytes:
+//! `tests/spark/test_jvm_twins.py`, so the core and its Java twin are held to one set of bytes:
 //! compressed sealed segments (spec 9), the wide snapshot (4.1), a receiver cursor (10), a
 //! replay whose record ids and live records are given (7) and deltas the bounds-checked reader
-//! refuses (2, 6).
+//! refuses (2, 6), a log of two dialects (11) and a snapshot index past the largest LSN.
 
 mod common;
 
@@ -350,4 +350,33 @@ fn each_bad_delta_vector_is_refused_at_the_offset_of_its_bad_field() {
         n += 1;
     }
     assert!(n >= 10);
+}
+
+#[test]
+fn the_mixed_dialect_vector_is_refused_naming_its_last_segment() {
+    let m = &manifest()["mixed_spec.log"];
+    let base = install("mixed_spec.log");
+    let dir = base.path().join("data/log");
+    match Log::open(&dir, readonly()) {
+        Err(Error::Dialect { path, reason }) => {
+            assert_eq!(path, dir.join(m["error_file"].as_str().unwrap()));
+            assert!(reason.contains("two dialects"), "{reason}");
+        }
+        Err(other) => panic!("expected a dialect error, got {other}"),
+        Ok(_) => panic!("a log of two dialects opened"),
+    }
+}
+
+#[test]
+fn the_snapshot_vector_past_the_largest_lsn_is_corruption_of_its_last_index() {
+    let m = &manifest()["index_max.snapshot"];
+    let path = twins().join("index_max.snapshot");
+    let e = snapshot::decode(&read("index_max.snapshot"), &path).unwrap_err();
+    let (at, offset, reason) = corruption(e);
+    assert_eq!(at, path);
+    assert_eq!(offset, m["error_offset"].as_u64());
+    assert!(
+        reason.contains(&format!("last index {} is past", m["last_index"])),
+        "{reason}"
+    );
 }

@@ -719,14 +719,8 @@ impl Delta {
     }
 }
 
-/// How a queue name is shown in messages (errors, replay failures): quoted, or "(default)".
-pub fn display_name(name: &[u8]) -> String {
-    if name.is_empty() {
-        "(default)".to_string()
-    } else {
-        format!("{:?}", String::from_utf8_lossy(name))
-    }
-}
+/// How a queue name is shown in messages; defined with the errors that show it.
+pub use crate::error::display_name;
 
 #[cfg(test)]
 mod tests {

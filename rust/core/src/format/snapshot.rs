@@ -663,7 +663,7 @@ fn check_tasks(
     s: &Snapshot,
     before: &[super::tasks::QueueTasks],
 ) -> std::result::Result<(), String> {
-    let shown = crate::format::delta::display_name(&t.name);
+    let shown = crate::error::display_name(&t.name);
     if before.iter().any(|b| b.name == t.name) {
         return Err(format!("queue {shown} has two task entries"));
     }

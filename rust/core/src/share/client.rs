@@ -74,7 +74,18 @@ impl Client {
                 ConnectError::Other(e)
             }
         };
-        let stream = ParentOnly::new(super::socket::connect(&self.socket).map_err(gone_or)?);
+        let connected = super::socket::connect(&self.socket, HELLO_DEADLINE);
+        let stream = match connected {
+            Ok(stream) => ParentOnly::new(stream),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(ConnectError::Refused(self.busy(format!(
+                    "did not take this client's connection within {} s (its backlog of \
+                     connections stayed full: it is stopped, or flooded with connections)",
+                    HELLO_DEADLINE.as_secs()
+                ))))
+            }
+            Err(e) => return Err(gone_or(e)),
+        };
         // The socket took the connection, so an owner is alive: it welcomes at once, unless
         // it is stopped or cannot take the connection (out of descriptors in a flood of
         // them, when the connection waits in its backlog). The hello has a deadline.
