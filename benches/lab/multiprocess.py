@@ -2,7 +2,7 @@
 
 Not a test (pytest collects ``bench_*.py`` only): run it by hand::
 
-    python benches/lab/multiprocess.py [--seconds N] [--out FILE.json] [--dir DIR]
+    python benches/lab/multiprocess.py [--seconds N] [--out FILE.json] [--dir DIR] [--rules]
 
 Three parts, printed as tables (and written to ``--out`` as JSON):
 
@@ -21,6 +21,9 @@ Three parts, printed as tables (and written to ``--out`` as JSON):
    used directly (``enqueue``/``dequeue`` of raw bytes, ``fsync=True``; its dequeue deletes the
    row, so dequeue and ack are one commit: at-most-once). The SQLite queues have no blocking
    dequeue across processes: their consumers poll every millisecond when the queue is empty.
+   ``--rules`` runs each tflux row a second time right after it, on a queue with a dead-letter
+   rule (``tflux with rules``: every delivery counted exactly, a logged write; issue 44's target is
+   >= 0.7x of the row without rules), and prints the ratio.
 2. **Client vs owner**: durable ``enqueue`` latency (p50/p99) of the owner enqueuing alone,
    then of a client process enqueuing while the owner is idle, sequential calls, one directory;
    then ``enqueue_many`` of 100 records (records/s), owner and client.
@@ -325,8 +328,45 @@ class Huey(Adapter):
         self.s.close()
 
 
+class TfluxRules(Tflux):
+    """The ``tflux`` row on a queue with a dead-letter rule (issue 44): every delivery is
+    counted exactly, so each dequeue is a logged write (a Delivered delta, durable before the
+    record is handed out, sharing the group commit) besides the enqueue and the ack. No record
+    fails here: the rule only has to be obeyed, never applied."""
+
+    name = "tflux with rules"
+
+    @classmethod
+    def setup(cls, path: Path) -> dict:
+        import tflux
+
+        with tflux.open(path) as store:
+            store.create_queue(QUEUE, exist_ok=True, dead_letter=(QUEUE + "-dead", 5))
+            policy = store.settings["LogSyncPolicy"]
+        return {"sync": f"LogSyncPolicy={policy}, dead_letter=({QUEUE}-dead, 5)"}
+
+
+class TfluxOwnerApartRules(TfluxOwnerApart, TfluxRules):
+    """``tflux (owner apart)`` on a queue with a dead-letter rule (no comma in a row's name:
+    ``--libs`` splits at commas)."""
+
+    name = "tflux (owner apart) with rules"
+
+
+#: ``--rules``: the rows run beside each tflux row, in the same run (issue 44's target: >= 0.7x).
+RULES_OF = {Tflux.name: TfluxRules.name, TfluxOwnerApart.name: TfluxOwnerApartRules.name}
+
 ADAPTERS: dict[str, type[Adapter]] = {
-    a.name: a for a in (Tflux, TfluxOwnerApart, PersistQueue, LiteQueueAdapter, Huey)
+    a.name: a
+    for a in (
+        Tflux,
+        TfluxOwnerApart,
+        TfluxRules,
+        TfluxOwnerApartRules,
+        PersistQueue,
+        LiteQueueAdapter,
+        Huey,
+    )
 }
 
 
@@ -848,11 +888,19 @@ def report_mpmc(rows: list[dict], disk: list[dict]) -> str:
             f"{cpus * 1e6 / r['cpu_us_per_record']:,.0f} records/s on {cpus} cores)"
         )
         workers = r["cpu_us_per_record"] - r["parent_cpu_us_per_record"]
-        if ADAPTERS[r["library"]] is TfluxOwnerApart and workers > 0:
+        if issubclass(ADAPTERS[r["library"]], TfluxOwnerApart) and workers > 0:
             lines.append(
                 f"    of it the owner (this process) {r['parent_cpu_us_per_record']:,.0f} us, "
                 f"the {PRODUCERS + CONSUMERS} workers and the rest {workers:,.0f} us (at most "
                 f"{cpus * 1e6 / workers:,.0f} records/s with an owner that cost nothing)"
+            )
+    by_name = {r["library"]: r for r in done}
+    for plain, ruled in RULES_OF.items():
+        if plain in by_name and ruled in by_name:
+            a, b = by_name[plain], by_name[ruled]
+            lines.append(
+                f"  ratio {ruled} / {plain}: {b['rate'] / a['rate']:.2f}x processed/s "
+                f"({b['enqueue_rate'] / a['enqueue_rate']:.2f}x enqueued/s; target >= 0.7x)"
             )
     ours = [r for r in done if r["library"].startswith("tflux")]
     others = [r for r in done if not r["library"].startswith("tflux")]
@@ -953,7 +1001,15 @@ def main(argv: list[str] | None = None) -> int:
         "--only", choices=["1", "2", "3"], action="append", help="run these parts (default all)"
     )
     ap.add_argument(
-        "--libs", help="comma-separated names for part 1 (default all): " + ", ".join(ADAPTERS)
+        "--libs",
+        help="comma-separated names for part 1 (default all but the rules rows): "
+        + ", ".join(ADAPTERS),
+    )
+    ap.add_argument(
+        "--rules",
+        action="store_true",
+        help="part 1: run each tflux row again right after it on a queue with a dead-letter "
+        "rule (exact delivery counts; issue 44), and print the ratio",
     )
     args = ap.parse_args(argv)
     parts = set(args.only or ["1", "2", "3"])
@@ -971,7 +1027,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if "1" in parts:
-            names = [n.strip() for n in args.libs.split(",")] if args.libs else list(ADAPTERS)
+            if args.libs:
+                names = [n.strip() for n in args.libs.split(",")]
+            else:
+                names = [n for n in ADAPTERS if n not in RULES_OF.values()]
+            if args.rules:
+                names = [m for n in names for m in (n, RULES_OF.get(n)) if m is not None]
+                names = list(dict.fromkeys(names))
             rows = []
             disk = [fsync_rate(root)]
             for name in names:
