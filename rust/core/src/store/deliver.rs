@@ -54,6 +54,26 @@ impl Store {
         timeout: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<super::Delivery>> {
+        let (delivery, logged) = self.deliver_logged(name, timeout, lease)?;
+        if let Some(lsn) = logged.lsn() {
+            // The counted delivery (and any dead-letter move) is durable before the record
+            // is handed out; concurrent writers share the fsync.
+            self.after_write(lsn)?;
+        }
+        Ok(delivery)
+    }
+
+    /// [`Store::deliver`] without its wait for durability: what it logged (a Delivered, a
+    /// dead-letter move) is in the log and applied, and the record must not leave before
+    /// `Logged` is durable. The owner's loop serves a client's dequeue this way, so that the
+    /// deliveries of a batch of requests share one group commit instead of an fsync each on
+    /// the loop.
+    pub fn deliver_logged(
+        &self,
+        name: &[u8],
+        timeout: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<(Option<super::Delivery>, Logged)> {
         let mut logged = None;
         let delivery = self.wait_for(name, timeout, |inner, now| {
             let q = inner.state.queue_mut(name)?;
@@ -85,12 +105,7 @@ impl Store {
                 attempts,
             }))
         })?;
-        if let Some(lsn) = logged {
-            // The counted delivery (and any dead-letter move) is durable before the record
-            // is handed out; concurrent writers share the fsync.
-            self.after_write(lsn)?;
-        }
-        Ok(delivery)
+        Ok((delivery, logged.map_or(Logged::NOTHING, Logged::at)))
     }
 
     /// The next record of a queue with a dead-letter rule to `to` after `n` deliveries: ready

@@ -160,7 +160,8 @@ impl Request<'_> {
             | NackDelayed { .. }
             | Extend { .. }
             | Stats { .. } => Pace::Quick,
-            // A delivery under a dead-letter rule waits for its own fsync: off the loop too.
+            // A delivery under a dead-letter rule logs its count: its reply waits for the
+            // batch's group commit (`Store::deliver_logged`), not for an fsync of its own.
             Dequeue { .. } | WaitReady { .. } | Deliver { .. } => Pace::Waits,
             CreateQueue { .. }
             | DeleteQueue { .. }
@@ -243,7 +244,11 @@ impl Store {
                 queue,
                 timeout,
                 lease,
-            } => Reply::Delivery(self.dequeue_leased(queue, timeout, lease)?),
+            } => {
+                let (delivery, logged) = self.deliver_logged(queue, timeout, lease)?;
+                let reply = Reply::Delivery(delivery.map(|d| (d.record, d.receipt)));
+                return Ok((reply, logged));
+            }
             WaitReady { queue, timeout } => Reply::Flag(self.wait_ready(queue, timeout)?),
             Ack { ref items } => return Ok((Reply::Done(()), self.ack_many_logged(items)?)),
             Nack { queue, id, receipt } => {
@@ -281,10 +286,11 @@ impl Store {
                 queue,
                 timeout,
                 lease,
-            } => Reply::Task(
-                self.deliver(queue, timeout, lease)?
-                    .map(|d| (d.record, d.receipt, d.attempts)),
-            ),
+            } => {
+                let (delivery, logged) = self.deliver_logged(queue, timeout, lease)?;
+                let reply = Reply::Task(delivery.map(|d| (d.record, d.receipt, d.attempts)));
+                return Ok((reply, logged));
+            }
             NackDelayed {
                 queue,
                 id,
