@@ -36,12 +36,14 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
             if text is None:
                 return None
             head, *lines = text.split("\n")
-            last_index, records = (int(v) for v in head.split())
+            last_index, records, *tasks = head.split(" ")
+            if tasks:  # the task layout: the hex name of its first queue with task state
+                _refuse_task_state(path, bytes.fromhex(tasks[0]).decode())
             queues = []
             for line in lines:
                 impl, last_id, name = line.split(" ")
                 queues.append((bytes.fromhex(name).decode(), int(impl), int(last_id)))
-            return _SnapshotInfo(last_index, records, queues)
+            return _SnapshotInfo(int(last_index), int(records), queues)
 
         return jvm_describe
 
@@ -50,15 +52,22 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
         if snap is None:
             return None
         if snap.task_queues:  # spec section 12: state the columns do not carry
-            raise tflux.ReplayError(
-                f"Spark replay cannot replay {path}: it holds the task-queue state of queue "
-                f"{snap.task_queues[0]!r} (rules, delayed records or delivery counts), which "
-                "tflux.open and tflux replay restore"
-            )
+            _refuse_task_state(path, snap.task_queues[0])
         queues = [(q["name"], q["implementation"], q["last_id"]) for q in snap.queues]
         return _SnapshotInfo(snap.last_index, len(snap), queues)
 
     return core_describe
+
+
+def _refuse_task_state(path: str, queue: str) -> None:
+    """Spark's replay does not restore a snapshot's task-queue state (spec section 12): a
+    :class:`tflux.ReplayError` naming the file and its first queue with any, from either
+    snapshot reader, never a replay that drops it."""
+    raise tflux.ReplayError(
+        f"Spark replay cannot replay {path}: it holds the task-queue state of queue "
+        f"{queue!r} (rules, delayed records or delivery counts), which tflux.open and "
+        "tflux replay restore"
+    )
 
 
 def _first_incarnation(
