@@ -38,7 +38,10 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
             head, *lines = text.split("\n")
             last_index, records, *tasks = head.split(" ")
             if tasks:  # the task layout: the hex name of its first queue with task state
-                _refuse_task_state(path, bytes.fromhex(tasks[0]).decode())
+                from tflux.spark._tasks import HasTasks
+
+                queue = bytes.fromhex(tasks[0]).decode()
+                raise HasTasks(f"{path} holds the task-queue state of queue {queue!r}")
             queues = []
             for line in lines:
                 impl, last_id, name = line.split(" ")
@@ -60,13 +63,15 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
 
 
 def _refuse_task_state(path: str, queue: str) -> None:
-    """Spark's replay does not restore a snapshot's task-queue state (spec section 12): a
-    :class:`tflux.ReplayError` naming the file and its first queue with any, from either
-    snapshot reader, never a replay that drops it."""
+    """A snapshot with task-queue state (spec section 12), which the plain path does not
+    restore: the JVM reader's is :class:`~tflux.spark._tasks.HasTasks` (replay then takes the
+    task path, which reads it); the Python source's is :class:`tflux.ReplayError` naming the
+    file and its first queue with any (the core's columns do not carry that state), never a
+    replay that drops it."""
     raise tflux.ReplayError(
         f"Spark replay cannot replay {path}: it holds the task-queue state of queue "
-        f"{queue!r} (rules, delayed records or delivery counts), which tflux.open and "
-        "tflux replay restore"
+        f"{queue!r} (rules, delayed records or delivery counts), which the Python snapshot "
+        "source does not read (the JVM reader does); tflux.open and tflux replay restore it"
     )
 
 
