@@ -140,7 +140,8 @@ class TaskFrames:
         self.many = len(self.sources) > 1
         jvm = fmt == "tflux" and jvm_reader_loaded(spark)
         starts: dict[tuple[str, str], tuple[int | None, int, dict]] = {}
-        snaps, logs = [], []
+        snaps: list[str] = []
+        logs: list[tuple] = []
         for src in self.sources:
             after = -1
             if src.snapshot:
@@ -210,8 +211,8 @@ class TaskFrames:
             if "due" not in snap_df.columns:  # the Python source: no task state (refused above)
                 snap_df = snap_df.withColumn("due", F.lit(None).cast("long"))
                 snap_df = snap_df.withColumn("attempts", F.lit(0))
-            first = inc_table.where(F.col("inc_start") == -1).select("source", "queue", "inc")
-            snap_records = snap_df.join(first, ["source", "queue"], "left").select(
+            first_incs = inc_table.where(F.col("inc_start") == -1).select("source", "queue", "inc")
+            snap_records = snap_df.join(first_incs, ["source", "queue"], "left").select(
                 "source",
                 "queue",
                 "inc",
