@@ -529,13 +529,16 @@ def task_base(tmp_path: Path) -> tuple[Path, int]:
     return base, first
 
 
-def test_spark_reads_every_task_queue_vector_and_replay_refuses_the_first(spark, tmp_path):
-    # The Python source (the core's columns) against the vectors' fields; Spark's replay
-    # does not apply these deltas: a typed error naming the first, never a silent skip.
+def test_spark_reads_every_task_queue_vector_and_the_plain_replay_stops_at_the_first(
+    spark, tmp_path
+):
+    # The Python source (the core's columns) against the vectors' fields; the plain replay
+    # does not apply these deltas: it stops naming the first, never skipping it (replay then
+    # takes the task path, tests/spark/test_spark_task_replay.py).
     import json as json_
 
     from _task_vectors import column_rows
-    from tflux.spark import rebuild
+    from tflux.spark import _tasks, rebuild
 
     base, first = task_base(tmp_path)
     df = spark.read.format("tflux_python").load(str(base)).where(f"lsn >= {first}")
@@ -547,9 +550,8 @@ def test_spark_reads_every_task_queue_vector_and_replay_refuses_the_first(spark,
         got["message"] = None if got["message"] is None else bytes(got["message"])
         got["rules"] = None if got["rules"] is None else json_.loads(got["rules"])
         assert got == {**dict.fromkeys(columns), **want}
-    with pytest.raises(tflux.ReplayError, match=f"queue_rules delta at LSN {first} ") as info:
+    with pytest.raises(_tasks.HasTasks, match=f"queue_rules delta at LSN {first} "):
         rebuild._Frames(spark, str(base), fmt="tflux_python")
-    assert info.value.lsn == first
 
 
 def test_the_jvm_decodes_every_task_queue_vector_as_the_core_does(jvm_dump):
@@ -573,10 +575,18 @@ def test_the_jvm_decodes_every_task_queue_vector_as_the_core_does(jvm_dump):
     assert "record id 18446744073709551615 at LSN 0 exceeds Int64" in row["error"]
 
 
-def test_spark_replay_through_the_jvm_reader_stops_at_the_first_task_queue_delta(
+def test_the_plain_replay_through_the_jvm_reader_stops_at_the_first_task_queue_delta(
     jvm_spark, tmp_path
 ):
-    # The JVM summary scan (replay's step 1) refuses it where it meets it, naming kind and LSN.
+    # The JVM summary scan (the plain path's step 1) stops where it meets it, naming kind and
+    # LSN; replay then takes the task path, whose rows say due times and attempts.
+    from tflux.spark import _tasks, rebuild
+
     base, first = task_base(tmp_path)
-    with pytest.raises(Exception, match=f"cannot replay the queue_rules delta at LSN {first}:"):
-        tflux.spark.replay(jvm_spark, str(base)).collect()
+    with pytest.raises(
+        Exception, match=f"cannot replay the queue_rules delta at LSN {first}:"
+    ) as e:
+        rebuild._Frames(jvm_spark, str(base))
+    assert _tasks.met_tasks(e.value)
+    df = tflux.spark.replay(jvm_spark, str(base))
+    assert df.columns == ["queue", "record_id", "key", "message", "due", "attempts"]

@@ -36,12 +36,17 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
             if text is None:
                 return None
             head, *lines = text.split("\n")
-            last_index, records = (int(v) for v in head.split())
+            last_index, records, *tasks = head.split(" ")
+            if tasks:  # the task layout: the hex name of its first queue with task state
+                from tflux.spark._tasks import HasTasks
+
+                queue = bytes.fromhex(tasks[0]).decode()
+                raise HasTasks(f"{path} holds the task-queue state of queue {queue!r}")
             queues = []
             for line in lines:
                 impl, last_id, name = line.split(" ")
                 queues.append((bytes.fromhex(name).decode(), int(impl), int(last_id)))
-            return _SnapshotInfo(last_index, records, queues)
+            return _SnapshotInfo(int(last_index), int(records), queues)
 
         return jvm_describe
 
@@ -50,15 +55,24 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
         if snap is None:
             return None
         if snap.task_queues:  # spec section 12: state the columns do not carry
-            raise tflux.ReplayError(
-                f"Spark replay cannot replay {path}: it holds the task-queue state of queue "
-                f"{snap.task_queues[0]!r} (rules, delayed records or delivery counts), which "
-                "tflux.open and tflux replay restore"
-            )
+            _refuse_task_state(path, snap.task_queues[0])
         queues = [(q["name"], q["implementation"], q["last_id"]) for q in snap.queues]
         return _SnapshotInfo(snap.last_index, len(snap), queues)
 
     return core_describe
+
+
+def _refuse_task_state(path: str, queue: str) -> None:
+    """A snapshot with task-queue state (spec section 12), which the plain path does not
+    restore: the JVM reader's is :class:`~tflux.spark._tasks.HasTasks` (replay then takes the
+    task path, which reads it); the Python source's is :class:`tflux.ReplayError` naming the
+    file and its first queue with any (the core's columns do not carry that state), never a
+    replay that drops it."""
+    raise tflux.ReplayError(
+        f"Spark replay cannot replay {path}: it holds the task-queue state of queue "
+        f"{queue!r} (rules, delayed records or delivery counts), which the Python snapshot "
+        "source does not read (the JVM reader does); tflux.open and tflux replay restore it"
+    )
 
 
 def _first_incarnation(

@@ -51,7 +51,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import tflux
-from tflux.spark import _paths, register
+from tflux.spark import _paths, _tasks, register
 from tflux.spark._jvm import jvm_reader_loaded
 from tflux.spark._removed import _Bitmap, _merge_ranges, _Removed
 from tflux.spark._snapshots import _first_incarnation, _snapshot_describer
@@ -63,6 +63,7 @@ from tflux.spark._tables import (
     _small,
     logs_schema,
 )
+from tflux.spark._tasks import HasTasks
 
 MAX_LSN = 2**63 - 1
 # At most this many removes are broadcast to every task (about 50 MB); more are shuffled.
@@ -464,18 +465,18 @@ TASK_KINDS = ("queue_rules", "add_later", "delivered", "failed", "purge")
 
 
 def _refuse_task_deltas(rows) -> None:
-    """A :class:`tflux.ReplayError` naming the first task-queue delta of step 1's rows (their
-    ``task`` field), if any: Spark's replay applies TaskFlux's four deltas only, and a skipped
-    AddLater or Purge would give wrong records, never a silent skip."""
+    """:class:`~tflux.spark._tasks.HasTasks` naming the first task-queue delta of step 1's
+    rows (their ``task`` field), if any: the plain path applies TaskFlux's four deltas only (a
+    skipped AddLater or Purge would give wrong records); :func:`replay` then takes the task
+    path (:mod:`tflux.spark._tasks`). The JVM reader's summary scan stops the same way."""
     tasks = [(r, getattr(r, "task", None)) for r in rows]  # no such field: the JVM's rows
     firsts = [(t.lsn, t.kind, r) for r, t in tasks if t is not None]
     if firsts:
         lsn, kind, r = min(firsts, key=lambda t: (t[2].source, t[0]))
-        raise tflux.ReplayError(
+        raise HasTasks(
             f"Spark replay cannot replay the {kind} delta at LSN {lsn} of queue {r.queue!r} "
-            f"({r.source}): task-queue deltas (spec section 12) are replayed by "
-            "tflux.open and tflux replay only",
-            lsn,
+            f"({r.source}) on the plain path: task-queue deltas (spec section 12) take the "
+            "task path"
         )
 
 
@@ -610,7 +611,12 @@ def replay(
     :class:`tflux.DialectError` before any job runs.
     """
     # validate=True checks the full frames (every add and remove), so no ranges there.
-    frames = _Frames(spark, path, dialect=dialect, ranges=not validate)
+    try:
+        frames = _Frames(spark, path, dialect=dialect, ranges=not validate)
+    except Exception as exc:
+        if not _tasks.met_tasks(exc):
+            raise
+        return _tasks.replay(spark, path, validate, dialect)
     if validate:
         frames.check()
     return frames.output(frames.live())
@@ -620,5 +626,10 @@ def queue_summary(spark: SparkSession, path, dialect: str | None = None) -> Data
     """One row per queue alive after the replay: ``queue``, ``implementation`` (heap/array),
     ``count`` (live records), ``last_id`` -- the fields of ``store.queues()`` (with ``source``
     first when PATH named several sources); ``dialect`` as for :func:`replay`."""
-    frames = _Frames(spark, path, dialect=dialect)
+    try:
+        frames = _Frames(spark, path, dialect=dialect)
+    except Exception as exc:
+        if not _tasks.met_tasks(exc):
+            raise
+        return _tasks.queue_summary(spark, path, dialect)
     return frames.output(frames.summary())

@@ -19,7 +19,10 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * Dump crc32-mpeg2 HEX...                                     each input's CRC-32/MPEG-2
  * Dump delta HEX...                                           each delta's columns (or error;
  *                                                             kept_ids a list, rules JSON text)
- * Dump snapshot PATH                                          header and records
+ * Dump snapshot PATH                                          header, records, then (task
+ *                                                             layout) each queue's task state
+ *                                                             in file order: rules (JSON),
+ *                                                             delayed [id, due], attempts [id, n]
  * Dump dialect BASE                                           the dialect its files say
  * </pre>
  * A failure prints {"error": message} and exits 1.
@@ -162,6 +165,24 @@ public final class Dump {
             .append(", \"key\": ").append(q.keys[r]).append(", \"message\": \"")
             .append(hex(s.buf, q.dataAt[r], q.dataLen[r])).append("\"}\n");
       }
+    }
+    for (Snapshot.Queue q : s.queues) {
+      Snapshot.Tasks t = q.tasks;
+      if (t == null) {
+        continue;
+      }
+      out.append("{\"tasks\": ").append(str(new String(q.name, "US-ASCII")))
+          .append(", \"rules\": ").append(t.rulesJson()).append(", \"delayed\": [");
+      for (int i = 0; i < t.delayedIds.length; i++) {
+        out.append(i > 0 ? ", " : "").append('[').append(Long.toUnsignedString(t.delayedIds[i]))
+            .append(", ").append(t.dues[i]).append(']');
+      }
+      out.append("], \"attempts\": [");
+      for (int i = 0; i < t.attemptIds.length; i++) {
+        out.append(i > 0 ? ", " : "").append('[').append(Long.toUnsignedString(t.attemptIds[i]))
+            .append(", ").append(t.attempts[i]).append(']');
+      }
+      out.append("]}\n");
     }
   }
 

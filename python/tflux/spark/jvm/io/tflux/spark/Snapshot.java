@@ -21,6 +21,8 @@ import java.util.zip.CRC32;
 final class Snapshot {
   static final int MARKER = 0xB6380FC9;
   static final int WIDE_MARKER = 0xB6380FCA;
+  /** The task layout (spec 12): the wide header, the state, then the tasks Buffer. */
+  static final int TASK_MARKER = 0xB6380FCB;
   /** The core's {@code format::segment::MAX_ENTRY_LSN}: the largest LSN an entry can have. */
   static final long MAX_ENTRY_LSN = Long.MAX_VALUE - 1;
   static final int MIN_QUEUE_LEN = 1 + 4 + 8 + 4 + 4 + 1 + 4;
@@ -47,6 +49,37 @@ final class Snapshot {
      * records of its byte range by binary search instead of walking every record.
      */
     boolean fileOrder;
+    /** The queue's task-queue state (spec 12), or null: no entry in the tasks Buffer. */
+    Tasks tasks;
+  }
+
+  /**
+   * One queue's entry of a task-layout snapshot's tasks Buffer, the twin of the core's
+   * {@code format/tasks.rs} {@code QueueTasks}: its rules whole (null: no such rule), its
+   * delayed records (id, due unix ms) and counted deliveries (id, attempts), ascending ids.
+   */
+  static final class Tasks {
+    byte[] name;
+    byte[] deadLetter;
+    int deadLetterN;
+    /** Retry delay, retry backoff (millionths), retry max delay, lease (ms); null: none. */
+    final Long[] ints = new Long[4];
+    long[] delayedIds;
+    long[] dues;
+    long[] attemptIds;
+    int[] attempts;
+
+    /** The rules as one JSON object, every rule named (null: none), in spec order. */
+    String rulesJson() {
+      StringBuilder out = new StringBuilder("{\"dead_letter\":");
+      out.append(deadLetter == null ? "null" : "[" + shown(deadLetter) + "," + deadLetterN + "]");
+      String[] names = {"retry_delay_ms", "retry_backoff", "retry_max_delay_ms", "lease_ms"};
+      for (int i = 0; i < 4; i++) {
+        out.append(",\"").append(names[i]).append("\":")
+            .append(ints[i] == null ? "null" : String.valueOf(ints[i]));
+      }
+      return out.append('}').toString();
+    }
   }
 
   final String path;
@@ -145,11 +178,12 @@ final class Snapshot {
       taskflux = marker == MARKER && Dialect.snapshotSays(buf, len) == Dialect.TASKFLUX;
       if (marker == MARKER) {
         wide = taskflux;
-      } else if (marker == WIDE_MARKER) {
+      } else if (marker == WIDE_MARKER || marker == TASK_MARKER) {
         wide = true;
       } else {
         throw new CorruptException(path, 0, String.format("bad snapshot marker %02X %02X %02X"
-            + " %02X (expected B6 38 0F C9, or B6 38 0F CA for the wide layout)",
+            + " %02X (expected B6 38 0F C9, or B6 38 0F CA for the wide layout, or B6 38 0F CB"
+            + " with tasks)",
             buf.get(0) & 0xFF, buf.get(1) & 0xFF, buf.get(2) & 0xFF, buf.get(3) & 0xFF));
       }
       if (wide) {
@@ -162,6 +196,9 @@ final class Snapshot {
       int stateLenAt = c.pos();
       int stateAt = c.buffer("state length");
       int stateLen = c.lastLen;
+      boolean withTasks = marker == TASK_MARKER;
+      int tasksAt = withTasks ? c.buffer("tasks length") : 0;
+      int tasksLen = withTasks ? c.lastLen : 0;
       int crcAt = c.pos();
       int stored = c.i32("checksum");
       if (c.left() != 0) {
@@ -181,6 +218,11 @@ final class Snapshot {
         d = buf.duplicate();
         d.limit(stateAt + stateLen).position(stateAt);
         crc.update(d);
+        if (withTasks) { // the CRC covers the tasks bytes too
+          d = buf.duplicate();
+          d.limit(tasksAt + tasksLen).position(tasksAt);
+          crc.update(d);
+        }
         computed = (int) crc.getValue();
       }
       if (computed != stored) {
@@ -188,17 +230,185 @@ final class Snapshot {
             "checksum mismatch (stored 0x%08x, computed 0x%08x)", stored, computed));
       }
       decodeState(new Cursor(buf, stateAt, stateAt + stateLen, stateAt), stateAt);
+      check(stateAtOf());
+      for (Queue q : queues) {
+        sortRecords(q);
+      }
+      if (withTasks) {
+        decodeTasks(new Cursor(buf, tasksAt, tasksAt + tasksLen, tasksAt), tasksAt);
+      }
     } catch (Cursor.DecodeError e) {
       throw at(e);
     }
-    check(stateAtOf());
-    for (Queue q : queues) {
-      sortRecords(q);
+  }
+
+  /** Whether the file has the task layout (then some queues have {@link Queue#tasks}). */
+  boolean withTasks() {
+    return buf.getInt(0) == TASK_MARKER;
+  }
+
+  /**
+   * The tasks Buffer ({@code format/tasks.rs} {@code decode}, each entry checked as the core's
+   * {@code snapshot::check_tasks} does), offsets in the file ({@code base} is where the tasks
+   * bytes start).
+   */
+  private void decodeTasks(Cursor c, int base) throws Cursor.DecodeError {
+    try {
+      List<Tasks> seen = new ArrayList<>();
+      int n = c.len("task queue count", 1 + 1 + 4 + 4);
+      for (int i = 0; i < n; i++) {
+        int at = c.pos();
+        Tasks t = new Tasks();
+        int nameAt = c.queueName();
+        t.name = new byte[c.lastLen];
+        buf.get(nameAt, t.name);
+        rules(c, t);
+        int delayed = c.len("delayed count", 16);
+        t.delayedIds = new long[delayed];
+        t.dues = new long[delayed];
+        for (int k = 0; k < delayed; k++) {
+          t.delayedIds[k] = c.i64("delayed id");
+          t.dues[k] = c.i64("due");
+        }
+        int counted = c.len("attempts count", 12);
+        t.attemptIds = new long[counted];
+        t.attempts = new int[counted];
+        for (int k = 0; k < counted; k++) {
+          t.attemptIds[k] = c.i64("attempts id");
+          int v = c.i32("attempts");
+          if (v < 1) {
+            throw c.fail(c.pos() - 4, "attempts " + v + " is below 1");
+          }
+          t.attempts[k] = v;
+        }
+        String bad = checkTasks(t, seen);
+        if (bad != null) {
+          throw c.fail(at, bad);
+        }
+        seen.add(t);
+      }
+      if (c.left() != 0) {
+        throw c.fail(c.pos(), c.left() + " trailing bytes after the tasks");
+      }
+    } catch (Cursor.DecodeError e) {
+      throw new Cursor.DecodeError(base + e.offset, e.getMessage());
     }
   }
 
+  /** A RulesChange that names every rule ({@code rules::decode_change}, structural only). */
+  private static void rules(Cursor c, Tasks t) throws Cursor.DecodeError {
+    if (c.bool("dead letter change flag") && c.bool("dead letter flag")) {
+      int at = c.queueName();
+      t.deadLetter = new byte[c.lastLen];
+      c.buf.get(at, t.deadLetter);
+      t.deadLetterN = c.i32("dead letter deliveries");
+    }
+    String[] fields = {"retry delay", "retry backoff", "retry max delay", "lease"};
+    for (int i = 0; i < 4; i++) {
+      if (c.bool(fields[i] + " change flag") && c.bool(fields[i] + " flag")) {
+        t.ints[i] = c.i64(fields[i]);
+      }
+    }
+  }
+
+  /** Whether the ascending (unsigned) {@code ids} hold {@code id}. */
+  private static boolean has(long[] ids, long id) {
+    int a = 0;
+    int b = ids.length;
+    while (a < b) {
+      int m = (a + b) >>> 1;
+      int c = Long.compareUnsigned(ids[m], id);
+      if (c == 0) {
+        return true;
+      }
+      if (c < 0) {
+        a = m + 1;
+      } else {
+        b = m;
+      }
+    }
+    return false;
+  }
+
+  /** The core's {@code display_name}: the default queue as (default), others quoted. */
+  static String displayName(byte[] name) {
+    return name.length == 0 ? "(default)" : shown(name);
+  }
+
+  /** {@code snapshot::check_tasks}: null when entry {@code t} is valid, else why not. */
+  private String checkTasks(Tasks t, List<Tasks> before) {
+    String shown = displayName(t.name);
+    for (Tasks b : before) {
+      if (Arrays.equals(b.name, t.name)) {
+        return "queue " + shown + " has two task entries";
+      }
+    }
+    Queue q = null;
+    for (Queue x : queues) {
+      if (Arrays.equals(x.name, t.name)) {
+        q = x;
+      }
+    }
+    if (q == null) {
+      return "task entry of queue " + shown + ", which the state does not hold";
+    }
+    String rules = checkRules(t);
+    if (rules != null) {
+      return "queue " + shown + ": " + rules;
+    }
+    String[] what = {"delayed", "attempts"};
+    long[][] lists = {t.delayedIds, t.attemptIds};
+    for (int w = 0; w < 2; w++) {
+      long[] ids = lists[w];
+      for (int i = 1; i < ids.length; i++) {
+        if (Long.compareUnsigned(ids[i - 1], ids[i]) >= 0) {
+          return "queue " + shown + ": " + what[w] + " ids are not strictly ascending";
+        }
+      }
+      for (long id : ids) {
+        if (!has(q.ids, id)) {
+          return "queue " + shown + ": " + what[w] + " id " + Long.toUnsignedString(id)
+              + " is not one of its records";
+        }
+      }
+    }
+    q.tasks = t;
+    return null;
+  }
+
+  /**
+   * {@code QueueRules::check}: the dead-letter queue is another queue and N >= 1, delays >= 0,
+   * backoff >= 1 (1000000 millionths), lease > 0 (the names were checked by the decode).
+   */
+  static String checkRules(Tasks t) {
+    if (t.deadLetter != null) {
+      if (Arrays.equals(t.deadLetter, t.name)) {
+        return "dead letter: a queue cannot dead-letter to itself";
+      }
+      if (t.deadLetterN < 1) {
+        return "dead letter: deliveries " + t.deadLetterN + " is below 1";
+      }
+    }
+    if (t.ints[0] != null && t.ints[0] < 0) {
+      return "retry delay " + t.ints[0] + " ms is negative";
+    }
+    if (t.ints[2] != null && t.ints[2] < 0) {
+      return "retry max delay " + t.ints[2] + " ms is negative";
+    }
+    if (t.ints[1] != null && t.ints[1] < 1_000_000L) {
+      // Rust's f64 Display: plain digits, the shortest that round-trip.
+      String v = new java.math.BigDecimal(Double.toString(t.ints[1] / 1_000_000.0))
+          .stripTrailingZeros().toPlainString();
+      return "retry backoff " + v + " is below 1";
+    }
+    if (t.ints[3] != null && t.ints[3] <= 0) {
+      return "lease " + t.ints[3] + " ms is not positive";
+    }
+    return null;
+  }
+
   private int stateAtOf() {
-    return buf.getInt(0) == WIDE_MARKER || taskflux ? 24 : 16;
+    return buf.getInt(0) != MARKER || taskflux ? 24 : 16;
   }
 
   /** Whether the file has TaskFlux's header (Int64 index and term, CRC-32/MPEG-2). */
@@ -269,7 +479,7 @@ final class Snapshot {
           + " is past the largest LSN an entry can have (" + MAX_ENTRY_LSN + ")");
     }
     if (lastTerm < 0) {
-      throw new CorruptException(path, buf.getInt(0) == WIDE_MARKER ? 12 : 8,
+      throw new CorruptException(path, buf.getInt(0) == MARKER ? 8 : 12,
           "negative last term " + lastTerm);
     }
     Set<String> names = new HashSet<>();

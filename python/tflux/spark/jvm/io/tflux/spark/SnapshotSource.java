@@ -39,11 +39,18 @@ import org.apache.spark.unsafe.types.UTF8String;
  * first incarnation (the one holding the snapshot, before every log entry) is not returned.
  */
 public final class SnapshotSource implements TableProvider, DataSourceRegister {
+  /**
+   * The columns; the last two ({@code due}: unix ms of a delayed record, else null;
+   * {@code attempts}: its counted deliveries, else 0) only with the {@code tasks} option, from
+   * a task-layout snapshot's tasks (spec 12), for replay's task path.
+   */
   static final String[] NAMES = {"source", "queue", "implementation", "record_id", "key",
-      "message", "last_index", "last_term"};
+      "message", "last_index", "last_term", "due", "attempts"};
   static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
       DataTypes.IntegerType, DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType,
-      DataTypes.LongType, DataTypes.LongType};
+      DataTypes.LongType, DataTypes.LongType, DataTypes.LongType, DataTypes.IntegerType};
+  /** Columns without the {@code tasks} option. */
+  static final int PLAIN = 8;
 
   @Override
   public String shortName() {
@@ -53,7 +60,9 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
   /**
    * What the replay's driver needs of a snapshot, decoded and checked by this reader (and kept
    * for its tasks in this JVM, {@link Snapshot#cached}): null for an empty file, else a first
-   * line {@code lastIndex records} and one line {@code implementation lastId nameHex} per queue.
+   * line {@code lastIndex records} (followed by {@code nameHex} of the first queue with
+   * task-queue state when the snapshot has the task layout, spec 12) and one line
+   * {@code implementation lastId nameHex} per queue.
    */
   public static String describe(String path) throws IOException {
     Snapshot snap = Snapshot.cached(path);
@@ -70,13 +79,46 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
         queues.append(String.format("%02x", b & 0xFF));
       }
     }
-    return snap.lastIndex + " " + records + queues;
+    String tasks = "";
+    for (Snapshot.Queue q : snap.queues) {
+      if (q.tasks != null && tasks.isEmpty()) {
+        StringBuilder name = new StringBuilder(" ");
+        for (byte b : q.name) {
+          name.append(String.format("%02x", b & 0xFF));
+        }
+        tasks = name.toString();
+      }
+    }
+    return snap.lastIndex + " " + records + tasks + queues;
+  }
+
+  /**
+   * The rules of each queue of a task-layout snapshot with task state, one line
+   * {@code nameHex rulesJson} each (every rule named, null: none); "" for other snapshots,
+   * null for an empty file.
+   */
+  public static String rules(String path) throws IOException {
+    Snapshot snap = Snapshot.cached(path);
+    if (snap == null) {
+      return null;
+    }
+    StringBuilder out = new StringBuilder();
+    for (Snapshot.Queue q : snap.queues) {
+      if (q.tasks != null) {
+        for (byte b : q.name) {
+          out.append(String.format("%02x", b & 0xFF));
+        }
+        out.append(' ').append(q.tasks.rulesJson()).append('\n');
+      }
+    }
+    return out.toString();
   }
 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     List<StructField> fields = new ArrayList<>();
-    for (int i = 0; i < NAMES.length; i++) {
+    int columns = Options.flag(options, "tasks", false) ? NAMES.length : PLAIN;
+    for (int i = 0; i < columns; i++) {
       fields.add(DataTypes.createStructField(NAMES[i], TYPES[i], true));
     }
     return DataTypes.createStructType(fields);
@@ -354,6 +396,20 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
               ((OnHeapColumnVector) out[i]).putByteArray(rows, snap.buf, queue.dataAt[r],
                   queue.dataLen[r]);
               break;
+            case 8: {
+              int at = queue.tasks == null ? -1 : find(queue.tasks.delayedIds, id);
+              if (at < 0) {
+                ((OnHeapColumnVector) out[i]).putNull(rows);
+              } else {
+                ((OnHeapColumnVector) out[i]).putLong(rows, queue.tasks.dues[at]);
+              }
+              break;
+            }
+            case 9: {
+              int at = queue.tasks == null ? -1 : find(queue.tasks.attemptIds, id);
+              ((OnHeapColumnVector) out[i]).putInt(rows, at < 0 ? 0 : queue.tasks.attempts[at]);
+              break;
+            }
             default:
               break;
           }
@@ -376,6 +432,25 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
         plannedAt = plannedQueue == null ? -1 : plannedQueue.find(-1);
       }
       return plannedAt >= 0 && plannedQueue.removed(plannedAt, id);
+    }
+
+    /** The index of {@code id} in the ascending (unsigned) {@code ids}, or -1. */
+    static int find(long[] ids, long id) {
+      int a = 0;
+      int b = ids.length;
+      while (a < b) {
+        int m = (a + b) >>> 1;
+        int c = Long.compareUnsigned(ids[m], id);
+        if (c == 0) {
+          return m;
+        }
+        if (c < 0) {
+          a = m + 1;
+        } else {
+          b = m;
+        }
+      }
+      return -1;
     }
 
     /** The first index whose value is at least {@code lo} in the ascending {@code at}. */
