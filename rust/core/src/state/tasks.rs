@@ -205,11 +205,13 @@ impl Queue {
         moved
     }
 
-    /// Sets the rules (checked by the caller). A dead-letter rule that starts counts from the
-    /// log only: deliveries counted in memory before it (not logged) are forgotten, so the
-    /// live state is what a replay of the log builds.
+    /// Sets the rules (checked by the caller). A dead-letter rule that starts or ends restarts
+    /// the count: one that starts counts from the log only (deliveries counted in memory before
+    /// it, not logged, are forgotten, so the live state is what a replay of the log builds);
+    /// one that ends forgets the logged count, which a snapshot no longer carries, so a
+    /// restore from the log and one from a snapshot agree.
     pub(super) fn set_rules(&mut self, rules: QueueRules) {
-        if self.rules.dead_letter.is_none() && rules.dead_letter.is_some() {
+        if self.rules.dead_letter.is_some() != rules.dead_letter.is_some() {
             self.attempts.clear();
             self.in_flight.values_mut().for_each(|f| f.attempts = 0);
         }
