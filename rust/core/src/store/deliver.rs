@@ -287,13 +287,7 @@ impl Store {
                 .state
                 .check_enqueue(to, record.key, record.data.len())?;
         }
-        let create = DeltaRef::CreateQueue {
-            name: to,
-            implementation: dead_letter_queue.implementation,
-            max_queue_size: -1,
-            max_message_size: -1,
-            key_range: None,
-        };
+        let create = super::queues::create_delta(to, dead_letter_queue);
         let moves = [
             DeltaRef::AddRecord {
                 name: to,

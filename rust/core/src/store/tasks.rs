@@ -161,13 +161,7 @@ impl Store {
                 return Ok(false);
             }
             inner.state.check_create(name, &config)?;
-            let create = DeltaRef::CreateQueue {
-                name,
-                implementation: config.implementation,
-                max_queue_size: config.max_queue_size.map_or(-1, |v| v as i32),
-                max_message_size: config.max_message_size.map_or(-1, |v| v as i32),
-                key_range: config.key_range,
-            };
+            let create = super::queues::create_delta(name, config);
             let set = DeltaRef::QueueRules {
                 name,
                 change: rules.as_change(),
