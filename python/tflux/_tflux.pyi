@@ -374,6 +374,11 @@ class Record:
         """Deliveries of the record so far, this one included (0: not from a dequeue). Exact
         across restarts and dead takers on a queue with a dead-letter rule; otherwise counted
         since the owner started."""
+    @property
+    def enqueued_at(self) -> float | None:
+        """When the record was enqueued (unix seconds, to the millisecond), as the owner that
+        handed it out saw it; ``None`` when it was enqueued before that owner started (a
+        restart, a takeover: not logged) or the record is not from a dequeue."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 

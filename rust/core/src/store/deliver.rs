@@ -79,10 +79,12 @@ impl Store {
             if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
                 inner.deliveries.lease(name, r.id, until);
             }
+            let enqueued_at = inner.arrivals.at(name, r.id);
             Ok(Some(super::Delivery {
                 record: r,
                 receipt,
                 attempts,
+                enqueued_at,
             }))
         })?;
         if let Some(lsn) = logged {
