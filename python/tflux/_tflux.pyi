@@ -694,6 +694,11 @@ class RecordIter:
     def __length_hint__(self) -> int:
         """Records not yet handed out."""
 
+def owner_holds(base_dir: str | PathLike[str]) -> bool:
+    """Whether a process (this one included) owns the base directory ``base_dir`` now: a
+    probe of its owner lock, released at once (nothing is created; a directory that does not
+    exist has no owner). The rule ``tflux.open`` applies to choose between owner and client."""
+
 def load_settings(
     base_dir: str, settings_json: str | None = None, readonly: bool = False
 ) -> tuple[dict[str, int | bool | str | dict[str, Any]], str | None]:

@@ -1004,6 +1004,13 @@ impl PyStore {
     }
 }
 
+/// Whether a process (this one included) owns `base_dir` now: the core's rule
+/// (`share::owner_holds`), a probe of the owner lock released at once.
+#[pyfunction]
+fn owner_holds(py: Python<'_>, base_dir: std::path::PathBuf) -> PyResult<bool> {
+    run(py, || tflux_core::share::owner_holds(&base_dir))
+}
+
 /// The settings in force for `base_dir` (defaults, then `taskflux.settings.json`, then the
 /// JSON overrides), with PascalCase keys and typed values, and the warning of a read-only look
 /// (`readonly=True`: a bad file gives the defaults and its problem instead of an error, as a
@@ -1061,6 +1068,7 @@ fn settings_dict<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(owner_holds, m)?)?;
     m.add_class::<PyStore>()?;
     m.add_class::<PyRecord>()?;
     m.add_class::<PyQueueInfo>()?;
