@@ -9,10 +9,12 @@
 //!   more distinct milliseconds than its budget ([`MIN_ENTRIES`], or one entry per
 //!   [`RECORDS_PER_ENTRY`] present records) takes entries at most one per `grain`
 //!   milliseconds, doubling `grain` until it fits: a time is then never later than the truth
-//!   and less than two grains earlier (a dropped entry's ids take the time of the entry kept
-//!   before it, less than a grain earlier, whose own error was less than two of the half
-//!   grain). The grain halves again when the table has shrunk well inside its budget. A clock
-//!   that goes back makes the records of the meantime share the last (later) time.
+//!   and less than two grains earlier, counting the largest grain since the record arrived (a
+//!   dropped entry's ids take the time of the entry kept before it, less than a grain earlier,
+//!   whose own error was less than two of the half grain). The grain halves again when the
+//!   table has shrunk well inside its budget (for the records to come: the entries already
+//!   coarsened stay so). A clock that goes back makes the records of the meantime share the
+//!   last (later) time.
 //! - Entries whose ids are all gone (acked, purged, dead-lettered) are dropped when the table
 //!   outgrows its last size twice over: memory follows the records present, not the history.
 //! - Records that were in the queue when this owner started (restored from the files, enqueued
