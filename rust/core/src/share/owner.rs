@@ -26,7 +26,7 @@ fn try_owner_lock(base: &Path) -> Result<Option<ParentOnly<File>>> {
 }
 
 /// Whether a process (this one included) owns the directory `base` now: the rule
-/// [`find_owner`] applies, for those that only look (`tflux stats`). A probe of the owner
+/// `find_owner` applies, for those that only look (`tflux stats`). A probe of the owner
 /// lock, released at once: it creates nothing, and an owner-to-be that meets it retries as it
 /// does for any owner. A directory that does not exist has no owner.
 pub fn owner_holds(base: &Path) -> Result<bool> {
