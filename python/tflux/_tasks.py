@@ -17,7 +17,9 @@ class QueueRules(NamedTuple):
 
 class QueueStats(NamedTuple):
     """A queue's live figures (`Store.stats`), from the owner. The counters count since the
-    owner opened; `oldest_ready_age` is not measured yet (None)."""
+    owner opened; `oldest_ready_age` is how long (seconds) the oldest ready record has
+    waited, None when no record is ready or the oldest was enqueued before the owner started
+    (enqueue times are not logged: docs/format.md)."""
 
     ready: int
     delayed: int

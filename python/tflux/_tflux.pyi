@@ -374,6 +374,11 @@ class Record:
         """Deliveries of the record so far, this one included (0: not from a dequeue). Exact
         across restarts and dead takers on a queue with a dead-letter rule; otherwise counted
         since the owner started."""
+    @property
+    def enqueued_at(self) -> float | None:
+        """When the record was enqueued (unix seconds, to the millisecond), as the owner that
+        handed it out saw it; ``None`` when it was enqueued before that owner started (a
+        restart, a takeover: not logged) or the record is not from a dequeue."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -688,6 +693,11 @@ class RecordIter:
     def __next__(self) -> Record: ...
     def __length_hint__(self) -> int:
         """Records not yet handed out."""
+
+def owner_holds(base_dir: str | PathLike[str]) -> bool:
+    """Whether a process (this one included) owns the base directory ``base_dir`` now: a
+    probe of its owner lock, released at once (nothing is created; a directory that does not
+    exist has no owner). The rule ``tflux.open`` applies to choose between owner and client."""
 
 def load_settings(
     base_dir: str, settings_json: str | None = None, readonly: bool = False

@@ -66,6 +66,7 @@ def test_a_poison_record_under_a_client_reaches_the_dead_letter_queue_after_n_de
             attempts.append(rec.attempts)
             client.nack(rec)
         assert attempts == [1, 2, 3]
+        assert rec.enqueued_at is not None, "the owner's time, carried to its client"
         assert client.dequeue("jobs", timeout=0) is None
         assert [r.payload for r in client.records("jobs-dead")] == [b"poison"]
         assert client.stats("jobs").dead_lettered == 1
@@ -197,3 +198,63 @@ def test_wait_wakes_when_a_delayed_record_comes_due(tmp_path):
         assert store.wait("", timeout=10)
         assert 0.25 <= time.monotonic() - started < 5
         assert store.dequeue("", timeout=0).payload == b"later"
+
+
+# time.time() against the core's whole milliseconds (and a little clock skew).
+SLACK = 0.005
+
+
+def test_enqueued_at_is_when_the_owner_took_the_record_and_none_after_a_restart(tmp_path):
+    base = tmp_path / "b"
+    with tflux.open(base, **FAST) as store:
+        store.create_queue("jobs")
+        before = time.time()
+        store.enqueue("jobs", 1, b"now")
+        store.enqueue("jobs", 2, b"later", delay=0.05)
+        after = time.time()
+        now = store.dequeue("jobs", timeout=0)
+        later = store.dequeue("jobs", timeout=5)
+        for rec in (now, later):  # a delayed record's time is its enqueue, not its due time
+            assert before - SLACK <= rec.enqueued_at <= after + SLACK, (rec, before, after)
+        store.nack(later)
+        assert store.dequeue("jobs", timeout=0).enqueued_at == later.enqueued_at
+        store.enqueue("jobs", 3, b"left")
+    with tflux.open(base, **FAST) as store:  # a new owner: enqueue times are not logged
+        assert [store.dequeue("jobs", timeout=0).enqueued_at for _ in range(3)] == [None] * 3
+        store.enqueue("jobs", 1, b"new")
+        assert store.dequeue("jobs", timeout=0).enqueued_at is not None
+    assert tflux.Record(1, 1, b"x", "jobs").enqueued_at is None
+
+
+def test_oldest_ready_age_is_how_long_the_oldest_ready_record_has_waited(tmp_path):
+    base = tmp_path / "b"
+    with tflux.open(base, **FAST) as store:
+        store.create_queue("jobs")
+        assert store.stats("jobs").oldest_ready_age is None  # nothing ready
+        store.enqueue("jobs", 5, b"old")
+        store.enqueue("jobs", 0, b"delayed", delay=60)  # not ready: not counted
+        time.sleep(0.3)
+        store.enqueue("jobs", 1, b"new")  # dequeued first (smaller key), but younger
+        age = store.stats("jobs").oldest_ready_age
+        assert 0.3 - SLACK <= age < 30
+        first, second = store.dequeue("jobs", timeout=0), store.dequeue("jobs", timeout=0)
+        assert (first.payload, second.payload) == (b"new", b"old")
+        assert store.stats("jobs").oldest_ready_age is None  # both in flight
+        store.nack(second)
+        assert store.stats("jobs").oldest_ready_age >= age
+    with tflux.open(base, **FAST) as store:  # enqueued before this owner started: unknown
+        assert store.stats("jobs").ready == 2
+        assert store.stats("jobs").oldest_ready_age is None
+
+
+def test_a_client_gets_the_owners_enqueue_times_and_ages(owner_elsewhere):
+    with tflux.open(owner_elsewhere) as client:
+        assert not client.is_owner
+        before = time.time()
+        client.enqueue("jobs", 1, b"x")
+        time.sleep(0.1)
+        age = client.stats("jobs").oldest_ready_age
+        assert 0.1 - SLACK <= age < 30
+        rec = client.dequeue("jobs", timeout=5)
+        assert before - SLACK <= rec.enqueued_at <= time.time() + SLACK
+        client.ack(rec)

@@ -165,3 +165,19 @@ def test_stats_watch_repeats_until_ctrl_c_and_follows_a_serve_owner(tmp_path):
         serve.send_signal(signal.SIGTERM)
         serve.communicate(timeout=60)
     assert serve.returncode == 0
+
+
+def test_owner_holds_is_the_cores_answer_and_the_cli_asks_it(owned, tmp_path):
+    base, _ = owned
+    assert tflux.owner_holds(base), "another process owns it"
+    free = tmp_path / "free"
+    tflux.open(free).close()
+    assert not tflux.owner_holds(free)
+    with tflux.open(free) as store:
+        assert store.is_owner and tflux.owner_holds(free), "this process owns it"
+    assert not tflux.owner_holds(free)
+    missing = tmp_path / "missing"
+    assert not tflux.owner_holds(missing) and not missing.exists()
+    import tflux.cli.stats as stats_verb  # the verb restates no lock rule of its own
+
+    assert stats_verb.owner_holds is tflux.owner_holds

@@ -3,9 +3,7 @@ holds it (a client open asks it), else from the files, read-only (issue 44)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import sys
 import time
 import warnings
@@ -18,6 +16,7 @@ import click
 from rich.markup import escape
 
 import tflux
+from tflux import owner_holds  # the core's rule; replay and inspect take it from here
 from tflux.cli._base import _base_dir, _open_store, _settings_for_reading, dialect_option
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
@@ -34,23 +33,6 @@ T = TypeVar("T")
 
 #: The figures of `tflux.QueueStats`, in its order (the JSON keys and the table's columns).
 FIGURES = tflux.QueueStats._fields
-
-
-def owner_holds(base: Path) -> bool:
-    """Whether a process holds ``base``'s owner lock now (the core's lock: an ``flock`` on the
-    base directory itself, ``share/owner.rs``). A shared probe, released at once: it never
-    blocks the owner for longer than the probe, and creates nothing."""
-    try:
-        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing releases the probe's lock
-    return False
 
 
 @dataclass
@@ -180,8 +162,9 @@ def stats(
 
     With --json, one object: base, owner (null, or {pid, answered, error}) and queues, a list
     of objects with name, ready, delayed, in_flight, dead_lettered, oldest_ready_age (seconds,
-    null: not measured), enqueued, acked, nacked, expired. With --watch, the figures are printed
-    again every S seconds until Ctrl-C (with --json, one object per line).
+    null: no record ready, or the oldest was enqueued before the owner started), enqueued,
+    acked, nacked, expired. With --watch, the figures are printed again every S seconds until
+    Ctrl-C (with --json, one object per line).
 
     \b
     Examples:

@@ -34,6 +34,8 @@ pub struct PyRecord {
     /// Deliveries of the record so far, this one included (0: not handed out by a dequeue).
     #[pyo3(get)]
     attempts: u32,
+    /// When the record was enqueued (unix ms), if the owner that handed it out saw it.
+    enqueued_at_ms: Option<i64>,
 }
 
 /// Records are equal by content; the receipt only guards ack/nack.
@@ -53,6 +55,7 @@ impl PyRecord {
             queue: queue.to_string(),
             incarnation: None,
             attempts: 0,
+            enqueued_at_ms: None,
         }
     }
 }
@@ -75,7 +78,14 @@ impl PyRecord {
             queue,
             incarnation: _incarnation,
             attempts: 0,
+            enqueued_at_ms: None,
         }
+    }
+
+    /// Unix seconds; `None` when the record was enqueued before its owner started.
+    #[getter]
+    fn enqueued_at(&self) -> Option<f64> {
+        self.enqueued_at_ms.map(|ms| ms as f64 / 1000.0)
     }
 
     #[getter]
@@ -677,12 +687,14 @@ impl PyStore {
             timeout: None,
             lease,
         };
-        let got: Option<(tflux_core::state::Record, u64, u32)> =
+        let got: Option<tflux_core::store::Delivery> =
             self.wait_in_slices(py, &request, deadline)?;
-        Ok(got.map(|(r, receipt, attempts)| {
+        Ok(got.map(|d| {
+            let r = d.record;
             let mut record = PyRecord::new(r.id, r.key, &r.data, queue);
-            record.incarnation = Some(receipt);
-            record.attempts = attempts;
+            record.incarnation = Some(d.receipt);
+            record.attempts = d.attempts;
+            record.enqueued_at_ms = d.enqueued_at;
             record
         }))
     }
@@ -783,7 +795,7 @@ impl PyStore {
             s.delayed,
             s.in_flight,
             s.dead_lettered,
-            py.None(),
+            s.oldest_ready_age_ms.map(|ms| ms as f64 / 1000.0),
             s.enqueued,
             s.acked,
             s.nacked,
@@ -992,6 +1004,13 @@ impl PyStore {
     }
 }
 
+/// Whether a process (this one included) owns `base_dir` now: the core's rule
+/// (`share::owner_holds`), a probe of the owner lock released at once.
+#[pyfunction]
+fn owner_holds(py: Python<'_>, base_dir: std::path::PathBuf) -> PyResult<bool> {
+    run(py, || tflux_core::share::owner_holds(&base_dir))
+}
+
 /// The settings in force for `base_dir` (defaults, then `taskflux.settings.json`, then the
 /// JSON overrides), with PascalCase keys and typed values, and the warning of a read-only look
 /// (`readonly=True`: a bad file gives the defaults and its problem instead of an error, as a
@@ -1049,6 +1068,7 @@ fn settings_dict<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(owner_holds, m)?)?;
     m.add_class::<PyStore>()?;
     m.add_class::<PyRecord>()?;
     m.add_class::<PyQueueInfo>()?;

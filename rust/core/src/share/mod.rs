@@ -27,6 +27,6 @@ pub mod wire;
 
 pub use channel_request::ChannelRequest;
 pub use client::{Client, ConnectError};
-pub use owner::{OWNER_WAIT, SOCKET};
+pub use owner::{owner_holds, OWNER_WAIT, SOCKET};
 pub use server::{Served, Server};
 pub use store::{ShareOptions, SharedStore};

@@ -25,6 +25,17 @@ fn try_owner_lock(base: &Path) -> Result<Option<ParentOnly<File>>> {
     }
 }
 
+/// Whether a process (this one included) owns the directory `base` now: the rule
+/// `find_owner` applies, for those that only look (`tflux stats`). A probe of the owner
+/// lock, released at once: it creates nothing, and an owner-to-be that meets it retries as it
+/// does for any owner. A directory that does not exist has no owner.
+pub fn owner_holds(base: &Path) -> Result<bool> {
+    if !base.exists() {
+        return Ok(false);
+    }
+    Ok(try_owner_lock(base)?.is_none())
+}
+
 /// What [`find_owner`] found.
 pub(crate) enum Found<T> {
     /// This process is the owner now: what `become_owner` made, and the owner lock.

@@ -12,7 +12,7 @@ use super::serving::{lock, Served, Shared};
 use super::wire::LONGEST_WAIT;
 use crate::error::Result;
 use crate::store::request::Pace;
-use crate::store::{Reply, Request, Store};
+use crate::store::{Delivery, Reply, Request, Store};
 
 /// How long a wait asked of a draining owner sleeps before it answers "nothing" (so that a
 /// client asking again at once does not spin).
@@ -115,7 +115,12 @@ fn serve(
 fn keep_sessions(shared: &Shared, session: u64, request: &Request<'_>, reply: &Reply) {
     match (request, reply) {
         (Request::Dequeue { queue, .. }, Reply::Delivery(Some((record, receipt))))
-        | (Request::Deliver { queue, .. }, Reply::Task(Some((record, receipt, _)))) => {
+        | (
+            Request::Deliver { queue, .. },
+            Reply::Task(Some(Delivery {
+                record, receipt, ..
+            })),
+        ) => {
             let mut sessions = lock(&shared.sessions);
             let held = &mut sessions.entry(session).or_default().in_flight;
             held.insert((queue.to_vec(), record.id, *receipt));

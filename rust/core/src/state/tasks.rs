@@ -154,6 +154,32 @@ impl Queue {
         }
     }
 
+    /// Whether a present record (ready, delayed or in flight) has an id in `first..end`.
+    pub fn holds_any(&self, first: u64, end: u64) -> bool {
+        if end <= first {
+            return false;
+        }
+        let below = first.checked_sub(1).map_or(0, |b| self.alive.rank(b));
+        self.alive.rank(end - 1) > below
+    }
+
+    /// Present records (ready, delayed and in flight).
+    pub fn present_count(&self) -> u64 {
+        self.alive.len()
+    }
+
+    /// The lowest id of a ready record: the one enqueued first (ids grow with each enqueue).
+    /// Bounded by the bitmaps, not by the delayed records: those are taken out in one
+    /// difference, and only records in flight or deferred are skipped one by one.
+    pub fn oldest_ready_id(&self) -> Option<u64> {
+        let skip = |id: &u64| self.in_flight.contains_key(id) || self.deferred.contains_key(id);
+        if self.delayed.len() == 0 {
+            return self.alive.iter().find(|id| !skip(id));
+        }
+        let ready = &self.alive - &self.delayed.ids;
+        ready.iter().find(|id| !skip(id))
+    }
+
     /// The ids of the records in flight.
     pub fn in_flight_ids(&self) -> Vec<u64> {
         let mut ids: Vec<u64> = self.in_flight.keys().copied().collect();

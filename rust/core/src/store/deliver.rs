@@ -99,10 +99,12 @@ impl Store {
             if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
                 inner.deliveries.lease(name, r.id, until);
             }
+            let enqueued_at = inner.arrivals.at(name, r.id);
             Ok(Some(super::Delivery {
                 record: r,
                 receipt,
                 attempts,
+                enqueued_at,
             }))
         })?;
         Ok((delivery, logged.map_or(Logged::NOTHING, Logged::at)))
@@ -302,13 +304,7 @@ impl Store {
                 .state
                 .check_enqueue(to, record.key, record.data.len())?;
         }
-        let create = DeltaRef::CreateQueue {
-            name: to,
-            implementation: dead_letter_queue.implementation,
-            max_queue_size: -1,
-            max_message_size: -1,
-            key_range: None,
-        };
+        let create = super::queues::create_delta(to, dead_letter_queue);
         let moves = [
             DeltaRef::AddRecord {
                 name: to,

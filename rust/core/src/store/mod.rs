@@ -25,6 +25,7 @@ use crate::log::Log;
 use crate::state::{Applied, QueueState};
 use crate::store::deliveries::Deliveries;
 
+pub mod arrivals;
 mod background;
 mod deliver;
 pub mod deliveries;
@@ -96,6 +97,8 @@ struct Inner {
     stale: bool,
     /// Leases and nack counts (not logged).
     deliveries: Deliveries,
+    /// When the records this owner added arrived (not logged).
+    arrivals: arrivals::Arrivals,
 }
 
 pub struct Store {
@@ -126,6 +129,31 @@ pub struct Store {
     report: OpenReport,
     /// The process that opened the store: a forked child's copy refuses use (`crate::fork`).
     born: crate::fork::Birth,
+}
+
+/// Notes when the records `deltas` added arrived ([`arrivals`]): one clock read and one
+/// look-up per queue and write, whatever the number of records.
+fn note_arrivals(inner: &mut Inner, deltas: &[DeltaRef<'_>], applied: &[Applied]) {
+    let mut now = None;
+    let mut noted: Option<&[u8]> = None;
+    for (d, a) in deltas.iter().zip(applied) {
+        let name = d.name();
+        match *a {
+            Applied::Added(id) if noted != Some(name) => {
+                let Ok(q) = inner.state.queue(name) else {
+                    continue;
+                };
+                let now = *now.get_or_insert_with(tasks::now_ms);
+                inner.arrivals.note(name, id, now, q);
+                noted = Some(name);
+            }
+            Applied::Created | Applied::Deleted => {
+                inner.arrivals.forget(name);
+                noted = None;
+            }
+            _ => {}
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -232,6 +260,7 @@ impl Store {
         for (i, d) in deltas.iter().enumerate() {
             applied.push(inner.state.apply_delta(Some(first + i as i64), d)?);
         }
+        note_arrivals(inner, deltas, &applied);
         if inner.log.segments_len() != segments_before {
             // The deltas are logged and applied: this call succeeds. A snapshot that cannot be
             // written stops later writes instead (fail-stop), naming the file and errno.

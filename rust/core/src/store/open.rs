@@ -218,6 +218,7 @@ impl Store {
                 closed: false,
                 stale: false,
                 deliveries: Deliveries::default(),
+                arrivals: Default::default(),
             }),
             ready: crate::signal::Signal::new(),
             durability: GroupCommit::new(synced),

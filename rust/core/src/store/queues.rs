@@ -9,6 +9,18 @@ use crate::state::{raw_name, Applied};
 
 use super::Store;
 
+/// The CreateQueue delta of queue `name` with `config`: every way the store creates a queue
+/// (plain, with rules, a missing dead-letter queue) logs the one this builds.
+pub(super) fn create_delta(name: &[u8], config: QueueConfig) -> DeltaRef<'_> {
+    DeltaRef::CreateQueue {
+        name,
+        implementation: config.implementation,
+        max_queue_size: QueueConfig::raw_size(config.max_queue_size),
+        max_message_size: QueueConfig::raw_size(config.max_message_size),
+        key_range: config.key_range,
+    }
+}
+
 impl Store {
     // ----- client operations -----
 
@@ -30,13 +42,7 @@ impl Store {
                 return Ok(false);
             }
             inner.state.check_create(name, &config)?;
-            let delta = DeltaRef::CreateQueue {
-                name,
-                implementation: config.implementation,
-                max_queue_size: config.max_queue_size.map_or(-1, |v| v as i32),
-                max_message_size: config.max_message_size.map_or(-1, |v| v as i32),
-                key_range: config.key_range,
-            };
+            let delta = create_delta(name, config);
             // A `DeadLetter` setting for this queue becomes its logged rule, in the same write.
             let routed = self.dead_letter_setting(name);
             let rule = routed.as_ref().map(|(to, n)| DeltaRef::QueueRules {
@@ -155,5 +161,38 @@ impl Store {
 
     pub fn enqueue(&self, name: &[u8], key: i64, message: &[u8]) -> Result<u64> {
         Ok(self.enqueue_many(name, &[(key, message)])?[0])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_create_delta_carries_every_setting_of_the_config() {
+        for config in [
+            QueueConfig::default(),
+            QueueConfig {
+                implementation: crate::format::queue::IMPL_ARRAY,
+                max_queue_size: Some(7),
+                max_message_size: Some(0),
+                key_range: Some((-3, 9)),
+            },
+        ] {
+            let DeltaRef::CreateQueue {
+                name,
+                implementation,
+                max_queue_size,
+                max_message_size,
+                key_range,
+            } = create_delta(b"q", config)
+            else {
+                panic!("not a CreateQueue");
+            };
+            assert_eq!(name, b"q");
+            let back =
+                QueueConfig::from_raw(implementation, max_queue_size, max_message_size, key_range);
+            assert_eq!(back, Ok(config));
+        }
     }
 }

@@ -42,6 +42,9 @@ pub struct QueueStats {
     pub delayed: u64,
     pub in_flight: u64,
     pub dead_lettered: u64,
+    /// How long the oldest ready record has waited (ms); `None`: no ready record, or the
+    /// oldest was restored from the files (`store::arrivals`).
+    pub oldest_ready_age_ms: Option<u64>,
     pub enqueued: u64,
     pub acked: u64,
     pub nacked: u64,
@@ -62,13 +65,16 @@ pub struct Counters {
 type DeadLetterRule = (Vec<u8>, i32);
 
 /// One delivery handed out by [`Store::deliver`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
     pub record: crate::state::Record,
     /// Settles this delivery only (see [`Store::dequeue`]).
     pub receipt: u64,
     /// Deliveries of the record so far, this one included.
     pub attempts: u32,
+    /// When the record was enqueued (unix ms); `None` when it was before this owner started
+    /// (`store::arrivals`).
+    pub enqueued_at: Option<i64>,
 }
 
 impl Store {
@@ -161,13 +167,7 @@ impl Store {
                 return Ok(false);
             }
             inner.state.check_create(name, &config)?;
-            let create = DeltaRef::CreateQueue {
-                name,
-                implementation: config.implementation,
-                max_queue_size: config.max_queue_size.map_or(-1, |v| v as i32),
-                max_message_size: config.max_message_size.map_or(-1, |v| v as i32),
-                key_range: config.key_range,
-            };
+            let create = super::queues::create_delta(name, config);
             let set = DeltaRef::QueueRules {
                 name,
                 change: rules.as_change(),
@@ -292,11 +292,15 @@ impl Store {
         }
         let q = inner.state.queue(name)?;
         let c = inner.deliveries.counters(name);
+        let oldest = q
+            .oldest_ready_id()
+            .and_then(|id| inner.arrivals.at(name, id));
         Ok(QueueStats {
             ready: q.count(),
             delayed: q.delayed_count(),
             in_flight: q.in_flight_count(),
             dead_lettered: c.dead_lettered,
+            oldest_ready_age_ms: oldest.map(|at| now_ms().saturating_sub(at).max(0) as u64),
             enqueued: c.enqueued,
             acked: c.acked,
             nacked: c.nacked,

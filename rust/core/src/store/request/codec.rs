@@ -19,7 +19,7 @@ use crate::format::queue::QueueConfig;
 use crate::format::rules::{QueueRules, RulesChange};
 use crate::state::{QueueInfo, Record};
 use crate::store::request::StoreInfo;
-use crate::store::QueueStats;
+use crate::store::{Delivery, QueueStats};
 
 /// The generation of the spellings below (`Put`/`Get` of every type): bumped when one of them
 /// changes. What the message types declare is fingerprinted by itself ([`fingerprint`]).
@@ -429,6 +429,7 @@ impl Put for QueueStats {
             .put(&self.delayed)
             .put(&self.in_flight)
             .put(&self.dead_lettered)
+            .put(&self.oldest_ready_age_ms)
             .put(&self.enqueued)
             .put(&self.acked)
             .put(&self.nacked)
@@ -436,17 +437,38 @@ impl Put for QueueStats {
     }
 }
 impl<'r> Get<'r> for QueueStats {
-    const MIN: usize = 64;
+    const MIN: usize = 65;
     fn get(r: &mut In<'r>, _: &'static str) -> Result<Self> {
         Ok(QueueStats {
             ready: r.get("ready")?,
             delayed: r.get("delayed")?,
             in_flight: r.get("in flight")?,
             dead_lettered: r.get("dead lettered")?,
+            oldest_ready_age_ms: r.get("oldest ready age")?,
             enqueued: r.get("enqueued")?,
             acked: r.get("acked")?,
             nacked: r.get("nacked")?,
             expired: r.get("expired")?,
+        })
+    }
+}
+
+impl Put for Delivery {
+    fn put(&self, out: &mut Out) {
+        out.put(&self.record)
+            .put(&self.receipt)
+            .put(&self.attempts)
+            .put(&self.enqueued_at);
+    }
+}
+impl<'r> Get<'r> for Delivery {
+    const MIN: usize = 33;
+    fn get(r: &mut In<'r>, _: &'static str) -> Result<Self> {
+        Ok(Delivery {
+            record: r.get("record")?,
+            receipt: r.get("receipt")?,
+            attempts: r.get("attempts")?,
+            enqueued_at: r.get("enqueued at")?,
         })
     }
 }

@@ -15,8 +15,8 @@ use crate::error::Result;
 use crate::format::queue::QueueConfig;
 use crate::format::rules::{QueueRules, RulesChange};
 use crate::state::{QueueInfo, Record};
-use crate::store::QueueStats;
 use crate::store::Store;
+use crate::store::{Delivery, QueueStats};
 
 messages! {
     /// One operation of the store, borrowing its arguments. The codes are wire format
@@ -78,8 +78,8 @@ replies! {
         7 => Records(Vec<Record>),
         8 => Queues(Vec<QueueInfo>),
         9 => Info(StoreInfo),
-        /// A delivery with its record's attempts (`Deliver`).
-        10 => Task(Option<(Record, u64, u32)>),
+        /// A delivery with its record's attempts and enqueue time (`Deliver`).
+        10 => Task(Option<Delivery>),
         11 => Rules(QueueRules),
         12 => Stats(QueueStats),
     }
@@ -288,8 +288,7 @@ impl Store {
                 lease,
             } => {
                 let (delivery, logged) = self.deliver_logged(queue, timeout, lease)?;
-                let reply = Reply::Task(delivery.map(|d| (d.record, d.receipt, d.attempts)));
-                return Ok((reply, logged));
+                return Ok((Reply::Task(delivery), logged));
             }
             NackDelayed {
                 queue,
