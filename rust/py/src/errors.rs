@@ -108,6 +108,8 @@ pub fn argument_error(message: impl Into<String>) -> PyErr {
 
 /// Converts a core result for Python.
 pub fn py_result<T>(py: Python<'_>, r: Result<T, Fail>) -> PyResult<T> {
+    // The events the call reported reach `logging` before it returns (`crate::logging`).
+    crate::logging::deliver(py);
     r.map_err(|e| to_pyerr(py, e))
 }
 
