@@ -80,6 +80,29 @@ def test_repair_says_what_it_cut_and_moved(tmp_path, caplog):
     assert f"cut {log_dir / name} at offset" in warning.getMessage()
 
 
+def test_a_snapshot_that_cannot_be_written_is_an_error_saying_writes_stop(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="tflux")
+    base = tmp_path / "base"
+    small = {
+        **FAST,
+        "log_file_soft_limit": 256,
+        "log_file_hard_limit": 1024,
+        "snapshot_creation_segments_threshold": 1,
+    }
+    with tflux.open(base, **small) as store:
+        store.create_queue("q")
+        (base / "data" / "tflux.snapshot" / "x").mkdir(parents=True)  # no rename over it
+        with pytest.raises(tflux.TfluxIOError):
+            for _ in range(100):
+                store.enqueue("q", 0, b"x" * 40)
+    (error,) = tflux_records(caplog, logging.ERROR)
+    assert error.name == "tflux.store"
+    assert error.getMessage().startswith(
+        f"writes to {base} stop until it is reopened: the snapshot"
+    )
+    assert "tflux.snapshot" in error.getMessage()
+
+
 def test_a_lease_that_runs_out_is_a_warning_at_the_next_call(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="tflux")
     with tflux.open(tmp_path / "base", **FAST) as store:
@@ -259,6 +282,45 @@ def test_events_of_the_owners_server_threads_reach_logging(tmp_path, caplog):
             pass  # busy, holding the GIL: the events arrive when it lets go
         (warning,) = wait_for(caplog, "lease expired")
     assert warning.name == "tflux.store" and f"(id {rid})" in warning.getMessage()
+
+
+EXPIRING_CLIENT = r"""
+import sys, tflux
+s = tflux.open(sys.argv[1])
+print("client", flush=True)
+for k in range(int(sys.argv[2])):  # a first expiry per queue: a line each, in the owner
+    s.dequeue(f"q{k}", timeout=0, lease=1e-6)
+    s.dequeue(f"q{k}", timeout=0)
+"""
+
+EXIT_WHILE_SERVING = r"""
+import logging, subprocess, sys, time, tflux
+logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
+base, client_code, n = sys.argv[1], sys.argv[2], 3000
+store = tflux.open(base, log_preallocate_segments=False, log_sync_policy="never")
+for k in range(n):
+    store.create_queue(f"q{k}")
+    store.enqueue(f"q{k}", 0, b"x")
+client = subprocess.Popen([sys.executable, "-c", client_code, base, str(n)], stdout=subprocess.PIPE)
+client.stdout.readline()
+time.sleep(0.3)
+client.kill()
+"""
+
+
+def test_exiting_while_the_server_threads_report_is_clean(tmp_path):
+    """At exit the thread that hands events over stops taking the GIL before the interpreter
+    finalises (CPython stops a thread that takes it then, in the middle of Rust code: once seen
+    as ``Fatal Python error: PyGILState_Release``); what was queued is logged."""
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_WHILE_SERVING, str(tmp_path / "base"), EXPIRING_CLIENT],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Fatal" not in done.stderr
+    assert "tflux.store lease expired" in done.stderr
 
 
 def test_logging_works_in_a_forked_child(tmp_path, caplog):

@@ -13,7 +13,7 @@
 //! queue and a thread of its own (`PerProcess`): its parent's queue is the parent's.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, Once, OnceLock};
 
 use ::log::{Level, LevelFilter, Log, Metadata, Record};
@@ -32,11 +32,23 @@ struct Event {
 
 /// This process's events not yet handed to `logging`, and its thread that hands them over.
 struct Queue {
-    events: Mutex<VecDeque<Event>>,
-    /// `events.len()`, read without the lock (the check of every call's return).
+    state: Mutex<State>,
+    /// `state.events.len()`, read without the lock (the check of every call's return).
     waiting: AtomicUsize,
-    arrived: Condvar,
+    /// An event arrived, the thread finished a hand-over, or the interpreter exits.
+    changed: Condvar,
     thread: Once,
+}
+
+#[derive(Default)]
+struct State {
+    events: VecDeque<Event>,
+    /// The thread is taking the GIL or holds it.
+    handing_over: bool,
+    /// The interpreter exits: the thread no longer takes the GIL (one that does while the
+    /// interpreter finalises is stopped by CPython in the middle of Rust code, and the process
+    /// aborts).
+    exiting: bool,
 }
 
 /// The most events that wait: should Python never take them (the GIL held for minutes), the
@@ -44,19 +56,15 @@ struct Queue {
 const MOST_WAITING: usize = 10_000;
 
 static QUEUE: PerProcess<Queue> = PerProcess::new(|| Queue {
-    events: Mutex::new(VecDeque::new()),
+    state: Mutex::new(State::default()),
     waiting: AtomicUsize::new(0),
-    arrived: Condvar::new(),
+    changed: Condvar::new(),
     thread: Once::new(),
 });
 
 /// pyo3-log's logger, not installed as `log`'s: it hands one event to `logging` (with the GIL).
 /// No caching: levels set later (`caplog`, `dictConfig`) apply; events are few.
 static PYTHON: OnceLock<pyo3_log::Logger> = OnceLock::new();
-
-/// Set at interpreter exit: the thread no longer takes the GIL (a thread that does while the
-/// interpreter finalises is stopped by CPython in the middle of Rust code).
-static EXITING: AtomicBool = AtomicBool::new(false);
 
 /// Events dropped for want of room since the last handed over.
 static DROPPED: AtomicUsize = AtomicUsize::new(0);
@@ -89,16 +97,16 @@ impl Log for Bridge {
         };
         let queue = QUEUE.get();
         {
-            let mut events = lock(&queue.events);
-            if events.len() >= MOST_WAITING {
-                events.pop_front();
+            let mut state = lock(&queue.state);
+            if state.events.len() >= MOST_WAITING {
+                state.events.pop_front();
                 DROPPED.fetch_add(1, Ordering::Relaxed);
             }
-            events.push_back(event);
-            queue.waiting.store(events.len(), Ordering::Release);
+            state.events.push_back(event);
+            queue.waiting.store(state.events.len(), Ordering::Release);
         }
         queue.thread.call_once(|| start(queue));
-        queue.arrived.notify_one();
+        queue.changed.notify_all();
     }
 
     fn flush(&self) {}
@@ -110,19 +118,21 @@ fn start(queue: &'static Queue) {
         .name("tflux-logging".into())
         .spawn(move || loop {
             {
-                let mut events = lock(&queue.events);
-                while events.is_empty() {
-                    events = queue
-                        .arrived
-                        .wait(events)
-                        .unwrap_or_else(|e| e.into_inner());
+                let mut state = lock(&queue.state);
+                while state.events.is_empty() && !state.exiting {
+                    state = queue.changed.wait(state).unwrap_or_else(|e| e.into_inner());
                 }
+                if state.exiting {
+                    return;
+                }
+                state.handing_over = true;
             }
-            if EXITING.load(Ordering::SeqCst) {
-                return;
-            }
-            // The GIL first, then the queue: nothing is held while waiting for the GIL.
-            if Python::try_attach(deliver).is_none() {
+            // Nothing is held while waiting for the GIL (`deliver` takes the queue's lock
+            // with the GIL held).
+            let attached = Python::try_attach(deliver).is_some();
+            lock(&queue.state).handing_over = false;
+            queue.changed.notify_all();
+            if !attached {
                 return;
             }
         });
@@ -140,9 +150,9 @@ pub fn deliver(py: Python<'_>) {
         return;
     };
     let events: Vec<Event> = {
-        let mut events = lock(&queue.events);
+        let mut state = lock(&queue.state);
         queue.waiting.store(0, Ordering::Release);
-        events.drain(..).collect()
+        state.events.drain(..).collect()
     };
     let earlier = PyErr::take(py);
     let dropped = DROPPED.swap(0, Ordering::Relaxed);
@@ -186,12 +196,21 @@ fn hand_over(py: Python<'_>, python: &pyo3_log::Logger, event: &Event) {
     }
 }
 
-/// At interpreter exit (`atexit`, before `logging` shuts down): the summed lines still
-/// waiting and every queued event go to `logging` now; the thread stops taking the GIL.
+/// At interpreter exit (`atexit`, before `logging` shuts down): the thread stops taking the
+/// GIL (waited for, without the GIL, if it is handing events over), and the summed lines still
+/// waiting and every queued event go to `logging` now, from this thread.
 #[pyfunction]
 fn _flush_log_at_exit(py: Python<'_>) {
+    let queue = QUEUE.get();
+    py.detach(|| {
+        let mut state = lock(&queue.state);
+        state.exiting = true;
+        queue.changed.notify_all();
+        while state.handing_over {
+            state = queue.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    });
     tflux_core::events::flush();
-    EXITING.store(true, Ordering::SeqCst);
     deliver(py);
 }
 
