@@ -12,7 +12,7 @@
 //! from what its parent and its siblings, which start from the same copied memory, hand out.
 
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Once;
 
 use crate::error::{Error, Result};
@@ -165,6 +165,49 @@ impl<F: AsRawFd> Drop for ParentOnly<F> {
     }
 }
 
+/// A value of this process, made on first use and made anew in a forked child: the child
+/// never touches its parent's copy, whose locks may be held by threads the child does not
+/// have (and whose threads the child does not run). The parent's copy is let go of, never
+/// freed. For process-wide state with a lock or a thread of its own (the event tallies of
+/// [`crate::events`], the Python module's log bridge).
+pub struct PerProcess<T: Send + Sync + 'static> {
+    current: AtomicPtr<(Birth, T)>,
+    make: fn() -> T,
+}
+
+impl<T: Send + Sync + 'static> PerProcess<T> {
+    pub const fn new(make: fn() -> T) -> PerProcess<T> {
+        PerProcess {
+            current: AtomicPtr::new(std::ptr::null_mut()),
+            make,
+        }
+    }
+
+    /// This process's value.
+    pub fn get(&self) -> &'static T {
+        loop {
+            let seen = self.current.load(Ordering::Acquire);
+            // SAFETY: every pointer stored comes from `Box::leak` below and is never freed.
+            if let Some((born, value)) = unsafe { seen.as_ref() } {
+                if born.is_here() {
+                    return value;
+                }
+            }
+            let fresh: *mut (Birth, T) = Box::leak(Box::new((Birth::now(), (self.make)())));
+            match self
+                .current
+                .compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                // SAFETY: leaked just above, never freed.
+                Ok(_) => return unsafe { &(*fresh).1 },
+                // Another thread made this process's first: ours was never shared.
+                // SAFETY: `fresh` came from `Box::leak` above and nothing else saw it.
+                Err(_) => drop(unsafe { Box::from_raw(fresh) }),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +232,33 @@ mod tests {
         unsafe { libc::waitpid(pid, &mut status, 0) };
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
         assert!(born.is_here(), "the parent's objects stay its own");
+    }
+
+    #[test]
+    fn a_per_process_value_is_made_once_and_anew_in_a_forked_child() {
+        static VALUE: PerProcess<std::sync::Mutex<u32>> =
+            PerProcess::new(|| std::sync::Mutex::new(0));
+        *VALUE.get().lock().unwrap() += 1;
+        assert_eq!(*VALUE.get().lock().unwrap(), 1, "one value per process");
+        // Held across the fork: the child's copy of this lock stays locked for good.
+        let held = VALUE.get().lock().unwrap();
+        // SAFETY: the child allocates its fresh value (glibc's malloc takes its own locks
+        // across fork) and takes only that value's lock before `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let code = match VALUE.get().try_lock() {
+                Ok(v) if *v == 0 => 0,
+                _ => 1,
+            };
+            unsafe { libc::_exit(code) };
+        }
+        drop(held);
+        let mut status = 0;
+        // SAFETY: waits for the child just made.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert_eq!(*VALUE.get().lock().unwrap(), 1, "the parent keeps its own");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! [`segment`] (one segment file); [`state`] (the queue state machine); [`log`] (the segmented
 //! Raft log, its recovery scanner, `verify` and Arrow columns); [`base`] (a base directory, its
 //! settings and files, the restore checks, `verify_base`, `convert`); [`replay`]; [`store`],
-//! [`channel`] and [`share`] (several processes). Nothing here knows about Python; the
+//! [`channel`] and [`share`] (several processes). [`events`] is what they report through the
+//! `log` crate (owner changes, lease expiries, cuts). Nothing here knows about Python; the
 //! `tflux-py` crate wraps these types.
 
 pub mod base;
@@ -15,6 +16,7 @@ pub mod codec;
 pub mod cores;
 pub mod durability;
 pub mod error;
+pub mod events;
 pub mod fork;
 pub mod format;
 pub mod io;

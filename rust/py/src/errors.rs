@@ -106,8 +106,12 @@ pub fn argument_error(message: impl Into<String>) -> PyErr {
     Python::attach(|py| tflux_error(py, "ArgumentError", (message,)))
 }
 
-/// Converts a core result for Python.
+/// Converts a core result for Python, after handing the events waiting for `logging` over
+/// (`crate::logging`): that runs Python code (handlers), so never call it holding a lock that
+/// a thread with the GIL may take.
 pub fn py_result<T>(py: Python<'_>, r: Result<T, Fail>) -> PyResult<T> {
+    // The events the call reported reach `logging` before it returns (`crate::logging`).
+    crate::logging::deliver(py);
     r.map_err(|e| to_pyerr(py, e))
 }
 

@@ -13,6 +13,7 @@ mod delta;
 mod errors;
 mod locate;
 mod log;
+mod logging;
 mod metadata;
 mod snapshot;
 mod state;
@@ -34,6 +35,7 @@ fn crc32(py: Python<'_>, data: pyo3::pybacked::PyBackedBytes) -> u32 {
 
 #[pymodule]
 fn _tflux(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    logging::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("PROTOCOL_VERSION", tflux_core::share::wire::VERSION)?;
     m.add_function(wrap_pyfunction!(crc32, m)?)?;

@@ -501,9 +501,12 @@ impl PyLog {
 
     /// Quick state reads: no GIL release (a mutex holder never waits for the GIL).
     fn peek<T>(&self, py: Python<'_>, f: impl FnOnce(&core::Log) -> T) -> PyResult<T> {
-        let mut guard = lock(&self.inner);
-        let log = usable(&mut guard);
-        py_result(py, log.map(|log| f(log)))
+        let read = {
+            let mut guard = lock(&self.inner);
+            usable(&mut guard).map(|log| f(log))
+        };
+        // Not under the lock: `py_result` may run Python (logging handlers).
+        py_result(py, read)
     }
 
     fn bounds(&self, py: Python<'_>, start: Option<i64>, end: Option<i64>) -> PyResult<(i64, i64)> {

@@ -67,6 +67,11 @@ impl Log {
         if let Err(Error::Io { .. }) = &result {
             if let Err(e) = &result {
                 if !refused_for_room {
+                    ::log::error!(
+                        target: crate::events::LOG,
+                        "writes to {} stop until it is reopened: {e}",
+                        self.dir.display()
+                    );
                     self.poisoned = Some(PoisonCause::from_error(e));
                 }
             }

@@ -120,6 +120,11 @@ impl Client {
         Ok((stream, pid, dialect))
     }
 
+    /// The base directory of the owner.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
     /// The owner's process id.
     pub fn owner_pid(&self) -> u32 {
         self.owner_pid

@@ -65,8 +65,29 @@ pub(crate) fn find_owner<T>(
     let mut pause = Duration::from_millis(2);
     loop {
         if let Some(owner_lock) = try_owner_lock(base)? {
+            // With the owner lock held no live owner serves the socket: one still there was
+            // left by an owner that died without closing (a clean close removes it first).
+            let left_behind = socket.exists();
             match become_owner(&socket) {
-                Ok(made) => return Ok(Found::Owner(made, owner_lock)),
+                Ok(made) => {
+                    let pid = std::process::id();
+                    if left_behind {
+                        ::log::info!(
+                            target: crate::events::SHARE,
+                            "process {pid} took over {} as its owner: the previous owner died \
+                             without closing (it left {} behind)",
+                            base.display(),
+                            socket.display()
+                        );
+                    } else {
+                        ::log::info!(
+                            target: crate::events::SHARE,
+                            "process {pid} is the owner of {}",
+                            base.display()
+                        );
+                    }
+                    return Ok(Found::Owner(made, owner_lock));
+                }
                 Err(Error::Locked { path }) => {
                     drop(owner_lock);
                     if lock_wait.is_none_or(|t| started.elapsed() >= t) {
@@ -77,7 +98,16 @@ pub(crate) fn find_owner<T>(
             }
         } else {
             match Client::connect(base, &socket) {
-                Ok(client) => return Ok(Found::Client(client)),
+                Ok(client) => {
+                    ::log::debug!(
+                        target: crate::events::SHARE,
+                        "process {} is a client of the owner of {}, process {}",
+                        std::process::id(),
+                        base.display(),
+                        client.owner_pid()
+                    );
+                    return Ok(Found::Client(client));
+                }
                 Err(ConnectError::Gone(_)) if started.elapsed() < owner_wait => {}
                 Err(ConnectError::Gone(e)) => {
                     return Err(Error::OwnerLost {

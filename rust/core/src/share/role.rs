@@ -148,7 +148,16 @@ impl<T: Opened> Roles<T> {
             if role.forked() && !matches!(role, Role::Local(_)) {
                 std::mem::forget(std::mem::replace(role, Role::Lost));
             } else if matches!(role, Role::Client(c) if c.is_lost()) {
-                *role = Role::Lost;
+                if let Role::Client(c) = std::mem::replace(role, Role::Lost) {
+                    ::log::info!(
+                        target: crate::events::SHARE,
+                        "the owner of {} (process {}) is gone; process {} finds the next one \
+                         or takes over",
+                        c.base().display(),
+                        c.owner_pid(),
+                        std::process::id()
+                    );
+                }
             }
             match (&state.role, state.finding) {
                 (Role::Local(held) | Role::Owner { held, .. }, _) => {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::durability::group_commit::Logged;
 use crate::error::{Error, Result};
-use crate::format::delta::DeltaRef;
+use crate::format::delta::{display_name, DeltaRef};
 use crate::format::queue::QueueConfig;
 use crate::state::{raw_name, Record};
 
@@ -89,7 +89,11 @@ impl Store {
                     None => return Ok(None),
                 },
                 Some((to, n)) => {
-                    let Some(r) = self.deliver_counted(inner, name, &to, n, &mut logged)? else {
+                    // The records it moves to the dead-letter queue on the way make one line.
+                    let one_line = crate::events::gather();
+                    let counted = self.deliver_counted(inner, name, &to, n, &mut logged);
+                    drop(one_line);
+                    let Some(r) = counted? else {
                         return Ok(None);
                     };
                     r
@@ -209,11 +213,18 @@ impl Store {
     }
 
     /// Ends the deliveries of `name` whose lease ran out by `now` (each counts as a failure).
+    /// One line reports a sweep's expiries (and one its dead-letter moves), never one per
+    /// record (`crate::events`).
     pub(super) fn expire(&self, inner: &mut Inner, name: &[u8], now: Instant) {
         let expired = inner.deliveries.expired(name, now);
+        if expired.is_empty() {
+            return;
+        }
         let mut back = false;
+        let _one_line = crate::events::gather();
         for id in expired {
             if inner.state.queue(name).is_ok_and(|q| q.is_in_flight(id)) {
+                self.report_expiry(name, id);
                 // Nobody waits on an expiry: a dead-letter move is durable per the sync policy
                 // of the next write (and a lost move only means the record is ready again).
                 let _ = self.delivery_failed(inner, name, id, None);
@@ -224,6 +235,53 @@ impl Store {
         if back {
             self.ready.notify_all();
         }
+    }
+
+    fn report_expiry(&self, name: &[u8], id: u64) {
+        let (queue, base) = (display_name(name), self.layout.base.display().to_string());
+        crate::events::tally(
+            crate::events::Tally {
+                target: crate::events::STORE,
+                level: ::log::Level::Warn,
+                key: format!("expired\0{base}\0{queue}"),
+                say: Box::new(move |sum| {
+                    format!(
+                        "lease expired on {} record(s) of queue {queue} in {base} ({}): \
+                         each counts as a failed delivery",
+                        sum.count,
+                        sum.ids_text()
+                    )
+                }),
+            },
+            id,
+            0,
+        );
+    }
+
+    fn report_dead_letter(&self, name: &[u8], id: u64, to: &[u8], attempts: u32) {
+        let (queue, to, base) = (
+            display_name(name),
+            display_name(to),
+            self.layout.base.display().to_string(),
+        );
+        crate::events::tally(
+            crate::events::Tally {
+                target: crate::events::STORE,
+                level: ::log::Level::Warn,
+                key: format!("dead-lettered\0{base}\0{queue}\0{to}"),
+                say: Box::new(move |sum| {
+                    format!(
+                        "dead-lettered {} record(s) of queue {queue} to {to} in {base} \
+                         after {} deliveries ({})",
+                        sum.count,
+                        sum.values_text(),
+                        sum.ids_text()
+                    )
+                }),
+            },
+            id,
+            u64::from(attempts),
+        );
     }
 
     /// An in-flight record's delivery failed (nack or expired lease): it goes back to its
@@ -315,7 +373,10 @@ impl Store {
         ];
         let deltas: Vec<DeltaRef<'_>> =
             missing.then_some(create).into_iter().chain(moves).collect();
-        Ok(self.log_and_apply(inner, &deltas)?.1)
+        let attempts = inner.state.queue(name)?.attempts_of(id);
+        let lsn = self.log_and_apply(inner, &deltas)?.1;
+        self.report_dead_letter(name, id, to, attempts);
+        Ok(lsn)
     }
 
     /// Acknowledges an in-flight record: logs RemoveRecord and makes it durable. With

@@ -265,6 +265,12 @@ impl Store {
             // The deltas are logged and applied: this call succeeds. A snapshot that cannot be
             // written stops later writes instead (fail-stop), naming the file and errno.
             if let Err(e) = self.maybe_snapshot(inner) {
+                ::log::error!(
+                    target: crate::events::STORE,
+                    "writes to {} stop until it is reopened: the snapshot after a roll-over \
+                     failed ({e})",
+                    self.layout.base.display()
+                );
                 *lock(&self.refused) = Some(PoisonCause::from_error(&e));
             }
         }

@@ -92,7 +92,18 @@ pub(crate) fn recover(
         report.reason = Some(t.message.clone());
     }
     if writable {
-        report.moved.extend(resolve_twins(fs, &dir, &twins)?);
+        tell(&dir, &report, repair);
+        let twins_moved = resolve_twins(fs, &dir, &twins)?;
+        if !twins_moved.is_empty() {
+            ::log::warn!(
+                target: crate::events::LOG,
+                "moved {} compressed segment(s) of {} that do not match their .log aside: {}",
+                twins_moved.len(),
+                dir.display(),
+                paths_text(&twins_moved)
+            );
+        }
+        report.moved.extend(twins_moved);
         if let Some(last) = segments.last_mut() {
             // The active segment is written from here on: dense index, no map, writable file.
             last.unseal()?;
@@ -102,6 +113,61 @@ pub(crate) fn recover(
         }
     }
     Ok(Recovered { segments, report })
+}
+
+/// Reports what a writable open or a repair did to the files of `dir` (a WARNING each: a cut
+/// or a move loses nothing, but a crash or damage came before it).
+fn tell(dir: &Path, report: &RecoveryReport, repair: bool) {
+    let reason = report.reason.as_deref().unwrap_or("");
+    let cut = match (&report.cut_path, report.cut_offset) {
+        (Some(path), Some(offset)) => Some(format!(
+            "cut {} at offset {offset} ({} bytes; {} records kept before it)",
+            path.display(),
+            report.bytes_cut,
+            report.records_kept
+        )),
+        _ => None,
+    };
+    if repair {
+        if cut.is_none() && report.moved.is_empty() {
+            return;
+        }
+        ::log::warn!(
+            target: crate::events::LOG,
+            "repair of {}: {reason}; {}; copies of what it removed: {}",
+            dir.display(),
+            cut.as_deref().unwrap_or("nothing cut"),
+            paths_text(&report.moved)
+        );
+    } else if let Some(cut) = cut {
+        let kept = if report.moved.is_empty() {
+            "only zeros were cut".to_string()
+        } else {
+            format!("the cut bytes are kept in {}", paths_text(&report.moved))
+        };
+        ::log::warn!(
+            target: crate::events::LOG,
+            "torn tail at open of {}: {cut}; {kept} ({reason})",
+            dir.display()
+        );
+    }
+}
+
+/// Paths in a message: the first few, and how many more.
+fn paths_text(paths: &[PathBuf]) -> String {
+    const SHOWN: usize = 3;
+    if paths.is_empty() {
+        return "none".to_string();
+    }
+    let listed: Vec<String> = paths
+        .iter()
+        .take(SHOWN)
+        .map(|p| p.display().to_string())
+        .collect();
+    match paths.len().saturating_sub(SHOWN) {
+        0 => listed.join(", "),
+        more => format!("{} and {more} more", listed.join(", ")),
+    }
 }
 
 /// Whether the `.log` beside a `.log.z` that decodes holds the bytes the `.z` was made from:
