@@ -61,6 +61,7 @@ import tflux
 from tflux.spark import _paths, register
 from tflux.spark._jvm import jvm_reader_loaded
 from tflux.spark._tables import _small
+from tflux.spark._validate import check_removes
 
 MAX_LSN = 2**63 - 1
 # At most this many events (delays and the deliveries and failures of delayed records) of the
@@ -526,28 +527,4 @@ def queue_summary(spark, path, dialect=None, fmt: str = "tflux") -> DataFrame:
 def check(frames: TaskFrames) -> None:
     """``validate=True``: a RemoveRecord of a record that is not there, or removed twice, as
     the plain path checks it."""
-    keys = ["inc", "record_id"]
-    present = frames.records.select(*keys, "add_lsn")
-    missing = (
-        frames.removes.join(present, keys, "left")
-        .filter(F.col("add_lsn").isNull() | (F.col("add_lsn") > F.col("lsn")))
-        .orderBy("lsn")
-        .limit(1)
-        .collect()
-    )
-    twice = (
-        frames.removes.groupBy(*keys)
-        .agg(F.count("*").alias("n"), F.max("lsn").alias("lsn"), F.first("queue").alias("queue"))
-        .filter(F.col("n") > 1)
-        .orderBy("lsn")
-        .limit(1)
-        .collect()
-    )
-    bad = sorted(missing + twice, key=lambda r: r.lsn)
-    if bad:
-        r = bad[0]
-        raise tflux.ReplayError(
-            f"replay failed at LSN {r.lsn}: RemoveRecord: record id {r.record_id} is not in "
-            f"queue {r.queue!r}",
-            r.lsn,
-        )
+    check_removes(frames.records, frames.removes)

@@ -64,6 +64,7 @@ from tflux.spark._tables import (
     logs_schema,
 )
 from tflux.spark._tasks import HasTasks
+from tflux.spark._validate import check_removes
 
 MAX_LSN = 2**63 - 1
 # At most this many removes are broadcast to every task (about 50 MB); more are shuffled.
@@ -393,38 +394,7 @@ class _Frames:
         frames built with ``ranges=False``."""
         if self.ranges is not None:
             raise ValueError("check() needs the frames of every record (ranges=False)")
-        keys = ["inc", "record_id"]
-        # An (incarnation, id) is added once: its ids count its adds. The join keeps each
-        # remove once, with the LSN of its add (-1 for a snapshot's record, null for none).
-        present = self.records.select(*keys, "add_lsn")
-        missing = (
-            self.removes.join(present, keys, "left")
-            .filter(F.col("add_lsn").isNull() | (F.col("add_lsn") > F.col("lsn")))
-            .orderBy("lsn")
-            .limit(1)
-            .collect()
-        )
-        twice = (
-            self.removes.groupBy(*keys)
-            .agg(
-                F.count("*").alias("n"),
-                F.max("lsn").alias("lsn"),
-                F.first("source").alias("source"),
-                F.first("queue").alias("queue"),
-            )
-            .filter(F.col("n") > 1)
-            .orderBy("lsn")
-            .limit(1)
-            .collect()
-        )
-        bad = sorted(missing + twice, key=lambda r: r.lsn)
-        if bad:
-            r = bad[0]
-            raise tflux.ReplayError(
-                f"replay failed at LSN {r.lsn}: RemoveRecord: record id {r.record_id} is not in "
-                f"queue {r.queue!r} ({r.source})",
-                r.lsn,
-            )
+        check_removes(self.records, self.removes)
 
     def live(self) -> DataFrame:
         on = ["rkey"] if self.keyed else ["inc", "record_id"]
