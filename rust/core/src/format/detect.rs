@@ -40,12 +40,18 @@ pub fn first_record_says(bytes: &[u8]) -> Option<Says> {
 }
 
 /// How many bytes from the first record's start [`first_record_says`] needs: the longer of
-/// the two framings' reach for the lengths the header holds (at most `available`).
+/// the two framings' reach for the lengths the header holds, leaving out a framing whose record
+/// would end past `available` (it cannot parse, so reading towards it decides nothing). Under
+/// the other framing a length field holds data bytes (in a spec record, the delta's marker
+/// byte makes it at least 0x41000000), so capping that reach at `available` instead read
+/// every segment whole to decide its dialect.
 pub fn first_record_reach(header: &[u8], available: u64) -> u64 {
     let spec = be_i32(header, 12).map_or(0, |len| 16 + len.max(0) as u64 + 3);
     let taskflux = be_i32(header, 16).map_or(0, |len| 20 + len.max(0) as u64);
-    spec.max(taskflux)
-        .max(RECORD_PROBE_HEADER as u64)
+    [spec, taskflux]
+        .into_iter()
+        .filter(|&reach| reach <= available)
+        .fold(RECORD_PROBE_HEADER as u64, u64::max)
         .min(available)
 }
 
@@ -213,6 +219,28 @@ mod tests {
     use crate::format::record;
     use proptest::prelude::*;
 
+    /// A spec segment's first record read as taskflux has a length field of data bytes (the
+    /// delta marker first: here 'A', 0x41...), past any segment: the probe reads the spec
+    /// record only, not the whole file.
+    #[test]
+    fn the_probe_reads_no_further_than_a_framing_that_can_parse() {
+        let mut rec = Vec::new();
+        record::encode(&mut rec, 3, b"A\x01q\x00\x00\x00\x00\x00\x00\x00\x05x\x00");
+        let available = 17 << 20;
+        let reach = first_record_reach(&rec[..RECORD_PROBE_HEADER], available);
+        assert_eq!(reach, rec.len() as u64);
+        assert_eq!(
+            first_record_says(&rec[..reach as usize]).map(|s| s.dialect),
+            Some(Dialect::Spec)
+        );
+        // Both lengths past what the file holds: the header alone.
+        let header = [0x7f; RECORD_PROBE_HEADER];
+        assert_eq!(
+            first_record_reach(&header, 1000),
+            RECORD_PROBE_HEADER as u64
+        );
+    }
+
     fn taskflux_record(term: i64, data: &[u8]) -> Vec<u8> {
         let mut out = RECORD_MARKER.to_vec();
         out.extend_from_slice(&term.to_be_bytes());
@@ -272,10 +300,11 @@ mod tests {
             let s = spec_record(3, data);
             assert!(first_record_reach(&s, u64::MAX) >= s.len() as u64);
         }
-        // Never past what the file holds, whatever the length fields say.
+        // Never past what the file holds, whatever the length fields say: a framing whose
+        // record would end past it is not read towards.
         let mut absurd = taskflux_record(1, b"x");
         absurd[16..20].copy_from_slice(&i32::MAX.to_be_bytes());
-        assert_eq!(first_record_reach(&absurd, 100), 100);
+        assert!(first_record_reach(&absurd, 100) <= 100);
     }
 
     fn metadata(dialect: Dialect) -> Vec<u8> {

@@ -200,7 +200,19 @@ enum Dialect {
       }
       long specLen = 16L + Math.max(head.getInt(8 + 12), 0) + 3;
       long taskLen = 20L + Math.max(head.position() >= 28 ? head.getInt(8 + 16) : 0, 0);
-      long reach = Math.min(Math.max(specLen, taskLen) + 8, size);
+      // As the core's first_record_reach: a framing whose record would end past the file
+      // cannot parse and is not read towards (a spec record's bytes read as a taskflux length
+      // start with the delta's marker, 0x41.. and up: capping that at the file's size read
+      // every segment whole to decide its dialect).
+      long available = size - SegmentReader.HEADER_LEN;
+      long probe = 20;
+      if (specLen <= available) {
+        probe = Math.max(probe, specLen);
+      }
+      if (taskLen <= available) {
+        probe = Math.max(probe, taskLen);
+      }
+      long reach = Math.min(probe + SegmentReader.HEADER_LEN, size);
       if (reach > (64L << 20)) {
         return null;
       }
