@@ -1,12 +1,15 @@
 """``tflux.spark.replay(...).count()`` on a standalone cluster on this machine (a master and two
 workers of one core each, started from the pyspark package on 127.0.0.1 as
-``tests/spark/test_spark_cluster.py`` starts them), beside the local restore of the same base,
-in one run (medians; the rounds alternate the two).
+``tests/spark/test_spark_cluster.py`` starts them), beside the local restore of the same base
+and a ``local[2]`` session, in one run (medians; every round times the restore, then the
+cluster and ``local[2]`` in alternating order).
 
     TFLUX_BENCH_BASE=DIR python -m benches.lab.spark_cluster_replay [ROUNDS]
 
 DIR is a kept base (e.g. the one ``TFLUX_BENCH_SHAPE=priority python -m
-benches.lab.spark_replay_ratio`` built). The daemons are stopped by PID at the end.
+benches.lab.spark_replay_ratio`` built). The ``local[2]`` session is
+``benches.lab.spark_replay_ratio``'s (its own process, the same configuration as there);
+``TFLUX_BENCH_LOCAL=0`` leaves it out. The daemons are stopped by PID at the end.
 """
 
 from __future__ import annotations
@@ -55,7 +58,16 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tflux-bench-cluster-"))
     port = free_port()
     daemons: list[subprocess.Popen] = []
+    local2: subprocess.Popen | None = None
     try:
+        if os.environ.get("TFLUX_BENCH_LOCAL", "1") != "0":
+            # Warmed up before the cluster starts, so its JIT does not run beside the daemons'.
+            local2 = subprocess.Popen(
+                [sys.executable, "-m", "benches.lab.spark_replay_ratio", "--child", base,
+                 "local[2]"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            )  # fmt: skip
+            assert local2.stdout.readline().strip() == "ready"
         log = root / "master.log"
         with open(log, "w") as out:
             daemons.append(subprocess.Popen(
@@ -93,23 +105,57 @@ def main() -> None:
         assert tflux.spark.replay(spark, base).count() == live  # warm-up
         print(f"live={live} load={os.getloadavg()[0]:.1f}", flush=True)
         times: dict[str, list[float]] = {"local restore": [], "replay cluster": []}
-        for _ in range(rounds):
+        if local2 is not None:
+            times["replay local[2]"] = []
+
+        def on_cluster() -> None:
+            t = time.perf_counter()
+            assert tflux.spark.replay(spark, base).count() == live
+            times["replay cluster"].append(time.perf_counter() - t)
+
+        def on_local2() -> None:
+            assert local2 is not None and local2.stdin is not None
+            local2.stdin.write("go\n")
+            local2.stdin.flush()
+            secs, n, *_ = local2.stdout.readline().split()
+            assert int(n) == live, (n, live)
+            times["replay local[2]"].append(float(secs))
+
+        for r in range(rounds):
             t = time.perf_counter()
             with tflux.open(base, readonly=True) as store:
                 assert sum(q.count for q in store.queues()) == live
             times["local restore"].append(time.perf_counter() - t)
-            t = time.perf_counter()
-            assert tflux.spark.replay(spark, base).count() == live
-            times["replay cluster"].append(time.perf_counter() - t)
+            order = [on_cluster] + ([on_local2] if local2 is not None else [])
+            for run in order if r % 2 == 0 else order[::-1]:
+                run()
         local = statistics.median(times["local restore"])
         cluster = statistics.median(times["replay cluster"])
         print(f"local restore {local:.3f}s")
         print(
             f"replay on master + 2 workers (1 core each): {cluster:.3f}s = {cluster / local:.1f}x"
         )
+        if local2 is not None:
+            one = statistics.median(times["replay local[2]"])
+            ratios = [
+                a / b
+                for a, b in zip(times["replay cluster"], times["replay local[2]"], strict=True)
+            ]
+            print(f"replay local[2]: {one:.3f}s = {one / local:.1f}x")
+            print(
+                "cluster/local[2] per round: "
+                + " ".join(f"{x:.2f}" for x in ratios)
+                + f" (median {statistics.median(ratios):.2f})"
+            )
         print(f"load after={os.getloadavg()[0]:.1f}")
         spark.stop()
     finally:
+        if local2 is not None and local2.stdin is not None:
+            local2.stdin.close()
+            try:
+                local2.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                local2.kill()
         for proc in reversed(daemons):
             if proc.poll() is None:
                 proc.terminate()

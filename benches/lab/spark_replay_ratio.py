@@ -26,6 +26,15 @@ by RemoveRecords in the next batch (half the log is removes; 10,000 records stay
 deltas of ``benches.suite._queuedata.build_queue_log(..., payload=64, removes=True)``: Add, Add,
 Remove, each Remove acking the record a consumer takes next (smallest key first, keys over 4,096
 values), so the acked ids are scattered, never runs.
+
+``TFLUX_BENCH_BASE=DIR1,DIR2`` (kept bases, all existing) times each base in the same run: a
+session per base and master, every round timing each base's restore and replays (e.g. the 16M
+and 64M priority bases, for replay's growth with the log). ``TFLUX_BENCH_MASTERS=local[2]``
+runs only the masters named (comma-separated). Also printed: the restore's CPU time (user +
+system, every thread of this process; on a loaded machine the ratio of the replay's CPU to it
+is steadier than the wall times'), the peak resident memory of each session's JVM, which in
+``local[N]`` is the driver (``VmHWM`` after its last replay: the reader's mapped segments count
+in it), and the peak use of its heap's old generation.
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ import time
 import tflux
 import tflux.spark
 
-MASTERS = ("local[1]", "local[2]")
+MASTERS = tuple(os.environ.get("TFLUX_BENCH_MASTERS", "local[1],local[2]").split(","))
 
 
 def build(base: str, records: int) -> int:
@@ -95,8 +104,29 @@ def child(base: str, master: str) -> None:
         c, t = _cpu(jvm), time.perf_counter()
         n = tflux.spark.replay(spark, base).count()
         secs, cpu = time.perf_counter() - t, _cpu(jvm) - c
-        print(f"{secs:.6f} {n} {cpu:.3f}", flush=True)
+        heap = _heap_peak(spark)
+        print(f"{secs:.6f} {n} {cpu:.3f} {_peak_rss(jvm)} {heap}", flush=True)
     spark.stop()
+
+
+def _heap_peak(spark) -> int:
+    """The JVM's peak use of its old generation so far, in bytes (what outlives a young
+    collection: the decoded plan, bitmaps, collected rows; the young generation fills to its
+    size whatever the replay keeps)."""
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    return sum(
+        pool.getPeakUsage().getUsed()
+        for pool in management.getMemoryPoolMXBeans()
+        if "Old Gen" in pool.getName()
+    )
+
+
+def _peak_rss(pid: int) -> int:
+    """Peak resident memory of process ``pid`` so far, in bytes (Linux ``VmHWM``)."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _cpu(pid: int) -> float:
@@ -134,11 +164,12 @@ def build_removes(base: str, deltas: int) -> int:
     return len(pending)
 
 
-def restore_once(base: str, live: int) -> float:
-    t = time.perf_counter()
+def restore_once(base: str, live: int) -> tuple[float, float]:
+    """The local restore's wall time and CPU time (every thread of this process)."""
+    c, t = time.process_time(), time.perf_counter()
     with tflux.open(base, readonly=True) as store:
         assert sum(q.count for q in store.queues()) == live
-    return time.perf_counter() - t
+    return time.perf_counter() - t, time.process_time() - c
 
 
 def main() -> None:
@@ -149,22 +180,19 @@ def main() -> None:
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     kept = os.environ.get("TFLUX_BENCH_BASE")
     root = None if kept else tempfile.mkdtemp(prefix="tflux-bench-replay-")
-    base = kept or os.path.join(root, "base")
+    bases = kept.split(",") if kept else [os.path.join(root, "base")]
     sessions: dict[str, subprocess.Popen] = {}
+    base_of: dict[str, str] = {}
     try:
-        if os.path.exists(base):
-            with tflux.open(base, readonly=True) as store:
-                live = sum(q.count for q in store.queues())
-        elif os.environ.get("TFLUX_BENCH_SHAPE") == "removes":
-            live = build_removes(base, records)
-        elif os.environ.get("TFLUX_BENCH_SHAPE") == "priority":
-            from pathlib import Path
-
-            from benches.suite._queuedata import build_queue_log
-
-            live = build_queue_log(Path(base), records, 64, removes=True).live
-        else:
-            live = build(base, records)
+        lives = {}
+        for base in bases:
+            if os.path.exists(base):
+                with tflux.open(base, readonly=True) as store:
+                    lives[base] = sum(q.count for q in store.queues())
+            elif len(bases) > 1:
+                raise SystemExit(f"{base}: several bases must all exist (build each alone)")
+            else:
+                lives[base] = build_shape(base, records)
         variants = [("", None)]
         if os.environ.get("TFLUX_BENCH_BASELINE"):
             variants.append(("baseline ", os.environ["TFLUX_BENCH_BASELINE"]))
@@ -173,45 +201,68 @@ def main() -> None:
             if pythonpath:
                 paths = [pythonpath, env.get("PYTHONPATH")]
                 env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-            for master in MASTERS:
-                sessions[label + master] = subprocess.Popen(
-                    [sys.executable, "-m", "benches.lab.spark_replay_ratio", "--child", base,
-                     master],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-                )  # fmt: skip
+            for base in bases:
+                for master in MASTERS:
+                    name = label + master + (f" {base}" if len(bases) > 1 else "")
+                    base_of[name] = base
+                    sessions[name] = subprocess.Popen(
+                        [sys.executable, "-m", "benches.lab.spark_replay_ratio", "--child", base,
+                         master],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                    )  # fmt: skip
         for name, proc in sessions.items():  # warm-ups one at a time
             assert proc.stdout.readline().strip() == "ready", name
-        print(f"records={records} live={live} load={os.getloadavg()[0]:.1f}")
-        times: dict[str, list[float]] = {name: [] for name in ["local restore", *sessions]}
-        cpus: dict[str, list[float]] = {name: [] for name in sessions}
+        print(f"records={records} live={lives} load={os.getloadavg()[0]:.1f}")
+        restores = {base: f"local restore {base}" if len(bases) > 1 else "local restore"
+                    for base in bases}  # fmt: skip
+        times: dict[str, list[float]] = {name: [] for name in [*restores.values(), *sessions]}
+        cpus: dict[str, list[float]] = {name: [] for name in times}
+        peaks: dict[str, tuple[int, int]] = {}
         order = list(sessions)
         for r in range(rounds):
-            times["local restore"].append(restore_once(base, live))
+            for base, label in restores.items():
+                secs, cpu = restore_once(base, lives[base])
+                times[label].append(secs)
+                cpus[label].append(cpu)
             for name in order if r % 2 == 0 else order[::-1]:
                 sessions[name].stdin.write("go\n")
                 sessions[name].stdin.flush()
-                secs, n, cpu = sessions[name].stdout.readline().split()
-                assert int(n) == live, (name, n, live)
+                secs, n, cpu, jvm_peak, heap = sessions[name].stdout.readline().split()
+                assert int(n) == lives[base_of[name]], (name, n, lives)
                 times[name].append(float(secs))
                 cpus[name].append(float(cpu))
-        local = statistics.median(times["local restore"])
-        print(f"local restore {local:.3f}s")
-        for name in sessions:
-            secs = statistics.median(times[name])
-            cpu = statistics.median(cpus[name])
-            print(
-                f"replay {name}: {secs:.3f}s = {secs / local:.1f}x the local restore"
-                f" (the JVM's CPU: {cpu:.2f}s)"
-            )
+                peaks[name] = (int(jvm_peak), int(heap))
+        for base, label in restores.items():
+            local = statistics.median(times[label])
+            local_cpu = statistics.median(cpus[label])
+            print(f"{label} {local:.3f}s (CPU {local_cpu:.2f}s)")
+            for name in sessions:
+                if base_of[name] != base:
+                    continue
+                secs = statistics.median(times[name])
+                cpu = statistics.median(cpus[name])
+                jvm_peak, heap = peaks[name]
+                print(
+                    f"replay {name}: {secs:.3f}s = {secs / local:.1f}x the local restore"
+                    f" (the JVM's CPU: {cpu:.2f}s = {cpu / local_cpu:.1f}x the restore's;"
+                    f" the JVM's peak RSS {jvm_peak / 2**20:.0f} MiB with mapped segments, peak"
+                    f" old generation {heap / 2**20:.0f} MiB)"
+                )
         for label, _ in variants:
-            one, two = times[label + MASTERS[0]], times[label + MASTERS[1]]
-            ratios = [a / b for a, b in zip(one, two, strict=True)]
-            wins = sum(x > 1 for x in ratios)
-            print(
-                f"{label}local[1]/local[2] per round: "
-                + " ".join(f"{x:.2f}" for x in ratios)
-                + f" (median {statistics.median(ratios):.2f}; 2 cores faster in {wins}/{rounds})"
-            )
+            if len(MASTERS) < 2:
+                break
+            for base in bases:
+                suffix = f" {base}" if len(bases) > 1 else ""
+                one = times[label + MASTERS[0] + suffix]
+                two = times[label + MASTERS[1] + suffix]
+                ratios = [a / b for a, b in zip(one, two, strict=True)]
+                wins = sum(x > 1 for x in ratios)
+                print(
+                    f"{label}{MASTERS[0]}/{MASTERS[1]}{suffix} per round: "
+                    + " ".join(f"{x:.2f}" for x in ratios)
+                    + f" (median {statistics.median(ratios):.2f}; {MASTERS[1]} faster in"
+                    f" {wins}/{rounds})"
+                )
         print(f"load after={os.getloadavg()[0]:.1f}")
     finally:
         for proc in sessions.values():
@@ -224,6 +275,21 @@ def main() -> None:
                 proc.kill()
         if root:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def build_shape(base: str, records: int) -> int:
+    """Builds the base of ``TFLUX_BENCH_SHAPE`` (see the module docstring); returns its live
+    records."""
+    shape = os.environ.get("TFLUX_BENCH_SHAPE")
+    if shape == "removes":
+        return build_removes(base, records)
+    if shape == "priority":
+        from pathlib import Path
+
+        from benches.suite._queuedata import build_queue_log
+
+        return build_queue_log(Path(base), records, 64, removes=True).live
+    return build(base, records)
 
 
 if __name__ == "__main__":
