@@ -145,7 +145,10 @@ def test_the_wheel_carries_the_shipped_jar_and_git_never_does():
     wheel only (an sdist builds it from the sources, or falls back), at the path
     :data:`_jvm.SHIPPED` reads it from, and ignored so that a `make wheels` never commits it."""
     maturin = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["maturin"]
-    jar = _jvm.SHIPPED.relative_to(REPO / maturin["python-source"] / "tflux").as_posix()
+    # Where the installed package reads it from (site-packages in CI, the checkout in a dev
+    # install), as a path inside the package.
+    jar = _jvm.SHIPPED.relative_to(Path(tflux.__file__).parent).as_posix()
+    assert maturin["python-source"] == "python"
     include = [i for i in maturin["include"] if isinstance(i, dict) and i["path"].endswith(jar)]
     assert include == [{"path": f"python/tflux/{jar}", "format": "wheel"}]
     assert f"/python/tflux/{jar}" in (REPO / ".gitignore").read_text().split()
@@ -154,7 +157,7 @@ def test_the_wheel_carries_the_shipped_jar_and_git_never_does():
 def test_the_shipped_jar_compiles_against_the_spark_extra():
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     pins = [r for r in extra["optional-dependencies"]["spark"] if r.startswith("pyspark")]
-    assert [_jvm._spark_requirement()] == pins
+    assert [_jvm._spark_requirement(REPO / "pyproject.toml")] == pins
 
 
 def test_ship_jar_writes_a_jar_that_choose_jar_serves(tmp_path):

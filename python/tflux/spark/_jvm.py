@@ -276,12 +276,15 @@ def jvm_reader_loaded(spark) -> bool:
         return False
 
 
-def _spark_requirement() -> str:
-    """The pyspark requirement of the ``spark`` extra in pyproject.toml (the Spark the shipped
-    jar is compiled against: ``make wheels`` installs the newest release it allows)."""
+def _spark_requirement(pyproject: Path | None = None) -> str:
+    """The pyspark requirement of the ``spark`` extra in ``pyproject`` (by default the
+    checkout's pyproject.toml, beside the sources ``make wheels`` runs this file from): the
+    Spark the shipped jar is compiled against, as ``make wheels`` installs the newest release
+    it allows."""
     import tomllib
 
-    pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
+    if pyproject is None:
+        pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
     extra = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]["spark"]
     return next(r for r in extra if re.match(r"pyspark\b", r))
 
