@@ -12,6 +12,7 @@ from pyspark.sql.types import StringType
 import tflux
 from tflux.spark._jvm import jvm_reader_loaded
 from tflux.spark._tables import _sql_value
+from tflux.spark._tasks import HasTasks, refuse_task_state
 
 
 @dataclass
@@ -38,8 +39,6 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
             head, *lines = text.split("\n")
             last_index, records, *tasks = head.split(" ")
             if tasks:  # the task layout: the hex name of its first queue with task state
-                from tflux.spark._tasks import HasTasks
-
                 queue = bytes.fromhex(tasks[0]).decode()
                 raise HasTasks(f"{path} holds the task-queue state of queue {queue!r}")
             queues = []
@@ -55,24 +54,11 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
         if snap is None:
             return None
         if snap.task_queues:  # spec section 12: state the columns do not carry
-            _refuse_task_state(path, snap.task_queues[0])
+            refuse_task_state(path, snap.task_queues[0])
         queues = [(q["name"], q["implementation"], q["last_id"]) for q in snap.queues]
         return _SnapshotInfo(snap.last_index, len(snap), queues)
 
     return core_describe
-
-
-def _refuse_task_state(path: str, queue: str) -> None:
-    """A snapshot with task-queue state (spec section 12), which the plain path does not
-    restore: the JVM reader's is :class:`~tflux.spark._tasks.HasTasks` (replay then takes the
-    task path, which reads it); the Python source's is :class:`tflux.ReplayError` naming the
-    file and its first queue with any (the core's columns do not carry that state), never a
-    replay that drops it."""
-    raise tflux.ReplayError(
-        f"Spark replay cannot replay {path}: it holds the task-queue state of queue "
-        f"{queue!r} (rules, delayed records or delivery counts), which the Python snapshot "
-        "source does not read (the JVM reader does); tflux.open and tflux replay restore it"
-    )
 
 
 def _first_incarnation(

@@ -105,6 +105,19 @@ class HasTasks(Exception):
     """The plain path met task-queue state: replay takes this path."""
 
 
+def refuse_task_state(path: str, queue: str) -> None:
+    """A snapshot with task-queue state (spec section 12), which the plain path does not
+    restore: the JVM reader's is :class:`HasTasks` (replay then takes the
+    task path, which reads it); the Python source's is :class:`tflux.ReplayError` naming the
+    file and its first queue with any (the core's columns do not carry that state), never a
+    replay that drops it."""
+    raise tflux.ReplayError(
+        f"Spark replay cannot replay {path}: it holds the task-queue state of queue "
+        f"{queue!r} (rules, delayed records or delivery counts), which the Python snapshot "
+        "source does not read (the JVM reader does); tflux.open and tflux replay restore it"
+    )
+
+
 def met_tasks(exc: BaseException) -> bool:
     """Whether ``exc`` is the plain path's stop at task-queue state (its own, or the JVM
     reader's summary scan's, which names the delta kind and LSN)."""
@@ -295,8 +308,6 @@ class TaskFrames:
     def _snapshot(self, src, jvm: bool, starts: dict, snaps: list) -> int:
         """Reads what the driver needs of ``src``'s snapshot into ``starts``; returns its last
         index (-1 without one)."""
-        from tflux.spark._snapshots import _refuse_task_state
-
         if jvm:
             sources = self.spark.sparkContext._jvm.io.tflux.spark.SnapshotSource
             text = sources.describe(src.snapshot)
@@ -321,7 +332,7 @@ class TaskFrames:
             starts[(src.base, "")] = (1, 0, no_rules())
             return -1
         if snap.task_queues:
-            _refuse_task_state(src.snapshot, snap.task_queues[0])
+            refuse_task_state(src.snapshot, snap.task_queues[0])
         for q in snap.queues:
             starts[(src.base, q["name"])] = (q["implementation"], q["last_id"], no_rules())
         if len(snap):
