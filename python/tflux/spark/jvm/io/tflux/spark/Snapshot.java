@@ -311,15 +311,15 @@ final class Snapshot {
     }
   }
 
-  /** Whether the ascending (unsigned) {@code ids} hold {@code id}. */
-  private static boolean has(long[] ids, long id) {
+  /** The index of {@code id} in the ascending (unsigned) {@code ids}, or -1. */
+  static int find(long[] ids, long id) {
     int a = 0;
     int b = ids.length;
     while (a < b) {
       int m = (a + b) >>> 1;
       int c = Long.compareUnsigned(ids[m], id);
       if (c == 0) {
-        return true;
+        return m;
       }
       if (c < 0) {
         a = m + 1;
@@ -327,7 +327,7 @@ final class Snapshot {
         b = m;
       }
     }
-    return false;
+    return -1;
   }
 
   /** The core's {@code display_name}: the default queue as (default), others quoted. */
@@ -366,7 +366,7 @@ final class Snapshot {
         }
       }
       for (long id : ids) {
-        if (!has(q.ids, id)) {
+        if (find(q.ids, id) < 0) {
           return "queue " + shown + ": " + what[w] + " id " + Long.toUnsignedString(id)
               + " is not one of its records";
         }

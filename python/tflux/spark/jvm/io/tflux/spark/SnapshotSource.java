@@ -397,7 +397,7 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
                   queue.dataLen[r]);
               break;
             case 8: {
-              int at = queue.tasks == null ? -1 : find(queue.tasks.delayedIds, id);
+              int at = queue.tasks == null ? -1 : Snapshot.find(queue.tasks.delayedIds, id);
               if (at < 0) {
                 ((OnHeapColumnVector) out[i]).putNull(rows);
               } else {
@@ -406,7 +406,7 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
               break;
             }
             case 9: {
-              int at = queue.tasks == null ? -1 : find(queue.tasks.attemptIds, id);
+              int at = queue.tasks == null ? -1 : Snapshot.find(queue.tasks.attemptIds, id);
               ((OnHeapColumnVector) out[i]).putInt(rows, at < 0 ? 0 : queue.tasks.attempts[at]);
               break;
             }
@@ -432,25 +432,6 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
         plannedAt = plannedQueue == null ? -1 : plannedQueue.find(-1);
       }
       return plannedAt >= 0 && plannedQueue.removed(plannedAt, id);
-    }
-
-    /** The index of {@code id} in the ascending (unsigned) {@code ids}, or -1. */
-    static int find(long[] ids, long id) {
-      int a = 0;
-      int b = ids.length;
-      while (a < b) {
-        int m = (a + b) >>> 1;
-        int c = Long.compareUnsigned(ids[m], id);
-        if (c == 0) {
-          return m;
-        }
-        if (c < 0) {
-          a = m + 1;
-        } else {
-          b = m;
-        }
-      }
-      return -1;
     }
 
     /** The first index whose value is at least {@code lo} in the ascending {@code at}. */
