@@ -153,6 +153,51 @@ def test_one_sweep_that_expires_many_leases_is_one_line_with_the_count(tmp_path,
     assert "and 1995 more" in lines[0].getMessage()
 
 
+
+def test_events_reach_logging_in_order_when_two_threads_hand_them_over(tmp_path, caplog):
+    """Regression: a thread handing events to ``logging`` lets the GIL go inside a handler; a
+    second thread returning from its call meanwhile logged its later event first (CI saw a
+    sweep's dead-letter line before its lease-expired line, which came after the test)."""
+    import threading
+
+    caplog.set_level(logging.INFO, logger="tflux")
+    entered = threading.Event()
+
+    def slow_for_a(record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "dead-lettered" in message and str(tmp_path / "a") in message and not entered.is_set():
+            entered.set()
+            time.sleep(0.5)  # lets the GIL go, as a handler writing to a slow stream does
+        return True
+
+    class Discard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            pass
+
+    slow = Discard()
+    slow.addFilter(slow_for_a)  # a filter runs outside the handler's lock
+    logging.getLogger("tflux").addHandler(slow)
+    try:
+        with tflux.open(tmp_path / "a", **FAST) as a, tflux.open(tmp_path / "b", **FAST) as b:
+            taken = []
+            for store in (a, b):
+                store.create_queue("jobs", dead_letter=("dead", 1))
+                store.enqueue("jobs", 0, b"poison")
+                taken.append(store.dequeue("jobs", timeout=0))
+            first = threading.Thread(target=a.nack, args=(taken[0],))
+            first.start()
+            assert entered.wait(10.0)
+            b.nack(taken[1])  # its line is logged before this returns, after a's
+            first.join(10.0)
+            order = [
+                "a" if str(tmp_path / "a") in r.getMessage() else "b"
+                for r in tflux_records(caplog, logging.WARNING)
+            ]
+    finally:
+        logging.getLogger("tflux").removeHandler(slow)
+    assert order == ["a", "b"]
+
+
 BUSY_LOOP = r"""
 import logging, sys, tflux
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s",

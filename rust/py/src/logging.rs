@@ -13,8 +13,10 @@
 //! queue and a thread of its own (`PerProcess`): its parent's queue is the parent's.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, Once, OnceLock};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
 
 use ::log::{Level, LevelFilter, Log, Metadata, Record};
 use pyo3::prelude::*;
@@ -35,6 +37,9 @@ struct Queue {
     state: Mutex<State>,
     /// `state.events.len()`, read without the lock (the check of every call's return).
     waiting: AtomicUsize,
+    /// A thread is handing events over (`State::delivering` is set), read without the lock: a
+    /// call whose events that thread drained waits until they are logged.
+    busy: AtomicBool,
     /// An event arrived, the thread finished a hand-over, or the interpreter exits.
     changed: Condvar,
     thread: Once,
@@ -45,6 +50,10 @@ struct State {
     events: VecDeque<Event>,
     /// The thread is taking the GIL or holds it.
     handing_over: bool,
+    /// The thread handing events to `logging` now. One at a time, so that they arrive in
+    /// order: `logging`'s handlers may let the GIL go (Python switches threads every few ms),
+    /// and a second thread draining the queue meanwhile would log its later events first.
+    delivering: Option<ThreadId>,
     /// The interpreter exits: the thread no longer takes the GIL (one that does while the
     /// interpreter finalises is stopped by CPython in the middle of Rust code, and the process
     /// aborts).
@@ -58,6 +67,7 @@ const MOST_WAITING: usize = 10_000;
 static QUEUE: PerProcess<Queue> = PerProcess::new(|| Queue {
     state: Mutex::new(State::default()),
     waiting: AtomicUsize::new(0),
+    busy: AtomicBool::new(false),
     changed: Condvar::new(),
     thread: Once::new(),
 });
@@ -138,45 +148,100 @@ fn start(queue: &'static Queue) {
         });
 }
 
+/// How long a call returning to Python waits for another thread's hand-over to end before it
+/// returns without logging its own events (that thread logs them next, in order): a handler
+/// that blocks (a network handler, a full pipe) delays calls by at most this.
+const WAIT_FOR_HAND_OVER: Duration = Duration::from_secs(2);
+
 /// Hands every waiting event to `logging` (in order), with the GIL held and no lock of the
-/// core: a call's own events before it returns to Python, or the thread's. An exception a
-/// handler raises is reported as unraisable, never left set.
+/// core: a call's own events before it returns to Python, or the thread's. One thread at a
+/// time (`State::delivering`); the one that does hands over until the queue is empty, so an
+/// event is never left behind by a thread that gave up its turn. An exception a handler
+/// raises is reported as unraisable, never left set.
 pub fn deliver(py: Python<'_>) {
     let queue = QUEUE.get();
-    if queue.waiting.load(Ordering::Acquire) == 0 {
+    if queue.waiting.load(Ordering::Acquire) == 0 && !queue.busy.load(Ordering::Acquire) {
         return;
     }
     let Some(python) = PYTHON.get() else {
         return;
     };
-    let events: Vec<Event> = {
-        let mut state = lock(&queue.state);
-        queue.waiting.store(0, Ordering::Release);
-        state.events.drain(..).collect()
-    };
-    let earlier = PyErr::take(py);
-    let dropped = DROPPED.swap(0, Ordering::Relaxed);
-    if dropped > 0 {
-        hand_over(
-            py,
-            python,
-            &Event {
-                target: tflux_core::events::STORE.to_string(),
-                level: Level::Warn,
-                message: format!(
-                    "{dropped} tflux log events were dropped: Python did not take them in time"
-                ),
-                module_path: None,
-                file: None,
-                line: None,
-            },
-        );
+    let me = std::thread::current().id();
+    // A handler that calls into tflux comes back here on the delivering thread: its events
+    // are logged when the hand-over it interrupted goes on.
+    if lock(&queue.state).delivering == Some(me) {
+        return;
     }
-    for event in &events {
-        hand_over(py, python, event);
+    // Waits for another thread's hand-over without the GIL, which that thread needs.
+    let my_turn = py.detach(|| {
+        let deadline = Instant::now() + WAIT_FOR_HAND_OVER;
+        let mut state = lock(&queue.state);
+        while state.delivering.is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = queue
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        state.delivering = Some(me);
+        queue.busy.store(true, Ordering::Release);
+        true
+    });
+    if !my_turn {
+        return;
+    }
+    let _turn = Turn(queue);
+    let earlier = PyErr::take(py);
+    loop {
+        let events: Vec<Event> = {
+            let mut state = lock(&queue.state);
+            queue.waiting.store(0, Ordering::Release);
+            state.events.drain(..).collect()
+        };
+        let dropped = DROPPED.swap(0, Ordering::Relaxed);
+        if events.is_empty() && dropped == 0 {
+            break;
+        }
+        if dropped > 0 {
+            hand_over(
+                py,
+                python,
+                &Event {
+                    target: tflux_core::events::STORE.to_string(),
+                    level: Level::Warn,
+                    message: format!(
+                        "{dropped} tflux log events were dropped: Python did not take them in time"
+                    ),
+                    module_path: None,
+                    file: None,
+                    line: None,
+                },
+            );
+        }
+        for event in &events {
+            hand_over(py, python, event);
+        }
     }
     if let Some(e) = earlier {
         e.restore(py);
+    }
+}
+
+/// The turn of the thread handing events over: given up (and the waiters woken) however the
+/// hand-over ends.
+struct Turn(&'static Queue);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0.state);
+        state.delivering = None;
+        self.0.busy.store(false, Ordering::Release);
+        drop(state);
+        self.0.changed.notify_all();
     }
 }
 
