@@ -1,4 +1,5 @@
-"""Compressed sealed segments side by side, in one run (docs/benchmarks.md, issue 14).
+"""Compressed sealed segments side by side, in one run
+(docs/internals/benchmark-notes.md, issue 14).
 
 For three workloads (the demo's 64-byte messages, 1 KiB random, 1 KiB text-like) it writes one base
 directory, copies it twice and compresses the copies' sealed segments with zstd and lz4

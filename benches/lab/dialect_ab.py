@@ -1,7 +1,7 @@
 """The taskflux dialect against the spec dialect, and ``tflux convert`` against a file copy
-(issue 28's targets; docs/benchmarks.md, "Dialects"). Whole processes, timed side by side with
-``farm-bench``; the same logical log in both dialects (the taskflux base is the spec base
-converted by ``tflux convert``).
+(issue 28's targets; docs/internals/benchmark-notes.md, "Dialects"). Whole processes, timed side by
+side with ``farm-bench``; the same logical log in both dialects (the taskflux base is the spec
+base converted by ``tflux convert``).
 
     python benches/lab/dialect_ab.py make BASE N SIZE   # N AddRecord deltas of SIZE-byte payloads
                                                      # (spec), and BASE-taskflux (converted)

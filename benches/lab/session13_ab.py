@@ -1,5 +1,5 @@
-"""Session 13 A/B helpers (docs/benchmarks.md, "Session 13: what the fixes cost"): two whole
-processes timed side by side with `farm-bench`, this build against another one.
+"""Session 13 A/B helpers (docs/internals/benchmark-notes.md, "Session 13: what the fixes cost"):
+two whole processes timed side by side with `farm-bench`, this build against another one.
 
     python benches/lab/session13_ab.py make BASE       # 1M x 64 B deltas, a snapshot, 1M more
     python benches/lab/session13_ab.py restore BASE    # a read-only restore of BASE

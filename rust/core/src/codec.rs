@@ -43,7 +43,7 @@ pub fn crc32_of(parts: &[&[u8]]) -> u32 {
 /// crc32fast's carry-less multiply kernel. crc-fast's own CRC-32/MPEG-2 costs about 27 ns per
 /// call before its first byte and byte-swaps every block (64-byte records: 35 ns against
 /// crc32fast's 8 for CRC-32), which made a taskflux `verify` 1.7x slower than a spec one
-/// (`examples/crc_dialects.rs`; docs/benchmarks.md, "Dialects"). Without SSSE3, crc-fast. The
+/// (`examples/crc_dialects.rs`; benchmark-notes.md, "Dialects"). Without SSSE3, crc-fast. The
 /// tests hold every path to crc-fast's result ([`crc32_mpeg2_reference`]). From `LONG` (2 KiB)
 /// bytes on, crc-fast itself (as fast as crc32fast there).
 #[inline]
@@ -194,7 +194,7 @@ mod bits {
 /// them straight back (a taskflux verify of 64-byte records ran at 0.75-0.8x a spec verify's
 /// throughput); here one pass (64 bytes per instruction with GFNI) reverses a kilobyte the scan's
 /// prefetch hints have already asked for, and each record's checksum reads bytes reversed
-/// earlier. docs/benchmarks.md, "Dialects".
+/// earlier. benchmark-notes.md, "Dialects".
 ///
 /// Tied to its buffer by its lifetime, so a window can never be reused for other bytes.
 pub struct Mpeg2Run<'a> {
@@ -282,7 +282,7 @@ const WINDOW: usize = 16 * 1024;
 /// Bytes reversed at a time by [`Mpeg2Run`] (or the range, if longer): the distance the scan's
 /// prefetch hints run ahead (`segment::PREFETCH_DISTANCE`), so the window's bytes are on their
 /// way when it is reversed. 16 KiB windows made a taskflux verify of 64-byte records 1.09x
-/// slower, 512 B and 2 KiB 1.06x and 1.02x (`farm-bench`, docs/benchmarks.md, "Dialects").
+/// slower, 512 B and 2 KiB 1.06x and 1.02x (`farm-bench`, benchmark-notes.md, "Dialects").
 const FILL: usize = 1024;
 
 /// CRC-32/MPEG-2 as crc-fast computes it: the reference [`crc32_mpeg2`] is held to.

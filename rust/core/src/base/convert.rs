@@ -295,7 +295,8 @@ fn build(
         let mut fingerprint = Fingerprint::new();
         let mut written_files = Vec::with_capacity(segments.len());
         // The kernel's copy into the page cache (a third of a conversion's time) runs on a
-        // second thread, behind the encoding of the next buffer (docs/benchmarks.md, "Dialects").
+        // second thread, behind the encoding of the next buffer
+        // (docs/internals/benchmark-notes.md, "Dialects").
         let outcome = std::thread::scope(|scope| -> Result<()> {
             let (writes, written_back, writer) = spawn_writer(scope);
             // A buffer the writer is done with, or a new one (at most four exist).

@@ -70,7 +70,7 @@ pub const PROBE: usize = 64;
 /// map (restore 1.6x less CPU, 1.2-1.7x less wall in session 11's A/B); at 64 B the pool's
 /// cost of writing them (about 68 instructions and 16 bytes of fresh memory per record)
 /// outweighed what the applying thread saved (0.86-0.94x the CPU). The crossover between the
-/// two was not measured (docs/benchmarks.md, session 11).
+/// two was not measured (docs/internals/benchmark-notes.md, session 11).
 pub const MIN_AVERAGE: usize = 512;
 
 /// The steps of one sealed segment, in record order, as its scan makes them.

@@ -3,7 +3,7 @@
 //!
 //! Why borrow: a restore used to copy every surviving message out of the mapped log into a
 //! fresh allocation, and with 1 KiB messages the kernel zeroing those fresh pages was about half
-//! of the restore (docs/benchmarks.md). A borrowed payload holds a reference count on the
+//! of the restore (benchmark-notes.md). A borrowed payload holds a reference count on the
 //! [`SegmentBytes`] it points into; the bytes stay valid until the last record that borrows them
 //! goes, whatever happens to the segment file meanwhile (the rules that make that true are in
 //! `io/mmap.rs`). While a restore runs, its pending records are `Lent`s instead, which take no
@@ -130,7 +130,7 @@ impl Lender {
 /// A [`Payload`] whose borrowed bytes are kept alive by its holder instead of a count of its
 /// own: a pending record of a restore's [`crate::state::Batch`], which holds one count of each
 /// segment it was fed for the whole batch. A count per record was an atomic add on every Add
-/// and an atomic subtract on every Remove, a third of applying a delta (docs/benchmarks.md);
+/// and an atomic subtract on every Remove, a third of applying a delta (benchmark-notes.md);
 /// now only the records that survive the batch take theirs, when it settles them
 /// ([`Lent::into_payload`]). Same 16 bytes. An owned one owns its allocation as a `Payload`
 /// does. It gives no access to its bytes: nothing can read through a `Lent` whose source is
