@@ -153,7 +153,6 @@ def test_one_sweep_that_expires_many_leases_is_one_line_with_the_count(tmp_path,
     assert "and 1995 more" in lines[0].getMessage()
 
 
-
 def test_events_reach_logging_in_order_when_two_threads_hand_them_over(tmp_path, caplog):
     """Regression: a thread handing events to ``logging`` lets the GIL go inside a handler; a
     second thread returning from its call meanwhile logged its later event first (CI saw a
