@@ -3,6 +3,7 @@
 Not a test (pytest collects ``bench_*.py`` only): run it by hand::
 
     python benches/lab/multiprocess.py [--seconds N] [--out FILE.json] [--dir DIR] [--rules]
+        [--batch K[,K...]]
 
 Three parts, printed as tables (and written to ``--out`` as JSON):
 
@@ -23,7 +24,10 @@ Three parts, printed as tables (and written to ``--out`` as JSON):
    dequeue across processes: their consumers poll every millisecond when the queue is empty.
    ``--rules`` runs each tflux row a second time right after it, on a queue with a dead-letter
    rule (``tflux with rules``: every delivery counted exactly, a logged write; issue 44's target is
-   >= 0.7x of the row without rules), and prints the ratio.
+   >= 0.7x of the row without rules), and prints the ratio. ``--batch 1,16`` runs each tflux row
+   once per K: its consumers take up to K records a call (``dequeue_many``: one round trip and,
+   with rules, one logged write for the batch) and ack them with one ``ack_many``; the ratios are
+   printed per K.
 2. **Client vs owner**: durable ``enqueue`` latency (p50/p99) of the owner enqueuing alone,
    then of a client process enqueuing while the owner is idle, sequential calls, one directory;
    then ``enqueue_many`` of 100 records (records/s), owner and client.
@@ -106,6 +110,16 @@ class Adapter:
     def ack(self, token) -> None:
         raise NotImplementedError
 
+    def get_many(self, k: int) -> list:
+        """Up to ``k`` ``(token, payload)`` pairs (``--batch``); one at a time unless the library
+        takes several in a call."""
+        got = self.get()
+        return [] if got is None else [got]
+
+    def ack_many(self, tokens: list) -> None:
+        for token in tokens:
+            self.ack(token)
+
     def close(self) -> None:
         pass
 
@@ -155,6 +169,18 @@ class Tflux(Adapter):
 
     def ack(self, token) -> None:
         self._retry(self.store.ack, token)
+
+    def get_many(self, k: int) -> list:
+        if k == 1:
+            return super().get_many(k)
+        recs = self._retry(self.store.dequeue_many, QUEUE, k, 0.05) or []
+        return [(rec, rec.payload) for rec in recs]
+
+    def ack_many(self, tokens: list) -> None:
+        if len(tokens) == 1:
+            self.ack(tokens[0])
+        else:
+            self._retry(self.store.ack_many, tokens)
 
     def close(self) -> None:
         self.store.close()
@@ -381,7 +407,7 @@ def _missing(adapter: type[Adapter]) -> str | None:
 # --- part 1: 4 producers + 4 consumers ------------------------------------------------------------
 
 
-def _worker(name, role, idx, path, sync, prod_done, finish, seconds, drain_limit, out):
+def _worker(name, role, idx, path, sync, prod_done, finish, seconds, drain_limit, out, batch=1):
     """One producer or consumer process: open, wait for the common start, work, report."""
     result: dict = {"role": role, "idx": idx, "pid": os.getpid()}
     adapter = None
@@ -410,34 +436,34 @@ def _worker(name, role, idx, path, sync, prod_done, finish, seconds, drain_limit
             ids, in_window, errors, complete = array("Q"), 0, 0, True
             while True:
                 try:
-                    got = adapter.get()
+                    got = adapter.get_many(batch)
                 except Exception as exc:
                     errors += 1
                     result.setdefault("first_error", repr(exc))
                     if errors > 10_000:
                         raise
                     continue
-                if got is None:
+                if not got:
                     if prod_done.is_set():
-                        got = adapter.get()  # one more look: the producers were done before it
-                        if got is None:
+                        # One more look: the producers were done before it.
+                        got = adapter.get_many(batch)
+                        if not got:
                             break
                     elif time.monotonic() > deadline + drain_limit:
                         complete = False
                         break
                     else:
                         continue
-                token, data = got
                 for _attempt in range(10):
                     try:
-                        adapter.ack(token)
+                        adapter.ack_many([token for token, _ in got])
                         break
                     except Exception as exc:
                         errors += 1
                         result.setdefault("first_error", repr(exc))
                 if time.monotonic() < deadline:
-                    in_window += 1
-                ids.append(record_id(data))
+                    in_window += len(got)
+                ids.extend(record_id(data) for _, data in got)
                 if time.monotonic() > deadline + drain_limit:
                     complete = False
                     break
@@ -519,11 +545,11 @@ def bound(adapter: type[Adapter], fsyncs_per_s: float) -> float:
     return callers * fsyncs_per_s / adapter.commits_per_record
 
 
-def run_mpmc(name: str, root: Path, seconds: float) -> dict:
+def run_mpmc(name: str, root: Path, seconds: float, batch: int = 1) -> dict:
     adapter = ADAPTERS[name]
     path = root / name.split()[0]  # the two tflux rows run one after the other
     shutil.rmtree(path, ignore_errors=True)
-    row: dict = {"library": name}
+    row: dict = {"library": name, "batch": batch, "row": _row_name(name, batch)}
     missing = _missing(adapter)
     if missing:
         return row | {"skipped": missing}
@@ -538,7 +564,7 @@ def run_mpmc(name: str, root: Path, seconds: float) -> dict:
     for role, n in (("producer", PRODUCERS), ("consumer", CONSUMERS)):
         for i in range(n):
             args = (name, role, i, os.fspath(path), sync, prod_done, finish)
-            p = ctx.Process(target=_worker, args=(*args, seconds, drain_limit, out))
+            p = ctx.Process(target=_worker, args=(*args, seconds, drain_limit, out, batch))
             p.start()
             procs.append(p)
     results: list[dict] = []
@@ -835,6 +861,10 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([fmt(headers), line, *(fmt(r) for r in rows)])
 
 
+def _row_name(name: str, batch: int) -> str:
+    return name if batch == 1 else f"{name} batch {batch}"
+
+
 def report_mpmc(rows: list[dict], disk: list[dict]) -> str:
     lines = [
         f"1. {PRODUCERS} producers + {CONSUMERS} consumers (processes), one directory, "
@@ -844,13 +874,13 @@ def report_mpmc(rows: list[dict], disk: list[dict]) -> str:
     body, notes = [], []
     for r in rows:
         if "skipped" in r or "error" in r:
-            body.append([r["library"], "-", "-", "-", "-", "-", "-", "-", "-"])
-            notes.append(f"  {r['library']}: {r.get('skipped') or 'ERROR ' + r['error']}")
+            body.append([r["row"], "-", "-", "-", "-", "-", "-", "-", "-"])
+            notes.append(f"  {r['row']}: {r.get('skipped') or 'ERROR ' + r['error']}")
             continue
         check = f"{r['lost']}/{r['dup']}/{r['alien']}" + ("" if r["drained"] else " (undrained)")
         body.append(
             [
-                r["library"],
+                r["row"],
                 f"{r['rate']:,.0f}",
                 f"{r['enqueue_rate']:,.0f}",
                 f"{r['in_window']:,}",
@@ -862,12 +892,10 @@ def report_mpmc(rows: list[dict], disk: list[dict]) -> str:
             ]
         )
         if r["call_errors"]:
-            notes.append(
-                f"  {r['library']}: {r['call_errors']} failed calls, e.g. {r['first_error']}"
-            )
+            notes.append(f"  {r['row']}: {r['call_errors']} failed calls, e.g. {r['first_error']}")
         if "owner" in r:
             notes.append(
-                f"  {r['library']}: owner = {r['owner']}; "
+                f"  {r['row']}: owner = {r['owner']}; "
                 f"OwnerLostError retries = {r['owner_lost_retries']}"
             )
     headers = ["library", "processed/s", "enqueued/s", "in window", "enqueued", "acked",
@@ -882,7 +910,7 @@ def report_mpmc(rows: list[dict], disk: list[dict]) -> str:
     cpus = os.cpu_count() or 1
     for r in done:
         lines.append(
-            f"  {r['library']}: at most {r['bound']:,.0f} records/s from the fsyncs "
+            f"  {r['row']}: at most {r['bound']:,.0f} records/s from the fsyncs "
             f"({r['rate'] / r['bound']:.0%} of it); CPU {r['cpu_busy']:.0%} busy, "
             f"{r['cpu_us_per_record']:,.0f} us per record (at most "
             f"{cpus * 1e6 / r['cpu_us_per_record']:,.0f} records/s on {cpus} cores)"
@@ -894,12 +922,14 @@ def report_mpmc(rows: list[dict], disk: list[dict]) -> str:
                 f"the {PRODUCERS + CONSUMERS} workers and the rest {workers:,.0f} us (at most "
                 f"{cpus * 1e6 / workers:,.0f} records/s with an owner that cost nothing)"
             )
-    by_name = {r["library"]: r for r in done}
+    by_name = {(r["library"], r["batch"]): r for r in done}
     for plain, ruled in RULES_OF.items():
-        if plain in by_name and ruled in by_name:
-            a, b = by_name[plain], by_name[ruled]
+        for batch in sorted({r["batch"] for r in done}):
+            a, b = by_name.get((plain, batch)), by_name.get((ruled, batch))
+            if a is None or b is None:
+                continue
             lines.append(
-                f"  ratio {ruled} / {plain}: {b['rate'] / a['rate']:.2f}x processed/s "
+                f"  ratio {b['row']} / {a['row']}: {b['rate'] / a['rate']:.2f}x processed/s "
                 f"({b['enqueue_rate'] / a['enqueue_rate']:.2f}x enqueued/s; target >= 0.7x)"
             )
     ours = [r for r in done if r["library"].startswith("tflux")]
@@ -907,7 +937,7 @@ def report_mpmc(rows: list[dict], disk: list[dict]) -> str:
     for tf in ours if others else []:
         best = max(others, key=lambda r: r["rate"])
         lines.append(
-            f"  ratio {tf['library']} / best other ({best['library']}): "
+            f"  ratio {tf['row']} / best other ({best['library']}): "
             f"{tf['rate'] / best['rate']:.2f}x (at most {tf['bound'] / best['rate']:.2f}x "
             "from the fsyncs)"
             if best["rate"]
@@ -1011,6 +1041,12 @@ def main(argv: list[str] | None = None) -> int:
         help="part 1: run each tflux row again right after it on a queue with a dead-letter "
         "rule (exact delivery counts; issue 44), and print the ratio",
     )
+    ap.add_argument(
+        "--batch",
+        default="1",
+        help="part 1: comma-separated K: run each tflux row once per K, its consumers taking "
+        "up to K records a call (dequeue_many) and acking them with one ack_many (default 1)",
+    )
     args = ap.parse_args(argv)
     parts = set(args.only or ["1", "2", "3"])
     root = Path(tempfile.mkdtemp(prefix="tflux-mp-", dir=args.dir))
@@ -1036,9 +1072,12 @@ def main(argv: list[str] | None = None) -> int:
                 names = list(dict.fromkeys(names))
             rows = []
             disk = [fsync_rate(root)]
-            for name in names:
-                print(f"# part 1: {name} ...", file=sys.stderr, flush=True)
-                rows.append(run_mpmc(name, root, args.seconds))
+            batches = [int(k) for k in args.batch.split(",")]
+            # Batch by batch, so that a row with rules runs right after its row without.
+            for k in batches:
+                for name in names if k == 1 else [n for n in names if n.startswith("tflux")]:
+                    print(f"# part 1: {_row_name(name, k)} ...", file=sys.stderr, flush=True)
+                    rows.append(run_mpmc(name, root, args.seconds, k))
             disk.append(fsync_rate(root))
             fsyncs = statistics.mean(d["per_s"] for d in disk)
             for r in rows:

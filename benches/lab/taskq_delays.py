@@ -8,7 +8,7 @@ measures::
     python benches/lab/taskq_delays.py ready [--delayed 1000000] [--ready 200000] [--rounds 5]
     python benches/lab/taskq_delays.py memory [--records 1000000]
     python benches/lab/taskq_delays.py latency [--rate 10000] [--seconds 5] [--consumers N]
-        [--where client|owner]
+        [--where client|owner] [--batch K[,K...]]
 
 ``ready``: one process per measurement, ``LogSyncPolicy`` ``never`` (the figure is the state's
 path, not the disk). The store holds ``--ready`` ready records, and beside them either nothing or
@@ -28,7 +28,10 @@ threads of the owner's process) wait in ``dequeue``; then the owner queues, with
 that come due at ``--rate`` per second over ``--seconds`` (each record's due time, in ms, is in its
 payload), all of them before the first is due. Each consumer notes, for each record, the
 wall-clock time it was handed the record minus its due time, and acks in batches (``ack_many``).
-p50/p99/max of the lateness, and how many came early (must be 0).
+p50/p99/max of the lateness, and how many came early (must be 0). ``--batch 1,16`` runs the
+measurement once per K, one after the other: each consumer takes up to K records a call
+(``dequeue_many``, one round trip for a client), the lateness of each counted when the call
+returned.
 """
 
 from __future__ import annotations
@@ -185,18 +188,24 @@ def run_memory(records: int, payload: int, rounds: int, root: Path) -> None:
 # --- lateness of a waiting consumer ---------------------------------------------------------------
 
 
-def _consume(store, t_end: float) -> dict:
-    """Take records until none came for a while after ``t_end``; the lateness of each (ms)."""
+def _consume(store, t_end: float, k: int = 1) -> dict:
+    """Take records (up to ``k`` a call) until none came for a while after ``t_end``; the
+    lateness of each (ms)."""
     late, batch = [], []
     while True:
-        rec = store.dequeue("due", timeout=0.2)
-        if rec is None:
+        if k == 1:
+            rec = store.dequeue("due", timeout=0.2)
+            recs = [] if rec is None else [rec]
+        else:
+            recs = store.dequeue_many("due", k, timeout=0.2)
+        if not recs:
             if time.time() > t_end:
                 break
             continue
         got = time.time() * 1000
-        late.append(got - DUE.unpack_from(rec.payload)[0])
-        batch.append(rec)
+        for rec in recs:
+            late.append(got - DUE.unpack_from(rec.payload)[0])
+        batch += recs
         if len(batch) >= 256:
             store.ack_many(batch)
             batch = []
@@ -205,7 +214,7 @@ def _consume(store, t_end: float) -> dict:
     return {"late_ms": late}
 
 
-def _consumer(base: str, ready, t_end, out) -> None:
+def _consumer(base: str, ready, t_end, out, k: int) -> None:
     import tflux
 
     with tflux.open(base) as store:
@@ -213,10 +222,12 @@ def _consumer(base: str, ready, t_end, out) -> None:
         ready.put(os.getpid())
         while t_end.value == 0.0:
             time.sleep(0.001)
-        out.put(_consume(store, t_end.value))
+        out.put(_consume(store, t_end.value, k))
 
 
-def run_latency(rate: int, seconds: float, consumers: int, where: str, root: Path) -> None:
+def run_latency(
+    rate: int, seconds: float, consumers: int, where: str, root: Path, k: int = 1
+) -> None:
     """The owner (this process) queues every record before the first is due, with ``at=``
     (``LogSyncPolicy`` ``interval``: the figure is the wake-up, not the enqueue's fsync); the
     consumers are already waiting in ``dequeue``."""
@@ -224,7 +235,7 @@ def run_latency(rate: int, seconds: float, consumers: int, where: str, root: Pat
 
     import tflux
 
-    base = root / "latency"
+    base = root / f"latency-{k}"
     with tflux.open(base, log_sync_policy="interval") as owner:
         owner.create_queue("due")
         ctx = mp.get_context("spawn")
@@ -234,7 +245,7 @@ def run_latency(rate: int, seconds: float, consumers: int, where: str, root: Pat
         procs, threads = [], []
         for _ in range(consumers):
             if where == "client":
-                p = ctx.Process(target=_consumer, args=(os.fspath(base), ready, t_end, out))
+                p = ctx.Process(target=_consumer, args=(os.fspath(base), ready, t_end, out, k))
                 p.start()
                 procs.append(p)
         for _ in procs:
@@ -244,7 +255,7 @@ def run_latency(rate: int, seconds: float, consumers: int, where: str, root: Pat
         t_end.value = t0 + seconds + 1.0
         if where == "owner":
             for _ in range(consumers):
-                th = threading.Thread(target=lambda: res.append(_consume(owner, t_end.value)))
+                th = threading.Thread(target=lambda: res.append(_consume(owner, t_end.value, k)))
                 th.start()
                 threads.append(th)
         per_ms, total, made, ms = rate / 1000, int(rate * seconds), 0, 0
@@ -269,7 +280,8 @@ def run_latency(rate: int, seconds: float, consumers: int, where: str, root: Pat
         return late[min(n - 1, int(p * n))]
 
     print(
-        f"{consumers} consumer(s) in the {where}: {n:,} of {made:,} records received; all were "
+        f"{consumers} consumer(s) in the {where}, up to {k} a call: {n:,} of {made:,} records "
+        "received; all were "
         f"queued {ahead:.2f} s before the first was due"
     )
     print(
@@ -295,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--consumers", type=int, default=1)
     p.add_argument("--where", choices=["client", "owner"], default="client")
+    p.add_argument(
+        "--batch",
+        default="1",
+        help="comma-separated K: one run per K, consumers taking up to K records a call",
+    )
     p.add_argument("--dir", type=Path)
     args = ap.parse_args(argv)
     print(f"# load average {os.getloadavg()}", flush=True)
@@ -305,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "memory":
             run_memory(args.records, args.payload, args.rounds, root)
         else:
-            run_latency(args.rate, args.seconds, args.consumers, args.where, root)
+            for k in (int(v) for v in args.batch.split(",")):
+                run_latency(args.rate, args.seconds, args.consumers, args.where, root, k)
     print(f"# load average {os.getloadavg()}")
     return 0
 

@@ -600,6 +600,17 @@ class Store:
         again. Leases are not logged: after a restart every un-acked record is ready anyway.
         Read-only stores refuse it (``ReadOnlyError``).
         """
+    def dequeue_many(
+        self, queue: str, n: int, timeout: float | None = None, lease: float | None = None
+    ) -> list[Record]:
+        """Take up to ``n`` records of ``queue`` in one call: waits like ``dequeue`` for the first
+        (``timeout``, ``lease`` and due times alike), then takes up to ``n - 1`` more ready ones
+        without waiting; ``[]`` when nothing came in time. Each record is its own delivery (its
+        own lease, ``attempts`` and receipt: ack, nack or extend them one by one, or
+        ``ack_many``). A client gets them in one round trip; on a queue with a dead-letter rule
+        their deliveries are counted with one logged write, durable before they are returned.
+        ``n < 1`` raises ``ArgumentError``; a larger ``n`` than 1024, or records whose payloads
+        reach 16 MiB, make a smaller batch. Read-only stores refuse it (``ReadOnlyError``)."""
     def wait(self, queue: str, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds (``None``: forever) until ``queue`` has a ready record,
         without taking it; ``True`` when one is ready. Another consumer may take it first, so

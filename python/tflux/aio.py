@@ -107,6 +107,25 @@ class AsyncStore:
                 return None
             await self._wait_ready(queue, left)
 
+    async def dequeue_many(
+        self, queue: str, n: int, timeout: float | None = None, lease: float | None = None
+    ) -> list[Record]:
+        """Take up to ``n`` records of ``queue`` (:meth:`tflux.Store.dequeue_many`), waiting up to
+        ``timeout`` seconds for the first as :meth:`dequeue` does; ``[]`` when none came.
+        Cancelling it while it waits takes nothing."""
+        store = self.store
+        if timeout is not None and not timeout >= 0:
+            store.dequeue_many(queue, n, timeout=timeout)  # raises the store's ArgumentError
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            records = store.dequeue_many(queue, n, timeout=0, lease=lease)
+            if records:
+                return records
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return []
+            await self._wait_ready(queue, left)
+
     async def _wait_ready(self, queue: str, timeout: float | None) -> None:
         w = self._watchers.get(queue)
         if w is None:

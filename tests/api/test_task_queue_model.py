@@ -94,16 +94,14 @@ class TaskQueueMachine(RuleBasedStateMachine):
         self.records[self.last_id] = Rec(key, payload, state="delayed" if later else "ready")
         self.counters["enqueued"] += 1
 
-    @rule()
-    def dequeue(self) -> None:
-        got = self.store.dequeue("q", timeout=0, lease=LEASE)
-        # A ready record whose deliveries reached the rule's N goes to the dead-letter queue
-        # instead of out an (N+1)-th time.
+    def deliver_next(self) -> int | None:
+        """The model's next delivery: its record's id (now in flight), None when none is ready.
+        A ready record whose deliveries reached the rule's N goes to the dead-letter queue
+        instead of out an (N+1)-th time."""
         while True:
             order = self.ready()
             if not order:
-                assert got is None
-                return
+                return None
             rid = order[0][1]
             if not self.exhausted(self.records[rid]):
                 break
@@ -111,10 +109,31 @@ class TaskQueueMachine(RuleBasedStateMachine):
         rec = self.records[rid]
         rec.attempts += 1
         rec.state = "in_flight"
-        assert got is not None
+        return rid
+
+    def delivered(self, rid: int, got) -> None:
+        rec = self.records[rid]
         assert (got.id, got.key, got.payload) == (rid, rec.key, rec.payload)
         assert got.attempts == rec.attempts
         self.held[rid] = got
+
+    @rule()
+    def dequeue(self) -> None:
+        got = self.store.dequeue("q", timeout=0, lease=LEASE)
+        rid = self.deliver_next()
+        if rid is None:
+            assert got is None
+            return
+        assert got is not None
+        self.delivered(rid, got)
+
+    @rule(n=st.integers(1, 4))
+    def dequeue_many(self, n: int) -> None:
+        got = self.store.dequeue_many("q", n, timeout=0, lease=LEASE)
+        rids = [rid for rid in (self.deliver_next() for _ in range(n)) if rid is not None]
+        assert [g.id for g in got] == rids
+        for rid, g in zip(rids, got, strict=True):
+            self.delivered(rid, g)
 
     @rule(data=st.data())
     def ack(self, data) -> None:

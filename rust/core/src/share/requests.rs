@@ -125,6 +125,13 @@ fn keep_sessions(shared: &Shared, session: u64, request: &Request<'_>, reply: &R
             let held = &mut sessions.entry(session).or_default().in_flight;
             held.insert((queue.to_vec(), record.id, *receipt));
         }
+        (Request::DequeueMany { queue, .. }, Reply::Tasks(got)) if !got.is_empty() => {
+            let mut sessions = lock(&shared.sessions);
+            let held = &mut sessions.entry(session).or_default().in_flight;
+            for d in got {
+                held.insert((queue.to_vec(), d.record.id, d.receipt));
+            }
+        }
         (Request::Ack { items }, _) => {
             if let Some(s) = lock(&shared.sessions).get_mut(&session) {
                 for (queue, id, receipt) in items {

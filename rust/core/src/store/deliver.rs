@@ -11,6 +11,40 @@ use crate::state::{raw_name, Record};
 
 use super::{Inner, Store};
 
+/// The most records one `dequeue_many` takes, whatever `n` it is given (a client's `n` is
+/// bounded by the owner here too): nothing is ever sized by `n` itself.
+pub const DEQUEUE_MANY_MAX: usize = 1024;
+
+/// A `dequeue_many` takes no more records once the payloads it took reach this many bytes
+/// (it always takes the first), so that its reply stays far below a frame's size limit.
+pub const DEQUEUE_MANY_BYTES: usize = 16 << 20;
+
+/// The records one delivery call takes: at most `n`, within [`DEQUEUE_MANY_BYTES`].
+struct Batch {
+    n: usize,
+    bytes: usize,
+    taken: Vec<(Record, u32)>,
+}
+
+impl Batch {
+    fn new(n: usize) -> Batch {
+        Batch {
+            n,
+            bytes: 0,
+            taken: Vec::new(),
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        self.taken.len() < self.n && self.bytes < DEQUEUE_MANY_BYTES
+    }
+
+    fn push(&mut self, record: Record, attempts: u32) {
+        self.bytes = self.bytes.saturating_add(record.data.len());
+        self.taken.push((record, attempts));
+    }
+}
+
 /// Delayed records of `q` that came due are ready: before a delivery takes one, and before a
 /// waiter (`wait_ready`) looks for one, so both see the same ready records.
 fn promote_due(q: &mut crate::state::Queue) {
@@ -74,8 +108,47 @@ impl Store {
         timeout: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<(Option<super::Delivery>, Logged)> {
+        let (mut got, logged) = self.deliver_many_logged(name, 1, timeout, lease)?;
+        Ok((got.pop(), logged))
+    }
+
+    /// Several deliveries of `name` in one call: waits like [`Store::deliver`] (`timeout`,
+    /// `lease`, wake-ups on due times) for the first record, then takes up to `n - 1` more
+    /// ready ones without waiting; empty when none came in time. `n` is capped at
+    /// [`DEQUEUE_MANY_MAX`] records, and no record is taken after the batch's payloads reach
+    /// [`DEQUEUE_MANY_BYTES`]. On a queue with a dead-letter rule the deliveries are counted
+    /// with one logged write (a Delivered each) that is durable before they are handed out.
+    pub fn deliver_many(
+        &self,
+        name: &[u8],
+        n: usize,
+        timeout: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Vec<super::Delivery>> {
+        let (got, logged) = self.deliver_many_logged(name, n, timeout, lease)?;
+        // The counted deliveries (and any dead-letter move) are durable before the records
+        // are handed out; concurrent writers share the fsync.
+        self.make_durable(logged)?;
+        Ok(got)
+    }
+
+    /// [`Store::deliver_many`] without its wait for durability ([`Store::deliver_logged`]):
+    /// the one delivery path of `dequeue`, `deliver` and `dequeue_many`.
+    pub fn deliver_many_logged(
+        &self,
+        name: &[u8],
+        n: usize,
+        timeout: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<(Vec<super::Delivery>, Logged)> {
+        if n == 0 {
+            return Err(Error::InvalidArgument(
+                "dequeue_many takes at least one record: n must be >= 1, not 0".into(),
+            ));
+        }
+        let n = n.min(DEQUEUE_MANY_MAX);
         let mut logged = None;
-        let delivery = self.wait_for(name, timeout, |inner, now| {
+        let delivered = self.wait_for(name, timeout, |inner, now| {
             let q = inner.state.queue_mut(name)?;
             promote_due(q);
             let lease = lease.or_else(|| {
@@ -83,55 +156,73 @@ impl Store {
                     .lease_ms
                     .map(|ms| Duration::from_millis(ms as u64))
             });
-            let (r, attempts) = match q.rules().dead_letter.clone() {
-                None => match q.deliver_next(true) {
-                    Some((r, attempts)) => (r.clone(), attempts),
-                    None => return Ok(None),
-                },
-                Some((to, n)) => {
+            let taken = match q.rules().dead_letter.clone() {
+                None => {
+                    let mut batch = Batch::new(n);
+                    while batch.has_room() {
+                        let Some((r, attempts)) = q.deliver_next(true) else {
+                            break;
+                        };
+                        batch.push(r.clone(), attempts);
+                    }
+                    batch.taken
+                }
+                Some((to, limit)) => {
                     // The records it moves to the dead-letter queue on the way make one line.
                     let one_line = crate::events::gather();
-                    let counted = self.deliver_counted(inner, name, &to, n, &mut logged);
+                    let counted = self.deliver_counted(inner, name, &to, limit, n, &mut logged);
                     drop(one_line);
-                    let Some(r) = counted? else {
-                        return Ok(None);
-                    };
-                    r
+                    counted?
                 }
             };
-            let receipt = inner.deliveries.deliver(name, r.id);
-            if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
-                inner.deliveries.lease(name, r.id, until);
+            if taken.is_empty() {
+                return Ok(None);
             }
-            let enqueued_at = inner.arrivals.at(name, r.id);
-            Ok(Some(super::Delivery {
-                record: r,
-                receipt,
-                attempts,
-                enqueued_at,
-            }))
+            let deliveries = taken
+                .into_iter()
+                .map(|(record, attempts)| {
+                    let id = record.id;
+                    let receipt = inner.deliveries.deliver(name, id);
+                    if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
+                        inner.deliveries.lease(name, id, until);
+                    }
+                    super::Delivery {
+                        record,
+                        receipt,
+                        attempts,
+                        enqueued_at: inner.arrivals.at(name, id),
+                    }
+                })
+                .collect();
+            Ok(Some(deliveries))
         })?;
-        Ok((delivery, logged.map_or(Logged::NOTHING, Logged::at)))
+        let logged = logged.map_or(Logged::NOTHING, Logged::at);
+        Ok((delivered.unwrap_or_default(), logged))
     }
 
-    /// The next record of a queue with a dead-letter rule to `to` after `n` deliveries: ready
-    /// records already delivered `n` times move there (logged), the next one's delivery is
-    /// logged (Delivered) and it goes in flight. `logged` is raised to the last LSN written.
+    /// The next records (up to `n`, within [`Batch`]'s bounds) of a queue with a dead-letter
+    /// rule to `to` after `limit` deliveries: ready records already delivered `limit` times
+    /// move there (logged, as a failed delivery's move), the others go in flight and their
+    /// deliveries are counted with ONE logged write (a Delivered each), so a batch costs one
+    /// group commit. `logged` is raised to the last LSN written. When that write fails the
+    /// records are ready again, their counts unchanged, and nothing is delivered.
     fn deliver_counted(
         &self,
         inner: &mut Inner,
         name: &[u8],
         to: &[u8],
-        n: i32,
+        limit: i32,
+        n: usize,
         logged: &mut Option<i64>,
-    ) -> Result<Option<(Record, u32)>> {
-        loop {
+    ) -> Result<Vec<(Record, u32)>> {
+        let mut batch = Batch::new(n);
+        while batch.has_room() {
             let q = inner.state.queue_mut(name)?;
             let Some(id) = q.peek().map(|r| r.id) else {
-                return Ok(None);
+                break;
             };
-            if q.attempts_of(id) >= n as u32 {
-                // Every one of its `n` deliveries failed (its takers died: nothing settled
+            if q.attempts_of(id) >= limit as u32 {
+                // Every one of its `limit` deliveries failed (its takers died: nothing settled
                 // them): it goes to the dead-letter queue, not out again.
                 q.deliver_next(false);
                 match self.dead_letter(inner, name, id, to) {
@@ -148,15 +239,39 @@ impl Store {
                     }
                 }
             }
-            let lsn = self
-                .log_and_apply(inner, &[DeltaRef::Delivered { name, id }])?
-                .1;
-            *logged = Some(lsn);
+            // In flight now (the record peeked above: nothing ran between), its delivery not
+            // counted yet: the Delivered below counts it.
             let q = inner.state.queue_mut(name)?;
-            // The record peeked above (nothing ran between): in flight now, its delivery
-            // counted by the Delivered just applied.
-            return Ok(q.deliver_next(false).map(|(r, a)| (r.clone(), a)));
+            let Some((r, attempts)) = q.deliver_next(false) else {
+                break;
+            };
+            batch.push(r.clone(), attempts);
         }
+        if batch.taken.is_empty() {
+            return Ok(Vec::new());
+        }
+        let deltas: Vec<DeltaRef<'_>> = batch
+            .taken
+            .iter()
+            .map(|(r, _)| DeltaRef::Delivered { name, id: r.id })
+            .collect();
+        match self.log_and_apply(inner, &deltas) {
+            Ok((_, lsn)) => *logged = Some(lsn),
+            Err(e) => {
+                // Not logged, so not delivered: ready again as they were (never lost).
+                let q = inner.state.queue_mut(name)?;
+                for (r, _) in &batch.taken {
+                    q.nack(r.id);
+                }
+                return Err(e);
+            }
+        }
+        // Each Delivered just applied counted one more delivery of its record.
+        Ok(batch
+            .taken
+            .into_iter()
+            .map(|(r, a)| (r, a.saturating_add(1)))
+            .collect())
     }
 
     /// Waits up to `timeout` (`None` = forever) until `name` has a ready record, without

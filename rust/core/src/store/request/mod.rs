@@ -61,6 +61,10 @@ messages! {
         20 => Extend { queue: &'a [u8], id: u64, receipt: Option<u64>, lease: Duration },
         21 => Purge { queue: &'a [u8] },
         22 => Stats { queue: &'a [u8] },
+        /// Waits like `Deliver` for the first record, then takes up to `n - 1` more ready
+        /// ones without waiting (`n` capped by the store: `Store::deliver_many`). Reply:
+        /// `Tasks` (empty: nothing came in time).
+        23 => DequeueMany { queue: &'a [u8], n: u64, timeout: Option<Duration>, lease: Option<Duration> },
     }
 }
 
@@ -82,6 +86,8 @@ replies! {
         10 => Task(Option<Delivery>),
         11 => Rules(QueueRules),
         12 => Stats(QueueStats),
+        /// Several deliveries (`DequeueMany`).
+        13 => Tasks(Vec<Delivery>),
     }
 }
 
@@ -140,6 +146,7 @@ impl Request<'_> {
             | Info {}
             | QueueRulesOf { .. }
             | Deliver { .. }
+            | DequeueMany { .. }
             | Stats { .. } => Resend::Again,
             Ack { .. } | Nack { .. } | NackDelayed { .. } | Extend { .. } => Resend::Never,
         }
@@ -162,7 +169,7 @@ impl Request<'_> {
             | Stats { .. } => Pace::Quick,
             // A delivery under a dead-letter rule logs its count: its reply waits for the
             // batch's group commit (`Store::deliver_logged`), not for an fsync of its own.
-            Dequeue { .. } | WaitReady { .. } | Deliver { .. } => Pace::Waits,
+            Dequeue { .. } | WaitReady { .. } | Deliver { .. } | DequeueMany { .. } => Pace::Waits,
             CreateQueue { .. }
             | DeleteQueue { .. }
             | PeekAll { .. }
@@ -178,7 +185,8 @@ impl Request<'_> {
         match self {
             Request::Dequeue { timeout, .. }
             | Request::WaitReady { timeout, .. }
-            | Request::Deliver { timeout, .. } => Some(*timeout),
+            | Request::Deliver { timeout, .. }
+            | Request::DequeueMany { timeout, .. } => Some(*timeout),
             _ => None,
         }
     }
@@ -188,7 +196,8 @@ impl Request<'_> {
         let mut r = self.clone();
         if let Request::Dequeue { timeout: t, .. }
         | Request::WaitReady { timeout: t, .. }
-        | Request::Deliver { timeout: t, .. } = &mut r
+        | Request::Deliver { timeout: t, .. }
+        | Request::DequeueMany { timeout: t, .. } = &mut r
         {
             *t = Some(t.map_or(timeout, |t| t.min(timeout)));
         }
@@ -200,6 +209,7 @@ impl Request<'_> {
         match self {
             Request::Dequeue { .. } => Reply::Delivery(None),
             Request::Deliver { .. } => Reply::Task(None),
+            Request::DequeueMany { .. } => Reply::Tasks(Vec::new()),
             _ => Reply::Flag(false),
         }
     }
@@ -211,7 +221,7 @@ impl Reply {
         matches!(
             self,
             Reply::Delivery(None) | Reply::Task(None) | Reply::Flag(false)
-        )
+        ) || matches!(self, Reply::Tasks(got) if got.is_empty())
     }
 }
 
@@ -307,6 +317,16 @@ impl Store {
             } => Reply::Done(self.extend(queue, id, receipt, lease)?),
             Purge { queue } => Reply::Count(self.purge(queue)?),
             Stats { queue } => Reply::Stats(self.stats(queue)?),
+            DequeueMany {
+                queue,
+                n,
+                timeout,
+                lease,
+            } => {
+                let n = usize::try_from(n).unwrap_or(usize::MAX);
+                let (got, logged) = self.deliver_many_logged(queue, n, timeout, lease)?;
+                return Ok((Reply::Tasks(got), logged));
+            }
         };
         Ok((reply, Logged::NOTHING))
     }
@@ -409,6 +429,12 @@ mod tests {
             },
             Request::Purge { queue: b"q" },
             Request::Stats { queue: b"q" },
+            Request::DequeueMany {
+                queue: b"q",
+                n: 16,
+                timeout: second,
+                lease: None,
+            },
         ] {
             round_trip(&r);
         }

@@ -1,0 +1,79 @@
+//! `Request::DequeueMany` (`Store::deliver_many_logged`): the counted deliveries of a batch on a
+//! queue with a dead-letter rule are logged (a Delivered each, in one write) and handed back to
+//! the caller as one `Logged` for the group commit; the owner caps `n`.
+
+use std::time::Duration;
+
+use tflux_core::format::rules::QueueRules;
+use tflux_core::state::QueueConfig;
+use tflux_core::store::{Reply, Request, Store};
+
+fn settings() -> Option<&'static str> {
+    Some(r#"{"DiskFullRatio": 1.0, "LogSyncPolicy": "always"}"#)
+}
+
+fn take(store: &Store, queue: &'static [u8], n: u64) -> (Vec<(u64, u32)>, Option<i64>) {
+    let request = Request::DequeueMany {
+        queue,
+        n,
+        timeout: Some(Duration::ZERO),
+        lease: None,
+    };
+    let (reply, logged) = store.execute_logged(&request).unwrap();
+    let Reply::Tasks(got) = reply else {
+        panic!("{reply:?}");
+    };
+    let lsn = logged.lsn();
+    store.make_durable(logged).unwrap();
+    (got.iter().map(|d| (d.record.id, d.attempts)).collect(), lsn)
+}
+
+#[test]
+fn a_counted_batch_comes_back_with_one_write_holding_a_delivered_each() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), settings(), false).unwrap();
+        let rules = QueueRules {
+            dead_letter: Some((b"dead".to_vec(), 3)),
+            ..QueueRules::default()
+        };
+        store
+            .create_queue_with_rules(b"jobs", QueueConfig::default(), &rules, false)
+            .unwrap();
+        store
+            .enqueue_many(b"jobs", &[(1, b"a"), (2, b"b"), (3, b"c")])
+            .unwrap();
+        let before = store.log_bounds().unwrap().1;
+        let (got, lsn) = take(&store, b"jobs", 5);
+        assert_eq!(got, vec![(1, 1), (2, 1), (3, 1)]);
+        assert_eq!(lsn, Some(before + 3), "three Delivered, handed back");
+        assert_eq!(store.log_bounds().unwrap().1, before + 3);
+        assert_eq!(take(&store, b"jobs", 5), (vec![], None));
+        store.close().unwrap();
+    }
+    // Reopened: the three deliveries were counted.
+    let store = Store::open(dir.path(), settings(), false).unwrap();
+    assert_eq!(take(&store, b"jobs", 2).0, vec![(1, 2), (2, 2)]);
+}
+
+#[test]
+fn a_batch_of_a_queue_without_rules_writes_nothing_and_n_is_checked_and_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), settings(), false).unwrap();
+    store
+        .create_queue_as(b"plain", QueueConfig::default(), false)
+        .unwrap();
+    let items: Vec<(i64, &[u8])> = (0..1100).map(|_| (1, &b"x"[..])).collect();
+    store.enqueue_many(b"plain", &items).unwrap();
+    let refused = store.execute_logged(&Request::DequeueMany {
+        queue: b"plain",
+        n: 0,
+        timeout: Some(Duration::ZERO),
+        lease: None,
+    });
+    assert!(refused.unwrap_err().to_string().contains("n must be >= 1"));
+    let (got, lsn) = take(&store, b"plain", u64::MAX);
+    assert_eq!(got.len(), 1024, "capped");
+    assert_eq!(lsn, None);
+    assert_eq!(take(&store, b"plain", u64::MAX).0.len(), 1100 - 1024);
+}
