@@ -355,7 +355,14 @@ class Record:
     """
 
     def __new__(
-        cls, id: int, key: int, payload: bytes, queue: str, _incarnation: int | None = None
+        cls,
+        id: int,
+        key: int,
+        payload: bytes,
+        queue: str,
+        _incarnation: int | None = None,
+        _attempts: int = 0,
+        _enqueued_at_ms: int | None = None,
     ) -> Record: ...
     @property
     def id(self) -> int:
@@ -371,14 +378,16 @@ class Record:
         """The name of the queue the record belongs to."""
     @property
     def attempts(self) -> int:
-        """Deliveries of the record so far, this one included (0: not from a dequeue). Exact
-        across restarts and dead takers on a queue with a dead-letter rule; otherwise counted
-        since the owner started."""
+        """Deliveries of the record so far, this one included; for a record listed by
+        ``peek``/``records``/``iter_records``, its failed deliveries so far (0: never
+        delivered, or built by hand). Exact across restarts and dead takers on a queue with a
+        dead-letter rule; otherwise counted since the owner started."""
     @property
     def enqueued_at(self) -> float | None:
         """When the record was enqueued (unix seconds, to the millisecond), as the owner that
-        handed it out saw it; ``None`` when it was enqueued before that owner started (a
-        restart, a takeover: not logged) or the record is not from a dequeue."""
+        handed it out (or listed it: ``peek``, ``records``) saw it; ``None`` when it was
+        enqueued before that owner started (a restart, a takeover: not logged), the store is
+        read-only, or the record was built by hand."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 

@@ -8,6 +8,7 @@ from typing import NoReturn
 import click
 
 import tflux
+from tflux.cli._logging import log_level_option, remember_group_level
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_OK,
@@ -55,7 +56,8 @@ class _TfluxGroup(click.Group):
 
 @click.group(cls=_TfluxGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(tflux.__version__, "-V", "--version", prog_name="tflux")
-def cli() -> None:
+@log_level_option
+def cli(log_level: str | None) -> None:
     """tflux: TaskFlux's storage engine (segmented log, snapshots, queues).
 
     \b
@@ -75,7 +77,12 @@ def cli() -> None:
       tflux convert SRC DST --to taskflux   the base written again in the other dialect
       tflux serve BASE            own BASE in a process of its own; other opens are its clients
       tflux stats BASE            live figures of the queues (from the owner, else the files)
+
+    \b
+    Logging: tflux's own events (owner changes, expired leases, dead letters, torn tails cut)
+    go to stderr at --log-level (info for serve, warning otherwise), never to stdout.
     """
+    remember_group_level(log_level)
 
 
 for _verb in (

@@ -19,6 +19,7 @@ from rich.markup import escape
 
 import tflux
 from tflux.cli._base import dialect_option
+from tflux.cli._logging import log_level_option, use_log_level
 from tflux.cli._render import CONTEXT_SETTINGS, CliError, _plural, out
 
 #: The signals that stop the server (SIGHUP: the terminal it ran in went away).
@@ -44,8 +45,14 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     help="Also create BASE's missing parent directories (as mkdir -p; by default only BASE).",
 )
 @dialect_option
+@log_level_option
 def serve(
-    base: Path, queues: tuple[str, ...], as_json: bool, create: bool, dialect: str | None
+    base: Path,
+    queues: tuple[str, ...],
+    as_json: bool,
+    create: bool,
+    dialect: str | None,
+    log_level: str | None,
 ) -> None:
     """Open BASE as its owner (tflux.open, creating BASE if needed, and its missing parents
     with --create; without it a missing parent is an error, exit 2) and serve every other
@@ -59,6 +66,9 @@ def serve(
 
     With --json, one line once serving: base, dialect, pid and queues (their names).
 
+    tflux's own events (this process is the owner, clients' owner changes, expired leases,
+    dead letters, torn tails cut) are logged on stderr at --log-level, info by default.
+
     \b
     Examples:
       tflux serve ./base --queue jobs &
@@ -68,6 +78,7 @@ def serve(
     Exit codes: 0 stopped by a signal and closed cleanly, 1 corrupt data, 2 usage or I/O
     error (BASE already has an owner, a locked or unreadable directory).
     """
+    use_log_level(log_level, default="info")
     stop = threading.Event()
     caught: list[int] = []
 

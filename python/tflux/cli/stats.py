@@ -18,6 +18,7 @@ from rich.markup import escape
 import tflux
 from tflux import owner_holds  # the core's rule; replay and inspect take it from here
 from tflux.cli._base import _base_dir, _open_store, _settings_for_reading, dialect_option
+from tflux.cli._logging import log_level_option, use_log_level
 from tflux.cli._render import (
     CONTEXT_SETTINGS,
     EXIT_OK,
@@ -144,12 +145,14 @@ def _print_text(base: Path, owner: Owner | None, queues: list[dict[str, Any]]) -
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
 @dialect_option
+@log_level_option
 def stats(
     base: Path,
     queues: tuple[str, ...],
     watch: float | None,
     as_json: bool,
     dialect: str | None,
+    log_level: str | None,
 ) -> None:
     """Print each queue's ready, delayed, in-flight and dead-lettered records and the counters
     of deliveries (tflux.Store.stats).
@@ -176,6 +179,7 @@ def stats(
     Exit codes: 0 printed (or stopped by Ctrl-C), 1 corrupt data, 2 usage or I/O error (an
     unknown queue, a directory that is not a base).
     """
+    use_log_level(log_level)
     base, _ = _base_dir(base)
     if not owner_holds(base):
         _settings_for_reading(base)  # a bad settings file: a warning, then the defaults

@@ -11,7 +11,7 @@ use tflux_core::format::rules::{QueueRules, RulesChange, BACKOFF_ONE};
 use tflux_core::share::wire::malformed;
 use tflux_core::share::{ShareOptions, SharedStore};
 use tflux_core::state::{QueueConfig, QueueInfo};
-use tflux_core::store::{Reply, Request, StoreInfo, StoreOptions};
+use tflux_core::store::{Listed, Reply, Request, StoreInfo, StoreOptions};
 
 use crate::delta::{bytes_repr, int_arg, key_range_arg, str_repr, INT64};
 use crate::errors::{argument_error, py_result, Fail};
@@ -47,6 +47,15 @@ impl PartialEq for PyRecord {
 }
 
 impl PyRecord {
+    /// A listed record (`peek`, `records`): no receipt, its attempts and enqueue time.
+    fn listed(l: &Listed, queue: &str) -> PyRecord {
+        let r = &l.record;
+        let mut record = PyRecord::new(r.id, r.key, &r.data, queue);
+        record.attempts = l.attempts;
+        record.enqueued_at_ms = l.enqueued_at;
+        record
+    }
+
     pub fn new(id: u64, key: i64, payload: &[u8], queue: &str) -> PyRecord {
         PyRecord {
             id,
@@ -62,14 +71,18 @@ impl PyRecord {
 
 #[pymethods]
 impl PyRecord {
+    /// `_attempts` and `_enqueued_at_ms` are for pickling (`__reduce__`); a pickle of an
+    /// earlier build has five arguments and loads with neither.
     #[new]
-    #[pyo3(signature = (id, key, payload, queue, _incarnation=None))]
+    #[pyo3(signature = (id, key, payload, queue, _incarnation=None, _attempts=0, _enqueued_at_ms=None))]
     fn py_new(
         id: u64,
         key: i64,
         payload: Vec<u8>,
         queue: String,
         _incarnation: Option<u64>,
+        _attempts: u32,
+        _enqueued_at_ms: Option<i64>,
     ) -> Self {
         PyRecord {
             id,
@@ -77,8 +90,8 @@ impl PyRecord {
             payload,
             queue,
             incarnation: _incarnation,
-            attempts: 0,
-            enqueued_at_ms: None,
+            attempts: _attempts,
+            enqueued_at_ms: _enqueued_at_ms,
         }
     }
 
@@ -102,13 +115,16 @@ impl PyRecord {
         let me = slf.get();
         let py = slf.py();
         // The receipt travels too: a copy (pickle, deepcopy, multiprocessing) settles the same
-        // delivery as its original, and is as stale once that delivery ended.
+        // delivery as its original, and is as stale once that delivery ended. So do its
+        // attempts and enqueue time (in ms, exactly as the owner gave them).
         let args = (
             me.id,
             me.key,
             PyBytes::new(py, &me.payload),
             me.queue.clone(),
             me.incarnation,
+            me.attempts,
+            me.enqueued_at_ms,
         );
         (slf.get_type(), args)
             .into_pyobject(py)
@@ -235,7 +251,7 @@ impl PyQueueInfo {
 /// Ready records handed out one at a time (`Store.iter_records`).
 #[pyclass(module = "tflux", name = "RecordIter", frozen)]
 pub struct PyRecordIter {
-    records: std::sync::Mutex<std::vec::IntoIter<tflux_core::state::Record>>,
+    records: std::sync::Mutex<std::vec::IntoIter<Listed>>,
     queue: String,
 }
 
@@ -251,7 +267,7 @@ impl PyRecordIter {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .next();
-        next.map(|r| PyRecord::new(r.id, r.key, &r.data, &self.queue))
+        next.map(|l| PyRecord::listed(&l, &self.queue))
     }
 
     fn __length_hint__(&self) -> usize {
@@ -895,13 +911,13 @@ impl PyStore {
 
     /// The record `dequeue` would return next, without taking it (None: nothing ready).
     fn peek(&self, py: Python<'_>, queue: &str) -> PyResult<Option<PyRecord>> {
-        let r: Option<tflux_core::state::Record> = self.call(
+        let r: Option<Listed> = self.call(
             py,
             &Request::Peek {
                 queue: queue.as_bytes(),
             },
         )?;
-        Ok(r.map(|r| PyRecord::new(r.id, r.key, &r.data, queue)))
+        Ok(r.map(|l| PyRecord::listed(&l, queue)))
     }
 
     /// Read-only stores: apply what the writer logged since the open or the last refresh.
@@ -912,7 +928,7 @@ impl PyStore {
     /// An iterator over the ready records of `queue` in dequeue order (a copy taken now;
     /// nothing is dequeued). Records are made one at a time as the iterator advances.
     fn iter_records(&self, py: Python<'_>, queue: &str) -> PyResult<PyRecordIter> {
-        let recs: Vec<tflux_core::state::Record> = self.call(
+        let recs: Vec<Listed> = self.call(
             py,
             &Request::PeekAll {
                 queue: queue.as_bytes(),
@@ -931,16 +947,13 @@ impl PyStore {
 
     /// Ready records of `queue` in dequeue order (a copy; nothing is dequeued).
     fn records(&self, py: Python<'_>, queue: &str) -> PyResult<Vec<PyRecord>> {
-        let recs: Vec<tflux_core::state::Record> = self.call(
+        let recs: Vec<Listed> = self.call(
             py,
             &Request::PeekAll {
                 queue: queue.as_bytes(),
             },
         )?;
-        Ok(recs
-            .iter()
-            .map(|r| PyRecord::new(r.id, r.key, &r.data, queue))
-            .collect())
+        Ok(recs.iter().map(|l| PyRecord::listed(l, queue)).collect())
     }
 
     /// Writes a snapshot and compacts the log; False when nothing changed since the last one.

@@ -137,6 +137,12 @@ impl Arrivals {
         self.queues.get(name)?.at(id)
     }
 
+    /// [`Arrivals::at`] for many records of one queue (a listing): the table is found once.
+    pub fn of(&self, name: &[u8]) -> impl Fn(u64) -> Option<i64> + '_ {
+        let table = self.queues.get(name);
+        move |id| table.and_then(|t| t.at(id))
+    }
+
     /// The queue was created or deleted: its ids start again.
     pub fn forget(&mut self, name: &[u8]) {
         self.queues.remove(name);

@@ -35,6 +35,7 @@ mod read;
 pub mod request;
 pub mod tasks;
 
+pub use read::Listed;
 pub use request::{Reply, Request, StoreInfo};
 pub use tasks::{now_ms, Delivery, QueueStats};
 

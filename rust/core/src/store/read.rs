@@ -12,6 +12,31 @@ use crate::state::{QueueInfo, QueueState, Record};
 use super::open::log_options;
 use super::{lock, Store, StoreOptions};
 
+/// A ready record as a listing (`peek`, `records`) shows it: its deliveries so far (failed
+/// ones: it is ready again) and when it arrived, as [`Delivery`](super::Delivery) has them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    pub record: Record,
+    /// Deliveries of the record so far (exact under a dead-letter rule; otherwise counted
+    /// since the owner started).
+    pub attempts: u32,
+    /// When the record was enqueued (unix ms), if this owner saw it (`store::arrivals`).
+    pub enqueued_at: Option<i64>,
+}
+
+impl Listed {
+    /// The record's copy, a probe of the queue's in-flight and failed deliveries (maps that
+    /// hold only those records) and a binary search of the queue's arrival table (at most one
+    /// entry per 16 records, `store::arrivals`): a listing stays a copy of the records.
+    fn of(record: &Record, queue: &crate::state::Queue, at: impl Fn(u64) -> Option<i64>) -> Self {
+        Listed {
+            attempts: queue.attempts_of(record.id),
+            enqueued_at: at(record.id),
+            record: record.clone(),
+        }
+    }
+}
+
 impl Store {
     /// Ready records of `name` (in-flight ones are not counted).
     pub fn count(&self, name: &[u8]) -> Result<u64> {
@@ -25,6 +50,18 @@ impl Store {
         let mut inner = self.inner()?;
         self.expire(&mut inner, name, Instant::now());
         Ok(inner.state.queue_mut(name)?.peek().cloned())
+    }
+
+    /// [`Store::peek`] with the record's attempts and enqueue time (`Request::Peek`).
+    pub fn peek_listed(&self, name: &[u8]) -> Result<Option<Listed>> {
+        let mut inner = self.inner()?;
+        self.expire(&mut inner, name, Instant::now());
+        let inner = &mut *inner;
+        let q = inner.state.queue_mut(name)?;
+        let Some(r) = q.peek().cloned() else {
+            return Ok(None);
+        };
+        Ok(Some(Listed::of(&r, q, inner.arrivals.of(name))))
     }
 
     /// Read-only stores: catches up with the writer's log, applying the records it appended
@@ -81,6 +118,18 @@ impl Store {
         self.expire(&mut inner, name, Instant::now());
         let q = inner.state.queue(name)?;
         Ok(q.ready_in_order().into_iter().cloned().collect())
+    }
+
+    /// [`Store::peek_all`] with each record's attempts and enqueue time (`Request::PeekAll`).
+    pub fn peek_all_listed(&self, name: &[u8]) -> Result<Vec<Listed>> {
+        let mut inner = self.inner()?;
+        self.expire(&mut inner, name, Instant::now());
+        let q = inner.state.queue(name)?;
+        let at = inner.arrivals.of(name);
+        Ok(q.ready_in_order()
+            .into_iter()
+            .map(|r| Listed::of(r, q, &at))
+            .collect())
     }
 
     /// Runs `f` on the state under the lock (inspection, snapshot export).

@@ -19,7 +19,7 @@ use crate::format::queue::QueueConfig;
 use crate::format::rules::{QueueRules, RulesChange};
 use crate::state::{QueueInfo, Record};
 use crate::store::request::StoreInfo;
-use crate::store::{Delivery, QueueStats};
+use crate::store::{Delivery, Listed, QueueStats};
 
 /// The generation of the spellings below (`Put`/`Get` of every type): bumped when one of them
 /// changes. What the message types declare is fingerprinted by itself ([`fingerprint`]).
@@ -467,6 +467,24 @@ impl<'r> Get<'r> for Delivery {
         Ok(Delivery {
             record: r.get("record")?,
             receipt: r.get("receipt")?,
+            attempts: r.get("attempts")?,
+            enqueued_at: r.get("enqueued at")?,
+        })
+    }
+}
+
+impl Put for Listed {
+    fn put(&self, out: &mut Out) {
+        out.put(&self.record)
+            .put(&self.attempts)
+            .put(&self.enqueued_at);
+    }
+}
+impl<'r> Get<'r> for Listed {
+    const MIN: usize = 25;
+    fn get(r: &mut In<'r>, _: &'static str) -> Result<Self> {
+        Ok(Listed {
+            record: r.get("record")?,
             attempts: r.get("attempts")?,
             enqueued_at: r.get("enqueued at")?,
         })

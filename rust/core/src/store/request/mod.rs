@@ -16,7 +16,7 @@ use crate::format::queue::QueueConfig;
 use crate::format::rules::{QueueRules, RulesChange};
 use crate::state::{QueueInfo, Record};
 use crate::store::Store;
-use crate::store::{Delivery, QueueStats};
+use crate::store::{Delivery, Listed, QueueStats};
 
 messages! {
     /// One operation of the store, borrowing its arguments. The codes are wire format
@@ -78,8 +78,9 @@ replies! {
         3 => Lsn(i64),
         4 => Ids(Vec<u64>),
         5 => Delivery(Option<(Record, u64)>),
-        6 => Record(Option<Record>),
-        7 => Records(Vec<Record>),
+        /// With attempts and enqueue time (`Peek`, `PeekAll`).
+        6 => Record(Option<Listed>),
+        7 => Records(Vec<Listed>),
         8 => Queues(Vec<QueueInfo>),
         9 => Info(StoreInfo),
         /// A delivery with its record's attempts and enqueue time (`Deliver`).
@@ -265,8 +266,8 @@ impl Store {
                 return Ok((Reply::Done(()), self.nack_logged(queue, id, receipt)?))
             }
             Count { queue } => Reply::Count(self.count(queue)?),
-            Peek { queue } => Reply::Record(self.peek(queue)?),
-            PeekAll { queue } => Reply::Records(self.peek_all(queue)?),
+            Peek { queue } => Reply::Record(self.peek_listed(queue)?),
+            PeekAll { queue } => Reply::Records(self.peek_all_listed(queue)?),
             Queues {} => Reply::Queues(self.queues()?),
             Snapshot {} => Reply::Flag(self.snapshot()?),
             Info {} => Reply::Info(StoreInfo {
@@ -458,6 +459,26 @@ mod tests {
         assert_eq!(got, Some((record, 9)));
         let err = u64::try_from(back).unwrap_err();
         assert!(err.to_string().contains("Delivery"), "{err}");
+    }
+
+    #[test]
+    fn a_listing_carries_each_records_attempts_and_enqueue_time() {
+        let listed = |id: u64, attempts: u32, enqueued_at: Option<i64>| Listed {
+            record: Record {
+                id,
+                key: 2,
+                data: b"p".to_vec().into(),
+            },
+            attempts,
+            enqueued_at,
+        };
+        let reply = Reply::Records(vec![listed(1, 0, None), listed(2, 3, Some(1_700_000))]);
+        let mut out = Out::new();
+        reply.encode(&mut out);
+        let mut r = codec::In::new(&out.0[4..]);
+        let back = Reply::decode(&mut r).unwrap();
+        r.end().unwrap();
+        assert_eq!(back, reply);
     }
 
     #[test]
