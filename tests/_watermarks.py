@@ -81,10 +81,16 @@ def switch_off(setattr: Callable[[Any, str, Any], None] = setattr, module: Any =
     channel_open = module.Channel.open
 
     def open_store(
-        base_dir, settings_json=None, readonly=False, lock_timeout=None, dialect=None, share=True
+        base_dir,
+        settings_json=None,
+        readonly=False,
+        lock_timeout=None,
+        dialect=None,
+        share=True,
+        create=False,
     ):
         overrides = without_watermarks(str(base_dir), settings_json)
-        return store_open(base_dir, overrides, readonly, lock_timeout, dialect, share)
+        return store_open(base_dir, overrides, readonly, lock_timeout, dialect, share, create)
 
     def open_channel(*args, **kwargs):
         return channel_open(*args, **{**NO_CHANNEL_WATERMARKS, **kwargs})

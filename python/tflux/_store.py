@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 from tflux._tflux import SETTINGS_KEYWORDS as _SETTINGS_KEYWORDS
 from tflux._tflux import Store
 from tflux._tflux import load_settings as _load_settings
-from tflux.errors import SettingsWarning, TfluxIOError
+from tflux.errors import SettingsWarning
 
 # Keyword arguments are the snake_case forms of the settings file's PascalCase keys (the
 # core's table, in its order).
@@ -35,7 +33,8 @@ def open(
     A writable open creates the base directory itself, not its missing parents, as ``mkdir``
     does (a typo in the path is an error, not a new queue): ``create=True`` also creates the
     missing parents, as ``mkdir -p``. A missing parent raises :class:`tflux.TfluxIOError`
-    (``ENOENT``) naming it, and nothing is created.
+    (``ENOENT``) naming it, and nothing is created (``Channel.open`` and ``Log.open`` follow
+    the same rule).
 
     Settings come from ``taskflux.settings.json`` in the base directory, overridden by keyword
     arguments in snake_case (``log_file_soft_limit=1 << 20``). The store holds the directory's
@@ -101,9 +100,7 @@ def _open_saying(
     lock_timeout, dialect = kwargs.pop("lock_timeout", None), kwargs.pop("dialect", None)
     share, create = kwargs.pop("share", True), kwargs.pop("create", False)
     base, overrides = _resolve(base_dir, kwargs, "open")
-    if not readonly and not create:
-        _require_parent(base)
-    store = Store._open(base, overrides, readonly, lock_timeout, dialect, share)
+    store = Store._open(base, overrides, readonly, lock_timeout, dialect, share, create)
     said = []
     if store.settings_warning is not None:  # read-only only: writers refuse a bad file
         said.append(
@@ -129,23 +126,6 @@ def warn_at_caller(messages: list[str]) -> None:
         frame, level = frame.f_back, level + 1
     for message in messages:
         warnings.warn(message, SettingsWarning, stacklevel=level)
-
-
-def _require_parent(base: str) -> None:
-    """A base directory that does not exist is created only where its parent does (mkdir, not
-    mkdir -p: ``create=True``)."""
-    path = Path(base)
-    if path.exists():
-        return
-    parent = path.absolute().parent
-    if not parent.is_dir():
-        raise TfluxIOError(
-            f"{parent} does not exist, so {base} is not created (nothing was): a new base "
-            f"directory is made only inside an existing one, as mkdir does; pass create=True "
-            f"(tflux serve --create) to make the missing parents too",
-            str(parent),
-            errno.ENOENT,
-        )
 
 
 def _route_dead_letter(store: Store, asked: dict[str, Any]) -> None:

@@ -230,8 +230,13 @@ class Log:
         empty_entries: bool = True,
         sync_interval_ms: int = 100,
         dialect: Dialect | None = None,
+        create: bool = False,
     ) -> Log:
         """Open (or create) the log in ``path``.
+
+        A writable open creates ``path`` itself, not its missing parents, as ``mkdir`` does: a
+        missing parent raises ``TfluxIOError`` (``ENOENT``) naming it, and nothing is created;
+        ``create=True`` also creates the missing parents, as ``mkdir -p``.
 
         ``dialect`` is how its records are framed (spec section 11): ``None`` detects it from
         the first segment (a new or empty log is ``"spec"``); a choice the files contradict
@@ -526,6 +531,7 @@ class Store:
         lock_timeout: float | None = None,
         dialect: Dialect | None = None,
         share: bool = True,
+        create: bool = False,
     ) -> Store:
         """Use ``tflux.open``; ``settings_json`` holds the PascalCase setting overrides."""
     @property
@@ -1299,8 +1305,13 @@ class Channel:
         disk_low_ratio: float | None = ...,
         disk_clean_ratio: float | None = ...,
         share: bool = True,
+        create: bool = False,
     ) -> Channel:
         """Open (creating it unless ``readonly``) the channel directory ``dir``.
+
+        ``dir`` itself is created, not its missing parents, as ``mkdir`` does: a missing
+        parent raises ``TfluxIOError`` (``ENOENT``) naming it, and nothing is created;
+        ``create=True`` also creates the missing parents, as ``mkdir -p``.
 
         Several processes may open it for sending at once (``share=True``): the first is
         the owner and appends every process's messages; the others' senders send through it

@@ -44,3 +44,57 @@ def test_queue_and_aio_follow_the_same_rule(tmp_path):
     with pytest.raises(tflux.TfluxIOError):
         asyncio.run(main())
     assert not (tmp_path / "c").exists()
+
+
+# Issue 43 leftover: Channel.open, Log.open and `tflux demo --dir` still made the whole path
+# (mkdir -p); every writable open of a directory a user names follows the one rule of the core
+# (`fsutil::create_named_dir`).
+@pytest.mark.parametrize("share", [True, False])
+def test_a_channel_is_created_only_where_its_parent_exists(tmp_path, share):
+    missing = tmp_path / "typo" / "chan"
+    with pytest.raises(tflux.TfluxIOError, match="create=True") as e:
+        tflux.Channel.open(missing, share=share)
+    assert e.value.errno == errno.ENOENT
+    assert e.value.path == str(tmp_path / "typo")
+    assert not (tmp_path / "typo").exists()
+    with tflux.Channel.open(tmp_path / "chan", share=share) as ch:  # the last component: made
+        ch.sender().send(b"m")
+    with tflux.Channel.open(missing, share=share, create=True) as ch:
+        ch.sender().send(b"m")
+    assert (missing / "data" / "log").is_dir()
+
+
+def test_a_log_is_created_only_where_its_parent_exists(tmp_path):
+    missing = tmp_path / "typo" / "log"
+    with pytest.raises(tflux.TfluxIOError, match="create=True") as e:
+        tflux.Log.open(missing)
+    assert e.value.errno == errno.ENOENT
+    assert e.value.path == str(tmp_path / "typo")
+    assert not (tmp_path / "typo").exists()
+    with tflux.Log.open(tmp_path / "log") as log:
+        log.append(1, b"a")
+    with tflux.Log.open(missing, create=True) as log:
+        log.append(1, b"a")
+    # A base's log (`BASE/data/log`) names its base: made as tflux.open makes one.
+    with pytest.raises(tflux.TfluxIOError) as e:
+        tflux.Log.open(tmp_path / "typo2" / "base" / "data" / "log")
+    assert e.value.path == str(tmp_path / "typo2")
+    assert not (tmp_path / "typo2").exists()
+    with tflux.Log.open(tmp_path / "base" / "data" / "log") as log:
+        log.append(1, b"a")
+    # A read-only open creates nothing, whatever create says.
+    with pytest.raises(tflux.TfluxIOError):
+        tflux.Log.open(tmp_path / "none" / "log", readonly=True, create=True)
+    assert not (tmp_path / "none").exists()
+
+
+def test_demo_makes_its_directory_only_where_the_parent_exists(tmp_path):
+    from _cli_support import run_cli
+
+    result = run_cli("demo", "--records", "100", "--dir", tmp_path / "typo" / "sample")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert str(tmp_path / "typo") in result.stderr + result.stdout
+    assert not (tmp_path / "typo").exists()
+    result = run_cli("demo", "--records", "100", "--dir", tmp_path / "sample", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "sample" / "taskflux.settings.json").is_file()

@@ -155,3 +155,18 @@ def test_a_base_shared_with_its_group_gives_the_group_read_access(open_dir):
     segment = sorted((base / "data" / "log").glob("*.log"))[0]
     assert as_user(NOBODY, NOBODY, segment) == ["read"]  # a member of the group
     assert as_user(NOBODY, NOBODY - 1, segment) == ["denied"]  # anyone else
+
+
+def test_an_old_0755_base_is_its_owners_only_after_the_owners_open(open_dir):
+    """Issue 43 leftover: a base made before issue 43 (0755) kept its modes, so user nobody
+    still locked the owner out and read every payload; the owner's next open makes it private."""
+    base = open_dir / "base"
+    a_base_with_a_snapshot(base)
+    for d in (base, base / "data", base / "data" / "log", base / "data" / "temp"):
+        d.chmod(0o755)
+    segment = sorted((base / "data" / "log").glob("*.log"))[0]
+    segment.chmod(0o644)
+    assert as_user(NOBODY, NOBODY, base, segment) == ["locked", "read"]  # the old base
+    with tflux.open(base):
+        pass
+    assert as_user(NOBODY, NOBODY, base, base / "data" / "log", segment) == ["denied"] * 3

@@ -156,13 +156,14 @@ def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | N
     run = _DemoRun(settings)
     messages = {q.name: _demo_messages(q.name, payload_size) for q in _DEMO_QUEUES}
     written = {q.name: 0 for q in _DEMO_QUEUES}
-    # The same settings go to the settings file, so later opens (tflux replay, inspect) use them.
-    base.mkdir(parents=True, exist_ok=True)
-    pascal = {"".join(w.title() for w in k.split("_")): v for k, v in settings.items()}
-    Layout(base).settings.write_text(json.dumps(pascal, indent=2) + "\n")
     started = time.perf_counter()
-    # Erased when done: the summary's title comes first (issue 43 item 19).
+    # Erased when done: the summary's title comes first (issue 43 item 19). The open makes
+    # DIR as tflux.open makes a base (as mkdir does: a missing parent is an error).
     with _progress(transient=True) as progress, tflux.open(base, **settings) as store:
+        # The same settings go to the settings file, so later opens (tflux replay, inspect)
+        # use them.
+        pascal = {"".join(w.title() for w in k.split("_")): v for k, v in settings.items()}
+        Layout(base).settings.write_text(json.dumps(pascal, indent=2) + "\n")
         task = progress.add_task("writing", total=records)
         for q in _DEMO_QUEUES[1:]:
             store.create_queue(
@@ -213,7 +214,8 @@ def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | N
     "--dir",
     "directory",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Base directory to write into (kept). Default: a temporary directory, deleted at the end.",
+    help="Base directory to write into (kept; created as mkdir does, its parent must exist). "
+    "Default: a temporary directory, deleted at the end.",
 )
 @click.option(
     "--records",

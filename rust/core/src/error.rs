@@ -140,6 +140,12 @@ pub enum Error {
         reason: String,
         errno: i32,
     },
+    /// A new directory whose parent does not exist: tflux makes the directory it is given as
+    /// `mkdir` does, not `mkdir -p` (a typo in a parent is an error, not a new tree), unless
+    /// told to make the parents too ([`crate::io::fsutil::create_named_dir`]). Nothing was
+    /// created.
+    #[error("{} does not exist, so {} is not created (nothing was): a new directory is made only inside an existing one, as mkdir does; pass create=True (--create) to make the missing parents too", parent.display(), path.display())]
+    MissingParent { path: PathBuf, parent: PathBuf },
     /// An error the owner of a shared base directory raised for this client's request, as
     /// the owner worded it.
     #[error("{}", .0.message)]
@@ -318,6 +324,10 @@ impl Error {
             Error::OwnerBusy { path: p, errno, .. } => {
                 (r.path, r.errno) = (path(p), Some(*errno));
                 ErrorKind::OwnerBusy
+            }
+            Error::MissingParent { parent, .. } => {
+                (r.path, r.errno) = (path(parent), Some(ENOENT));
+                ErrorKind::Io
             }
             Error::Remote(remote) => return (**remote).clone(),
         };

@@ -11,6 +11,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tflux_core::base::settings::StoreSync;
 use tflux_core::channel::{ChannelOptions, Messages, Receiver, Retention, Start, Watermarks};
+use tflux_core::io::fsutil;
 use tflux_core::share::channel::SharedChannel;
 
 use crate::errors::{argument_error, py_result, Fail};
@@ -188,7 +189,7 @@ impl PyChannel {
     #[pyo3(signature = (dir, sync="always", retention_bytes=None, retention_ms=None,
         compress_sealed=None, readonly=false, *, sync_interval_ms=100, soft_limit=16 << 20,
         hard_limit=32 << 20, preallocate=true, disk_high_ratio=Some(0.95),
-        disk_low_ratio=Some(0.90), disk_clean_ratio=Some(0.85), share=true))]
+        disk_low_ratio=Some(0.90), disk_clean_ratio=Some(0.85), share=true, create=false))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -206,6 +207,7 @@ impl PyChannel {
         disk_low_ratio: Option<f64>,
         disk_clean_ratio: Option<f64>,
         share: bool,
+        create: bool,
     ) -> PyResult<PyChannel> {
         let opts = ChannelOptions {
             sync: parse_sync(sync)?,
@@ -227,7 +229,12 @@ impl PyChannel {
             ..ChannelOptions::default()
         };
         let path = dir.display().to_string();
-        let inner = Arc::new(run(py, || SharedChannel::open(&dir, opts, share))?);
+        let inner = Arc::new(run(py, || {
+            if !readonly {
+                fsutil::create_named_dir(&*opts.storage, &dir, create)?;
+            }
+            SharedChannel::open(&dir, opts, share)
+        })?);
         Ok(PyChannel {
             inner: std::mem::ManuallyDrop::new(inner),
             path,

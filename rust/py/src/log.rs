@@ -8,6 +8,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList};
 use tflux_core::durability::{spawn_interval, Stopper, StoreSync};
+use tflux_core::io::fsutil;
 use tflux_core::log as core;
 
 use crate::buffer::{Column, PyColumnBuffer};
@@ -567,7 +568,7 @@ impl PyLog {
     #[staticmethod]
     #[pyo3(signature = (path, *, soft_limit=16 << 20, hard_limit=32 << 20, preallocate=true,
                         sync="always", repair=false, readonly=false, commit_index=None,
-                        empty_entries=true, sync_interval_ms=100, dialect=None))]
+                        empty_entries=true, sync_interval_ms=100, dialect=None, create=false))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -582,6 +583,7 @@ impl PyLog {
         empty_entries: bool,
         sync_interval_ms: u64,
         dialect: Option<&str>,
+        create: bool,
     ) -> PyResult<PyLog> {
         let dialect = crate::tools::dialect_arg(dialect)?;
         let (sync, interval) = py_result(py, sync_policy(sync, sync_interval_ms))?;
@@ -602,7 +604,14 @@ impl PyLog {
             ..core::LogOptions::default()
         };
         let display = path.display().to_string();
-        let log = py.detach(|| core::Log::open(&path, opts).map_err(Fail::Core));
+        let log = py.detach(|| {
+            if !readonly {
+                let named = tflux_core::base::named_dir_of_log(&path);
+                fsutil::create_named_dir(&*opts.storage, named, create)?;
+            }
+            core::Log::open(&path, opts)
+        });
+        let log = log.map_err(Fail::Core);
         let inner = Arc::new(Mutex::new(Some(py_result(py, log)?)));
         let interval = match (interval, readonly) {
             (Some(every), false) => Some(start_interval_sync(&inner, every)),

@@ -8,6 +8,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use tflux_core::format::queue::{implementation_code, implementation_name, IMPLEMENTATIONS};
 use tflux_core::format::rules::{QueueRules, RulesChange, BACKOFF_ONE};
+use tflux_core::io::fsutil;
 use tflux_core::share::wire::malformed;
 use tflux_core::share::{ShareOptions, SharedStore};
 use tflux_core::state::{QueueConfig, QueueInfo};
@@ -561,7 +562,8 @@ impl PyStore {
 impl PyStore {
     /// Use `tflux.open(base_dir, **settings)`; `settings_json` holds the PascalCase overrides.
     #[staticmethod]
-    #[pyo3(signature = (base_dir, settings_json=None, readonly=false, lock_timeout=None, dialect=None, share=true))]
+    #[pyo3(signature = (base_dir, settings_json=None, readonly=false, lock_timeout=None, dialect=None, share=true, create=false))]
+    #[allow(clippy::too_many_arguments)]
     fn _open(
         py: Python<'_>,
         base_dir: std::path::PathBuf,
@@ -570,6 +572,7 @@ impl PyStore {
         lock_timeout: Option<&Bound<'_, PyAny>>,
         dialect: Option<&str>,
         share: bool,
+        create: bool,
     ) -> PyResult<PyStore> {
         let dialect = crate::tools::dialect_arg(dialect)?;
         let path = base_dir.display().to_string();
@@ -588,6 +591,9 @@ impl PyStore {
         };
         let opts = ShareOptions { store: opts, share };
         let store = run(py, || {
+            if !readonly {
+                fsutil::create_named_dir(&*opts.store.storage, &base_dir, create)?;
+            }
             let store = SharedStore::open(&base_dir, settings_json.as_deref(), opts);
             crate::tools::release_freed_memory();
             store

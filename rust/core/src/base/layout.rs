@@ -1,7 +1,7 @@
 //! Paths of a base directory (spec section 1), the names of its files, and what kind of
 //! directory a path is (a store's base, a channel, a bare log): the one place that knows them.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::format::dialect::Dialect;
@@ -165,6 +165,24 @@ pub fn require_kind(base: &Path, want: Kind) -> Result<()> {
     }
 }
 
+/// The directory a user names when they open the log directory `log`: the base directory of
+/// a base's log (`<base>/data/log`: made as `tflux.open` makes a base, `data/log` below it as
+/// needed), else `log` itself. What [`crate::io::fsutil::create_named_dir`] makes of a
+/// `Log.open` (issue 43: `Log.open("base/data/log")` is how a base's log is written).
+pub fn named_dir_of_log(log: &Path) -> &Path {
+    let mut up = log.components().rev();
+    let is_base_log = matches!(
+        (up.next(), up.next()),
+        (Some(Component::Normal(l)), Some(Component::Normal(d))) if l == "log" && d == "data"
+    );
+    match log.parent().and_then(Path::parent) {
+        // `data/log` given from inside the base: the base is the current directory.
+        Some(base) if is_base_log && base.as_os_str().is_empty() => Path::new("."),
+        Some(base) if is_base_log => base,
+        _ => log,
+    }
+}
+
 /// The log directory of `path`: `path/data/log` when it is a base directory, else `path`.
 pub fn resolve_log_dir(path: &Path) -> PathBuf {
     let nested = Layout::new(path).log;
@@ -194,4 +212,25 @@ pub fn verify_in(path: impl AsRef<Path>, chosen: Option<Dialect>) -> Result<Veri
             ..ScanOptions::default()
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_base_log_is_named_by_its_base_and_a_bare_log_by_itself() {
+        assert_eq!(
+            named_dir_of_log(Path::new("/a/b/data/log")),
+            Path::new("/a/b")
+        );
+        assert_eq!(named_dir_of_log(Path::new("b/data/log")), Path::new("b"));
+        assert_eq!(named_dir_of_log(Path::new("data/log")), Path::new("."));
+        assert_eq!(named_dir_of_log(Path::new("/a/log")), Path::new("/a/log"));
+        assert_eq!(
+            named_dir_of_log(Path::new("/a/data/logs")),
+            Path::new("/a/data/logs")
+        );
+        assert_eq!(named_dir_of_log(Path::new("log")), Path::new("log"));
+    }
 }

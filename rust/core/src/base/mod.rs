@@ -17,7 +17,8 @@ pub use check::{
 pub use locate::{locate, open_segments, Located, PathKind};
 
 pub use layout::{
-    dialect_of, kind, require_kind, resolve_log_dir, verify, verify_in, Kind, Layout,
+    dialect_of, kind, named_dir_of_log, require_kind, resolve_log_dir, verify, verify_in, Kind,
+    Layout,
 };
 
 pub use restore::{

@@ -236,6 +236,17 @@ impl Channel {
             let mut log = Log::open(&layout.log, log_opts)?;
             fsutil::create_dir_durable(storage, &layout.cursors)?;
             fsutil::create_dir_durable(storage, &layout.temp)?;
+            // An old channel's 0755 directories: the sender's open makes them its own.
+            crate::io::storage::make_private(
+                &[
+                    &layout.base,
+                    &layout.data,
+                    &layout.log,
+                    &layout.cursors,
+                    &layout.temp,
+                ],
+                crate::events::STORE,
+            );
             // Cursor writes of receivers killed mid-ack (issue 30 item 9 left them for good).
             fsutil::remove_dead_temp_files(storage, &layout.cursors.join(fsutil::TEMP_DIR))?;
             if log.last_index() >= log.start_index() {

@@ -66,6 +66,30 @@ pub fn create_dir_durable(storage: &dyn Storage, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Makes the directory a user named (a base, a channel's or a log's directory), as `mkdir`
+/// does: the directory itself when its parent exists, and a [`Error::MissingParent`] naming
+/// the parent otherwise, nothing created (issue 43: a typo in a parent silently made a whole
+/// new tree, and so a new queue). `parents` (`create=True`, `--create`) makes the missing
+/// parents too, as `mkdir -p`. An existing directory is left as it is. The one rule of every
+/// writable open of a path a user gave; what tflux makes below it is made as needed.
+pub fn create_named_dir(storage: &dyn Storage, dir: &Path, parents: bool) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if !parents {
+        let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        if let Some(parent) = absolute.parent() {
+            if !parent.is_dir() {
+                return Err(Error::MissingParent {
+                    path: dir.to_path_buf(),
+                    parent: parent.to_path_buf(),
+                });
+            }
+        }
+    }
+    create_dir_durable(storage, dir)
+}
+
 /// Reads `buf.len()` bytes of `file` at `offset` (fewer at the end of the file): how many were
 /// read. `op` names the read in errors.
 pub fn read_full_at(
@@ -442,6 +466,25 @@ pub fn backup_range(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_named_directory_is_made_as_mkdir_makes_it_unless_parents_are_asked_for() {
+        let root = tempfile::tempdir().unwrap();
+        let storage = crate::io::storage::RealStorage;
+        let typo = root.path().join("typo").join("base");
+        match create_named_dir(&storage, &typo, false) {
+            Err(Error::MissingParent { path, parent }) => {
+                assert_eq!((path, parent), (typo.clone(), root.path().join("typo")));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!root.path().join("typo").exists());
+        create_named_dir(&storage, &root.path().join("base"), false).unwrap();
+        assert!(root.path().join("base").is_dir());
+        create_named_dir(&storage, &typo, true).unwrap();
+        assert!(typo.is_dir());
+        create_named_dir(&storage, &typo, false).unwrap(); // exists: left as it is
+    }
 
     #[test]
     fn temp_names_carry_their_writers_pid() {

@@ -107,6 +107,59 @@ pub fn new_file_mode(parent: &Path) -> u32 {
     }
 }
 
+/// What a writable open by its owner does to the modes of an existing base (issue 43
+/// leftover): a base made by an earlier version, or by `mkdir` under the common umask, is
+/// `0755` and every user reads every payload and can lock the owner out. `dirs` are the base
+/// directory first, then the directories of its layout that exist. Each one that others may
+/// read or search (any of the `0o007` bits), and that the opening user owns, loses what
+/// [`new_dir_mode`] would not give it: everything for group and others (`0700`), or only
+/// group write and others (`0750`) when the base is shared with its group alone, which is how
+/// a user grants a group read access (docs/format.md, "Who may read a base directory"). A
+/// directory others cannot reach is as its user configured it and is left alone; so is one
+/// owned by another user (never touched) and one whose mode cannot be changed (a read-only
+/// file system: the open goes on). Files are left as they are: the directories guard them.
+/// Each directory tightened is named in one WARNING line of `target`.
+pub fn make_private(dirs: &[&Path], target: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let Some(base) = dirs.first() else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mut changed = Vec::new();
+    let mut group = None;
+    for dir in dirs {
+        let Ok(meta) = fs::metadata(dir) else {
+            continue;
+        };
+        let mode = meta.permissions().mode() & 0o7777;
+        if !meta.is_dir() || meta.uid() != me || mode & 0o007 == 0 {
+            continue;
+        }
+        // The base decides, after its own change: a base shared with its group alone keeps
+        // its group's read access below it.
+        let keep_group = *group.get_or_insert_with(|| shared_with_group(base));
+        let private = if keep_group {
+            mode & !0o027
+        } else {
+            mode & !0o077
+        };
+        if fs::set_permissions(dir, fs::Permissions::from_mode(private)).is_ok() {
+            changed.push(format!("{} {mode:04o} -> {private:04o}", dir.display()));
+        }
+    }
+    if !changed.is_empty() {
+        ::log::warn!(
+            target: target,
+            "made {} private to its owner: {} (other users could read every payload and lock \
+             the owner out; a base shared with its group alone, mode 0750, keeps its group's \
+             read access)",
+            base.display(),
+            changed.join(", ")
+        );
+    }
+}
+
 fn shared_with_group(dir: &Path) -> bool {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")

@@ -2,12 +2,12 @@
 //! snapshots (taken by threshold after a write, or on request) with the log compacted up to them.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::base::files;
 use crate::durability::interval::spawn_interval;
 use crate::durability::policy::StoreSync;
-use crate::error::{Error, Result};
+use crate::error::{Error, PoisonCause, Result};
 
 use super::{lock, Inner, Store};
 
@@ -73,6 +73,80 @@ impl Store {
             done += usize::from(inner.log.compress_one(first, method)?.is_some());
         }
         Ok(done)
+    }
+}
+
+/// How long after a failed try of the automatic snapshot the next write tries it again: a
+/// snapshot writes the whole state under the store's lock, so writers retrying in a loop
+/// against a full disk try it at most once a second, and are refused at once in between.
+pub(super) const SNAPSHOT_RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// Writes refused because the automatic snapshot after a roll-over failed (docs/format.md,
+/// "A snapshot that cannot be written"). Nothing acknowledged is at risk: the log still holds
+/// every change and is compacted only after a snapshot is durable, and the old snapshot is
+/// replaced atomically or not at all. Refusing writes keeps the log from growing without bound
+/// unnoticed; retrying lets a passing cause (a full disk that was cleaned, no descriptor left
+/// for a moment) end the refusal without a reopen, as a roll-over short of descriptors does.
+#[derive(Debug)]
+pub(super) struct SnapshotRefusal {
+    /// What a refused write is told: the snapshot's error, its file and errno.
+    pub(super) cause: PoisonCause,
+    /// The first write at or after this instant tries the snapshot again.
+    retry_at: Instant,
+}
+
+impl Store {
+    /// Refuses later writes after the automatic snapshot failed with `e`; `first` logs the
+    /// ERROR line (a retry that fails again only renews the cause the callers are told).
+    pub(super) fn refuse_after_snapshot(&self, e: &Error, first: bool) {
+        if first {
+            ::log::error!(
+                target: crate::events::STORE,
+                "writes to {} are refused: the snapshot after a roll-over failed ({e}); the \
+                 next write after {} s tries it again, and reopening also recovers",
+                self.layout.base.display(),
+                SNAPSHOT_RETRY_PAUSE.as_secs()
+            );
+        }
+        let base = PoisonCause::from_error(e);
+        let cause = PoisonCause {
+            reason: format!(
+                "the automatic snapshot after a roll-over failed: {}; nothing acknowledged is \
+                 lost, and a write at least {} s later tries the snapshot again",
+                base.reason,
+                SNAPSHOT_RETRY_PAUSE.as_secs()
+            ),
+            ..base
+        };
+        *super::lock(&self.refused) = Some(SnapshotRefusal {
+            cause,
+            retry_at: Instant::now() + SNAPSHOT_RETRY_PAUSE,
+        });
+    }
+
+    /// Tries the failed automatic snapshot again when writes are refused for it and the pause
+    /// is over: written, writes resume (a WARNING says so); failed, they stay refused with the
+    /// newest error. A log that stopped itself (a failed write or fsync) is not retried here.
+    pub(super) fn retry_snapshot(&self, inner: &mut Inner) {
+        let due = matches!(&*super::lock(&self.refused), Some(r) if Instant::now() >= r.retry_at);
+        if !due || inner.log.poisoned().is_some() || self.durability.error().is_some() {
+            return;
+        }
+        match self.snapshot_locked(inner) {
+            Ok(_) => {
+                let was = super::lock(&self.refused).take();
+                if let Some(was) = was {
+                    ::log::warn!(
+                        target: crate::events::STORE,
+                        "writes to {} resume: the snapshot after a roll-over was written on a \
+                         later try (it had failed: {})",
+                        self.layout.base.display(),
+                        was.cause.reason
+                    );
+                }
+            }
+            Err(e) => self.refuse_after_snapshot(&e, false),
+        }
     }
 }
 

@@ -115,9 +115,10 @@ pub struct Store {
     /// Signalled when records become ready (enqueue, nack) or queues go away.
     ready: crate::signal::Signal,
     durability: GroupCommit,
-    /// Set when a failure after a successful write (an automatic snapshot) must stop later
-    /// writes without failing the write itself.
-    refused: Mutex<Option<PoisonCause>>,
+    /// Set when an automatic snapshot failed after a successful write: later writes are
+    /// refused (the write itself stands) until a later write's retry of the snapshot succeeds
+    /// or the store is reopened ([`background::SnapshotRefusal`]).
+    refused: Mutex<Option<background::SnapshotRefusal>>,
     /// Whether a caller has been told that writes stopped (so `close` need not say it again).
     told: AtomicBool,
     syncer: Mutex<Option<JoinHandle<()>>>,
@@ -210,7 +211,8 @@ impl Store {
         };
         self.disk.check(&*self.space, &self.layout.log, &marks)?;
         // Closed first: a call after close is refused as such, whatever stopped writes before.
-        let inner = self.inner()?;
+        let mut inner = self.inner()?;
+        self.retry_snapshot(&mut inner);
         if let Some(cause) = self.stopped(&inner) {
             return self.tell(Err(Error::Poisoned { cause }));
         }
@@ -219,7 +221,7 @@ impl Store {
 
     /// Why writes stopped, if they did: a failed write, roll-over, snapshot or fsync.
     fn stopped(&self, inner: &Inner) -> Option<PoisonCause> {
-        let refused = lock(&self.refused).clone();
+        let refused = lock(&self.refused).as_ref().map(|r| r.cause.clone());
         refused
             .or_else(|| self.durability.error())
             .or_else(|| inner.log.poisoned().cloned())
@@ -264,15 +266,10 @@ impl Store {
         note_arrivals(inner, deltas, &applied);
         if inner.log.segments_len() != segments_before {
             // The deltas are logged and applied: this call succeeds. A snapshot that cannot be
-            // written stops later writes instead (fail-stop), naming the file and errno.
+            // written stops later writes instead, naming the file and errno, until a later
+            // write's retry writes it (`retry_snapshot`).
             if let Err(e) = self.maybe_snapshot(inner) {
-                ::log::error!(
-                    target: crate::events::STORE,
-                    "writes to {} stop until it is reopened: the snapshot after a roll-over \
-                     failed ({e})",
-                    self.layout.base.display()
-                );
-                *lock(&self.refused) = Some(PoisonCause::from_error(&e));
+                self.refuse_after_snapshot(&e, true);
             }
         }
         Ok((applied, last))

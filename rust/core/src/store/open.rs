@@ -153,6 +153,11 @@ impl Store {
             )?;
             // Snapshots and metadata of writers killed before their rename.
             crate::io::fsutil::remove_dead_temp_files(&*storage, &temp)?;
+            // An old base's 0755 directories: the owner's open makes them its own.
+            crate::io::storage::make_private(
+                &[&layout.base, &layout.data, &layout.log, &temp],
+                crate::events::STORE,
+            );
             if layout.dialect == Dialect::Taskflux
                 && std::fs::symlink_metadata(&layout.metadata).is_err()
             {
