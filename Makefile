@@ -13,8 +13,9 @@ build: ## build a release wheel into dist/
 	maturin build --release -o dist
 
 # Pinned build tools for the portable wheels (zig links against glibc 2.17, so no auditwheel;
-# maturin 1.13 places an `include` under python-source at its package path in the wheel).
-WHEEL_TOOLS = 'maturin>=1.13,<2' 'ziglang>=0.13,<0.14'
+# maturin 1.12.1 places an `include` under python-source at its package path in the wheel: the
+# [build-system] pin of pyproject.toml, which `pip wheel .` builds with, is the same).
+WHEEL_TOOLS = 'maturin>=1.12.1,<2' 'ziglang>=0.13,<0.14'
 # The Spark jars the shipped JVM reader compiles against: the newest pyspark the `spark` extra
 # allows, unpacked here (not installed into $(PYTHON)'s environment).
 JAR_SPARK = target/jar-spark

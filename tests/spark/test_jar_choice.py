@@ -155,6 +155,19 @@ def test_the_wheel_carries_the_shipped_jar_and_git_never_does():
     assert f"/python/tflux/{jar}" in (REPO / ".gitignore").read_text().split()
 
 
+def test_the_build_backend_pin_is_the_one_make_wheels_installs():
+    """The jar lands at its package path in a wheel only from maturin 1.12.1 on (1.11.5 leaves
+    it out, 1.12.0 writes it at ``python/tflux/...``): ``pip wheel .`` and ``pip install .``
+    build with the ``[build-system]`` pin, ``make wheels`` with its own, and both are that floor."""
+    backend = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    tools = next(
+        line for line in (REPO / "Makefile").read_text().splitlines() if line.startswith("WHEEL_")
+    )
+    maturin = [r for r in backend if r.startswith("maturin")]
+    assert maturin == ["maturin>=1.12.1,<2"]
+    assert f"'{maturin[0]}'" in tools.split("=", 1)[1].split()
+
+
 def test_the_shipped_jar_compiles_against_the_spark_extra():
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     pins = [r for r in extra["optional-dependencies"]["spark"] if r.startswith("pyspark")]
