@@ -1,7 +1,7 @@
 # tflux developer targets. `make help` lists them.
 PYTHON ?= python
 
-.PHONY: help install build wheels docs lint typecheck test test-rust bench fuzz clean
+.PHONY: help install build wheels jar-floor docs lint typecheck test test-rust bench fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -13,8 +13,9 @@ build: ## build a release wheel into dist/
 	maturin build --release -o dist
 
 # Pinned build tools for the portable wheels (zig links against glibc 2.17, so no auditwheel;
-# maturin 1.13 places an `include` under python-source at its package path in the wheel).
-WHEEL_TOOLS = 'maturin>=1.13,<2' 'ziglang>=0.13,<0.14'
+# maturin 1.12.1 places an `include` under python-source at its package path in the wheel: the
+# [build-system] pin of pyproject.toml, which `pip wheel .` builds with, is the same).
+WHEEL_TOOLS = 'maturin>=1.12.1,<2' 'ziglang>=0.13,<0.14'
 # The Spark jars the shipped JVM reader compiles against: the newest pyspark the `spark` extra
 # allows, unpacked here (not installed into $(PYTHON)'s environment).
 JAR_SPARK = target/jar-spark
@@ -30,6 +31,21 @@ wheels: ## abi3 manylinux2014 wheel (with the JVM reader's jar: needs a JDK 17+)
 	chmod +x target/zig-shim/zig
 	PATH="$(CURDIR)/target/zig-shim:$$PATH" maturin build --release --zig --compatibility manylinux2014 --out dist/wheels
 	maturin sdist --out dist/wheels
+
+# The lowest pyspark the `spark` extra allows, its jars unpacked here from its sdist (434 MB for
+# 4.0.0, downloaded once): the Java sources must compile against it too.
+JAR_FLOOR = target/jar-floor
+
+jar-floor: ## compile the JVM reader against the lowest pyspark the spark extra allows (downloads it once)
+	@set -e; req="$$($(PYTHON) python/tflux/spark/_jvm.py --spark-floor)"; ver="$${req#pyspark==}"; \
+	dir="$(JAR_FLOOR)/pyspark-$$ver"; \
+	if [ ! -d "$$dir/jars" ]; then \
+		mkdir -p $(JAR_FLOOR); \
+		$(PYTHON) -m pip download -q --no-deps --no-binary :all: -d $(JAR_FLOOR) "$$req"; \
+		tar -xzf "$(JAR_FLOOR)/pyspark-$$ver.tar.gz" -C $(JAR_FLOOR) "pyspark-$$ver/deps/jars" "pyspark-$$ver/pyspark/version.py"; \
+		mv "$$dir/deps/jars" "$$dir/jars"; cp "$$dir/pyspark/version.py" "$$dir/version.py"; \
+	fi; \
+	TFLUX_SPARK_FLOOR="$(CURDIR)/$$dir" $(PYTHON) -m pytest -q -p no:cacheprovider tests/spark/test_jar_choice.py -k lowest_spark
 
 docs: ## the documentation site into site/ (needs '.[docs]'); warnings fail
 	$(PYTHON) -m mkdocs build --strict

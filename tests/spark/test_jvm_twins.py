@@ -241,6 +241,30 @@ def test_python_refuses_the_snapshot_vector_past_the_largest_lsn_naming_its_last
     assert e.value.offset == MANIFEST["index_max.snapshot"]["error_offset"]
 
 
+def test_python_refuses_the_undecided_vector_naming_its_segment(tmp_path):
+    # The core's decide_or_refuse: a damaged first record with records after it, nothing else.
+    base = install(tmp_path, "undecided.log")
+    segment = base / "data" / "log" / MANIFEST["undecided.log"]["error_file"]
+    with pytest.raises(tflux.DialectError, match="cannot decide") as e:
+        tflux.open(base, readonly=True)
+    assert Path(e.value.path) == segment
+
+
+def test_python_reads_the_dialect_the_second_record_vector_says(tmp_path):
+    base = install(tmp_path, "second_says.log")
+    with tflux.Log.open(base / "data" / "log", readonly=True) as log:
+        assert log.dialect == MANIFEST["second_says.log"]["dialect"]
+
+
+def test_python_refuses_the_task_snapshot_vector_beside_a_taskflux_segment(tmp_path):
+    # The task layout (B6 38 0F CB) says spec, as the wide one does.
+    base = install(tmp_path, "task.snapshot")
+    segment = base / "data" / "log" / MANIFEST["task.snapshot"]["error_file"]
+    with pytest.raises(tflux.DialectError, match="two dialects") as e:
+        tflux.open(base, readonly=True)
+    assert Path(e.value.path) == segment
+
+
 @pytest.mark.parametrize("case", sorted(BAD_DELTAS))
 def test_python_refuses_each_bad_delta_vector_at_the_offset_of_its_bad_field(case):
     with pytest.raises(tflux.CorruptionError) as e:
@@ -341,6 +365,28 @@ def test_the_jvm_refuses_the_mixed_dialect_vector_naming_its_last_segment(jvm_du
     rows, error = jvm_dump("dialect", str(base))
     assert rows == [] and error is not None
     assert f"corrupt {last}" in error and "two dialects" in error, error
+
+
+def test_the_jvm_refuses_the_undecided_vector_naming_its_segment(jvm_dump, tmp_path):
+    # Dialect.java follows the core's decide_or_refuse (issue 43 item 11).
+    base = install(tmp_path, "undecided.log")
+    segment = base / "data" / "log" / MANIFEST["undecided.log"]["error_file"]
+    rows, error = jvm_dump("dialect", str(base))
+    assert rows == [] and error is not None
+    assert f"corrupt {segment}" in error and "cannot decide" in error, error
+
+
+def test_the_jvm_reads_the_dialect_the_second_record_vector_says(jvm_dump, tmp_path):
+    rows, error = jvm_dump("dialect", str(install(tmp_path, "second_says.log")))
+    assert error is None and rows == [{"dialect": MANIFEST["second_says.log"]["dialect"]}]
+
+
+def test_the_jvm_refuses_the_task_snapshot_vector_beside_a_taskflux_segment(jvm_dump, tmp_path):
+    base = install(tmp_path, "task.snapshot")
+    segment = base / "data" / "log" / MANIFEST["task.snapshot"]["error_file"]
+    rows, error = jvm_dump("dialect", str(base))
+    assert rows == [] and error is not None
+    assert f"corrupt {segment}" in error and "two dialects" in error, error
 
 
 def test_the_jvm_refuses_the_snapshot_vector_past_the_largest_lsn_naming_its_last_index(jvm_dump):

@@ -6,9 +6,11 @@ Spark its ``spark`` extra allows and writes ``tflux-spark.jar`` beside this modu
 the JVM reader. Its manifest names the sources it was compiled from (``Tflux-Sources``) and the
 Spark version whose jars it was compiled against (``Spark-Version``): the jar calls Spark
 internals (``execution.vectorized``, ``PythonDataSourceV2``) that carry no promise across minor
-releases, and a method it uses (``WritableColumnVector.putByteArray(int, ByteBuffer, int, int)``)
-is absent from Spark 4.0. :func:`choose_jar` serves the shipped jar only under a running Spark of
-the same major.minor and from the same sources.
+releases. :func:`choose_jar` serves the shipped jar only under a running Spark of the same
+major.minor and from the same sources. The sources compile against every Spark the extra allows:
+they use only what Spark 4.0 has (``WritableColumnVector.putByteArray(int, ByteBuffer, int,
+int)``, for one, came after 4.0: they pass ``byte[]``), which ``make jar-floor`` checks by
+compiling them against the lowest pyspark the extra allows (:func:`_spark_floor`).
 
 Otherwise (a source checkout, another Spark minor) the jar is built with the JDK's ``javac`` and
 ``jar`` against the installed pyspark's jars, on first use, into a per-user cache keyed by the
@@ -289,15 +291,32 @@ def _spark_requirement(pyproject: Path | None = None) -> str:
     return next(r for r in extra if re.match(r"pyspark\b", r))
 
 
+def _spark_floor(pyproject: Path | None = None) -> str:
+    """The lowest pyspark the ``spark`` extra allows, pinned (``pyspark>=4.0,<5`` gives
+    ``pyspark==4.0.0``): what ``make jar-floor`` compiles the Java sources against."""
+    requirement = _spark_requirement(pyproject)
+    found = re.search(r">=\s*(\d+(?:\.\d+)*)", requirement)
+    if found is None:
+        raise ValueError(f"tflux: the spark extra's {requirement!r} has no lower bound")
+    parts = found[1].split(".")
+    return "pyspark==" + ".".join(parts + ["0"] * (3 - len(parts)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--spark-requirement", action="store_true", help="print the pyspark pin")
+    group.add_argument(
+        "--spark-floor", action="store_true", help="print the lowest pyspark the pin allows"
+    )
     group.add_argument("--ship", metavar="PYSPARK_DIR", type=Path, help="write the shipped jar")
     parser.add_argument("--out", type=Path, default=SHIPPED)
     args = parser.parse_args(argv)
     if args.spark_requirement:
         print(_spark_requirement())
+        return 0
+    if args.spark_floor:
+        print(_spark_floor())
         return 0
     try:
         out = ship_jar(args.ship, args.out)

@@ -380,3 +380,65 @@ fn the_snapshot_vector_past_the_largest_lsn_is_corruption_of_its_last_index() {
         "{reason}"
     );
 }
+
+/// The dialect the files of the vector's base directory say, as every open decides it.
+fn base_dialect(base: &Path) -> tflux_core::Result<tflux_core::log::dialect::Dialect> {
+    let data = base.join("data");
+    tflux_core::log::dialect::base_dialect(
+        tflux_core::log::dialect::BaseFiles {
+            metadata: &data.join("tflux.metadata"),
+            snapshot: &data.join("tflux.snapshot"),
+            log: &data.join("log"),
+        },
+        None,
+    )
+}
+
+#[test]
+fn the_undecided_vector_is_refused_naming_its_segment_unless_a_dialect_is_chosen() {
+    let m = &manifest()["undecided.log"];
+    let base = install("undecided.log");
+    let dir = base.path().join("data/log");
+    match base_dialect(base.path()) {
+        Err(Error::Dialect { path, reason }) => {
+            assert_eq!(path, dir.join(m["error_file"].as_str().unwrap()));
+            assert!(reason.contains("cannot decide"), "{reason}");
+        }
+        other => panic!("expected the undecided refusal, got {other:?}"),
+    }
+    assert!(matches!(
+        Log::open(&dir, readonly()),
+        Err(Error::Dialect { .. })
+    ));
+}
+
+#[test]
+fn the_second_record_vector_says_its_dialect() {
+    let m = &manifest()["second_says.log"];
+    let base = install("second_says.log");
+    let said = base_dialect(base.path()).unwrap();
+    assert_eq!(said.name(), m["dialect"].as_str().unwrap());
+}
+
+#[test]
+fn the_task_snapshot_vector_says_spec_and_is_refused_beside_a_taskflux_segment() {
+    let m = &manifest()["task.snapshot"];
+    let bytes = read("task.snapshot");
+    let says = tflux_core::format::detect::snapshot_says(&bytes, bytes.len() as u64);
+    assert_eq!(
+        says.map(|s| s.dialect),
+        Some(tflux_core::log::dialect::Dialect::Spec)
+    );
+    let base = install("task.snapshot");
+    match base_dialect(base.path()) {
+        Err(Error::Dialect { path, reason }) => {
+            let segment = base
+                .path()
+                .join("data/log")
+                .join(m["error_file"].as_str().unwrap());
+            assert_eq!(path, segment);
+            assert!(reason.contains("two dialects"), "{reason}");
+        }
+        other => panic!("expected a dialect error, got {other:?}"),
+    }
+}

@@ -631,6 +631,74 @@ def rule_vectors(files: dict[str, bytes], manifest: dict) -> None:
     }
 
 
+# --- issues 46/43: the rest of the dialect rule (undecided segments, the task snapshot) -------
+
+TASK_MARKER = bytes.fromhex("B6380FCB")
+
+
+def task_snapshot(last_index: int, last_term: int, queues: list[dict], tasks: bytes) -> bytes:
+    """Section 12's task layout: the wide header under its own marker, the state Buffer, the
+    tasks Buffer, then the CRC of index, term, state bytes and tasks bytes."""
+    head = i64(last_index) + i64(last_term)
+    state = state_bytes(queues)
+    crc = zlib.crc32(head + state + tasks)
+    return TASK_MARKER + head + buffer(state) + buffer(tasks) + u32(crc)
+
+
+def dialect_vectors(files: dict[str, bytes], manifest: dict) -> None:
+    deltas = [create(f"u{i}", 1) for i in range(3)]
+    undecided = bytearray(segment([(1, d) for d in deltas]))
+    undecided[8 + 12 : 8 + 16] = i32(0x7FFFFFF0)  # the first record's spec length, damaged
+    files["undecided.log"] = bytes(undecided)
+    manifest["undecided.log"] = {
+        "what": (
+            "spec 11: a lone spec segment whose first record's length field is damaged (neither "
+            "framing reads the record, neither length leads to a second record) with two whole "
+            "records after it, no metadata file or snapshot: the files cannot decide the "
+            "dialect, and a read in either would cut every record, so every reader refuses it "
+            "naming the segment (unless a dialect is chosen)"
+        ),
+        "install": {"data/log/0000000000000000000.log": "undecided.log"},
+        "error_file": "0000000000000000000.log",
+    }
+    second = bytearray(taskflux_segment([(1, d) for d in deltas]))
+    second[8 + 20 + 2] ^= 0x01  # a byte of the first record's data: its CRC fails
+    files["second_says.log"] = bytes(second)
+    manifest["second_says.log"] = {
+        "what": (
+            "spec 11: a lone taskflux segment whose first record's data is damaged (its CRC "
+            "fails) and whose taskflux length leads to a whole taskflux record: that second "
+            "record says the dialect, taskflux, for every reader"
+        ),
+        "install": {"data/log/0000000000000000000.log": "second_says.log"},
+        "dialect": "taskflux",
+    }
+    queues = [
+        {
+            "queue": "",
+            "implementation": 1,
+            "last_id": 0,
+            "max_queue_size": -1,
+            "max_message_size": -1,
+            "key_range": None,
+            "records": [],
+        }
+    ]
+    files["task.snapshot"] = task_snapshot(2, 1, queues, i32(0))
+    manifest["task.snapshot"] = {
+        "what": (
+            "spec 12: a snapshot in the task layout (marker B6 38 0F CB, no task state) beside "
+            "mixed_taskflux.log, a taskflux segment: the task layout exists only in the spec "
+            "dialect, so every reader refuses the directory as two dialects, naming the segment"
+        ),
+        "install": {
+            "data/tflux.snapshot": "task.snapshot",
+            "data/log/0000000000000000003.log": "mixed_taskflux.log",
+        },
+        "error_file": "0000000000000000003.log",
+    }
+
+
 def build() -> tuple[dict[str, bytes], dict]:
     files: dict[str, bytes] = {}
     manifest: dict = {}
@@ -640,6 +708,7 @@ def build() -> tuple[dict[str, bytes], dict]:
     replay_vectors(files, manifest)
     bad_delta_vectors(files, manifest)
     rule_vectors(files, manifest)
+    dialect_vectors(files, manifest)
     files["manifest.json"] = (json.dumps(manifest, indent=1) + "\n").encode()
     return files, manifest
 

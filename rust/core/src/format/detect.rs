@@ -9,8 +9,11 @@
 
 use super::dialect::Dialect;
 use super::record::{padding, RECORD_MARKER};
-use super::snapshot::{MARKER as SNAPSHOT_MARKER, WIDE_MARKER as SNAPSHOT_WIDE_MARKER};
-use crate::codec::{be_i32, be_u32, crc32, crc32_mpeg2};
+use super::snapshot::{
+    MARKER as SNAPSHOT_MARKER, TASK_MARKER as SNAPSHOT_TASK_MARKER,
+    WIDE_MARKER as SNAPSHOT_WIDE_MARKER,
+};
+use crate::codec::{be_i32, be_u32, crc32, crc32_mpeg2, crc32_of};
 
 /// What one file said, and why, in words for an error message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,9 +176,10 @@ const MIN_STATE_LEN: i32 = 4 + 1 + 4 + 8 + 4 + 4 + 1 + 4;
 
 /// What a snapshot file says from its first bytes `head` (the whole file when `head` is as long
 /// as `file_len`: the checksum is then checked too) and its length: the wide marker is the
-/// spec's (4.1); under the shared marker, the header whose state length accounts for the
-/// file's length exactly (the spec's 16-byte header or TaskFlux's 24-byte one, then a state at
-/// least as long as the default queue's, then a 4-byte checksum). `None` for an empty file,
+/// spec's (4.1), and so is the task layout's (spec 12, `B6 38 0F CB`, the wide header's
+/// successor); under the shared marker, the header whose state length accounts for the file's
+/// length exactly (the spec's 16-byte header or TaskFlux's 24-byte one, then a state at least
+/// as long as the default queue's, then a 4-byte checksum). `None` for an empty file,
 /// another marker, or neither or both.
 pub fn snapshot_says(head: &[u8], file_len: u64) -> Option<Says> {
     let marker = head.get(..4)?;
@@ -183,6 +187,12 @@ pub fn snapshot_says(head: &[u8], file_len: u64) -> Option<Says> {
         return Some(Says {
             dialect: Dialect::Spec,
             why: "its snapshot has the wide header (B6 38 0F CA)",
+        });
+    }
+    if marker == SNAPSHOT_TASK_MARKER {
+        return task_layout_fits(head, file_len).then_some(Says {
+            dialect: Dialect::Spec,
+            why: "its snapshot has the task layout (B6 38 0F CB)",
         });
     }
     if marker != SNAPSHOT_MARKER {
@@ -211,6 +221,36 @@ pub fn snapshot_says(head: &[u8], file_len: u64) -> Option<Says> {
         }),
         _ => None,
     }
+}
+
+/// Whether a snapshot under the task marker has the task layout's lengths (spec 12: the wide
+/// header, a state Buffer at least as long as the default queue's, a tasks Buffer and a
+/// checksum ending the file) and, when the whole file is at hand, its checksum. The marker
+/// alone is one bit from TaskFlux's shared one (`C9` and `CB`), and a damaged TaskFlux snapshot
+/// must say nothing: its state length leaves no room for the tasks Buffer.
+fn task_layout_fits(head: &[u8], file_len: u64) -> bool {
+    let Some(state_len) = be_i32(head, 20).filter(|&n| n >= MIN_STATE_LEN) else {
+        return false;
+    };
+    let tasks_len_at = 24 + state_len as u64;
+    if tasks_len_at + 8 > file_len {
+        return false;
+    }
+    if head.len() as u64 != file_len {
+        return true; // a large snapshot: its own reader checks the rest
+    }
+    let at = tasks_len_at as usize;
+    let Some(tasks_len) = be_i32(head, at).filter(|&m| m >= 0) else {
+        return false;
+    };
+    let (tasks_at, crc_at) = (at + 4, at + 4 + tasks_len as usize);
+    crc_at as u64 + 4 == file_len
+        && be_u32(head, crc_at)
+            == Some(crc32_of(&[
+                &head[4..20],
+                &head[24..at],
+                &head[tasks_at..crc_at],
+            ]))
 }
 
 #[cfg(test)]
@@ -348,6 +388,43 @@ mod tests {
         out
     }
 
+    /// `snapshot(Spec)`'s state in the task layout (spec 12) with an empty tasks array.
+    fn task_snapshot() -> Vec<u8> {
+        let narrow = snapshot(Dialect::Spec);
+        let state = &narrow[16..narrow.len() - 4];
+        let tasks = 0i32.to_be_bytes();
+        let mut out = SNAPSHOT_TASK_MARKER.to_vec();
+        out.extend(7i64.to_be_bytes());
+        out.extend(1i64.to_be_bytes());
+        out.extend((state.len() as i32).to_be_bytes());
+        out.extend(state);
+        out.extend((tasks.len() as i32).to_be_bytes());
+        out.extend(tasks);
+        out.extend(crc32_of(&[&out[4..20], state, &tasks]).to_be_bytes());
+        out
+    }
+
+    #[test]
+    fn the_task_layout_says_spec() {
+        let t = task_snapshot();
+        assert_eq!(
+            snapshot_says(&t, t.len() as u64).map(|s| s.dialect),
+            Some(Dialect::Spec)
+        );
+        assert_eq!(
+            snapshot_says(&t[..SNAPSHOT_PROBE], t.len() as u64).map(|s| s.dialect),
+            Some(Dialect::Spec)
+        );
+        // A TaskFlux snapshot whose marker lost one bit (C9 to CB) says nothing.
+        let mut flipped = snapshot(Dialect::Taskflux);
+        flipped[3] = 0xCB;
+        assert_eq!(snapshot_says(&flipped, flipped.len() as u64), None);
+        assert_eq!(
+            snapshot_says(&flipped[..SNAPSHOT_PROBE], flipped.len() as u64),
+            None
+        );
+    }
+
     #[test]
     fn metadata_and_snapshot_headers_say_their_dialect() {
         for d in Dialect::ALL {
@@ -379,7 +456,11 @@ mod tests {
     #[test]
     fn damage_never_says_the_other_dialect() {
         for d in Dialect::ALL {
-            for (file, is_metadata) in [(metadata(d), true), (snapshot(d), false)] {
+            let mut files = vec![(metadata(d), true), (snapshot(d), false)];
+            if d == Dialect::Spec {
+                files.push((task_snapshot(), false));
+            }
+            for (file, is_metadata) in files {
                 let mut variants: Vec<Vec<u8>> =
                     (0..file.len()).map(|n| file[..n].to_vec()).collect();
                 for extra in [0u8, 1, 0xFF] {

@@ -120,7 +120,8 @@ enum Dialect {
   }
 
   /**
-   * What a snapshot says: the wide marker is spec; under the shared marker, the header whose
+   * What a snapshot says: the wide marker is spec, and so is the task layout (its lengths and
+   * checksum: {@link #taskLayoutFits}); under the shared marker, the header whose
    * state length accounts for the file's length exactly, and whose checksum matches.
    */
   static Dialect snapshotSays(ByteBuffer b, int len) {
@@ -131,12 +132,42 @@ enum Dialect {
     if (marker == Snapshot.WIDE_MARKER) {
       return SPEC;
     }
+    if (marker == Snapshot.TASK_MARKER) {
+      return taskLayoutFits(b, len) ? SPEC : null;
+    }
     if (marker != Snapshot.MARKER) {
       return null;
     }
     boolean spec = snapshotFits(SPEC, b, len, 12);
     boolean taskflux = snapshotFits(TASKFLUX, b, len, 20);
     return spec == taskflux ? null : spec ? SPEC : TASKFLUX;
+  }
+
+  /**
+   * The core's {@code task_layout_fits}: the task layout's lengths (spec 12: the wide header,
+   * a state Buffer, a tasks Buffer, a checksum ending the file) and its checksum (of index,
+   * term, state bytes and tasks bytes). Its marker is one bit from the shared one, and a
+   * damaged TaskFlux snapshot must say nothing: its state length leaves no room for the tasks.
+   */
+  private static boolean taskLayoutFits(ByteBuffer b, int len) {
+    if (len < 24) {
+      return false;
+    }
+    int n = b.getInt(20);
+    long tasksLenAt = 24L + n;
+    if (n < Snapshot.MIN_QUEUE_LEN + 4 || tasksLenAt + 8 > len) {
+      return false;
+    }
+    int m = b.getInt((int) tasksLenAt);
+    if (m < 0 || tasksLenAt + 4 + m + 4 != len) {
+      return false;
+    }
+    CRC32 crc = new CRC32();
+    ByteBuffer d = b.duplicate();
+    crc.update(d.limit(20).position(4));
+    crc.update(b.duplicate().limit((int) tasksLenAt).position(24));
+    crc.update(b.duplicate().limit(len - 4).position((int) tasksLenAt + 4));
+    return (int) crc.getValue() == b.getInt(len - 4);
   }
 
   private static boolean snapshotFits(Dialect d, ByteBuffer b, int len, int lenAt) {
@@ -154,7 +185,9 @@ enum Dialect {
   /**
    * The dialect of a source: what its metadata file, snapshot and every segment say, agreeing
    * with {@code chosen}; files that disagree fail naming both. Nothing said: {@code chosen},
-   * else spec.
+   * else spec, except where a segment's first record is written but reads in neither framing
+   * and records follow it (the core's {@code decide_or_refuse}): then the files cannot decide,
+   * and a read in either dialect would cut that record and every one after it.
    */
   static Dialect of(Sources.Source src, Dialect chosen) throws IOException {
     List<Said> said = new ArrayList<>();
@@ -168,6 +201,7 @@ enum Dialect {
       add(said, data.resolve("tflux.metadata"), 24, (b, len) -> metadataSays(b, len),
           "its metadata file's length");
     }
+    String undecided = null;
     if (src.logDir != null) {
       // The first record of every segment (the core's log_says, issue 43): a segment of the
       // other dialect anywhere in the log is found, never read as a torn tail.
@@ -176,52 +210,153 @@ enum Dialect {
           continue; // a compressed segment exists only in the spec dialect (its own header)
         }
         Path segment = Paths.get(src.logDir, name);
-        Dialect d = segmentSays(segment);
-        if (d != null) {
-          said.add(new Said(d, segment.toString(), "its first record's framing and checksum"));
+        Probe p = probe(segment);
+        if (p.found != null) {
+          said.add(new Said(p.found, segment.toString(), p.why));
+        } else if (p.undecided && undecided == null) {
+          undecided = segment.toString();
         }
       }
+    }
+    if (undecided != null && said.isEmpty() && chosen == null) {
+      throw new CorruptException(undecided, -1, "the files cannot decide this directory's "
+          + "dialect: the first record of this segment reads in neither dialect's framing "
+          + "(damaged), records follow it, and no metadata file, snapshot or other segment "
+          + "says one. Nothing was read. Choose the dialect (option dialect=\"spec\" or "
+          + "dialect=\"taskflux\"; tflux's --dialect): a read in either cuts this record and "
+          + "every one after it");
     }
     return decide(said, chosen);
   }
 
   /** What the first record of the plain segment file at {@code path} says. */
   static Dialect segmentSays(Path path) throws IOException {
+    return probe(path).found;
+  }
+
+  /** The longest first record read to tell a segment's dialect (the core's MAX_RECORD_PROBE). */
+  private static final long MAX_RECORD_PROBE = 64L << 20;
+  /** How far past a damaged first record a record marker is looked for (MARKER_WINDOW). */
+  private static final int MARKER_WINDOW = 1 << 20;
+  /** Bytes of a record header read before its data, under either framing. */
+  private static final int PROBE_HEADER = 20;
+
+  /** What a segment's first record says (the core's {@code log/dialect.rs} {@code Probe}). */
+  private static final class Probe {
+    Dialect found;
+    String why;
+    /** Written, neither framing reads it, and a record marker follows it. */
+    boolean undecided;
+  }
+
+  /**
+   * The core's {@code probe_plain_segment}: the first record's framing; where it reads in
+   * neither (damaged), the record its length leads to under one framing alone; where that says
+   * nothing either, whether records follow it (undecided).
+   */
+  private static Probe probe(Path path) throws IOException {
+    Probe p = new Probe();
     if (!Files.isRegularFile(path)) {
-      return null;
+      return p;
     }
     try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
-      long size = ch.size();
-      int want = (int) Math.min(size, 64L << 20);
-      ByteBuffer head = ByteBuffer.allocate(Math.min(want, 28));
-      ch.read(head, 0);
-      if (head.position() < SegmentReader.HEADER_LEN + 16) {
-        return null;
+      long available = ch.size() - SegmentReader.HEADER_LEN;
+      if (available < 0) {
+        return p;
       }
-      long specLen = 16L + Math.max(head.getInt(8 + 12), 0) + 3;
-      long taskLen = 20L + Math.max(head.position() >= 28 ? head.getInt(8 + 16) : 0, 0);
-      // As the core's first_record_reach: a framing whose record would end past the file
-      // cannot parse and is not read towards (a spec record's bytes read as a taskflux length
-      // start with the delta's marker, 0x41.. and up: capping that at the file's size read
-      // every segment whole to decide its dialect).
-      long available = size - SegmentReader.HEADER_LEN;
-      long probe = 20;
-      if (specLen <= available) {
-        probe = Math.max(probe, specLen);
+      ByteBuffer header = readAt(ch, SegmentReader.HEADER_LEN, PROBE_HEADER);
+      boolean written = false;
+      for (int i = 0; i < Math.min(header.limit(), 4); i++) {
+        written |= header.get(i) != 0; // not the end marker, nor a preallocated tail
       }
-      if (taskLen <= available) {
-        probe = Math.max(probe, taskLen);
+      long reach = firstRecordReach(header, available);
+      if (reach > MAX_RECORD_PROBE) {
+        return p; // the metadata file and the snapshot still speak
       }
-      long reach = Math.min(probe + SegmentReader.HEADER_LEN, size);
-      if (reach > (64L << 20)) {
-        return null;
+      ByteBuffer record = readAt(ch, SegmentReader.HEADER_LEN, (int) reach);
+      p.found = recordSays(record, 0, record.limit());
+      p.why = "its first record's framing and checksum";
+      if (p.found == null && written) {
+        Dialect second = null;
+        int seconds = 0;
+        for (Dialect d : values()) {
+          if (secondRecordSays(ch, header, available, d)) {
+            second = d;
+            seconds++;
+          }
+        }
+        if (seconds == 1) {
+          p.found = second;
+          p.why = "its first record is damaged, but the " + second.label + " framing's length "
+              + "of it leads to a second record of that framing";
+        }
       }
-      ByteBuffer b = ByteBuffer.allocate((int) reach);
-      while (b.hasRemaining() && ch.read(b, b.position()) > 0) {
-        // read on
+      if (p.found == null && written) {
+        ByteBuffer b = readAt(ch, SegmentReader.HEADER_LEN, (int) Math.min(available,
+            MARKER_WINDOW));
+        for (int i = 4; i + 4 <= b.limit() && !p.undecided; i++) {
+          p.undecided = b.getInt(i) == SegmentReader.RECORD_MARKER;
+        }
       }
-      return recordSays(b, SegmentReader.HEADER_LEN, b.position());
+      return p;
     }
+  }
+
+  /** Up to {@code n} bytes of {@code ch} from {@code at} (fewer at its end), flipped to read. */
+  private static ByteBuffer readAt(FileChannel ch, long at, int n) throws IOException {
+    ByteBuffer b = ByteBuffer.allocate(n);
+    while (b.hasRemaining() && ch.read(b, at + b.position()) > 0) {
+      // read on
+    }
+    b.flip();
+    return b;
+  }
+
+  /**
+   * The core's {@code first_record_reach}: the longer of the two framings' reach for the lengths
+   * {@code header} holds, leaving out a framing whose record would end past {@code available}
+   * (it cannot parse: a spec record's bytes read as a taskflux length start with the delta's
+   * marker, 0x41.. and up, and reading towards that read every segment whole).
+   */
+  private static long firstRecordReach(ByteBuffer header, long available) {
+    long reach = PROBE_HEADER;
+    if (header.limit() >= 16) {
+      long spec = 16L + Math.max(header.getInt(12), 0) + 3;
+      reach = spec <= available ? Math.max(reach, spec) : reach;
+    }
+    if (header.limit() >= 20) {
+      long taskflux = 20L + Math.max(header.getInt(16), 0);
+      reach = taskflux <= available ? Math.max(reach, taskflux) : reach;
+    }
+    return Math.min(reach, available);
+  }
+
+  /**
+   * The core's {@code second_record_at} and {@code second_record_says}: whether the record that
+   * {@code d}'s length of a damaged first record leads to parses under {@code d} alone.
+   */
+  private static boolean secondRecordSays(FileChannel ch, ByteBuffer header, long available,
+      Dialect d) throws IOException {
+    if (header.limit() < d.lenAt + 4) {
+      return false;
+    }
+    int n = header.getInt(d.lenAt);
+    if (n < 0) {
+      return false;
+    }
+    long at = d.recordLen(n);
+    if (at >= available) {
+      return false;
+    }
+    long left = available - at;
+    long offset = SegmentReader.HEADER_LEN + at;
+    ByteBuffer second = readAt(ch, offset, (int) Math.min(PROBE_HEADER, left));
+    long reach = firstRecordReach(second, left);
+    if (reach > MAX_RECORD_PROBE) {
+      return false;
+    }
+    ByteBuffer record = readAt(ch, offset, (int) reach);
+    return recordSays(record, 0, record.limit()) == d;
   }
 
   private interface Says {

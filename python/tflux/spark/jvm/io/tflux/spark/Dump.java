@@ -23,7 +23,9 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  *                                                             layout) each queue's task state
  *                                                             in file order: rules (JSON),
  *                                                             delayed [id, due], attempts [id, n]
- * Dump dialect BASE                                           the dialect its files say
+ * Dump dialect BASE                                           the dialect its files say (its
+ *                                                             metadata file, snapshot and the
+ *                                                             first record of every segment)
  * </pre>
  * A failure prints {"error": message} and exits 1.
  */
@@ -49,11 +51,15 @@ public final class Dump {
         case "snapshot":
           snapshot(args[1], out);
           break;
-        case "dialect":
-          String log = java.nio.file.Paths.get(args[1], "data", "log").toString();
-          Dialect d = Dialect.of(new Sources.Source(args[1], log, null), null);
+        case "dialect": {
+          java.nio.file.Path data = java.nio.file.Paths.get(args[1], "data");
+          java.nio.file.Path snap = data.resolve("tflux.snapshot");
+          String snapshot = java.nio.file.Files.exists(snap) ? snap.toString() : null;
+          Dialect d = Dialect.of(
+              new Sources.Source(args[1], data.resolve("log").toString(), snapshot), null);
           out.append("{\"dialect\": ").append(str(d.label)).append("}\n");
           break;
+        }
         case "crc32-mpeg2":
           for (int i = 1; i < args.length; i++) {
             byte[] data = unhex(args[i]);

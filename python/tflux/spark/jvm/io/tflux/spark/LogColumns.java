@@ -121,6 +121,8 @@ final class LogColumns {
   final ColumnVector[] out;
   /** Per column id (see NAMES): the vector to fill, or null when Spark did not ask for it. */
   final WritableColumnVector[] vec = new WritableColumnVector[NAMES.length];
+  /** The queue name of the row being filled (a QueueName is at most 255 bytes, spec 2). */
+  private final byte[] name = new byte[255];
   final ConstantColumnVector source;
   final ConstantColumnVector segment;
   /** {@code message} and {@code data}: slices of the segment, not copies (or null). */
@@ -475,7 +477,10 @@ final class LogColumns {
           kindIds.putInt(row, kind);
         }
         if (v[QUEUE] != null) {
-          v[QUEUE].putByteArray(row, buf, nameAt, nameLen);
+          // Through a scratch array: Spark 4.0 has no putByteArray(int, ByteBuffer, int, int)
+          // (a name is at most 255 bytes; the copy costs nothing measurable).
+          buf.get(nameAt, name, 0, nameLen);
+          v[QUEUE].putByteArray(row, name, 0, nameLen);
         }
       }
     } catch (Cursor.DecodeError e) {

@@ -294,6 +294,8 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
     /** Replay's plan (or null), and for queue {@link #planned} its queue there and incarnation. */
     final ReplayIds replay;
     int planned = -1;
+    /** A message's bytes on their way into its vector (grown to the longest one). */
+    private byte[] scratch = new byte[256];
     ReplayIds.Queue plannedQueue;
     int plannedAt = -1;
 
@@ -311,6 +313,19 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
             : new OnHeapColumnVector(ROWS, TYPES[id]);
       }
       batch = new ColumnarBatch(out);
+    }
+
+    /**
+     * The message at {@code snap.buf[at, at + len)} in {@link #scratch}: Spark 4.0's vectors
+     * take a {@code byte[]} only (its {@code putByteArray(int, ByteBuffer, int, int)} came
+     * later), and the snapshot is mapped, so it has no array to hand over.
+     */
+    private byte[] message(int at, int len) {
+      if (scratch.length < len) {
+        scratch = new byte[Math.max(len, scratch.length * 2)];
+      }
+      snap.buf.get(at, scratch, 0, len);
+      return scratch;
     }
 
     @Override
@@ -393,8 +408,8 @@ public final class SnapshotSource implements TableProvider, DataSourceRegister {
               ((OnHeapColumnVector) out[i]).putLong(rows, queue.keys[r]);
               break;
             case 5:
-              ((OnHeapColumnVector) out[i]).putByteArray(rows, snap.buf, queue.dataAt[r],
-                  queue.dataLen[r]);
+              ((OnHeapColumnVector) out[i]).putByteArray(rows, message(queue.dataAt[r],
+                  queue.dataLen[r]), 0, queue.dataLen[r]);
               break;
             case 8: {
               int at = queue.tasks == null ? -1 : Snapshot.find(queue.tasks.delayedIds, id);
