@@ -431,6 +431,42 @@ def test_priority_acks_replay_through_a_bitmap_with_no_join(jvm, tmp_path, monke
     assert tflux.spark.replay(jvm, str(base)).count() == sum(map(len, want.values()))
 
 
+@pytest.mark.parametrize("split", ["600k", None])
+def test_the_bitmaps_of_an_incarnation_fold_into_one_on_the_executors(jvm, tmp_path, split):
+    """Every chunk of scattered acks is a bitmap about as long as the queue's ids (at 64M deltas
+    the driver collected 774 MB of them); the summary folds the bitmaps of consecutive chunks of
+    one incarnation into one before the driver collects them (``BitsFold.java``): here two
+    bitmaps, one per incarnation of ``pq``, from eight segments (each a partition with
+    ``split``, so that Spark merges partial folds), holding exactly each one's acked ids."""
+    first, acked1 = priority_log(40_000)
+    second, acked2 = priority_log(40_000, seed=12)
+    base = tmp_path / "folded"
+    write(base, [*first, delete("pq"), *second], soft=512 << 10, per_append=500)
+    log_dir = base / "data" / "log"
+    assert len(list(log_dir.iterdir())) >= 6
+    if split:
+        jvm.conf.set("spark.sql.files.maxPartitionBytes", split)
+    try:
+        rows = rebuild.summaries(jvm, [(str(log_dir), 0)], ranges=True).collect()
+    finally:
+        jvm.conf.unset("spark.sql.files.maxPartitionBytes")
+    bitmaps = sorted((r for r in rows if r.rm_bits is not None), key=lambda r: r.rm_lsn)
+    assert [r.queue for r in bitmaps] == ["pq", "pq"]
+    assert bitmaps[0].rm_lsn < len(first) < bitmaps[1].rm_lsn
+    for r, acked in zip(bitmaps, (acked1, acked2), strict=True):
+        bits = int.from_bytes(r.rm_bits, "little")
+        ids = {r.rm_lo + i for i in range(bits.bit_length()) if bits >> i & 1}
+        assert r.rm_hi == r.rm_lo + 8 * len(r.rm_bits) - 1
+        # A chunk with too few runs for a bitmap (an incarnation's last, here) gives ranges.
+        same = [x for x in rows if x.rm_bits is None and x.rm_lsn is not None]
+        same = [x for x in same if (x.rm_lsn < len(first)) == (r.rm_lsn < len(first))]
+        assert len(same) < 1000 and r.rm_count + sum(x.rm_count for x in same) == len(acked)
+        assert ids.union(*(range(x.rm_lo, x.rm_hi + 1) for x in same)) == acked
+    got, frames = replayed(jvm, base, split=split)
+    assert got == restored(base)
+    assert removed_ids(frames) == len(acked2)  # the first incarnation is not a final one
+
+
 @pytest.mark.parametrize(
     "scenario",
     [

@@ -28,7 +28,9 @@ like a run and ORs an incarnation's ranges and bitmaps into one :class:`_Bitmap`
 from the first removed one to its last id when step 1 gave it a bitmap or the ranges would
 pass ``RANGE_PLAN_RANGES``, within ``rebuild.PLAN_BITS`` bits in all. They travel as
 ``b BASE BITS`` lines and the readers drop what a range or a bitmap holds
-(``ReplayIds.Queue.removed``).
+(``ReplayIds.Queue.removed``). A chunk's bitmap is about as long as the queue's ids, so the
+summary folds the bitmaps of consecutive chunks of one incarnation into one on the executors
+(``BitsFold.java``, :func:`~tflux.spark.rebuild.summaries`) before the driver collects them.
 """
 
 from __future__ import annotations

@@ -42,14 +42,23 @@ import org.apache.spark.unsafe.types.UTF8String;
  * The chunk's bitmaps hold at most {@code maxBits} bits (option {@code summaryBits}, default
  * {@link #MAX_BITS}); past that the chunk overflows as above. A bitmap grows to the ids it is
  * given (at least doubling), within that bound.
+ *
+ * <p>A bitmap's row also says which LSNs it stands for: {@code rm_from..rm_to} (inclusive), the
+ * LSNs of the chunk around the group that hold no CreateQueue/DeleteQueue of its name (from the
+ * chunk's first entry or the name's event before the group, to the chunk's last entry or the
+ * name's event after it). Two bitmaps of a name whose intervals touch are of one incarnation:
+ * {@link BitsFold} ORs them into one on the executors, so the driver gets one bitmap per
+ * incarnation instead of one per chunk (issue 45: at 64M deltas those were 774 MB).
  */
 final class Summary {
   static final String[] NAMES = {"source", "segment", "queue", "last", "adds", "removes",
-      "ev_lsn", "ev_kind", "ev_impl", "rm_lo", "rm_hi", "rm_lsn", "rm_count", "rm_bits"};
+      "ev_lsn", "ev_kind", "ev_impl", "rm_lo", "rm_hi", "rm_lsn", "rm_count", "rm_bits", "rm_from",
+      "rm_to"};
   static final DataType[] TYPES = {DataTypes.StringType, DataTypes.StringType,
       DataTypes.StringType, DataTypes.LongType, DataTypes.LongType, DataTypes.LongType,
       DataTypes.LongType, DataTypes.StringType, DataTypes.IntegerType, DataTypes.LongType,
-      DataTypes.LongType, DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType};
+      DataTypes.LongType, DataTypes.LongType, DataTypes.LongType, DataTypes.BinaryType,
+      DataTypes.LongType, DataTypes.LongType};
   /** Runs per chunk before it gives an overflow row instead (option {@code summaryRuns}). */
   static final int MAX_RUNS = 1 << 16;
   /** Ids a name buffers before they are sorted and merged into its runs. */
@@ -86,6 +95,8 @@ final class Summary {
     long[] bits;
     long bitsBase;
     long bitsCount;
+    /** The LSN of the name's last CreateQueue/DeleteQueue in the chunk (none: MIN_VALUE). */
+    long eventLsn = Long.MIN_VALUE;
   }
 
   /** One CreateQueue or DeleteQueue. */
@@ -121,6 +132,9 @@ final class Summary {
   /** Words the chunk's bitmaps may hold, and hold (open and closed groups). */
   private final long maxWords;
   private long wordsHeld;
+  /** The LSNs of the chunk's first and last entries (none yet: MIN_VALUE). */
+  private long chunkFirst = Long.MIN_VALUE;
+  private long chunkLast = Long.MIN_VALUE;
 
   Summary(QueueAdds adds, StructType readSchema) {
     this(adds, readSchema, MAX_RUNS, MAX_BITS);
@@ -151,6 +165,10 @@ final class Summary {
           + LogColumns.KIND_NAMES[kind] + " delta at LSN " + lsn + ": task-queue deltas (spec "
           + "section 12) are replayed by tflux.open and tflux replay only");
     }
+    if (chunkFirst == Long.MIN_VALUE) {
+      chunkFirst = lsn;
+    }
+    chunkLast = Math.max(chunkLast, lsn);
     int slot = adds.lastSlot();
     PerQueue q = (PerQueue) adds.data(slot);
     if (q == null) {
@@ -172,8 +190,9 @@ final class Summary {
       buf.get(nameAt, name, 0, nameLen);
       events.add(new Event(name, lsn, kind, impl, count));
       if (ranges) {
-        closeGroup(q, adds.key(slot)); // the next removes of the name are another incarnation's
+        closeGroup(q, adds.key(slot), lsn - 1); // the next removes are another incarnation's
       }
+      q.eventLsn = lsn;
     }
   }
 
@@ -330,8 +349,11 @@ final class Summary {
     }
   }
 
-  /** Ends the open group of {@code q}: its runs become range rows of the chunk. */
-  private void closeGroup(PerQueue q, byte[] name) {
+  /**
+   * Ends the open group of {@code q}: its runs become range rows of the chunk; a bitmap's row
+   * stands for LSNs up to {@code to} (see {@link Summary}).
+   */
+  private void closeGroup(PerQueue q, byte[] name, long to) {
     if (overflow || q.groupLsn == Long.MIN_VALUE) {
       return;
     }
@@ -342,8 +364,9 @@ final class Summary {
     if (q.bits != null) { // one row; its words stay held until the chunk's rows go
       ByteBuffer b = ByteBuffer.allocate(q.bits.length * 8).order(ByteOrder.LITTLE_ENDIAN);
       b.asLongBuffer().put(q.bits);
+      long from = q.eventLsn == Long.MIN_VALUE ? chunkFirst : q.eventLsn + 1;
       rangeRows.add(new Object[] {name, q.groupLsn, null, 0L, null, null, null, q.bitsBase,
-          q.bitsBase + 64L * q.bits.length - 1, q.groupLsn, q.bitsCount, b.array()});
+          q.bitsBase + 64L * q.bits.length - 1, q.groupLsn, q.bitsCount, b.array(), from, to});
       q.bits = null;
       q.bitsCount = 0;
       q.groupLsn = Long.MIN_VALUE;
@@ -391,7 +414,7 @@ final class Summary {
             null, null, null});
       }
       if (q != null && ranges) {
-        closeGroup(q, adds.key(s));
+        closeGroup(q, adds.key(s), chunkLast);
       }
     }
     if (overflow) {
@@ -408,6 +431,7 @@ final class Summary {
     overflow = false;
     firstRemoveLsn = Long.MIN_VALUE;
     chunkRemoves = 0;
+    chunkFirst = chunkLast = Long.MIN_VALUE;
     for (int s = 0; s < adds.slots(); s++) {
       if (adds.key(s) != null && adds.data(s) != null) {
         adds.setData(s, null);
@@ -429,7 +453,7 @@ final class Summary {
           value = segment;
         } else {
           int at = indexOf(name) - 2;
-          value = at < r.length ? r[at] : null; // rm_bits: only a bitmap's row has it
+          value = at < r.length ? r[at] : null; // rm_bits..rm_to: only a bitmap's row has them
         }
         append(v, value);
       }
