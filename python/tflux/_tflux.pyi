@@ -662,7 +662,8 @@ class Store:
         record's N-th failed delivery: then it moves to the dead-letter queue (logged). Read-only
         stores refuse it."""
     def count(self, queue: str) -> int:
-        """Ready records of ``queue`` (in-flight records are not counted)."""
+        """Ready records of ``queue`` (in-flight records are not counted; a delayed record
+        counts once it is due, in a writable store)."""
     def peek(self, queue: str) -> Record | None:
         """The record ``dequeue`` would take next, without taking it (``None``: none ready)."""
     def iter_records(self, queue: str) -> RecordIter:

@@ -181,6 +181,20 @@ def test_enqueue_many_delays_every_record_of_the_batch(tmp_path):
         assert store.stats("").enqueued == 3
 
 
+def test_reads_show_a_delayed_record_that_came_due_as_the_next_dequeue_would(tmp_path):
+    # Regression: count, peek and the listings showed a due record as still delayed until a
+    # dequeue (or stats) made it ready, so peek named a record dequeue would not take.
+    with tflux.open(tmp_path / "b", **FAST) as store:
+        store.enqueue("", 5, b"plain")
+        store.enqueue("", 1, b"due soon", delay=0.1)
+        assert store.peek("").payload == b"plain" and store.count("") == 1
+        time.sleep(0.2)
+        assert store.count("") == 2
+        assert store.peek("").payload == b"due soon"
+        assert [r.payload for r in store.records("")] == [b"due soon", b"plain"]
+        assert store.dequeue("", timeout=0).payload == b"due soon"
+
+
 def test_the_taskflux_dialect_refuses_a_delayed_enqueue_many(tmp_path):
     with tflux.open(tmp_path / "b", dialect="taskflux", **FAST) as store:
         with pytest.raises(tflux.ArgumentError, match="taskflux"):

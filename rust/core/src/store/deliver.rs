@@ -327,6 +327,19 @@ impl Store {
         }
     }
 
+    /// Brings `name` up to now before a read of its ready records (count, peek, listings,
+    /// stats): ends expired leases and, in a writable store, makes the delayed records that are
+    /// due ready, as the next dequeue would, so a read shows what a dequeue would take. A
+    /// read-only store shows the delays of the files as they stand.
+    pub(super) fn bring_due(&self, inner: &mut Inner, name: &[u8]) {
+        self.expire(inner, name, Instant::now());
+        if !self.readonly {
+            if let Ok(q) = inner.state.queue_mut(name) {
+                promote_due(q);
+            }
+        }
+    }
+
     /// Ends the deliveries of `name` whose lease ran out by `now` (each counts as a failure).
     /// One line reports a sweep's expiries (and one its dead-letter moves), never one per
     /// record (`crate::events`).

@@ -41,21 +41,21 @@ impl Store {
     /// Ready records of `name` (in-flight ones are not counted).
     pub fn count(&self, name: &[u8]) -> Result<u64> {
         let mut inner = self.inner()?;
-        self.expire(&mut inner, name, Instant::now());
+        self.bring_due(&mut inner, name);
         Ok(inner.state.queue(name)?.count())
     }
 
     /// The record `dequeue` would take next, without taking it.
     pub fn peek(&self, name: &[u8]) -> Result<Option<Record>> {
         let mut inner = self.inner()?;
-        self.expire(&mut inner, name, Instant::now());
+        self.bring_due(&mut inner, name);
         Ok(inner.state.queue_mut(name)?.peek().cloned())
     }
 
     /// [`Store::peek`] with the record's attempts and enqueue time (`Request::Peek`).
     pub fn peek_listed(&self, name: &[u8]) -> Result<Option<Listed>> {
         let mut inner = self.inner()?;
-        self.expire(&mut inner, name, Instant::now());
+        self.bring_due(&mut inner, name);
         let inner = &mut *inner;
         let q = inner.state.queue_mut(name)?;
         let Some(r) = q.peek().cloned() else {
@@ -115,7 +115,7 @@ impl Store {
     /// Ready records of a queue in dequeue order: `(id, key, data)`.
     pub fn peek_all(&self, name: &[u8]) -> Result<Vec<Record>> {
         let mut inner = self.inner()?;
-        self.expire(&mut inner, name, Instant::now());
+        self.bring_due(&mut inner, name);
         let q = inner.state.queue(name)?;
         Ok(q.ready_in_order().into_iter().cloned().collect())
     }
@@ -123,7 +123,7 @@ impl Store {
     /// [`Store::peek_all`] with each record's attempts and enqueue time (`Request::PeekAll`).
     pub fn peek_all_listed(&self, name: &[u8]) -> Result<Vec<Listed>> {
         let mut inner = self.inner()?;
-        self.expire(&mut inner, name, Instant::now());
+        self.bring_due(&mut inner, name);
         let q = inner.state.queue(name)?;
         let at = inner.arrivals.of(name);
         Ok(q.ready_in_order()

@@ -285,11 +285,7 @@ impl Store {
     /// The live figures of queue `name`.
     pub fn stats(&self, name: &[u8]) -> Result<QueueStats> {
         let mut inner = self.inner()?;
-        self.expire(&mut inner, name, Instant::now());
-        if !self.readonly {
-            let now = now_ms();
-            inner.state.queue_mut(name)?.promote(now);
-        }
+        self.bring_due(&mut inner, name);
         let q = inner.state.queue(name)?;
         let c = inner.deliveries.counters(name);
         let oldest = q
