@@ -207,6 +207,7 @@ def test_tuple_path_yields_the_same_rows_as_the_arrow_path(spark, written):
 
 def test_several_sources_by_comma_and_by_glob(spark, fmt, tmp_path):
     nodes = tmp_path / "nodes"
+    nodes.mkdir()  # a log is made only inside an existing directory
     counts = {}
     for i, n in enumerate([300, 500, 700]):
         base = nodes / f"node{i}"
