@@ -115,8 +115,8 @@ impl Store {
     /// Several deliveries of `name` in one call: waits like [`Store::deliver`] (`timeout`,
     /// `lease`, wake-ups on due times) for the first record, then takes up to `n - 1` more
     /// ready ones without waiting; empty when none came in time. `n` is capped at
-    /// [`DEQUEUE_MANY_MAX`] records, and no record is taken after the batch's payloads reach
-    /// [`DEQUEUE_MANY_BYTES`]. On a queue with a dead-letter rule the deliveries are counted
+    /// `DEQUEUE_MANY_MAX` records, and no record is taken after the batch's payloads reach
+    /// `DEQUEUE_MANY_BYTES`. On a queue with a dead-letter rule the deliveries are counted
     /// with one logged write (a Delivered each) that is durable before they are handed out.
     pub fn deliver_many(
         &self,
