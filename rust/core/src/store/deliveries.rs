@@ -22,6 +22,16 @@ impl QueueDeliveries {
     fn is_empty(&self) -> bool {
         self.lease_of.is_empty() && self.nacks.is_empty() && self.receipt_of.is_empty()
     }
+
+    /// The delivery of `id` ended: its receipt and lease no longer apply.
+    fn end(&mut self, id: u64) {
+        if !self.lease_of.is_empty() {
+            if let Some(until) = self.lease_of.remove(&id) {
+                self.leases.remove(&(until, id));
+            }
+        }
+        self.receipt_of.remove(&id);
+    }
 }
 
 /// Receipts, leases and nack counts of every queue.
@@ -77,9 +87,18 @@ impl Deliveries {
     /// delivery of one record of one life of a queue of one open store of one owner.
     pub fn deliver(&mut self, queue: &[u8], id: u64) -> u64 {
         let receipt = crate::state::next_incarnation();
-        let q = self.queues.entry(queue.to_vec()).or_default();
-        q.receipt_of.insert(id, receipt);
+        self.of_mut(queue).receipt_of.insert(id, receipt);
         receipt
+    }
+
+    /// The deliveries of `queue`, added when it has none (its name copied only then: this is
+    /// on every delivery's path).
+    fn of_mut(&mut self, queue: &[u8]) -> &mut QueueDeliveries {
+        if !self.queues.contains_key(queue) {
+            self.queues
+                .insert(queue.to_vec(), QueueDeliveries::default());
+        }
+        self.queues.get_mut(queue).expect("inserted")
     }
 
     /// Whether `receipt` is that of the current delivery of record `id` of `queue`.
@@ -92,7 +111,7 @@ impl Deliveries {
 
     /// Record `id` of `queue` goes back by itself at `until` unless settled first.
     pub fn lease(&mut self, queue: &[u8], id: u64, until: Instant) {
-        let q = self.queues.entry(queue.to_vec()).or_default();
+        let q = self.of_mut(queue);
         if let Some(old) = q.lease_of.insert(id, until) {
             q.leases.remove(&(old, id));
         }
@@ -102,18 +121,17 @@ impl Deliveries {
     /// The delivery ended (ack, nack, expiry): its receipt and lease no longer apply.
     pub fn end(&mut self, queue: &[u8], id: u64) {
         if let Some(q) = self.queues.get_mut(queue) {
-            if let Some(until) = q.lease_of.remove(&id) {
-                q.leases.remove(&(until, id));
-            }
-            q.receipt_of.remove(&id);
+            q.end(id);
         }
     }
 
     /// The record left its queue (acked, dead-lettered): forget it entirely.
     pub fn forget(&mut self, queue: &[u8], id: u64) {
-        self.end(queue, id);
         if let Some(q) = self.queues.get_mut(queue) {
-            q.nacks.remove(&id);
+            q.end(id);
+            if !q.nacks.is_empty() {
+                q.nacks.remove(&id);
+            }
             if q.is_empty() {
                 self.queues.remove(queue);
             }
@@ -122,7 +140,7 @@ impl Deliveries {
 
     /// Counts one failed delivery (a nack or an expired lease) of `id`; returns the total.
     pub fn failed(&mut self, queue: &[u8], id: u64) -> u32 {
-        let q = self.queues.entry(queue.to_vec()).or_default();
+        let q = self.of_mut(queue);
         let n = q.nacks.entry(id).or_insert(0);
         *n = n.saturating_add(1);
         *n
