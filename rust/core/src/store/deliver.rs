@@ -583,8 +583,7 @@ impl Store {
             let lsn = self
                 .log_and_apply(&mut inner, &[DeltaRef::RemoveRecord { name, id }])?
                 .1;
-            inner.deliveries.forget(name, id);
-            inner.deliveries.counters_mut(name).acked += 1;
+            inner.deliveries.acked(name, id);
             lsn
         };
         self.after_write(lsn)
@@ -621,11 +620,7 @@ impl Store {
                 .collect();
             let lsn = self.log_and_apply(&mut inner, &deltas)?.1;
             for &(name, id, _) in items {
-                inner.deliveries.forget(name, id);
-            }
-            // One look-up of the counters per run of one queue's records, not one per record.
-            for run in items.chunk_by(|a, b| a.0 == b.0) {
-                inner.deliveries.counters_mut(run[0].0).acked += run.len() as u64;
+                inner.deliveries.acked(name, id);
             }
             lsn
         };

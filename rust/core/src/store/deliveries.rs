@@ -16,11 +16,30 @@ struct QueueDeliveries {
     nacks: HashMap<u64, u32>,
     /// The receipt of each in-flight record's current delivery.
     receipt_of: HashMap<u64, u64>,
+    /// What happened to the queue since the store opened (`Store::stats`).
+    counters: super::tasks::Counters,
 }
+
+/// A queue's tables are kept when its last delivery ends (so that the next delivery finds
+/// them, its name not copied again), unless they grew past this many entries: then they are
+/// dropped, and memory follows the deliveries in flight, not the largest burst.
+const KEPT_CAPACITY: usize = 1024;
 
 impl QueueDeliveries {
     fn is_empty(&self) -> bool {
         self.lease_of.is_empty() && self.nacks.is_empty() && self.receipt_of.is_empty()
+    }
+
+    /// Releases the tables of a queue with nothing in flight that grew large (see
+    /// [`KEPT_CAPACITY`]).
+    fn release(&mut self) {
+        if self.receipt_of.capacity() > KEPT_CAPACITY && self.is_empty() {
+            let counters = self.counters;
+            *self = QueueDeliveries {
+                counters,
+                ..QueueDeliveries::default()
+            };
+        }
     }
 
     /// The delivery of `id` ended: its receipt and lease no longer apply.
@@ -34,13 +53,11 @@ impl QueueDeliveries {
     }
 }
 
-/// Receipts, leases and nack counts of every queue.
+/// Receipts, leases, nack counts and counters of every queue.
 #[derive(Debug, Default)]
 pub struct Deliveries {
     queues: HashMap<Vec<u8>, QueueDeliveries>,
     expired_receipts: ExpiredReceipts,
-    /// What happened to each queue since the store opened (`Store::stats`).
-    counters: HashMap<Vec<u8>, super::tasks::Counters>,
 }
 
 /// How many receipts of deliveries whose lease ran out are remembered (about 100 KiB at most).
@@ -71,14 +88,14 @@ impl ExpiredReceipts {
 impl Deliveries {
     /// The counters of `queue` (zero when nothing happened to it).
     pub fn counters(&self, queue: &[u8]) -> super::tasks::Counters {
-        self.counters.get(queue).copied().unwrap_or_default()
+        self.queues
+            .get(queue)
+            .map(|q| q.counters)
+            .unwrap_or_default()
     }
 
     pub fn counters_mut(&mut self, queue: &[u8]) -> &mut super::tasks::Counters {
-        if !self.counters.contains_key(queue) {
-            self.counters.insert(queue.to_vec(), Default::default());
-        }
-        self.counters.get_mut(queue).expect("inserted")
+        &mut self.of_mut(queue).counters
     }
 
     /// Record `id` of `queue` was delivered: its new receipt, which settles this delivery
@@ -132,9 +149,23 @@ impl Deliveries {
             if !q.nacks.is_empty() {
                 q.nacks.remove(&id);
             }
-            if q.is_empty() {
-                self.queues.remove(queue);
+            q.release();
+        }
+    }
+
+    /// Record `id` of `queue` was acknowledged: [`Deliveries::forget`] it and count the ack,
+    /// with one look-up of the queue.
+    pub fn acked(&mut self, queue: &[u8], id: u64) {
+        match self.queues.get_mut(queue) {
+            Some(q) => {
+                q.counters.acked += 1;
+                q.end(id);
+                if !q.nacks.is_empty() {
+                    q.nacks.remove(&id);
+                }
+                q.release();
             }
+            None => self.counters_mut(queue).acked += 1,
         }
     }
 
@@ -191,7 +222,6 @@ impl Deliveries {
     /// The queue was deleted.
     pub fn drop_queue(&mut self, queue: &[u8]) {
         self.queues.remove(queue);
-        self.counters.remove(queue);
     }
 }
 
@@ -231,6 +261,33 @@ mod tests {
         assert_eq!(d.failed(b"q", 7), 1);
         d.drop_queue(b"q");
         assert_eq!(d.failed(b"q", 7), 1);
+    }
+
+    #[test]
+    fn a_queues_tables_stay_between_deliveries_unless_they_grew_large() {
+        let mut d = Deliveries::default();
+        d.deliver(b"q", 1);
+        d.acked(b"q", 1);
+        assert!(
+            d.queues.contains_key(b"q".as_slice()),
+            "kept for the next delivery"
+        );
+        assert_eq!(d.counters(b"q").acked, 1);
+        for id in 0..=KEPT_CAPACITY as u64 {
+            d.deliver(b"q", id);
+        }
+        for id in 0..=KEPT_CAPACITY as u64 {
+            d.acked(b"q", id);
+        }
+        let q = &d.queues[b"q".as_slice()];
+        assert_eq!(q.receipt_of.capacity(), 0, "a burst's table is dropped");
+        assert_eq!(
+            q.counters.acked,
+            2 + KEPT_CAPACITY as u64,
+            "the counters stay"
+        );
+        d.drop_queue(b"q");
+        assert_eq!(d.counters(b"q").acked, 0);
     }
 
     #[test]
