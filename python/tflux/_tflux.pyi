@@ -518,9 +518,11 @@ class Store:
 
     Every change (create/delete queue, enqueue, ack) is logged before the call returns and made
     durable per ``LogSyncPolicy``; the state is rebuilt from the snapshot and the log on open.
-    Dequeue and nack write nothing: a dequeued record is *in flight* until acked, and comes back
-    after a restart if it never was (at-least-once delivery). Methods are thread-safe and release
-    the GIL while they work or wait. Use the store as a context manager, or call ``close()``.
+    Dequeue and nack write nothing unless a queue rule needs it (a dead-letter rule logs each
+    delivery, a delayed retry logs the failure): a dequeued record is *in flight* until acked,
+    and comes back after a restart if it never was (at-least-once delivery). Methods are
+    thread-safe and release the GIL while they work or wait. Use the store as a context manager,
+    or call ``close()``.
     """
 
     @staticmethod
@@ -586,7 +588,8 @@ class Store:
     ) -> int:
         """Add a record with priority ``key`` (smallest first; a signed 64-bit int) and return
         its id. ``payload`` is bytes or any bytes-like object. Policies of the queue are checked
-        first (``PolicyViolation``; nothing is written)."""
+        first (``PolicyViolation``; nothing is written). ``delay`` (seconds from now) or ``at``
+        (unix seconds): the record is not delivered before then (spec dialect)."""
     def enqueue_many(
         self,
         queue: str,
@@ -658,9 +661,11 @@ class Store:
         """The owner's live figures of ``queue``."""
     def nack(self, record: Record, delay: float | None = None) -> None:
         """Put an in-flight record back where it was (same id, so before later records of the
-        same key). Writes nothing, unless the queue has a ``DeadLetter`` rule and this is the
-        record's N-th failed delivery: then it moves to the dead-letter queue (logged). Read-only
-        stores refuse it."""
+        same key): a failed delivery. ``delay=None`` follows the queue's retry rule (none: ready
+        at once), ``delay=0`` makes it ready now, another number ready in that many seconds (a
+        delayed retry is logged). Under a dead-letter rule the record's N-th failed delivery
+        moves it to the dead-letter queue instead (logged). Otherwise nothing is written.
+        Read-only stores refuse it."""
     def count(self, queue: str) -> int:
         """Ready records of ``queue`` (in-flight records are not counted; a delayed record
         counts once it is due, in a writable store)."""
