@@ -627,8 +627,9 @@ class Store:
         own lease, ``attempts`` and receipt: ack, nack or extend them one by one, or
         ``ack_many``). A client gets them in one round trip; on a queue with a dead-letter rule
         their deliveries are counted with one logged write, durable before they are returned.
-        ``n < 1`` raises ``ArgumentError``; a larger ``n`` than 1024, or records whose payloads
-        reach 16 MiB, make a smaller batch. Read-only stores refuse it (``ReadOnlyError``)."""
+        ``n < 1`` raises ``ArgumentError``; a larger ``n`` than 1024, or a record that would
+        carry the batch's payloads past 16 MiB (one larger record comes alone), make a smaller
+        batch. Read-only stores refuse it (``ReadOnlyError``)."""
     def wait(self, queue: str, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds (``None``: forever) until ``queue`` has a ready record,
         without taking it; ``True`` when one is ready. Another consumer may take it first, so

@@ -79,6 +79,11 @@ pub fn create_named_dir(storage: &dyn Storage, dir: &Path, parents: bool) -> Res
     if !parents {
         let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
         if let Some(parent) = absolute.parent() {
+            // A parent that is a file is there: `create=True` could not help (mkdir's ENOTDIR).
+            if parent.exists() && !parent.is_dir() {
+                return Err(io::Error::from_raw_os_error(libc::ENOTDIR))
+                    .ctx("create directory", dir);
+            }
             if !parent.is_dir() {
                 return Err(Error::MissingParent {
                     path: dir.to_path_buf(),
@@ -484,6 +489,24 @@ mod tests {
         create_named_dir(&storage, &typo, true).unwrap();
         assert!(typo.is_dir());
         create_named_dir(&storage, &typo, false).unwrap(); // exists: left as it is
+    }
+
+    /// Review finding: a parent that is a file was reported as missing, with advice
+    /// (`create=True`) that then failed too.
+    #[test]
+    fn a_named_directory_under_a_file_is_not_a_directory_not_a_missing_parent() {
+        let root = tempfile::tempdir().unwrap();
+        let storage = crate::io::storage::RealStorage;
+        let file = root.path().join("file");
+        fs::write(&file, b"x").unwrap();
+        let below = file.join("base");
+        match create_named_dir(&storage, &below, false) {
+            Err(Error::Io { source, .. }) => {
+                assert_eq!(source.raw_os_error(), Some(libc::ENOTDIR));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(file.is_file());
     }
 
     #[test]

@@ -15,8 +15,8 @@ use super::{Inner, Store};
 /// bounded by the owner here too): nothing is ever sized by `n` itself.
 pub const DEQUEUE_MANY_MAX: usize = 1024;
 
-/// A `dequeue_many` takes no more records once the payloads it took reach this many bytes
-/// (it always takes the first), so that its reply stays far below a frame's size limit.
+/// A `dequeue_many` takes no record that would carry its payloads past this many bytes (it
+/// always takes the first), so that its reply stays far below a frame's size limit.
 pub const DEQUEUE_MANY_BYTES: usize = 16 << 20;
 
 /// The records one delivery call takes: at most `n`, within [`DEQUEUE_MANY_BYTES`].
@@ -37,6 +37,15 @@ impl Batch {
 
     fn has_room(&self) -> bool {
         self.taken.len() < self.n && self.bytes < DEQUEUE_MANY_BYTES
+    }
+
+    /// Whether the next record (`next`, peeked) joins the batch: the first always does, a
+    /// later one only within [`DEQUEUE_MANY_BYTES`] (two records that each fit a reply must
+    /// not make one that does not).
+    fn takes(&self, next: Option<&Record>) -> bool {
+        next.is_some_and(|r| {
+            self.taken.is_empty() || self.bytes.saturating_add(r.data.len()) <= DEQUEUE_MANY_BYTES
+        })
     }
 
     fn push(&mut self, record: Record, attempts: u32) {
@@ -159,7 +168,7 @@ impl Store {
             let taken = match q.rules().dead_letter.clone() {
                 None => {
                     let mut batch = Batch::new(n);
-                    while batch.has_room() {
+                    while batch.has_room() && batch.takes(q.peek()) {
                         let Some((r, attempts)) = q.deliver_next(true) else {
                             break;
                         };
@@ -221,6 +230,9 @@ impl Store {
             let Some(id) = q.peek().map(|r| r.id) else {
                 break;
             };
+            if !batch.takes(q.peek()) {
+                break;
+            }
             if q.attempts_of(id) >= limit as u32 {
                 // Every one of its `limit` deliveries failed (its takers died: nothing settled
                 // them): it goes to the dead-letter queue, not out again.
