@@ -127,6 +127,9 @@ pub struct Queue {
     /// No deferred record is due before this (a lower bound, `i64::MAX` for none), so that a
     /// promotion, run before every delivery and read, scans them only when one may be due.
     deferred_due: i64,
+    /// How many promotions scanned `deferred` (tests check that one below `deferred_due` does
+    /// not).
+    deferred_scans: u64,
     /// Deliveries so far of present records that are not in flight (absent: none).
     attempts: HashMap<u64, u32>,
     /// Records added by a [`Batch`] and not yet in `ready`/`alive` (ascending ids, all above
@@ -166,6 +169,7 @@ impl Queue {
             delayed: Delayed::default(),
             deferred: HashMap::default(),
             deferred_due: i64::MAX,
+            deferred_scans: 0,
             attempts: HashMap::default(),
             pending: Pending::default(),
         }

@@ -137,6 +137,13 @@ impl Queue {
         self.delayed.len() + self.deferred.len() as u64
     }
 
+    /// How many promotions have scanned the deferred records so far (a diagnostic for tests:
+    /// a promotion scans them only when one may be due).
+    #[doc(hidden)]
+    pub fn deferred_scans(&self) -> u64 {
+        self.deferred_scans
+    }
+
     /// When the next delayed record is due (unix ms).
     pub fn next_due(&self) -> Option<i64> {
         // The deferred records' bound: one below the truth wakes a waiter early, whose
@@ -227,6 +234,7 @@ impl Queue {
         }
         if !self.deferred.is_empty() && self.deferred_due <= limit {
             let before = self.deferred.len();
+            self.deferred_scans += 1;
             self.deferred.retain(|_, due| *due > limit);
             moved += (before - self.deferred.len()) as u64;
             self.deferred_due = self.deferred.values().copied().min().unwrap_or(i64::MAX);
