@@ -170,6 +170,19 @@ def test_reads_show_a_delayed_record_that_came_due_as_the_next_dequeue_would(tmp
         assert store.dequeue("", timeout=0).payload == b"due soon"
 
 
+def test_the_list_of_queues_counts_a_delayed_record_that_came_due_as_ready(tmp_path):
+    # Regression: queues() left a due record out of the ready count (count, peek, the listings
+    # and stats already showed it ready) until a read of that one queue made it ready.
+    with tflux.open(tmp_path / "b", **FAST) as store:
+        store.create_queue("q")
+        store.enqueue("q", 5, b"plain")
+        store.enqueue("q", 1, b"due soon", delay=0.1)
+        assert _ready(store, "q") == 1
+        time.sleep(0.2)
+        assert _ready(store, "q") == 2
+        assert store.dequeue("q", timeout=0).payload == b"due soon"
+
+
 def test_the_taskflux_dialect_refuses_a_delayed_enqueue_many(tmp_path):
     with tflux.open(tmp_path / "b", dialect="taskflux", **FAST) as store:
         with pytest.raises(tflux.ArgumentError, match="taskflux"):

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import tflux
@@ -64,6 +65,20 @@ def test_replay_and_inspect_of_a_live_base_do_not_count_in_flight_records_as_rea
     inspected = run_cli("inspect", base, "--json")
     assert json.loads(inspected.stdout)["owner"]["pid"] == pid
     assert f"process {pid} owns the base" in run_cli("inspect", base).stdout
+
+
+def test_replay_of_a_live_base_counts_a_delayed_record_that_came_due_as_ready(tmp_path):
+    # Regression: the owner's list of queues (what replay asks it for) left a delayed record
+    # that came due out of the ready count until a read of that one queue made it ready.
+    base = tmp_path / "base"
+    setup = 'store.create_queue("jobs")\nstore.enqueue("jobs", 1, b"soon", delay=0.3)'
+    with owner_process(base, setup, 'log_sync_policy="never"'):
+        time.sleep(0.5)
+        result = run_cli("replay", base, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["owner"]["answered"] is True
+    assert (_jobs(doc)["count"], _jobs(doc)["in_flight"]) == (1, 0)
 
 
 def test_without_an_owner_stats_reads_the_files_and_says_so(tmp_path):
