@@ -1109,15 +1109,23 @@ def convert(
     *,
     to: Dialect,
     dialect: Dialect | None = None,
+    create: bool = False,
     progress: Callable[[int, int], object] | None = None,
 ) -> ConvertReport:
     """Write the base directory ``src`` again as the new base directory ``dst`` in the dialect
     ``to`` (log, snapshot, metadata, settings); ``src`` is only read (``dialect``: its
     dialect, ``None`` detects it). ``dst`` must not exist or be an empty directory, apart from
-    ``src`` (neither inside the other); the copy is built beside it,
-    fsynced, verified and compared with the source before it is renamed into place, so a
-    failure (or an exception raised by ``progress(done, total)``, called after each segment
-    with bytes of the log) leaves no ``dst``."""
+    ``src`` (neither inside the other); its parent must exist (else ``TfluxIOError`` naming
+    it, nothing made), unless ``create=True`` makes the missing parents, as ``mkdir -p``. The
+    copy is built beside it, fsynced, verified and compared with the source before it is
+    renamed into place, so a failure (or an exception raised by ``progress(done, total)``,
+    called after each segment with bytes of the log) leaves no ``dst``."""
+
+def create_named_dir(path: str | PathLike[str], *, create: bool = False) -> None:
+    """Make the directory ``path`` as a writable open makes a base, as ``mkdir`` does: ``path``
+    itself when its parent exists; else ``TfluxIOError`` (ENOENT, ``.path`` the parent) and
+    nothing made, unless ``create=True`` makes the missing parents too. An existing directory
+    is left as it is. For the writers of a directory a user names (``tflux.parquet.export``)."""
 
 def dialect_of(path: str | PathLike[str], *, dialect: Dialect | None = None) -> Dialect:
     """The dialect of ``path`` (a base directory, a log directory or one file), agreeing with

@@ -146,6 +146,15 @@ class _DemoRun:
     at_close: dict[str, tflux.QueueInfo] = field(default_factory=dict)
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write ``path`` as the core makes the files of a private base: its owner's only (0600),
+    also when it existed with a wider mode, and never through a planted symlink."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+
+
 def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | None) -> _DemoRun:
     """Write the demo through ``tflux.open``, with a progress bar; the store is closed after."""
     settings = _demo_settings(records, payload_size, soft_limit)
@@ -163,7 +172,7 @@ def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | N
         # The same settings go to the settings file, so later opens (tflux replay, inspect)
         # use them.
         pascal = {"".join(w.title() for w in k.split("_")): v for k, v in settings.items()}
-        Layout(base).settings.write_text(json.dumps(pascal, indent=2) + "\n")
+        _write_private(Layout(base).settings, json.dumps(pascal, indent=2) + "\n")
         task = progress.add_task("writing", total=records)
         for q in _DEMO_QUEUES[1:]:
             store.create_queue(

@@ -2,15 +2,13 @@
 //! queue with a dead-letter rule are logged (a Delivered each, in one write) and handed back to
 //! the caller as one `Logged` for the group commit; the owner caps `n`.
 
+mod common;
+
 use std::time::Duration;
 
-use tflux_core::format::rules::QueueRules;
+use common::{create_counted, ruled_store, DURABLE};
 use tflux_core::state::QueueConfig;
 use tflux_core::store::{Reply, Request, Store};
-
-fn settings() -> Option<&'static str> {
-    Some(r#"{"DiskFullRatio": 1.0, "LogSyncPolicy": "always"}"#)
-}
 
 fn take(store: &Store, queue: &'static [u8], n: u64) -> (Vec<(u64, u32)>, Option<i64>) {
     let request = Request::DequeueMany {
@@ -28,26 +26,11 @@ fn take(store: &Store, queue: &'static [u8], n: u64) -> (Vec<(u64, u32)>, Option
     (got.iter().map(|d| (d.record.id, d.attempts)).collect(), lsn)
 }
 
-/// A queue whose deliveries are counted (a dead-letter rule: to "dead" after 3).
-fn create_counted(store: &Store, queue: &[u8]) {
-    let rules = QueueRules {
-        dead_letter: Some((b"dead".to_vec(), 3)),
-        ..QueueRules::default()
-    };
-    store
-        .create_queue_with_rules(queue, QueueConfig::default(), &rules, false)
-        .unwrap();
-}
-
 #[test]
 fn a_counted_batch_comes_back_with_one_write_holding_a_delivered_each() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Store::open(dir.path(), settings(), false).unwrap();
-        create_counted(&store, b"jobs");
-        store
-            .enqueue_many(b"jobs", &[(1, b"a"), (2, b"b"), (3, b"c")])
-            .unwrap();
+        let store = ruled_store(dir.path(), &[(1, b"a"), (2, b"b"), (3, b"c")]);
         let before = store.log_bounds().unwrap().1;
         let (got, lsn) = take(&store, b"jobs", 5);
         assert_eq!(got, vec![(1, 1), (2, 1), (3, 1)]);
@@ -57,14 +40,14 @@ fn a_counted_batch_comes_back_with_one_write_holding_a_delivered_each() {
         store.close().unwrap();
     }
     // Reopened: the three deliveries were counted.
-    let store = Store::open(dir.path(), settings(), false).unwrap();
+    let store = Store::open(dir.path(), Some(DURABLE), false).unwrap();
     assert_eq!(take(&store, b"jobs", 2).0, vec![(1, 2), (2, 2)]);
 }
 
 #[test]
 fn a_batch_of_a_queue_without_rules_writes_nothing_and_n_is_checked_and_capped() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), settings(), false).unwrap();
+    let store = Store::open(dir.path(), Some(DURABLE), false).unwrap();
     store
         .create_queue_as(b"plain", QueueConfig::default(), false)
         .unwrap();
@@ -89,7 +72,7 @@ fn a_batch_of_a_queue_without_rules_writes_nothing_and_n_is_checked_and_capped()
 #[test]
 fn a_batch_takes_no_record_that_would_carry_its_payloads_past_16_mib_unless_it_is_the_first() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), settings(), false).unwrap();
+    let store = Store::open(dir.path(), Some(DURABLE), false).unwrap();
     store
         .create_queue_as(b"plain", QueueConfig::default(), false)
         .unwrap();
