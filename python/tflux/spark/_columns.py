@@ -191,6 +191,7 @@ def read_snapshot(
         return
     schema = snapshot_schema(tasks)
     table = batch.to_arrow(tasks=tasks)
+    plain = len(snapshot_batch_schema())  # then due and attempts, after last_index and last_term
     for start in range(0, max(table.num_rows, 1), SNAPSHOT_BATCH_ROWS):
         part = table.slice(start, SNAPSHOT_BATCH_ROWS)
         n = part.num_rows
@@ -198,9 +199,9 @@ def read_snapshot(
             return
         cols = [
             _constant(source, n, pa.string()),
-            *part.columns[:5],
+            *part.columns[:plain],
             _constant(batch.last_index, n, pa.int64()),
             _constant(batch.last_term, n, pa.int64()),
-            *part.columns[5:],
+            *part.columns[plain:],
         ]
         yield pa.RecordBatch.from_arrays(cols, schema=schema)
