@@ -912,12 +912,21 @@ class SnapshotBatch:
     @property
     def task_queues(self) -> list[str]:
         """Queues whose task-queue state (rules, delayed records, delivery counts; spec 12) a
-        task-layout snapshot holds: not in the columns."""
+        task-layout snapshot holds, by name (empty for other snapshots)."""
+    @property
+    def rules(self) -> dict[str, str]:
+        """Each of ``task_queues``' rules as JSON text, every rule named (``null``: none):
+        ``dead_letter`` ``[queue, deliveries]``, ``retry_delay_ms``, ``retry_backoff`` (in
+        millionths), ``retry_max_delay_ms``, ``lease_ms`` (the log columns' ``rules`` text)."""
     def _buffers(
-        self,
+        self, tasks: bool = False
     ) -> list[tuple[str, tuple[str, ColumnBuffer | None, ColumnBuffer, ColumnBuffer | None]]]: ...
-    def to_arrow(self) -> pyarrow.RecordBatch:
-        """Columns queue, implementation, record_id, key, message."""
+    def to_arrow(self, tasks: bool = False) -> pyarrow.RecordBatch:
+        """Columns queue, implementation, record_id, key, message; with ``tasks=True`` also
+        ``due`` (int64: unix ms of a delayed record, null when ready) and ``attempts`` (int32:
+        its counted deliveries, 0 when none), from a task-layout snapshot (spec 12; every
+        record ready and 0 in other snapshots). Without it the schema is the same for every
+        layout."""
 
 def read_segment_deltas(
     path: str | PathLike[str],
