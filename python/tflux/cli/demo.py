@@ -170,7 +170,8 @@ def _demo_write(
     started = time.perf_counter()
     # Erased when done: the summary's title comes first (issue 43 item 19). The open makes
     # DIR as tflux.open makes a base (as mkdir does: a missing parent is an error).
-    with _progress(transient=True) as progress, tflux.open(base, create=create, **settings) as store:
+    opened = tflux.open(base, create=create, **settings)
+    with _progress(transient=True) as progress, opened as store:
         # The same settings go to the settings file, so later opens (tflux replay, inspect)
         # use them.
         pascal = {"".join(w.title() for w in k.split("_")): v for k, v in settings.items()}
