@@ -3,7 +3,8 @@
 Everything here is written from docs/spec section 3 with ``struct`` and ``zlib.crc32`` only, so the
 tests compare tflux against a second implementation of the format instead of against itself.
 Nothing in this module calls tflux, except the fixture that switches the disk watermarks off
-(``_no_disk_watermarks``) and the shared Spark session fixtures at the end.
+(``_no_disk_watermarks``), the owner in another process (``owner_elsewhere``) and the shared Spark
+session fixtures at the end.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _owner import owner_process
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -195,6 +197,16 @@ def copy_vector(log_dir: Path):
         return dest
 
     return copy
+
+
+@pytest.fixture
+def owner_elsewhere(tmp_path: Path):
+    """A base whose owner is another process, with the queue "jobs" (its rule: to "jobs-dead"
+    after 3 deliveries); yields ``(base, owner process)``."""
+    base = tmp_path / "b"
+    setup = 'store.create_queue("jobs", exist_ok=True, dead_letter=("jobs-dead", 3))'
+    with owner_process(base, setup) as proc:
+        yield base, proc
 
 
 # The default disk watermarks (DiskFullRatio 0.95; a channel's clean 0.85, high 0.95) would apply

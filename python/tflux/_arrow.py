@@ -70,19 +70,21 @@ def delta_batch_to_arrow(batch) -> pyarrow.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=delta_batch_schema(raw="data" in names))
 
 
-def snapshot_batch_schema() -> pyarrow.Schema:
-    """The Arrow schema of ``SnapshotBatch.to_arrow``."""
+def snapshot_batch_schema(tasks: bool = False) -> pyarrow.Schema:
+    """The Arrow schema of ``SnapshotBatch.to_arrow``; with ``tasks``, also ``due`` (unix ms of
+    a delayed record, null when ready) and ``attempts`` (counted deliveries, 0 when none)."""
     pa = require_pyarrow()
 
-    return pa.schema(
-        [
-            ("queue", pa.string()),
-            ("implementation", pa.int32()),
-            ("record_id", pa.int64()),
-            ("key", pa.int64()),
-            ("message", pa.binary()),
-        ]
-    )
+    fields = [
+        ("queue", pa.string()),
+        ("implementation", pa.int32()),
+        ("record_id", pa.int64()),
+        ("key", pa.int64()),
+        ("message", pa.binary()),
+    ]
+    if tasks:  # a task-layout snapshot's (spec section 12)
+        fields += [("due", pa.int64()), ("attempts", pa.int32())]
+    return pa.schema(fields)
 
 
 def _arrays_from_buffers(n: int, buffers) -> tuple[list[str], list]:
@@ -107,9 +109,9 @@ def _arrays_from_buffers(n: int, buffers) -> tuple[list[str], list]:
     return names, arrays
 
 
-def snapshot_batch_to_arrow(batch) -> pyarrow.RecordBatch:
+def snapshot_batch_to_arrow(batch, tasks: bool = False) -> pyarrow.RecordBatch:
     """Wraps a SnapshotBatch's column buffers as Arrow arrays without copying them."""
     pa = require_pyarrow()
 
-    _, arrays = _arrays_from_buffers(len(batch), batch._buffers())
-    return pa.RecordBatch.from_arrays(arrays, schema=snapshot_batch_schema())
+    _, arrays = _arrays_from_buffers(len(batch), batch._buffers(tasks))
+    return pa.RecordBatch.from_arrays(arrays, schema=snapshot_batch_schema(tasks))

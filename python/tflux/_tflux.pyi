@@ -518,9 +518,11 @@ class Store:
 
     Every change (create/delete queue, enqueue, ack) is logged before the call returns and made
     durable per ``LogSyncPolicy``; the state is rebuilt from the snapshot and the log on open.
-    Dequeue and nack write nothing: a dequeued record is *in flight* until acked, and comes back
-    after a restart if it never was (at-least-once delivery). Methods are thread-safe and release
-    the GIL while they work or wait. Use the store as a context manager, or call ``close()``.
+    Dequeue and nack write nothing unless a queue rule needs it (a dead-letter rule logs each
+    delivery, a delayed retry logs the failure): a dequeued record is *in flight* until acked,
+    and comes back after a restart if it never was (at-least-once delivery). Methods are
+    thread-safe and release the GIL while they work or wait. Use the store as a context manager,
+    or call ``close()``.
     """
 
     @staticmethod
@@ -586,7 +588,8 @@ class Store:
     ) -> int:
         """Add a record with priority ``key`` (smallest first; a signed 64-bit int) and return
         its id. ``payload`` is bytes or any bytes-like object. Policies of the queue are checked
-        first (``PolicyViolation``; nothing is written)."""
+        first (``PolicyViolation``; nothing is written). ``delay`` (seconds from now) or ``at``
+        (unix seconds): the record is not delivered before then (spec dialect)."""
     def enqueue_many(
         self,
         queue: str,
@@ -624,8 +627,9 @@ class Store:
         own lease, ``attempts`` and receipt: ack, nack or extend them one by one, or
         ``ack_many``). A client gets them in one round trip; on a queue with a dead-letter rule
         their deliveries are counted with one logged write, durable before they are returned.
-        ``n < 1`` raises ``ArgumentError``; a larger ``n`` than 1024, or records whose payloads
-        reach 16 MiB, make a smaller batch. Read-only stores refuse it (``ReadOnlyError``)."""
+        ``n < 1`` raises ``ArgumentError``; a larger ``n`` than 1024, or a record that would
+        carry the batch's payloads past 16 MiB (one larger record comes alone), make a smaller
+        batch. Read-only stores refuse it (``ReadOnlyError``)."""
     def wait(self, queue: str, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds (``None``: forever) until ``queue`` has a ready record,
         without taking it; ``True`` when one is ready. Another consumer may take it first, so
@@ -658,9 +662,11 @@ class Store:
         """The owner's live figures of ``queue``."""
     def nack(self, record: Record, delay: float | None = None) -> None:
         """Put an in-flight record back where it was (same id, so before later records of the
-        same key). Writes nothing, unless the queue has a ``DeadLetter`` rule and this is the
-        record's N-th failed delivery: then it moves to the dead-letter queue (logged). Read-only
-        stores refuse it."""
+        same key): a failed delivery. ``delay=None`` follows the queue's retry rule (none: ready
+        at once), ``delay=0`` makes it ready now, another number ready in that many seconds (a
+        delayed retry is logged). Under a dead-letter rule the record's N-th failed delivery
+        moves it to the dead-letter queue instead (logged). Otherwise nothing is written.
+        Read-only stores refuse it."""
     def count(self, queue: str) -> int:
         """Ready records of ``queue`` (in-flight records are not counted; a delayed record
         counts once it is due, in a writable store)."""
@@ -906,12 +912,21 @@ class SnapshotBatch:
     @property
     def task_queues(self) -> list[str]:
         """Queues whose task-queue state (rules, delayed records, delivery counts; spec 12) a
-        task-layout snapshot holds: not in the columns."""
+        task-layout snapshot holds, by name (empty for other snapshots)."""
+    @property
+    def rules(self) -> dict[str, str]:
+        """Each of ``task_queues``' rules as JSON text, every rule named (``null``: none):
+        ``dead_letter`` ``[queue, deliveries]``, ``retry_delay_ms``, ``retry_backoff`` (in
+        millionths), ``retry_max_delay_ms``, ``lease_ms`` (the log columns' ``rules`` text)."""
     def _buffers(
-        self,
+        self, tasks: bool = False
     ) -> list[tuple[str, tuple[str, ColumnBuffer | None, ColumnBuffer, ColumnBuffer | None]]]: ...
-    def to_arrow(self) -> pyarrow.RecordBatch:
-        """Columns queue, implementation, record_id, key, message."""
+    def to_arrow(self, tasks: bool = False) -> pyarrow.RecordBatch:
+        """Columns queue, implementation, record_id, key, message; with ``tasks=True`` also
+        ``due`` (int64: unix ms of a delayed record, null when ready) and ``attempts`` (int32:
+        its counted deliveries, 0 when none), from a task-layout snapshot (spec 12; every
+        record ready and 0 in other snapshots). Without it the schema is the same for every
+        layout."""
 
 def read_segment_deltas(
     path: str | PathLike[str],
@@ -1103,15 +1118,23 @@ def convert(
     *,
     to: Dialect,
     dialect: Dialect | None = None,
+    create: bool = False,
     progress: Callable[[int, int], object] | None = None,
 ) -> ConvertReport:
     """Write the base directory ``src`` again as the new base directory ``dst`` in the dialect
     ``to`` (log, snapshot, metadata, settings); ``src`` is only read (``dialect``: its
     dialect, ``None`` detects it). ``dst`` must not exist or be an empty directory, apart from
-    ``src`` (neither inside the other); the copy is built beside it,
-    fsynced, verified and compared with the source before it is renamed into place, so a
-    failure (or an exception raised by ``progress(done, total)``, called after each segment
-    with bytes of the log) leaves no ``dst``."""
+    ``src`` (neither inside the other); its parent must exist (else ``TfluxIOError`` naming
+    it, nothing made), unless ``create=True`` makes the missing parents, as ``mkdir -p``. The
+    copy is built beside it, fsynced, verified and compared with the source before it is
+    renamed into place, so a failure (or an exception raised by ``progress(done, total)``,
+    called after each segment with bytes of the log) leaves no ``dst``."""
+
+def create_named_dir(path: str | PathLike[str], *, create: bool = False) -> None:
+    """Make the directory ``path`` as a writable open makes a base, as ``mkdir`` does: ``path``
+    itself when its parent exists; else ``TfluxIOError`` (ENOENT, ``.path`` the parent) and
+    nothing made, unless ``create=True`` makes the missing parents too. An existing directory
+    is left as it is. For the writers of a directory a user names (``tflux.parquet.export``)."""
 
 def dialect_of(path: str | PathLike[str], *, dialect: Dialect | None = None) -> Dialect:
     """The dialect of ``path`` (a base directory, a log directory or one file), agreeing with

@@ -30,6 +30,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from tflux._tflux import create_named_dir
+
 __all__ = ["export"]
 
 # The extra that installs pyarrow alone (``arrow`` is the same list under another name).
@@ -52,10 +54,15 @@ def export(
     raw: bool = False,
     compression: str = "zstd",
     dialect: str | None = None,
+    create: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, int]:
     """Write ``OUT/log.parquet`` and ``OUT/snapshot.parquet``; returns the row counts
     (``{"log": n, "snapshot": m}``). Needs pyarrow (``pip install 'tflux[parquet]'``).
+
+    A new ``OUT`` is made as ``tflux.open`` makes a base, as ``mkdir`` does: a missing parent
+    raises :class:`tflux.TfluxIOError` naming it (nothing is made), unless ``create=True``
+    makes the missing parents too.
 
     ``progress(done, total)`` is called after each segment file and the snapshot is read, in
     bytes of those files (``total``: all of them)."""
@@ -67,7 +74,7 @@ def export(
 
     sources = _paths.resolve(os.fspath(base), dialect)
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    create_named_dir(out_dir, create=create)
     counts = {"log": 0, "snapshot": 0}
     logs = [(src, _paths.segment_names(src.log_dir)) for src in sources if src.log_dir]
     total = sum(_size(os.path.join(src.log_dir, n)) for src, names in logs for n in names)

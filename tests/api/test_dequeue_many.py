@@ -9,9 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 
@@ -20,35 +17,6 @@ import tflux
 import tflux.aio
 
 FAST = {"log_sync_policy": "never"}
-
-OWNER = textwrap.dedent(
-    """
-    import sys, tflux
-    with tflux.open(sys.argv[1]) as store:
-        store.create_queue("jobs", exist_ok=True, dead_letter=("jobs-dead", 5))
-        print("ready", flush=True)
-        sys.stdin.read()
-    """
-)
-
-
-@pytest.fixture
-def owner_elsewhere(tmp_path):
-    """A base whose owner is another process; yields (base, owner process)."""
-    base = tmp_path / "b"
-    p = subprocess.Popen(
-        [sys.executable, "-c", OWNER, str(base)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        yield base, p
-    finally:
-        if p.poll() is None:
-            p.stdin.close()
-            p.wait(timeout=30)
 
 
 def test_it_takes_what_is_ready_up_to_n_in_order_each_its_own_delivery(tmp_path):

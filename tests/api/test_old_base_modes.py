@@ -114,3 +114,24 @@ def test_a_base_owned_by_another_user_is_never_touched(tmp_path):
     with tflux.open(base, **FAST) as store:  # root may open it; it is not root's
         assert store.count("") == 1
     assert [mode(d) for d in dirs_of(base)] == [0o755] * 4
+
+
+# Review finding: the check and the chmod followed symlinks, so a directory of the layout that
+# is a symlink (data/ moved to another disk, or a link planted by whoever may write the base)
+# had its target, outside the base, made private. The base itself is the path its user named.
+def test_a_symlink_below_the_base_is_not_followed_and_a_symlinked_base_is(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="tflux")
+    real = tmp_path / "real"
+    make_old_base(real)
+    shared = tmp_path / "shared"  # a directory of the same user, readable by all on purpose
+    (real / "data").rename(shared)
+    (real / "data").symlink_to(shared)
+    os.chmod(shared, 0o755)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with tflux.open(link, **FAST) as store:
+        assert store.count("") == 1
+    assert mode(shared) == 0o755, "outside the base: left alone"
+    assert mode(real) == 0o700, "the base a user named, through its symlink"
+    # What tflux made inside data/ is the base's own.
+    assert [mode(shared / "log"), mode(shared / "temp")] == [0o700, 0o700]

@@ -98,3 +98,15 @@ def test_demo_makes_its_directory_only_where_the_parent_exists(tmp_path):
     result = run_cli("demo", "--records", "100", "--dir", tmp_path / "sample", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "sample" / "taskflux.settings.json").is_file()
+
+
+# Review finding: a path component that is a file was reported as a missing parent, with
+# advice (create=True) that then failed too; it is ENOTDIR, as mkdir says.
+@pytest.mark.parametrize("share", [True, False])
+def test_a_base_below_a_file_is_not_a_directory_not_a_missing_parent(tmp_path, share):
+    (tmp_path / "file").write_bytes(b"x")
+    with pytest.raises(tflux.TfluxIOError) as e:
+        tflux.open(tmp_path / "file" / "base", share=share)
+    assert e.value.errno == errno.ENOTDIR
+    assert "create=True" not in str(e.value)
+    assert (tmp_path / "file").read_bytes() == b"x"

@@ -15,16 +15,6 @@ import tflux
 
 FAST = {"log_sync_policy": "never"}
 
-OWNER = textwrap.dedent(
-    """
-    import sys, tflux
-    with tflux.open(sys.argv[1]) as store:
-        store.create_queue("jobs", exist_ok=True, dead_letter=("jobs-dead", 3))
-        print("ready", flush=True)
-        sys.stdin.read()
-    """
-)
-
 TAKER = textwrap.dedent(
     """
     import os, signal, sys, tflux
@@ -36,27 +26,11 @@ TAKER = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def owner_elsewhere(tmp_path):
-    base = tmp_path / "b"
-    p = subprocess.Popen(
-        [sys.executable, "-c", OWNER, str(base)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        yield base
-    finally:
-        p.stdin.close()
-        p.wait(timeout=30)
-
-
 def test_a_poison_record_under_a_client_reaches_the_dead_letter_queue_after_n_deliveries(
     owner_elsewhere,
 ):
-    with tflux.open(owner_elsewhere) as client:
+    base, _ = owner_elsewhere
+    with tflux.open(base) as client:
         assert not client.is_owner
         assert client.queue_rules("jobs").dead_letter == ("jobs-dead", 3)
         client.enqueue("jobs", 1, b"poison")
@@ -146,9 +120,10 @@ def test_the_taskflux_dialect_refuses_task_queue_arguments(tmp_path):
 
 
 def test_a_clients_dead_letter_setting_becomes_the_queues_logged_rule(owner_elsewhere):
-    with tflux.open(owner_elsewhere) as client:
+    base, _ = owner_elsewhere
+    with tflux.open(base) as client:
         client.create_queue("other")
-    with tflux.open(owner_elsewhere, dead_letter={"other": ("other-dead", 2)}) as client:
+    with tflux.open(base, dead_letter={"other": ("other-dead", 2)}) as client:
         assert not client.is_owner
         assert client.queue_rules("other").dead_letter == ("other-dead", 2)
 
@@ -193,6 +168,19 @@ def test_reads_show_a_delayed_record_that_came_due_as_the_next_dequeue_would(tmp
         assert store.peek("").payload == b"due soon"
         assert [r.payload for r in store.records("")] == [b"due soon", b"plain"]
         assert store.dequeue("", timeout=0).payload == b"due soon"
+
+
+def test_the_list_of_queues_counts_a_delayed_record_that_came_due_as_ready(tmp_path):
+    # Regression: queues() left a due record out of the ready count (count, peek, the listings
+    # and stats already showed it ready) until a read of that one queue made it ready.
+    with tflux.open(tmp_path / "b", **FAST) as store:
+        store.create_queue("q")
+        store.enqueue("q", 5, b"plain")
+        store.enqueue("q", 1, b"due soon", delay=0.1)
+        assert _ready(store, "q") == 1
+        time.sleep(0.2)
+        assert _ready(store, "q") == 2
+        assert store.dequeue("q", timeout=0).payload == b"due soon"
 
 
 def test_the_taskflux_dialect_refuses_a_delayed_enqueue_many(tmp_path):
@@ -262,7 +250,8 @@ def test_oldest_ready_age_is_how_long_the_oldest_ready_record_has_waited(tmp_pat
 
 
 def test_a_client_gets_the_owners_enqueue_times_and_ages(owner_elsewhere):
-    with tflux.open(owner_elsewhere) as client:
+    base, _ = owner_elsewhere
+    with tflux.open(base) as client:
         assert not client.is_owner
         before = time.time()
         client.enqueue("jobs", 1, b"x")

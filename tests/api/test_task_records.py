@@ -10,7 +10,6 @@ import pickle
 
 import pytest
 import tflux
-from test_task_queue import owner_elsewhere  # noqa: F401  (the fixture)
 
 FAST = {"log_sync_policy": "never"}
 
@@ -83,8 +82,9 @@ def test_a_never_delivered_record_is_listed_with_no_attempts_and_its_enqueue_tim
             assert listed.enqueued_at is not None
 
 
-def test_a_client_lists_the_owners_attempts_and_enqueue_times(owner_elsewhere):  # noqa: F811
-    with tflux.open(owner_elsewhere) as client:
+def test_a_client_lists_the_owners_attempts_and_enqueue_times(owner_elsewhere):
+    base, _ = owner_elsewhere
+    with tflux.open(base) as client:
         assert not client.is_owner
         client.enqueue("jobs", 1, b"x")
         client.nack(client.dequeue("jobs", timeout=5), delay=0)

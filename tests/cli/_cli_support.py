@@ -209,3 +209,43 @@ def small_store(base: Path, adds: int = 20) -> Path:
         store.snapshot()
         store.enqueue("", 1, b"after the snapshot")
     return base
+
+
+def run_on_terminal(
+    *args: str | Path, columns: int = 80, on: str = "stdout"
+) -> tuple[int, str, str]:
+    """``python -m tflux ARGS`` with one stream (``on``: ``"stdout"`` or ``"stderr"``) on a
+    pseudo-terminal ``columns`` wide (and ``COLUMNS`` set, as a shell does); stdout otherwise
+    goes to a pipe, stderr otherwise nowhere. Returns the exit code, stdout as piped ("" when on
+    the terminal) and what the terminal was shown (escapes kept)."""
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    environ = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    environ.update(COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tflux", *map(str, args)],
+        stdin=subprocess.DEVNULL,
+        stdout=slave if on == "stdout" else subprocess.PIPE,
+        stderr=slave if on == "stderr" else subprocess.DEVNULL,
+        env=environ,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    stdout = child.stdout.read().decode() if child.stdout else ""
+    code = child.wait(timeout=300)
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    assert "Traceback" not in shown, shown
+    return code, stdout, shown

@@ -4,10 +4,14 @@
 copy landed inside the source's log as a segment-named directory): a destination inside the
 source, or a source inside the destination, is refused. An existing empty directory is taken as
 ``git clone`` takes it; a non-empty one is still refused. ``export`` overwrote OUT's Parquet
-files silently: it refuses unless ``--force``.
+files silently: it refuses unless ``--force``. Both make the directory they are given as a base
+is made (issue 43 item 18): a missing parent is an error naming it, and nothing is created,
+unless ``--create`` makes the missing parents too, as ``mkdir -p``.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import tflux
@@ -70,3 +74,34 @@ def test_export_refuses_to_overwrite_its_files_unless_forced(tmp_path):
     assert (out / "log.parquet").read_bytes() == written
     forced = run_cli("export", src, out, "--force")
     assert forced.returncode == 0, forced.stderr
+
+
+@pytest.mark.parametrize("verb", ["convert", "export"])
+def test_a_missing_parent_of_the_destination_is_named_and_nothing_is_created(tmp_path, verb):
+    # Regression: convert failed naming its hidden half-built directory, not the missing
+    # parent; export made the whole missing path (a typo became a new tree).
+    if verb == "export":
+        pytest.importorskip("pyarrow.parquet")
+    src = tmp_path / "src"
+    small_base(src)
+    dst = tmp_path / "typo" / "deeper" / "dst"
+    extra = ["--to", "taskflux"] if verb == "convert" else []
+    result = run_cli(verb, src, dst, *extra)
+    assert result.returncode == 2, result.stderr
+    assert f"{tmp_path / 'typo' / 'deeper'} does not exist" in result.stderr
+    assert "--create" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"], "nothing created"
+    made = run_cli(verb, src, dst, *extra, "--create")
+    assert made.returncode == 0, made.stderr
+    assert dst.is_dir()
+
+
+def test_a_missing_parent_named_as_json_is_one_error_object(tmp_path):
+    src = tmp_path / "src"
+    small_base(src)
+    dst = tmp_path / "typo" / "dst"
+    result = run_cli("convert", src, dst, "--to", "taskflux", "--json")
+    assert result.returncode == 2
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and doc["exit_code"] == 2
+    assert f"{tmp_path / 'typo'} does not exist" in doc["error"]

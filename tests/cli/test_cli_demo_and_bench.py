@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,30 @@ def test_demo_refuses_a_directory_that_already_holds_a_log(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("error:")
     assert snapshot_of(tmp_path) == before
+
+
+def test_a_demo_dir_with_a_missing_parent_is_refused_unless_create_as_the_error_says(tmp_path):
+    # Regression: the error told the user to pass --create, which demo did not have.
+    base = tmp_path / "missing" / "demo"
+    refused = run_cli("demo", "--records", 100, "--dir", base)
+    assert refused.returncode == 2
+    assert "--create" in refused.stderr
+    assert not (tmp_path / "missing").exists()
+    made = run_cli("demo", "--records", 100, "--dir", base, "--create")
+    assert made.returncode == 0, made.stderr
+    assert Path(tflux.Layout(base).log).is_dir()
+
+
+def test_the_demos_settings_file_is_as_private_as_every_other_file_of_its_base(tmp_path):
+    # Regression: the demo wrote its settings file 0644 (the umask's default) inside a 0700
+    # base, where every file tflux makes is its owner's only.
+    base = tmp_path / "demo"
+    result = run_cli("demo", "--records", 100, "--dir", base)
+    assert result.returncode == 0, result.stderr
+    settings = Path(tflux.Layout(base).settings)
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+    shared = [str(p) for p in base.rglob("*") if stat.S_IMODE(p.stat().st_mode) & 0o077]
+    assert shared == []
 
 
 # --------------------------------------------------------------------------------------------

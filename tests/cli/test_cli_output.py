@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import tflux
-from _cli_support import run, small_store
+from _cli_support import run, run_on_terminal, small_store
 from tflux._store import settings_for_reading
 
 # ---------------------------------------------------------------------------------------------
@@ -47,37 +47,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 def tty_run(*args: str | Path, columns: int = 80) -> tuple[int, str]:
     """``python -m tflux ARGS`` with stdout on a pseudo-terminal ``columns`` wide (and
     ``COLUMNS`` set, as a shell does); returns the exit code and the text shown."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    environ = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
-    environ.update(COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tflux", *map(str, args)],
-        stdin=subprocess.DEVNULL,
-        stdout=slave,
-        stderr=subprocess.DEVNULL,
-        env=environ,
-    )
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    code = child.wait(timeout=300)
-    text = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r", "")
-    assert "Traceback" not in text, text
-    return code, text
+    code, _, shown = run_on_terminal(*args, columns=columns, on="stdout")
+    return code, ANSI.sub("", shown).replace("\r", "")
 
 
 def numbers_in(text: str) -> set[str]:

@@ -5,15 +5,12 @@ stayed above its title."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import tflux
-from _cli_support import open_store, run_cli
+from _cli_support import open_store, run_cli, run_on_terminal
 from tflux.cli._render import _progress, _rate
 
 ERASE_LINE = "\x1b[2K"
@@ -22,38 +19,7 @@ ERASE_LINE = "\x1b[2K"
 def stderr_tty_run(*args: str | Path, columns: int = 80) -> tuple[int, str, str]:
     """``python -m tflux ARGS`` with stderr on a pseudo-terminal (where the bars are drawn)
     and stdout on a pipe; returns the exit code, stdout and stderr as written (escapes kept)."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    environ = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
-    environ.update(COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tflux", *map(str, args)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        env=environ,
-    )
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    stdout = child.stdout.read().decode() if child.stdout else ""
-    code = child.wait(timeout=300)
-    stderr = b"".join(chunks).decode("utf-8", "replace")
-    assert "Traceback" not in stderr, stderr
-    return code, stdout, stderr
+    return run_on_terminal(*args, columns=columns, on="stderr")
 
 
 def segmented_store(base: Path) -> None:

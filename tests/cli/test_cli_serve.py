@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -16,8 +15,7 @@ import time
 import pytest
 import tflux
 from _cli_support import run_cli
-
-START = 60.0  # seconds a cold interpreter, import and restore may take on a loaded CI host
+from _owner import readline
 
 
 def _serve(base, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -34,13 +32,7 @@ def _serve(base, *args: str, env: dict[str, str] | None = None) -> subprocess.Po
 
 def _first_line(proc: subprocess.Popen) -> str:
     """The line the verb prints once it serves (fails the test if it never comes)."""
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout=START):
-            proc.kill()
-            pytest.fail(f"tflux serve printed nothing in {START} s")
-    return proc.stdout.readline()
+    return readline(proc)
 
 
 def _stop(proc: subprocess.Popen, signum: int = signal.SIGTERM) -> tuple[int, str, str]:

@@ -6,59 +6,30 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
-import textwrap
+import time
 
 import pytest
 import tflux
 from _cli_support import run_cli
+from _owner import owner_process, readline
 
-START = 60.0  # seconds a cold interpreter, import and restore may take on a loaded CI host
-
-# Owns BASE, enqueues 3 records to "jobs", takes one (in flight), then waits for stdin to close.
-OWNER = textwrap.dedent(
-    """
-    import sys, tflux
-    with tflux.open(sys.argv[1], log_sync_policy="never") as store:
-        store.create_queue("jobs", exist_ok=True)
-        store.enqueue_many("jobs", [(1, b"a"), (2, b"b"), (3, b"c")])
-        assert store.dequeue("jobs", timeout=0).payload == b"a"
-        print("ready", flush=True)
-        sys.stdin.read()
-    """
-)
-
-
-def _readline(proc: subprocess.Popen) -> str:
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout=START):
-            proc.kill()
-            pytest.fail(f"the process printed nothing in {START} s")
-    return proc.stdout.readline()
+# The owner's setup: 3 records to "jobs", one of them taken (in flight).
+OWNED = """
+store.create_queue("jobs", exist_ok=True)
+store.enqueue_many("jobs", [(1, b"a"), (2, b"b"), (3, b"c")])
+assert store.dequeue("jobs", timeout=0).payload == b"a"
+"""
 
 
 @pytest.fixture
 def owned(tmp_path):
     """A base whose owner (another process) holds 2 ready records and 1 in flight."""
     base = tmp_path / "base"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", OWNER, str(base)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert _readline(proc).strip() == "ready"
+    with owner_process(base, OWNED, 'log_sync_policy="never"') as proc:
         yield base, proc.pid
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=60)
 
 
 def _jobs(doc: dict) -> dict:
@@ -94,6 +65,20 @@ def test_replay_and_inspect_of_a_live_base_do_not_count_in_flight_records_as_rea
     inspected = run_cli("inspect", base, "--json")
     assert json.loads(inspected.stdout)["owner"]["pid"] == pid
     assert f"process {pid} owns the base" in run_cli("inspect", base).stdout
+
+
+def test_replay_of_a_live_base_counts_a_delayed_record_that_came_due_as_ready(tmp_path):
+    # Regression: the owner's list of queues (what replay asks it for) left a delayed record
+    # that came due out of the ready count until a read of that one queue made it ready.
+    base = tmp_path / "base"
+    setup = 'store.create_queue("jobs")\nstore.enqueue("jobs", 1, b"soon", delay=0.3)'
+    with owner_process(base, setup, 'log_sync_policy="never"'):
+        time.sleep(0.5)
+        result = run_cli("replay", base, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["owner"]["answered"] is True
+    assert (_jobs(doc)["count"], _jobs(doc)["in_flight"]) == (1, 0)
 
 
 def test_without_an_owner_stats_reads_the_files_and_says_so(tmp_path):
@@ -137,7 +122,7 @@ def test_stats_watch_repeats_until_ctrl_c_and_follows_a_serve_owner(tmp_path):
     )
     watch = None
     try:
-        assert json.loads(_readline(serve))["pid"] == serve.pid
+        assert json.loads(readline(serve))["pid"] == serve.pid
         with tflux.open(base) as client:
             client.enqueue_many("jobs", [(1, b"a"), (2, b"b")])
             held = client.dequeue("jobs", timeout=5)  # this client holds it in flight
@@ -149,7 +134,7 @@ def test_stats_watch_repeats_until_ctrl_c_and_follows_a_serve_owner(tmp_path):
                 text=True,
                 env=environ,
             )
-            first, second = json.loads(_readline(watch)), json.loads(_readline(watch))
+            first, second = json.loads(readline(watch)), json.loads(readline(watch))
             for doc in (first, second):
                 assert doc["owner"]["pid"] == serve.pid
                 [jobs] = doc["queues"]

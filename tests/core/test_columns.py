@@ -284,10 +284,12 @@ def test_snapshot_batch_lists_every_queue_with_its_last_id():
     assert (jobs["max_message_size"], jobs["key_range"]) == (1024, (0, 9))
 
 
-def test_a_task_layout_snapshot_names_the_queues_whose_task_state_the_columns_leave_out(tmp_path):
-    # Spec section 12: rules, delays and counts are not columns; the batch says which queues
-    # have them (Spark's replay refuses such a snapshot: tests/spark).
+def test_a_task_layout_snapshot_names_the_queues_whose_task_state_it_holds(tmp_path):
+    # Spec section 12: the batch says which queues have rules, delays or counts (their
+    # columns and rules: tests/api/test_snapshot_batch_tasks.py); Spark's plain replay hands
+    # such a snapshot over to its task path (tests/spark).
     from _task_vectors import task_layout_snapshot
+    from tflux.spark._tasks import HasTasks
     from tflux.spark.rebuild import _snapshot_describer
 
     base = tmp_path / "base"
@@ -300,5 +302,5 @@ def test_a_task_layout_snapshot_names_the_queues_whose_task_state_the_columns_le
     task_layout_snapshot(path)
     batch = tflux.read_snapshot_batch(path)
     assert batch.task_queues == ["jobs"] and len(batch) == 1
-    with pytest.raises(tflux.ReplayError, match="task-queue state of queue 'jobs'"):
+    with pytest.raises(HasTasks, match="task-queue state of queue 'jobs'"):
         _snapshot_describer(None, "tflux_python")(str(path))

@@ -71,3 +71,28 @@ def test_a_docs_example_runs_as_written_and_again(tmp_path, code):
             timeout=timeout,
         )
         assert done.returncode == 0, f"{run} run:\n{code}\n{done.stderr[-3000:]}"
+
+
+def test_the_examples_run_one_after_another_in_one_directory(tmp_path):
+    """A reader tries the examples in reading order in one directory, as they are written
+    (most on "path/to/base"): the README's, then the site's pages'. None may refuse what an
+    earlier one left, e.g. a queue created there without rules that a later example creates
+    again with rules and ``exist_ok=True`` (``QueueExistsError``). The Spark examples are the
+    other tests' (they need Java)."""
+    readme = BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    codes = [(f"README-{k}", code) for k, code in enumerate(readme)] + BLOCKS
+    script = tmp_path / "example.py"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name, code in codes:
+        if "pyspark" in code:
+            continue
+        script.write_text(code, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=run_dir,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, f"{name}, after the ones before it:\n{done.stderr[-3000:]}"

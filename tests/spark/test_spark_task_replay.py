@@ -156,10 +156,38 @@ def local_restore(base: Path, tmp: Path) -> tuple[list[tuple], list[tuple]]:
     return sorted(rows), sorted(summary, key=lambda r: r[0])
 
 
-def spark_restore(spark, base: Path) -> tuple[list[tuple], list[tuple]]:
-    """Spark's rows in ``local_restore``'s shape. A base without task-queue state takes the
-    plain path, whose rows have no ``due``, ``attempts`` and ``rules``: none, 0 and none."""
-    df = tflux.spark.replay(spark, str(base))
+# The JVM reader, and the Python sources (the core's columns; no jar): both read the task
+# state of a snapshot, and replay with either equals the local restore.
+SOURCES = ["tflux", "tflux_python"]
+
+
+def python_replay(spark, base: Path) -> tuple:
+    """``tflux.spark.replay`` and ``queue_summary`` with the Python sources: the plain path,
+    handing over to the task path where it meets task-queue state (as ``replay`` does)."""
+    from tflux.spark import _tasks, rebuild
+
+    path = str(base)
+    try:
+        frames = rebuild._Frames(spark, path, fmt="tflux_python")
+    except Exception as exc:
+        if not _tasks.met_tasks(exc):
+            raise
+        return (
+            _tasks.replay(spark, path, fmt="tflux_python"),
+            _tasks.queue_summary(spark, path, fmt="tflux_python"),
+        )
+    return frames.output(frames.live()), frames.output(frames.summary())
+
+
+def spark_restore(spark, base: Path, fmt: str = "tflux") -> tuple[list[tuple], list[tuple]]:
+    """Spark's rows in ``local_restore``'s shape (read with the ``fmt`` sources). A base without
+    task-queue state takes the plain path, whose rows have no ``due``, ``attempts`` and
+    ``rules``: none, 0 and none."""
+    if fmt == "tflux":
+        df = tflux.spark.replay(spark, str(base))
+        summary_df = tflux.spark.queue_summary(spark, str(base))
+    else:
+        df, summary_df = python_replay(spark, base)
     plain = ["queue", "record_id", "key", "message"]
     assert df.columns in (plain, [*plain, "due", "attempts"])
     rows = sorted(
@@ -179,7 +207,7 @@ def spark_restore(spark, base: Path) -> tuple[list[tuple], list[tuple]]:
             r.last_id,
             json.loads(r.rules) if "rules" in r.asDict() else dict.fromkeys(RULES),
         )
-        for r in tflux.spark.queue_summary(spark, str(base)).collect()
+        for r in summary_df.collect()
     )
     return rows, summary
 
@@ -259,7 +287,8 @@ def workloads(draw) -> list[bytes]:
 # --- the tests ------------------------------------------------------------------------------
 
 
-def test_a_delivery_of_a_delayed_record_readies_every_record_due_no_later(jvm_spark, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("fmt", SOURCES)
+def test_a_delivery_of_a_delayed_record_readies_every_record_due_no_later(jvm_spark, tmp_path, fmt):  # noqa: F811
     # AddLater ids 1 (due 200), 2 (due 100), 3 (due 300), a ready 4; Delivered 1 readies 1 and
     # 2 (as the live store had, by the clock), not 3; Failed 2 delays it again until 500; the
     # queue's dead-letter rule starts after one counted delivery, which it forgets.
@@ -277,7 +306,7 @@ def test_a_delivery_of_a_delayed_record_readies_every_record_due_no_later(jvm_sp
     ]
     base = tmp_path / "base"
     write_base(base, entries)
-    rows, summary = spark_restore(jvm_spark, base)
+    rows, summary = spark_restore(jvm_spark, base, fmt)
     assert rows == [
         ("jobs", 1, 0, b"a", None, 2),
         ("jobs", 2, 0, b"b", T + 500, 0),
@@ -289,7 +318,8 @@ def test_a_delivery_of_a_delayed_record_readies_every_record_due_no_later(jvm_sp
     assert (rows, summary) == local_restore(base, tmp_path)
 
 
-def test_a_purge_keeps_its_ids_and_the_records_added_after_it(jvm_spark, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("fmt", SOURCES)
+def test_a_purge_keeps_its_ids_and_the_records_added_after_it(jvm_spark, tmp_path, fmt):  # noqa: F811
     entries = [
         tflux.Delta.add_record("", 1, b"a").encode(),
         add_later("", 1, T + 100, b"b"),
@@ -299,12 +329,13 @@ def test_a_purge_keeps_its_ids_and_the_records_added_after_it(jvm_spark, tmp_pat
     ]
     base = tmp_path / "base"
     write_base(base, entries)
-    rows, _ = spark_restore(jvm_spark, base)
+    rows, _ = spark_restore(jvm_spark, base, fmt)
     assert rows == [("", 2, 1, b"b", T + 100, 0), ("", 4, 0, b"d", None, 0)]
-    assert spark_restore(jvm_spark, base) == local_restore(base, tmp_path)
+    assert spark_restore(jvm_spark, base, fmt) == local_restore(base, tmp_path)
 
 
-def test_replay_reads_a_task_snapshot_then_the_log_after_it(jvm_spark, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("fmt", SOURCES)
+def test_replay_reads_a_task_snapshot_then_the_log_after_it(jvm_spark, tmp_path, fmt):  # noqa: F811
     base = tmp_path / "base"
     write_base(
         base,
@@ -320,7 +351,7 @@ def test_replay_reads_a_task_snapshot_then_the_log_after_it(jvm_spark, tmp_path)
         store.snapshot()
     with tflux.Log.open(base / "data" / "log") as log:
         log.append_many(1, [delivered("jobs", 2), add_later("jobs", 0, T + 50, b"c")])
-    rows, summary = spark_restore(jvm_spark, base)
+    rows, summary = spark_restore(jvm_spark, base, fmt)
     assert rows == [
         ("jobs", 1, 3, b"a", T + 100, 0),
         ("jobs", 2, 3, b"b", None, 2),
@@ -345,15 +376,46 @@ def test_validate_on_the_task_path_refuses_a_removal_of_a_missing_record(jvm_spa
     assert info.value.lsn == 1
 
 
-def test_the_python_snapshot_source_refuses_a_task_snapshot_naming_it(jvm_spark, tmp_path):  # noqa: F811
-    from tflux.spark import _tasks
+@pytest.mark.parametrize("fmt", SOURCES)
+def test_a_task_snapshot_alone_hands_the_plain_path_over_to_the_task_path(jvm_spark, tmp_path, fmt):  # noqa: F811
+    # The log after the snapshot is empty: the snapshot's task state (rules, a delayed record,
+    # counted deliveries) is all the task path has to read, with either snapshot source.
+    from tflux.spark import _tasks, rebuild
 
     base = tmp_path / "base"
-    write_base(base, [tflux.Delta.create_queue("jobs").encode(), add_later("jobs", 0, T + 9, b"a")])
+    write_base(
+        base,
+        [
+            tflux.Delta.create_queue("dead").encode(),
+            tflux.Delta.create_queue("jobs").encode(),
+            rules_delta("jobs", ("dead", 3), 45_000),
+            add_later("jobs", 2, T + 9, b"a"),
+            tflux.Delta.add_record("jobs", 1, b"b").encode(),
+            delivered("jobs", 2),
+            delivered("jobs", 2),
+            tflux.Delta.add_record("", 0, b"c").encode(),
+        ],
+    )
     with tflux.open(base) as store:
         store.snapshot()
-    with pytest.raises(tflux.ReplayError, match="task-queue state of queue 'jobs'"):
-        _tasks.TaskFrames(jvm_spark, str(base), fmt="tflux_python")
+    snap = tflux.read_snapshot(base / "data" / "tflux.snapshot")
+    with tflux.Log.open(base / "data" / "log") as log:
+        assert log.last_index <= snap.last_index  # nothing logged after the snapshot
+    with pytest.raises(_tasks.HasTasks, match="task-queue state of queue 'jobs'"):
+        rebuild._Frames(jvm_spark, str(base), fmt=fmt)
+    rows, summary = spark_restore(jvm_spark, base, fmt)
+    assert rows == [
+        ("", 1, 0, b"c", None, 0),
+        ("jobs", 1, 2, b"a", T + 9, 0),
+        ("jobs", 2, 1, b"b", None, 2),
+    ]
+    rules = {**dict.fromkeys(RULES), "dead_letter": ["dead", 3], "lease_ms": 45_000}
+    assert summary == [
+        ("", 1, 1, dict.fromkeys(RULES)),
+        ("dead", 0, 0, dict.fromkeys(RULES)),
+        ("jobs", 1, 2, rules),
+    ]
+    assert (rows, summary) == local_restore(base, tmp_path)
 
 
 def test_the_python_source_takes_the_task_path_too(jvm_spark, tmp_path):  # noqa: F811
@@ -380,9 +442,11 @@ def test_the_python_source_takes_the_task_path_too(jvm_spark, tmp_path):  # noqa
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(entries=workloads(), snapshot_at=st.integers(0, 40))
+@pytest.mark.parametrize("fmt", SOURCES)
 def test_replay_equals_the_local_restore_for_random_task_queue_workloads(
     jvm_spark,  # noqa: F811
     tmp_path_factory,
+    fmt,
     entries,
     snapshot_at,
 ):
@@ -396,4 +460,4 @@ def test_replay_equals_the_local_restore_for_random_task_queue_workloads(
     if tail:
         with tflux.Log.open(base / "data" / "log") as log:
             log.append_many(1, tail)
-    assert spark_restore(jvm_spark, base) == local_restore(base, tmp)
+    assert spark_restore(jvm_spark, base, fmt) == local_restore(base, tmp)

@@ -170,3 +170,64 @@ def test_spark_fails_on_a_bad_task_snapshot_naming_file_and_offset(jvm_spark, fm
     offset = SNAPSHOTS["tasks_flipped.snapshot"]["error_offset"]
     with pytest.raises(Exception, match=f"corrupt {path} at offset {offset}: checksum mismatch"):
         jvm_spark.read.format(fmt).load(str(path)).collect()
+
+
+def vector_task_rows() -> list[tuple]:
+    """(queue, id, due, attempts) of every record of the vector, by queue name and id."""
+    rows = []
+    for q in GOOD["queues"]:
+        tasks = next((t for t in GOOD["tasks"] if t["queue"] == q["queue"]), None)
+        delayed = dict(map(tuple, tasks["delayed"])) if tasks else {}
+        attempts = dict(map(tuple, tasks["attempts"])) if tasks else {}
+        for r in q["records"]:
+            rows.append((q["queue"], r["id"], delayed.get(r["id"]), attempts.get(r["id"], 0)))
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("fmt", ["tflux_snapshot", "tflux_snapshot_python"])
+def test_spark_reads_the_task_snapshot_vectors_due_and_attempts_in_both_sources(jvm_spark, fmt):  # noqa: F811
+    df = jvm_spark.read.format(fmt).option("tasks", "true").load(str(TASK / "tasks.snapshot"))
+    got = sorted((r.queue, r.record_id, r.due, r.attempts) for r in df.collect())
+    assert got == vector_task_rows()
+
+
+def test_both_snapshot_sources_have_one_schema_with_and_without_tasks(jvm_spark):  # noqa: F811
+    path = str(TASK / "tasks.snapshot")
+    for tasks in ("false", "true"):
+        jvm, python = (
+            jvm_spark.read.format(fmt).option("tasks", tasks).load(path).schema
+            for fmt in ("tflux_snapshot", "tflux_snapshot_python")
+        )
+        assert jvm == python
+        assert [f.nullable for f in python] == [True] * len(python)
+    assert python.names[-2:] == ["due", "attempts"]
+    assert [f.dataType.simpleString() for f in python][-2:] == ["bigint", "int"]
+
+
+def test_both_snapshot_sources_read_a_store_written_task_snapshot_as_the_store_restores_it(
+    jvm_spark,  # noqa: F811
+    tmp_path,
+):
+    base = tmp_path / "base"
+    due = 4_102_444_800_000  # 2100-01-01, in unix ms: never due during the test
+    with tflux.open(base) as store:
+        store.create_queue("jobs-dead")
+        store.create_queue("jobs", dead_letter=("jobs-dead", 4), retry_delay=1.5, lease=30)
+        store.enqueue("jobs", 3, b"now")
+        store.enqueue("jobs", 1, b"later", at=due / 1000)
+        store.enqueue("", 0, b"plain")
+        taken = store.dequeue("jobs", timeout=0)
+        store.nack(taken, delay=0)
+        assert store.snapshot()
+    with tflux.open(base, readonly=True) as store:
+        want = {
+            (q, r.id, r.key, r.payload, None, r.attempts)
+            for q in ("", "jobs")
+            for r in store.records(q)
+        }
+    want.add(("jobs", 2, 1, b"later", due, 0))
+    for fmt in ("tflux_snapshot", "tflux_snapshot_python"):
+        df = jvm_spark.read.format(fmt).option("tasks", "true").load(str(base))
+        rows = df.collect()
+        got = {(r.queue, r.record_id, r.key, bytes(r.message), r.due, r.attempts) for r in rows}
+        assert got == want, fmt

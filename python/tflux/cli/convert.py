@@ -35,9 +35,16 @@ from tflux.cli._render import (
     required=True,
     help="The dialect to write: spec (tflux's own) or taskflux (what TaskFlux's code writes).",
 )
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Also create DST's missing parent directories (as mkdir -p; by default only DST).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
 @dialect_option
-def convert(src: Path, dst: Path, to: str, as_json: bool, dialect: str | None) -> None:
+def convert(
+    src: Path, dst: Path, to: str, create: bool, as_json: bool, dialect: str | None
+) -> None:
     """Write the base directory SRC (log, snapshot, metadata, settings) as a new base
     directory DST in the dialect --to: spec (the format document, tflux's own) or taskflux
     (what TaskFlux's own code writes, so TaskFlux can open it).
@@ -45,7 +52,8 @@ def convert(src: Path, dst: Path, to: str, as_json: bool, dialect: str | None) -
     SRC is only read (as tflux.open(SRC, readonly=True) reads it: every checksum checked,
     nothing cut); --dialect names its dialect (default: detected from its files). DST must
     not exist, or be an empty directory (as git clone takes one), and must be neither inside
-    SRC nor hold it. The copy is built in a hidden directory beside DST, fsynced, verified (every
+    SRC nor hold it; its parent must exist, as for mkdir (--create makes the missing
+    parents). The copy is built in a hidden directory beside DST, fsynced, verified (every
     record, the snapshot and metadata, as an open checks them) and compared with SRC (every
     entry's LSN, term and data, the snapshot and the metadata), and only then renamed to
     DST: a failure or Ctrl-C leaves no DST. Every segment keeps its name (first LSN). A torn
@@ -73,7 +81,7 @@ def convert(src: Path, dst: Path, to: str, as_json: bool, dialect: str | None) -
         def tell(done: int, total: int) -> None:
             progress.update(task, completed=done, total=max(total, 1))
 
-        report = tflux.convert(base, dst, to=to, dialect=dialect, progress=tell)
+        report = tflux.convert(base, dst, to=to, dialect=dialect, create=create, progress=tell)
     torn = report.torn_tail
     if as_json:
         _print_json(

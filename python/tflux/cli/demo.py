@@ -146,7 +146,18 @@ class _DemoRun:
     at_close: dict[str, tflux.QueueInfo] = field(default_factory=dict)
 
 
-def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | None) -> _DemoRun:
+def _write_private(path: Path, text: str) -> None:
+    """Write ``path`` as the core makes the files of a private base: its owner's only (0600),
+    also when it existed with a wider mode, and never through a planted symlink."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+
+
+def _demo_write(
+    base: Path, records: int, payload_size: int, soft_limit: int | None, create: bool = False
+) -> _DemoRun:
     """Write the demo through ``tflux.open``, with a progress bar; the store is closed after."""
     settings = _demo_settings(records, payload_size, soft_limit)
     record_bytes = _demo_record_bytes(tflux.Delta.add_record("reports", 0, bytes(payload_size)))
@@ -159,11 +170,12 @@ def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | N
     started = time.perf_counter()
     # Erased when done: the summary's title comes first (issue 43 item 19). The open makes
     # DIR as tflux.open makes a base (as mkdir does: a missing parent is an error).
-    with _progress(transient=True) as progress, tflux.open(base, **settings) as store:
+    opened = tflux.open(base, create=create, **settings)
+    with _progress(transient=True) as progress, opened as store:
         # The same settings go to the settings file, so later opens (tflux replay, inspect)
         # use them.
         pascal = {"".join(w.title() for w in k.split("_")): v for k, v in settings.items()}
-        Layout(base).settings.write_text(json.dumps(pascal, indent=2) + "\n")
+        _write_private(Layout(base).settings, json.dumps(pascal, indent=2) + "\n")
         task = progress.add_task("writing", total=records)
         for q in _DEMO_QUEUES[1:]:
             store.create_queue(
@@ -237,6 +249,9 @@ def _demo_write(base: Path, records: int, payload_size: int, soft_limit: int | N
     type=click.IntRange(min=4096),
     help="Segment soft limit in bytes. Default: about 1/16 of the data, for ~16 segments.",
 )
+@click.option(
+    "--create", is_flag=True, help="Make --dir's missing parent directories too (as mkdir -p)."
+)
 @click.option("--keep", is_flag=True, help="Keep the temporary directory and print its path.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
 def demo(
@@ -244,6 +259,7 @@ def demo(
     records: int,
     payload_size: int,
     soft_limit: int | None,
+    create: bool,
     keep: bool,
     as_json: bool,
 ) -> None:
@@ -282,7 +298,7 @@ def demo(
     base = _demo_dir(directory)
     temporary = directory is None
     try:
-        run = _demo_write(base, records, payload_size, soft_limit)
+        run = _demo_write(base, records, payload_size, soft_limit, create)
         with _stopwatch() as restore_s, _open_store(base) as store:
             restored = {q.name: q for q in store.queues()}
             replayed, snapshot_index = store.replayed, store.restored_snapshot_index

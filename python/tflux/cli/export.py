@@ -22,9 +22,20 @@ from tflux.parquet import export as export_parquet
 @click.option("--raw", is_flag=True, help="Add the undecoded bytes of each record (column data).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (for machines).")
 @click.option("--force", is_flag=True, help="Replace OUT's Parquet files if they exist.")
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Also create OUT's missing parent directories (as mkdir -p; by default only OUT).",
+)
 @dialect_option
 def export(
-    base: Path, out: Path, raw: bool, as_json: bool, force: bool, dialect: str | None
+    base: Path,
+    out: Path,
+    raw: bool,
+    as_json: bool,
+    force: bool,
+    create: bool,
+    dialect: str | None,
 ) -> None:
     """Write OUT/log.parquet (every log record, decoded) and OUT/snapshot.parquet (the
     snapshot's records), read-only, through pyarrow: for data lakes without Spark.
@@ -33,8 +44,9 @@ def export(
     verify (and refused as they refuse it). pyarrow is an extra: pip install 'tflux[parquet]'.
 
     OUT may exist; its log.parquet and snapshot.parquet are never overwritten unless --force
-    is given. A progress bar (bytes of the segment files and snapshot read) is shown on stderr
-    when it is a terminal, not with --json.
+    is given. A new OUT is made as a base directory is, as mkdir makes it: its parent must
+    exist (--create makes the missing parents too). A progress bar (bytes of the segment
+    files and snapshot read) is shown on stderr when it is a terminal, not with --json.
 
     With --json, one object: base, dialect (of a base directory; null for a log read alone),
     out, log and snapshot, each {path, rows}.
@@ -63,7 +75,7 @@ def export(
         def tell(done: int, total: int) -> None:
             progress.update(task, completed=done, total=max(total, 1))
 
-        counts = export_parquet(base, out, raw=raw, dialect=dialect, progress=tell)
+        counts = export_parquet(base, out, raw=raw, dialect=dialect, create=create, progress=tell)
     if as_json:
         _print_json(
             {

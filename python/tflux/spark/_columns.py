@@ -57,17 +57,20 @@ def queue_adds(table: pa.Table | pa.RecordBatch) -> pa.Array:
     return pc.take(running, pc.sort_indices(order))
 
 
-def snapshot_schema() -> pa.Schema:
-    """``source``, the columns of :meth:`SnapshotBatch.to_arrow`, ``last_index``, ``last_term``."""
-    return pa.schema(
-        [
-            pa.field("source", pa.string()),
-            *snapshot_batch_schema(),
-            pa.field("last_index", pa.int64()),
-            # Int64: a wide snapshot's term (spec 4.1) may be past Int32.
-            pa.field("last_term", pa.int64()),
-        ]
-    )
+def snapshot_schema(tasks: bool = False) -> pa.Schema:
+    """``source``, the columns of :meth:`SnapshotBatch.to_arrow`, ``last_index``, ``last_term``;
+    with ``tasks`` (the ``tasks`` option, as the JVM reader's ``SnapshotSource``) then ``due``
+    and ``attempts``."""
+    fields = [
+        pa.field("source", pa.string()),
+        *snapshot_batch_schema(),
+        pa.field("last_index", pa.int64()),
+        # Int64: a wide snapshot's term (spec 4.1) may be past Int32.
+        pa.field("last_term", pa.int64()),
+    ]
+    if tasks:
+        fields += list(snapshot_batch_schema(tasks=True))[len(snapshot_batch_schema()) :]
+    return pa.schema(fields)
 
 
 def _constant(value, n: int, type_: pa.DataType) -> pa.Array:
@@ -178,13 +181,17 @@ def read_messages(
             start += n
 
 
-def read_snapshot(source: str, path: str, dialect: str | None = None) -> Iterator[pa.RecordBatch]:
-    """The records of one snapshot file, with its last index and term on every row."""
+def read_snapshot(
+    source: str, path: str, dialect: str | None = None, tasks: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """The records of one snapshot file, with its last index and term on every row (and with
+    ``tasks``, each record's ``due`` and ``attempts``)."""
     batch = tflux.read_snapshot_batch(path, dialect=dialect)
     if batch is None:
         return
-    schema = snapshot_schema()
-    table = batch.to_arrow()
+    schema = snapshot_schema(tasks)
+    table = batch.to_arrow(tasks=tasks)
+    plain = len(snapshot_batch_schema())  # then due and attempts, after last_index and last_term
     for start in range(0, max(table.num_rows, 1), SNAPSHOT_BATCH_ROWS):
         part = table.slice(start, SNAPSHOT_BATCH_ROWS)
         n = part.num_rows
@@ -192,8 +199,9 @@ def read_snapshot(source: str, path: str, dialect: str | None = None) -> Iterato
             return
         cols = [
             _constant(source, n, pa.string()),
-            *part.columns,
+            *part.columns[:plain],
             _constant(batch.last_index, n, pa.int64()),
             _constant(batch.last_term, n, pa.int64()),
+            *part.columns[plain:],
         ]
         yield pa.RecordBatch.from_arrays(cols, schema=schema)

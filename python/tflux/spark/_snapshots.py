@@ -12,7 +12,7 @@ from pyspark.sql.types import StringType
 import tflux
 from tflux.spark._jvm import jvm_reader_loaded
 from tflux.spark._tables import _sql_value
-from tflux.spark._tasks import HasTasks, refuse_task_state
+from tflux.spark._tasks import HasTasks
 
 
 @dataclass
@@ -53,8 +53,9 @@ def _snapshot_describer(spark: SparkSession, fmt: str):
         snap = tflux.read_snapshot_batch(path)
         if snap is None:
             return None
-        if snap.task_queues:  # spec section 12: state the columns do not carry
-            refuse_task_state(path, snap.task_queues[0])
+        if snap.task_queues:  # spec section 12: the task path reads it, as with the JVM reader
+            queue = snap.task_queues[0]
+            raise HasTasks(f"{path} holds the task-queue state of queue {queue!r}")
         queues = [(q["name"], q["implementation"], q["last_id"]) for q in snap.queues]
         return _SnapshotInfo(snap.last_index, len(snap), queues)
 

@@ -34,8 +34,9 @@ Rows: ``queue, record_id, key, message`` as on the plain path, then ``due`` (uni
 record is delayed, null when ready) and ``attempts``; :func:`queue_summary` counts ready
 records (as ``Store.queues()`` does) and adds ``rules`` (JSON, every rule named).
 
-The Python snapshot source does not read a snapshot's task state (the core's columns do not
-carry it): with it, a task-layout snapshot is refused (the JVM reader reads it).
+Both snapshot sources read a task-layout snapshot's state: each record's ``due`` and
+``attempts`` with option ``tasks=true``, and each queue's rules on the driver (the JVM reader's
+``SnapshotSource.rules``, the core's ``SnapshotBatch.rules``).
 """
 
 from __future__ import annotations
@@ -103,19 +104,6 @@ FINAL = StructType(
 
 class HasTasks(Exception):
     """The plain path met task-queue state: replay takes this path."""
-
-
-def refuse_task_state(path: str, queue: str) -> None:
-    """A snapshot with task-queue state (spec section 12), which the plain path does not
-    restore: the JVM reader's is :class:`HasTasks` (replay then takes the
-    task path, which reads it); the Python source's is :class:`tflux.ReplayError` naming the
-    file and its first queue with any (the core's columns do not carry that state), never a
-    replay that drops it."""
-    raise tflux.ReplayError(
-        f"Spark replay cannot replay {path}: it holds the task-queue state of queue "
-        f"{queue!r} (rules, delayed records or delivery counts), which the Python snapshot "
-        "source does not read (the JVM reader does); tflux.open and tflux replay restore it"
-    )
 
 
 def met_tasks(exc: BaseException) -> bool:
@@ -222,9 +210,6 @@ class TaskFrames:
         if snaps:
             snap_reader = spark.read.format(fmt.replace("tflux", "tflux_snapshot", 1))
             snap_df = snap_reader.option("tasks", "true").load(",".join(snaps))
-            if "due" not in snap_df.columns:  # the Python source: no task state (refused above)
-                snap_df = snap_df.withColumn("due", F.lit(None).cast("long"))
-                snap_df = snap_df.withColumn("attempts", F.lit(0))
             first_incs = inc_table.where(F.col("inc_start") == -1).select("source", "queue", "inc")
             snap_records = snap_df.join(first_incs, ["source", "queue"], "left").select(
                 "source",
@@ -331,10 +316,10 @@ class TaskFrames:
         if snap is None:
             starts[(src.base, "")] = (1, 0, no_rules())
             return -1
-        if snap.task_queues:
-            refuse_task_state(src.snapshot, snap.task_queues[0])
+        rules = {name: json.loads(text) for name, text in snap.rules.items()}
         for q in snap.queues:
-            starts[(src.base, q["name"])] = (q["implementation"], q["last_id"], no_rules())
+            start_rules = rules.get(q["name"], no_rules())
+            starts[(src.base, q["name"])] = (q["implementation"], q["last_id"], start_rules)
         if len(snap):
             snaps.append(src.snapshot)
         return snap.last_index

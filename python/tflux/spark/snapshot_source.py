@@ -1,7 +1,10 @@
 """``spark.read.format("tflux_snapshot")``: the records of each source's snapshot file.
 
 One row per record: ``source``, ``queue``, ``implementation``, ``record_id``, ``key``,
-``message``, and the snapshot's ``last_index`` and ``last_term`` on every row. One partition per
+``message``, and the snapshot's ``last_index`` and ``last_term`` on every row; with option
+``tasks=true`` (replay's task path, as the JVM reader's ``SnapshotSource``) also ``due`` (unix
+ms of a delayed record, null when ready) and ``attempts`` (its counted deliveries, 0 when none)
+from a task-layout snapshot (spec section 12). One partition per
 snapshot file, decoded by the core (``read_snapshot_batch``). ``path`` is resolved as for the
 ``tflux`` format (a snapshot file may also be named directly); sources without a snapshot
 contribute no rows. Queues without records have no row: their metadata is in
@@ -17,15 +20,16 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from tflux.spark import _columns, _paths
-from tflux.spark._options import dialect_option
+from tflux.spark._options import dialect_option, flag
 
 
 class SnapshotPartition(InputPartition):
-    def __init__(self, source: str, path: str, dialect: str = "spec") -> None:
+    def __init__(self, source: str, path: str, dialect: str = "spec", tasks: bool = False) -> None:
         super().__init__(path)
         self.source = source
         self.path = path
         self.dialect = dialect
+        self.tasks = tasks
 
 
 class TfluxSnapshotDataSource(DataSource):
@@ -34,7 +38,7 @@ class TfluxSnapshotDataSource(DataSource):
         return "tflux_snapshot"
 
     def schema(self) -> StructType:
-        return from_arrow_schema(_columns.snapshot_schema())
+        return from_arrow_schema(_columns.snapshot_schema(flag(self.options, "tasks")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return SnapshotReader(self.options)
@@ -45,14 +49,19 @@ class SnapshotReader(DataSourceReader):
         self.sources = _paths.resolve(
             options.get("path") or options.get("paths"), dialect_option(options)
         )
+        self.tasks = flag(options, "tasks")
 
     def partitions(self) -> list[SnapshotPartition]:
         return [
-            SnapshotPartition(s.base, s.snapshot, s.dialect) for s in self.sources if s.snapshot
+            SnapshotPartition(s.base, s.snapshot, s.dialect, self.tasks)
+            for s in self.sources
+            if s.snapshot
         ]
 
     def read(self, partition: SnapshotPartition) -> Iterator:
-        yield from _columns.read_snapshot(partition.source, partition.path, partition.dialect)
+        yield from _columns.read_snapshot(
+            partition.source, partition.path, partition.dialect, partition.tasks
+        )
 
 
 class TfluxSnapshotPythonDataSource(TfluxSnapshotDataSource):

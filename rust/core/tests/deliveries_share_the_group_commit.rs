@@ -4,32 +4,18 @@
 //! clients after one group commit. Waiting inside made the loop fsync once per delivery and
 //! serve no one meanwhile (4+4 processes with the rule ran at 0.3x the shape without it).
 
+mod common;
+
 use std::time::Duration;
 
-use tflux_core::format::rules::QueueRules;
+use common::ruled_store;
 use tflux_core::state::QueueConfig;
 use tflux_core::store::{Reply, Request, Store};
-
-fn ruled_store(dir: &std::path::Path) -> Store {
-    let settings = r#"{"DiskFullRatio": 1.0, "LogSyncPolicy": "always"}"#;
-    let store = Store::open(dir, Some(settings), false).unwrap();
-    let rules = QueueRules {
-        dead_letter: Some((b"dead".to_vec(), 3)),
-        ..QueueRules::default()
-    };
-    store
-        .create_queue_with_rules(b"jobs", QueueConfig::default(), &rules, false)
-        .unwrap();
-    store
-        .enqueue_many(b"jobs", &[(1, b"a"), (2, b"b")])
-        .unwrap();
-    store
-}
 
 #[test]
 fn a_counted_delivery_comes_back_with_its_write_for_the_group_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let store = ruled_store(dir.path());
+    let store = ruled_store(dir.path(), &[(1, b"a"), (2, b"b")]);
     let before = store.log_bounds().unwrap().1;
     for request in [
         Request::Dequeue {

@@ -313,8 +313,16 @@ pub struct PySnapshotBatch {
     last_index: i64,
     last_term: i64,
     queues: Vec<tflux_core::format::snapshot::QueueData>,
-    task_queues: Vec<Vec<u8>>,
+    tasks: Vec<(Vec<u8>, tflux_core::format::rules::QueueRules)>,
     columns: Vec<(&'static str, Spec)>,
+    /// `due` and `attempts`, made into buffers the first time they are asked for (a read
+    /// that never asks, as every plain reader, makes none).
+    task_columns: std::sync::Mutex<TaskColumns>,
+}
+
+enum TaskColumns {
+    Core(Nullable<i64>, Vec<i32>),
+    Made(Vec<(&'static str, Spec)>),
 }
 
 impl PySnapshotBatch {
@@ -336,9 +344,44 @@ impl PySnapshotBatch {
             last_index: c.last_index,
             last_term: c.last_term,
             queues: c.queues,
-            task_queues: c.task_queues,
+            tasks: c.tasks,
             columns,
+            task_columns: std::sync::Mutex::new(TaskColumns::Core(c.due, c.attempts)),
         })
+    }
+
+    /// The `due` and `attempts` columns (every record ready and 0 when the snapshot holds
+    /// no delays or counts: one shared buffer of zeros).
+    fn task_columns(&self, py: Python<'_>) -> PyResult<Vec<(&'static str, Spec)>> {
+        let mut made = locked(&self.task_columns);
+        if let TaskColumns::Core(due, attempts) = &mut *made {
+            let z = &mut Zeros {
+                len: self.len,
+                buffer: None,
+            };
+            let due = fixed(py, "int64", std::mem::take(due), z, Column::I64)?;
+            let attempts = if attempts.is_empty() && self.len > 0 {
+                ("int32", None, z.get(py)?, None)
+            } else {
+                plain(py, "int32", Column::I32(std::mem::take(attempts)))?
+            };
+            *made = TaskColumns::Made(vec![("due", due), ("attempts", attempts)]);
+        }
+        let TaskColumns::Made(columns) = &*made else {
+            unreachable!("made above")
+        };
+        Ok(columns
+            .iter()
+            .map(|(name, (kind, validity, values, offsets))| {
+                let spec = (
+                    *kind,
+                    validity.as_ref().map(|b| b.clone_ref(py)),
+                    values.clone_ref(py),
+                    offsets.as_ref().map(|b| b.clone_ref(py)),
+                );
+                (*name, spec)
+            })
+            .collect())
     }
 }
 
@@ -377,24 +420,45 @@ impl PySnapshotBatch {
     }
 
     /// The queues a task-layout snapshot holds task-queue state for (spec section 12: rules,
-    /// delayed records, delivery counts), which the columns do not carry.
+    /// delayed records, delivery counts), by name.
     #[getter]
     fn task_queues(&self) -> Vec<String> {
-        self.task_queues
+        self.tasks
             .iter()
-            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
             .collect()
     }
 
-    fn _buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        spec_list(py, &self.columns)
+    /// Each of those queues' rules as JSON text, every rule named (null: none), as the log
+    /// columns' `rules` spell a change (`rules_json`).
+    #[getter]
+    fn rules<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let out = pyo3::types::PyDict::new(py);
+        for (name, rules) in &self.tasks {
+            let json = tflux_core::log::columns::rules_json(&rules.as_change());
+            out.set_item(String::from_utf8_lossy(name), json)?;
+        }
+        Ok(out)
     }
 
-    /// A `pyarrow.RecordBatch`: queue, implementation, record_id, key, message.
-    fn to_arrow<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (tasks=false))]
+    fn _buffers<'py>(&self, py: Python<'py>, tasks: bool) -> PyResult<Bound<'py, PyList>> {
+        let out = spec_list(py, &self.columns)?;
+        if tasks {
+            for item in spec_list(py, &self.task_columns(py)?)?.iter() {
+                out.append(item)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// A `pyarrow.RecordBatch`: queue, implementation, record_id, key, message; with
+    /// `tasks=True` also due and attempts.
+    #[pyo3(signature = (tasks=false))]
+    fn to_arrow<'py>(slf: &Bound<'py, Self>, tasks: bool) -> PyResult<Bound<'py, PyAny>> {
         slf.py()
             .import("tflux._arrow")?
-            .call_method1("snapshot_batch_to_arrow", (slf,))
+            .call_method1("snapshot_batch_to_arrow", (slf, tasks))
     }
 
     fn __repr__(&self) -> String {
@@ -419,12 +483,8 @@ fn read_snapshot_batch(
         let found = tflux_core::log::dialect::snapshot_file_says(&path)?;
         let dialect = tflux_core::log::dialect::file_dialect(found, chosen)?;
         let snap = tflux_core::base::files::read_snapshot_full(&path, dialect)?;
-        snap.map(|(s, tasks)| {
-            let mut c = SnapshotColumns::from_snapshot(&s)?;
-            c.task_queues = tasks.into_iter().map(|q| q.name).collect();
-            Ok(c)
-        })
-        .transpose()
+        snap.map(|(s, tasks)| SnapshotColumns::from_snapshot_with_tasks(&s, tasks))
+            .transpose()
     });
     let cols = crate::errors::py_result(py, r.map_err(crate::errors::Fail::Core))?;
     cols.map(|c| PySnapshotBatch::new(py, c)).transpose()

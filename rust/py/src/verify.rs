@@ -512,6 +512,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dialect_of, m)?)?;
     m.add_class::<PyConvertReport>()?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
+    m.add_function(wrap_pyfunction!(create_named_dir, m)?)?;
     m.add_function(wrap_pyfunction!(plan_repair, m)?)?;
     Ok(())
 }
@@ -609,15 +610,17 @@ impl PyConvertReport {
 /// Converts the base directory `src` into a new base directory `dst` in the dialect `to`
 /// (`"spec"` or `"taskflux"`): log, snapshot, metadata and settings. The source is only read
 /// (`dialect`: its dialect, `None` detects it); `dst` must not exist or be an empty directory,
-/// apart from `src` (neither inside the other), and a failure leaves none. `progress(done, total)` is called with bytes of the log converted after each segment.
+/// apart from `src` (neither inside the other), its parent must exist unless `create`, and a
+/// failure leaves none. `progress(done, total)` is called with bytes of the log converted after each segment.
 #[pyfunction]
-#[pyo3(signature = (src, dst, *, to, dialect=None, progress=None))]
+#[pyo3(signature = (src, dst, *, to, dialect=None, create=false, progress=None))]
 fn convert(
     py: Python<'_>,
     src: PathBuf,
     dst: PathBuf,
     to: &str,
     dialect: Option<&str>,
+    create: bool,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<PyConvertReport> {
     let to = crate::tools::dialect_arg(Some(to))?.unwrap_or_default();
@@ -637,10 +640,24 @@ fn convert(
                 }
             })
         };
-        tflux_core::base::convert::convert_base(&src, &dst, to, from, &mut tell).map_err(Fail::from)
+        tflux_core::base::convert::convert_base(&src, &dst, to, from, create, &mut tell)
+            .map_err(Fail::from)
     });
     if let Some(e) = failed {
         return Err(e);
     }
     py_result(py, report).map(|inner| PyConvertReport { inner })
+}
+
+/// Makes the directory `path` a user named for tflux to write in, as a base is made
+/// (`io::fsutil::create_named_dir`): `path` itself when its parent exists, else `TfluxIOError`
+/// naming the parent and nothing made, unless `create` makes the missing parents too.
+#[pyfunction]
+#[pyo3(signature = (path, *, create=false))]
+fn create_named_dir(py: Python<'_>, path: PathBuf, create: bool) -> PyResult<()> {
+    let made = py.detach(|| {
+        let storage = tflux_core::io::storage::real();
+        tflux_core::io::fsutil::create_named_dir(&*storage, &path, create).map_err(Fail::from)
+    });
+    py_result(py, made)
 }

@@ -63,12 +63,15 @@ pub struct ConvertReport {
 pub type Progress<'a> = &'a mut dyn FnMut(u64, u64) -> bool;
 
 /// Converts the base directory `src` (in `from`, or the dialect its files say) into a new base
-/// directory `dst` in `to`. `dst` must not exist; its parent must.
+/// directory `dst` in `to`. `dst` must not exist (or be an empty directory); its parent must,
+/// unless `create` makes the missing parents (as every directory a user names is made:
+/// [`crate::io::fsutil::create_named_dir`]).
 pub fn convert_base(
     src: &Path,
     dst: &Path,
     to: Dialect,
     from: Option<Dialect>,
+    create: bool,
     progress: Progress<'_>,
 ) -> Result<ConvertReport> {
     let started = Instant::now();
@@ -106,7 +109,12 @@ pub fn convert_base(
     let name = dst.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
         Error::InvalidArgument(format!("{}: not a directory name", dst.display()))
     })?;
+    // Checked before anything is made: a typo in a parent is an error, not a new tree.
+    crate::io::fsutil::check_named_dir(dst, create)?;
     let fs = storage::real();
+    if create {
+        crate::io::fsutil::create_named_dir(&*fs, &parent, true)?;
+    }
     // A fresh name beside the destination (same file system: the final rename is atomic).
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

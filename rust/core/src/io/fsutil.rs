@@ -76,18 +76,32 @@ pub fn create_named_dir(storage: &dyn Storage, dir: &Path, parents: bool) -> Res
     if dir.is_dir() {
         return Ok(());
     }
-    if !parents {
-        let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-        if let Some(parent) = absolute.parent() {
-            if !parent.is_dir() {
-                return Err(Error::MissingParent {
-                    path: dir.to_path_buf(),
-                    parent: parent.to_path_buf(),
-                });
-            }
-        }
-    }
+    check_named_dir(dir, parents)?;
     create_dir_durable(storage, dir)
+}
+
+/// [`create_named_dir`]'s rule without making anything, for a writer that makes `dir` its own
+/// way (`convert` builds its copy beside `dir` and renames it into place): a missing parent is
+/// an [`Error::MissingParent`], unless `parents` (then the caller makes them).
+pub fn check_named_dir(dir: &Path, parents: bool) -> Result<()> {
+    if parents || dir.is_dir() {
+        return Ok(());
+    }
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let Some(parent) = absolute.parent() else {
+        return Ok(());
+    };
+    // A parent that is a file is there: `create=True` could not help (mkdir's ENOTDIR).
+    if parent.exists() && !parent.is_dir() {
+        return Err(io::Error::from_raw_os_error(libc::ENOTDIR)).ctx("create directory", dir);
+    }
+    if !parent.is_dir() {
+        return Err(Error::MissingParent {
+            path: dir.to_path_buf(),
+            parent: parent.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 /// Reads `buf.len()` bytes of `file` at `offset` (fewer at the end of the file): how many were
@@ -484,6 +498,24 @@ mod tests {
         create_named_dir(&storage, &typo, true).unwrap();
         assert!(typo.is_dir());
         create_named_dir(&storage, &typo, false).unwrap(); // exists: left as it is
+    }
+
+    /// Review finding: a parent that is a file was reported as missing, with advice
+    /// (`create=True`) that then failed too.
+    #[test]
+    fn a_named_directory_under_a_file_is_not_a_directory_not_a_missing_parent() {
+        let root = tempfile::tempdir().unwrap();
+        let storage = crate::io::storage::RealStorage;
+        let file = root.path().join("file");
+        fs::write(&file, b"x").unwrap();
+        let below = file.join("base");
+        match create_named_dir(&storage, &below, false) {
+            Err(Error::Io { source, .. }) => {
+                assert_eq!(source.raw_os_error(), Some(libc::ENOTDIR));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(file.is_file());
     }
 
     #[test]

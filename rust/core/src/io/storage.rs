@@ -116,8 +116,9 @@ pub fn new_file_mode(parent: &Path) -> u32 {
 /// group write and others (`0750`) when the base is shared with its group alone, which is how
 /// a user grants a group read access (docs/format.md, "Who may read a base directory"). A
 /// directory others cannot reach is as its user configured it and is left alone; so is one
-/// owned by another user (never touched) and one whose mode cannot be changed (a read-only
-/// file system: the open goes on). Files are left as they are: the directories guard them.
+/// owned by another user (never touched), a symlink below the base (what it leads to is
+/// outside the base) and one whose mode cannot be changed (a read-only file system: the open
+/// goes on). Files are left as they are: the directories guard them.
 /// Each directory tightened is named in one WARNING line of `target`.
 pub fn make_private(dirs: &[&Path], target: &str) {
     use std::os::unix::fs::MetadataExt;
@@ -128,8 +129,20 @@ pub fn make_private(dirs: &[&Path], target: &str) {
     let me = unsafe { libc::geteuid() };
     let mut changed = Vec::new();
     let mut group = None;
-    for dir in dirs {
-        let Ok(meta) = fs::metadata(dir) else {
+    for (i, dir) in dirs.iter().enumerate() {
+        // Checked and changed through one descriptor (no swap between the two). The base is
+        // the path its user named, followed; a symlink below it leads out of the base (a
+        // directory shared on purpose, or one planted by whoever may write there) and is left
+        // alone: chmod would follow it.
+        let nofollow = if i == 0 { 0 } else { libc::O_NOFOLLOW };
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | nofollow)
+            .open(dir)
+        else {
+            continue;
+        };
+        let Ok(meta) = file.metadata() else {
             continue;
         };
         let mode = meta.permissions().mode() & 0o7777;
@@ -144,7 +157,10 @@ pub fn make_private(dirs: &[&Path], target: &str) {
         } else {
             mode & !0o077
         };
-        if fs::set_permissions(dir, fs::Permissions::from_mode(private)).is_ok() {
+        if file
+            .set_permissions(fs::Permissions::from_mode(private))
+            .is_ok()
+        {
             changed.push(format!("{} {mode:04o} -> {private:04o}", dir.display()));
         }
     }

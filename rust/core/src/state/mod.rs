@@ -122,8 +122,14 @@ pub struct Queue {
     /// Records that are present but not ready before their due time (spec 12), by due time.
     delayed: Delayed,
     /// Ready-heap records a replayed Failed made delayed without taking them out of the heap
-    /// (id -> due): see `tasks.rs`. Empty outside a replay.
+    /// (id -> due): see `tasks.rs`. Made by a replay only, but a restore's stay until due.
     deferred: HashMap<u64, i64>,
+    /// No deferred record is due before this (a lower bound, `i64::MAX` for none), so that a
+    /// promotion, run before every delivery and read, scans them only when one may be due.
+    deferred_due: i64,
+    /// How many promotions scanned `deferred` (tests check that one below `deferred_due` does
+    /// not).
+    deferred_scans: u64,
     /// Deliveries so far of present records that are not in flight (absent: none).
     attempts: HashMap<u64, u32>,
     /// Records added by a [`Batch`] and not yet in `ready`/`alive` (ascending ids, all above
@@ -162,6 +168,8 @@ impl Queue {
             rules: QueueRules::default(),
             delayed: Delayed::default(),
             deferred: HashMap::default(),
+            deferred_due: i64::MAX,
+            deferred_scans: 0,
             attempts: HashMap::default(),
             pending: Pending::default(),
         }

@@ -15,8 +15,8 @@ use super::{Inner, Store};
 /// bounded by the owner here too): nothing is ever sized by `n` itself.
 pub const DEQUEUE_MANY_MAX: usize = 1024;
 
-/// A `dequeue_many` takes no more records once the payloads it took reach this many bytes
-/// (it always takes the first), so that its reply stays far below a frame's size limit.
+/// A `dequeue_many` takes no record that would carry its payloads past this many bytes (it
+/// always takes the first), so that its reply stays far below a frame's size limit.
 pub const DEQUEUE_MANY_BYTES: usize = 16 << 20;
 
 /// The records one delivery call takes: at most `n`, within [`DEQUEUE_MANY_BYTES`].
@@ -39,6 +39,13 @@ impl Batch {
         has_room(self.taken.len(), self.n, self.bytes)
     }
 
+    /// Whether the next record (`next`, peeked) joins the batch: the first always does, a
+    /// later one only within [`DEQUEUE_MANY_BYTES`] (two records that each fit a reply must
+    /// not make one that does not).
+    fn takes(&self, next: Option<&Record>) -> bool {
+        next.is_some_and(|r| self.taken.is_empty() || fits(self.bytes, r))
+    }
+
     fn push(&mut self, record: Record, attempts: u32) {
         self.bytes = self.bytes.saturating_add(record.data.len());
         self.taken.push((record, attempts));
@@ -49,6 +56,12 @@ impl Batch {
 /// at most `n`, and none after [`DEQUEUE_MANY_BYTES`] (the first always).
 fn has_room(taken: usize, n: usize, bytes: usize) -> bool {
     taken < n && bytes < DEQUEUE_MANY_BYTES
+}
+
+/// Whether record `next` fits a reply that already carries `bytes` payload bytes (see
+/// [`Batch::takes`]).
+fn fits(bytes: usize, next: &Record) -> bool {
+    bytes.saturating_add(next.data.len()) <= DEQUEUE_MANY_BYTES
 }
 
 /// Where a delivery call puts what it hands out: the one delivery of a `dequeue` (no
@@ -237,7 +250,11 @@ impl Store {
                 None => {
                     let enqueued_at = arrivals.of(name);
                     let mut bytes = 0usize;
-                    while has_room(out.len(), n, bytes) {
+                    // The first record always goes (no peek on `dequeue`'s path), a later one
+                    // only when it fits (`Batch::takes`).
+                    while has_room(out.len(), n, bytes)
+                        && (out.len() == 0 || q.peek().is_some_and(|r| fits(bytes, r)))
+                    {
                         let Some((r, attempts)) = q.deliver_next(true) else {
                             break;
                         };
@@ -284,6 +301,9 @@ impl Store {
             let Some(id) = q.peek().map(|r| r.id) else {
                 break;
             };
+            if !batch.takes(q.peek()) {
+                break;
+            }
             if q.attempts_of(id) >= limit as u32 {
                 // Every one of its `limit` deliveries failed (its takers died: nothing settled
                 // them): it goes to the dead-letter queue, not out again.

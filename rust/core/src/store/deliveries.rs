@@ -210,15 +210,6 @@ impl Deliveries {
             .and_then(|q| q.leases.first().map(|(until, _)| *until))
     }
 
-    /// Queues that hold leases (expiry is checked for each of them by `Store::queues`).
-    pub fn leased_queues(&self) -> Vec<Vec<u8>> {
-        self.queues
-            .iter()
-            .filter(|(_, q)| !q.leases.is_empty())
-            .map(|(name, _)| name.clone())
-            .collect()
-    }
-
     /// The queue was deleted.
     pub fn drop_queue(&mut self, queue: &[u8]) {
         self.queues.remove(queue);

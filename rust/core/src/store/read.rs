@@ -1,7 +1,6 @@
 //! Reads of the store's state: counts, peeks, the queues, the log's bounds and the metadata.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::base;
 use crate::error::{Error, Result};
@@ -103,11 +102,14 @@ impl Store {
         Ok(applied)
     }
 
+    /// Every queue with its ready and in-flight counts, each queue brought up to now first as
+    /// a read of that one queue is ([`Store::count`]): a delayed record that came due counts as
+    /// ready, as the next dequeue would take it.
     pub fn queues(&self) -> Result<Vec<QueueInfo>> {
         let mut inner = self.inner()?;
-        let now = Instant::now();
-        for name in inner.deliveries.leased_queues() {
-            self.expire(&mut inner, &name, now);
+        let names: Vec<String> = inner.state.infos().into_iter().map(|q| q.name).collect();
+        for name in names {
+            self.bring_due(&mut inner, name.as_bytes());
         }
         Ok(inner.state.infos())
     }

@@ -1,11 +1,13 @@
 //! Helpers shared by the integration tests: golden files and a hand encoder written from the
-//! spec (independent of `tflux_core::format`).
+//! spec (independent of `tflux_core::format`), and the stores several tests start from.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
 use tflux_core::format::delta::Delta;
-use tflux_core::state::{QueueState, IMPL_ARRAY, IMPL_HEAP};
+use tflux_core::format::rules::QueueRules;
+use tflux_core::state::{QueueConfig, QueueState, IMPL_ARRAY, IMPL_HEAP};
+use tflux_core::store::Store;
 use tflux_core::{Log, LogOptions, SyncPolicy};
 
 pub fn data_dir() -> PathBuf {
@@ -123,6 +125,31 @@ pub fn nth_live_id(model: &QueueState, name: &[u8], n: usize) -> u64 {
         ids.sort_unstable();
         ids.get(n % ids.len().max(1)).copied().unwrap_or(0)
     })
+}
+
+/// The settings of a durable test store: every write fsynced before the call returns, and the
+/// disk watermark off (the host's disk may be fuller than the default ratio allows).
+pub const DURABLE: &str = r#"{"DiskFullRatio": 1.0, "LogSyncPolicy": "always"}"#;
+
+/// Creates `queue` with its deliveries counted (and logged): a dead-letter rule, to `dead`
+/// after 3 deliveries.
+pub fn create_counted(store: &Store, queue: &[u8]) {
+    let rules = QueueRules {
+        dead_letter: Some((b"dead".to_vec(), 3)),
+        ..QueueRules::default()
+    };
+    store
+        .create_queue_with_rules(queue, QueueConfig::default(), &rules, false)
+        .unwrap();
+}
+
+/// A [`DURABLE`] store in `dir` with the counted queue `jobs` ([`create_counted`]) holding
+/// `records`.
+pub fn ruled_store(dir: &Path, records: &[(i64, &[u8])]) -> Store {
+    let store = Store::open(dir, Some(DURABLE), false).unwrap();
+    create_counted(&store, b"jobs");
+    store.enqueue_many(b"jobs", records).unwrap();
+    store
 }
 
 pub mod ops;

@@ -175,3 +175,52 @@ fn undecodable_data_names_the_lsn() {
     let e = read_deltas(&mut log, 0, 1, u64::MAX, false).unwrap_err();
     assert!(e.to_string().contains("LSN 0"), "{e}");
 }
+
+#[test]
+fn a_task_snapshot_puts_each_records_due_and_attempts_on_its_row() {
+    use crate::format::rules::QueueRules;
+    use crate::format::snapshot::{QueueData, QueueTasks, Snapshot};
+    let queue = |name: &[u8], ids: &[u64]| QueueData {
+        name: name.to_vec(),
+        implementation: 1,
+        last_id: 9,
+        max_queue_size: -1,
+        max_message_size: -1,
+        key_range: None,
+        records: ids.iter().map(|&id| (id, 0, vec![id as u8])).collect(),
+    };
+    let s = Snapshot {
+        last_index: 4,
+        last_term: 1,
+        // Out of name order: rows come by queue name, then id.
+        queues: vec![
+            queue(b"b", &[2, 5, 7]),
+            queue(b"", &[]),
+            queue(b"a", &[1, 3]),
+        ],
+    };
+    let rules = QueueRules {
+        lease_ms: Some(30_000),
+        ..QueueRules::default()
+    };
+    let tasks = vec![QueueTasks {
+        name: b"b".to_vec(),
+        rules: rules.clone(),
+        delayed: vec![(5, 1_000), (7, 2_000)],
+        attempts: vec![(2, 3), (7, 1)],
+    }];
+    let c = SnapshotColumns::from_snapshot_with_tasks(&s, tasks).unwrap();
+    assert_eq!(c.record_id, [1, 3, 2, 5, 7]);
+    let due: Vec<_> = (0..c.len())
+        .map(|i| c.due.validity.is_valid(i).then(|| c.due.values[i]))
+        .collect();
+    assert_eq!(due, [None, None, None, Some(1_000), Some(2_000)]);
+    assert_eq!(c.attempts, [0, 0, 3, 0, 1]);
+    assert_eq!(c.tasks, [(b"b".to_vec(), rules)]);
+
+    // A plain snapshot: no values, every due null, no counts (nothing per record to build).
+    let plain = SnapshotColumns::from_snapshot(&s).unwrap();
+    assert!(plain.due.values.is_empty() && plain.attempts.is_empty() && plain.tasks.is_empty());
+    assert_eq!((plain.due.validity.len, plain.due.validity.nulls), (5, 5));
+    assert!(plain.due.validity.bytes.is_empty());
+}

@@ -345,6 +345,17 @@ mod tests {
         assert_eq!(&decoded, request);
     }
 
+    /// `reply` encoded and decoded again (the whole message read): it comes back equal.
+    fn reply_round_trip(reply: &Reply) -> Reply {
+        let mut out = Out::new();
+        reply.encode(&mut out);
+        let mut r = codec::In::new(&out.0[4..]);
+        let back = Reply::decode(&mut r).unwrap();
+        r.end().unwrap();
+        assert_eq!(&back, reply);
+        back
+    }
+
     #[test]
     fn every_request_round_trips() {
         let config = QueueConfig {
@@ -448,13 +459,7 @@ mod tests {
             key: -1,
             data: b"x".to_vec().into(),
         };
-        let reply = Reply::Delivery(Some((record.clone(), 9)));
-        let mut out = Out::new();
-        reply.encode(&mut out);
-        let mut r = codec::In::new(&out.0[4..]);
-        let back = Reply::decode(&mut r).unwrap();
-        r.end().unwrap();
-        assert_eq!(back, reply);
+        let back = reply_round_trip(&Reply::Delivery(Some((record.clone(), 9))));
         let got: Option<(Record, u64)> = back.clone().try_into().unwrap();
         assert_eq!(got, Some((record, 9)));
         let err = u64::try_from(back).unwrap_err();
@@ -472,13 +477,31 @@ mod tests {
             attempts,
             enqueued_at,
         };
-        let reply = Reply::Records(vec![listed(1, 0, None), listed(2, 3, Some(1_700_000))]);
-        let mut out = Out::new();
-        reply.encode(&mut out);
-        let mut r = codec::In::new(&out.0[4..]);
-        let back = Reply::decode(&mut r).unwrap();
-        r.end().unwrap();
-        assert_eq!(back, reply);
+        reply_round_trip(&Reply::Records(vec![
+            listed(1, 0, None),
+            listed(2, 3, Some(1_700_000)),
+        ]));
+    }
+
+    #[test]
+    fn a_task_and_a_batch_of_tasks_round_trip_with_their_counts_and_times() {
+        let delivery = |id: u64, attempts: u32, enqueued_at: Option<i64>| Delivery {
+            record: Record {
+                id,
+                key: -2,
+                data: b"t".to_vec().into(),
+            },
+            receipt: id + 100,
+            attempts,
+            enqueued_at,
+        };
+        reply_round_trip(&Reply::Task(Some(delivery(1, 2, Some(1_700_000)))));
+        reply_round_trip(&Reply::Task(None));
+        reply_round_trip(&Reply::Tasks(vec![
+            delivery(1, 1, None),
+            delivery(2, 7, Some(5)),
+        ]));
+        reply_round_trip(&Reply::Tasks(Vec::new()));
     }
 
     #[test]
