@@ -19,7 +19,14 @@ the digests, so CI keeps the target.
 ``ab --old OLD/python --new NEW/python [--pairs 5]`` is the throughput half of the target:
 enqueue, dequeue + ack, and ``enqueue_many`` of a queue with no rules, in one process per build
 (``python benches/lab/rules_off_identity.py throughput``), old and new alternately, medians and
-new/old ratios of the pairs.
+new/old ratios of the pairs. ``--base BASE/python`` runs a third build in each round (the
+order turns by one each round) and adds its ratios to old and new (``base / old``, ``new /
+base``): the baseline of a change measured in the same run as the change.
+
+``calls N none|single|many`` runs the same calls once for an instruction count, which a loaded
+machine does not blur (``calls``' docstring says how)::
+
+    valgrind --tool=callgrind PYTHON benches/lab/rules_off_identity.py calls 20000 many
 """
 
 from __future__ import annotations
@@ -205,6 +212,28 @@ def throughput(root: Path) -> dict[str, float]:
     return out
 
 
+def calls(root: Path, n: int, shape: str) -> None:
+    """The throughput calls for an instruction count (``valgrind --tool=callgrind``, which
+    counts the same on a loaded machine as on a quiet one): ``n`` records enqueued in calls of
+    100, then drained as ``shape`` says: ``none`` (not drained: the baseline to subtract),
+    ``single`` (``dequeue`` + ``ack``) or ``many`` (100 ``dequeue`` calls, then ``ack_many``).
+    (Ir of ``shape``) - (Ir of ``none``), divided by ``n``, is the drain's cost per record."""
+    import tflux
+
+    body = b"x" * 64
+    with tflux.open(root / "base", share=False, log_sync_policy="never") as store:
+        store.create_queue("q")
+        items = [(i % 8, body) for i in range(BATCH)]
+        for _ in range(n // BATCH):
+            store.enqueue_many("q", items)
+        if shape == "single":
+            for _ in range(n // BATCH * BATCH):
+                store.ack(store.dequeue("q", timeout=0))
+        elif shape == "many":
+            for _ in range(n // BATCH):
+                store.ack_many([store.dequeue("q", timeout=0) for _ in range(BATCH)])
+
+
 def _child(python: str, *args: str) -> dict:
     res = subprocess.run(
         [python, os.path.abspath(__file__), *args], capture_output=True, text=True, check=False
@@ -226,11 +255,13 @@ def compare(old: str, new: str) -> int:
     return 0 if same else 1
 
 
-def ab(old: str, new: str, pairs: int) -> int:
-    rows: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+def ab(old: str, new: str, pairs: int, base: str | None = None) -> int:
+    builds = [("old", old), ("new", new)] + ([("base", base)] if base else [])
+    rows: dict[str, dict[str, list[float]]] = {name: {} for name, _ in builds}
     print(f"# load average {os.getloadavg()}")
     for i in range(pairs):
-        order = (("old", old), ("new", new)) if i % 2 == 0 else (("new", new), ("old", old))
+        # Each round turns the order by one, so no build always runs first.
+        order = builds[i % len(builds) :] + builds[: i % len(builds)]
         for name, python in order:
             with tempfile.TemporaryDirectory(prefix="tflux-ab-") as tmp:
                 res = _child(python, "throughput", tmp)
@@ -238,12 +269,24 @@ def ab(old: str, new: str, pairs: int) -> int:
                 rows[name].setdefault(k, []).append(v)
             print(f"pair {i + 1} {name}: " + ", ".join(f"{k} {v:,.0f}" for k, v in res.items()))
     print(f"# load average {os.getloadavg()}")
-    print("\n| records/s | old (median) | new (median) | new / old (median of pair ratios) |")
-    print("|---|---|---|---|")
+
+    def ratio(a: list[float], b: list[float]) -> str:
+        return f"{statistics.median(y / x for x, y in zip(a, b, strict=True)):.3f}x"
+
+    heads = ["records/s"] + [f"{name} (median)" for name, _ in builds]
+    heads.append("new / old (median of pair ratios)")
+    if base:
+        heads += ["base / old", "new / base"]
+    print("\n| " + " | ".join(heads) + " |")
+    print("|" + "---|" * len(heads))
     for k in rows["old"]:
         o, n = rows["old"][k], rows["new"][k]
-        ratio = statistics.median(b / a for a, b in zip(o, n, strict=True))
-        print(f"| {k} | {statistics.median(o):,.0f} | {statistics.median(n):,.0f} | {ratio:.3f}x |")
+        cells = [k] + [f"{statistics.median(rows[name][k]):,.0f}" for name, _ in builds]
+        cells.append(ratio(o, n))
+        if base:
+            b = rows["base"][k]
+            cells += [ratio(o, b), ratio(b, n)]
+        print("| " + " | ".join(cells) + " |")
     return 0
 
 
@@ -255,12 +298,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dir", type=Path)
     p.add_argument("--by", required=True, help="the build that writes it (e.g. its commit)")
     sub.add_parser("throughput").add_argument("dir", type=Path)
+    p = sub.add_parser("calls")
+    p.add_argument("n", type=int)
+    p.add_argument("shape", choices=["none", "single", "many"])
     for name in ("compare", "ab"):
         p = sub.add_parser(name)
         p.add_argument("--old", required=True, help="python of the build before the task queue")
         p.add_argument("--new", default=sys.executable, help="python of the build to check")
         if name == "ab":
             p.add_argument("--pairs", type=int, default=5)
+            p.add_argument(
+                "--base",
+                help="python of a third build run in each round beside the two (e.g. main "
+                "before a change; its ratios to old and new are printed too)",
+            )
     args = ap.parse_args(argv)
     if args.cmd == "write":
         print(json.dumps(write(args.dir), indent=1))
@@ -272,10 +323,13 @@ def main(argv: list[str] | None = None) -> int:
         (args.dir / "digests.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     elif args.cmd == "throughput":
         print(json.dumps(throughput(args.dir)))
+    elif args.cmd == "calls":
+        with tempfile.TemporaryDirectory(prefix="tflux-calls-") as tmp:
+            calls(Path(tmp), args.n, args.shape)
     elif args.cmd == "compare":
         return compare(args.old, args.new)
     else:
-        return ab(args.old, args.new, args.pairs)
+        return ab(args.old, args.new, args.pairs, args.base)
     return 0
 
 

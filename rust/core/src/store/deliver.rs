@@ -36,21 +36,79 @@ impl Batch {
     }
 
     fn has_room(&self) -> bool {
-        self.taken.len() < self.n && self.bytes < DEQUEUE_MANY_BYTES
+        has_room(self.taken.len(), self.n, self.bytes)
     }
 
     /// Whether the next record (`next`, peeked) joins the batch: the first always does, a
     /// later one only within [`DEQUEUE_MANY_BYTES`] (two records that each fit a reply must
     /// not make one that does not).
     fn takes(&self, next: Option<&Record>) -> bool {
-        next.is_some_and(|r| {
-            self.taken.is_empty() || self.bytes.saturating_add(r.data.len()) <= DEQUEUE_MANY_BYTES
-        })
+        next.is_some_and(|r| self.taken.is_empty() || fits(self.bytes, r))
     }
 
     fn push(&mut self, record: Record, attempts: u32) {
         self.bytes = self.bytes.saturating_add(record.data.len());
         self.taken.push((record, attempts));
+    }
+}
+
+/// Whether a delivery call that took `taken` records of `bytes` payload bytes takes another:
+/// at most `n`, and none after [`DEQUEUE_MANY_BYTES`] (the first always).
+fn has_room(taken: usize, n: usize, bytes: usize) -> bool {
+    taken < n && bytes < DEQUEUE_MANY_BYTES
+}
+
+/// Whether record `next` fits a reply that already carries `bytes` payload bytes (see
+/// [`Batch::takes`]).
+fn fits(bytes: usize, next: &Record) -> bool {
+    bytes.saturating_add(next.data.len()) <= DEQUEUE_MANY_BYTES
+}
+
+/// Where a delivery call puts what it hands out: the one delivery of a `dequeue` (no
+/// allocation on that path) or the batch of a `dequeue_many`.
+trait Sink {
+    fn len(&self) -> usize;
+    fn push(&mut self, delivery: super::Delivery);
+}
+
+impl Sink for Option<super::Delivery> {
+    fn len(&self) -> usize {
+        usize::from(self.is_some())
+    }
+    fn push(&mut self, delivery: super::Delivery) {
+        debug_assert!(self.is_none(), "one delivery at most");
+        *self = Some(delivery);
+    }
+}
+
+impl Sink for Vec<super::Delivery> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn push(&mut self, delivery: super::Delivery) {
+        Vec::push(self, delivery);
+    }
+}
+
+/// Hands out a record taken from queue `name`: a new receipt, the lease until `until`, the
+/// record's enqueue time (`enqueued_at`, from [`super::arrivals::Arrivals::of`]).
+fn hand_out(
+    deliveries: &mut super::deliveries::Deliveries,
+    enqueued_at: &impl Fn(u64) -> Option<i64>,
+    name: &[u8],
+    until: Option<Instant>,
+    (record, attempts): (Record, u32),
+) -> super::Delivery {
+    let id = record.id;
+    let receipt = deliveries.deliver(name, id);
+    if let Some(until) = until {
+        deliveries.lease(name, id, until);
+    }
+    super::Delivery {
+        record,
+        receipt,
+        attempts,
+        enqueued_at: enqueued_at(id),
     }
 }
 
@@ -117,8 +175,9 @@ impl Store {
         timeout: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<(Option<super::Delivery>, Logged)> {
-        let (mut got, logged) = self.deliver_many_logged(name, 1, timeout, lease)?;
-        Ok((got.pop(), logged))
+        let mut got = None;
+        let logged = self.deliver_into(name, 1, timeout, lease, &mut got)?;
+        Ok((got, logged))
     }
 
     /// Several deliveries of `name` in one call: waits like [`Store::deliver`] (`timeout`,
@@ -141,8 +200,7 @@ impl Store {
         Ok(got)
     }
 
-    /// [`Store::deliver_many`] without its wait for durability ([`Store::deliver_logged`]):
-    /// the one delivery path of `dequeue`, `deliver` and `dequeue_many`.
+    /// [`Store::deliver_many`] without its wait for durability ([`Store::deliver_logged`]).
     pub fn deliver_many_logged(
         &self,
         name: &[u8],
@@ -155,58 +213,71 @@ impl Store {
                 "dequeue_many takes at least one record: n must be >= 1, not 0".into(),
             ));
         }
-        let n = n.min(DEQUEUE_MANY_MAX);
+        let mut got = Vec::new();
+        let logged = self.deliver_into(name, n.min(DEQUEUE_MANY_MAX), timeout, lease, &mut got)?;
+        Ok((got, logged))
+    }
+
+    /// The one delivery path of `dequeue`, `deliver` and `dequeue_many`: up to `n` (>= 1)
+    /// deliveries of `name` into `out`, waiting for the first as [`Store::deliver_many`] says.
+    /// A queue without a dead-letter rule pays for nothing of that rule: its records go from
+    /// ready to `out` one by one (their deliveries counted in memory, in the in-flight entry).
+    fn deliver_into(
+        &self,
+        name: &[u8],
+        n: usize,
+        timeout: Option<Duration>,
+        lease: Option<Duration>,
+        out: &mut impl Sink,
+    ) -> Result<Logged> {
         let mut logged = None;
-        let delivered = self.wait_for(name, timeout, |inner, now| {
-            let q = inner.state.queue_mut(name)?;
+        self.wait_for(name, timeout, |inner, now| {
+            let Inner {
+                state,
+                deliveries,
+                arrivals,
+                ..
+            } = &mut *inner;
+            let q = state.queue_mut(name)?;
             promote_due(q);
-            let lease = lease.or_else(|| {
-                q.rules()
-                    .lease_ms
-                    .map(|ms| Duration::from_millis(ms as u64))
-            });
-            let taken = match q.rules().dead_letter.clone() {
+            let rules = q.rules();
+            let until = lease
+                .or_else(|| rules.lease_ms.map(|ms| Duration::from_millis(ms as u64)))
+                .and_then(|l| now.checked_add(l));
+            // Copied only when there is one: the counted path needs `inner` whole.
+            let rule = rules.dead_letter.as_ref().map(|(to, n)| (to.clone(), *n));
+            match rule {
                 None => {
-                    let mut batch = Batch::new(n);
-                    while batch.has_room() && batch.takes(q.peek()) {
+                    let enqueued_at = arrivals.of(name);
+                    let mut bytes = 0usize;
+                    // The first record always goes (no peek on `dequeue`'s path), a later one
+                    // only when it fits (`Batch::takes`).
+                    while has_room(out.len(), n, bytes)
+                        && (out.len() == 0 || q.peek().is_some_and(|r| fits(bytes, r)))
+                    {
                         let Some((r, attempts)) = q.deliver_next(true) else {
                             break;
                         };
-                        batch.push(r.clone(), attempts);
+                        let taken = (r.clone(), attempts);
+                        bytes = bytes.saturating_add(taken.0.data.len());
+                        out.push(hand_out(deliveries, &enqueued_at, name, until, taken));
                     }
-                    batch.taken
                 }
                 Some((to, limit)) => {
                     // The records it moves to the dead-letter queue on the way make one line.
                     let one_line = crate::events::gather();
                     let counted = self.deliver_counted(inner, name, &to, limit, n, &mut logged);
                     drop(one_line);
-                    counted?
+                    let enqueued_at = inner.arrivals.of(name);
+                    for taken in counted? {
+                        let d = hand_out(&mut inner.deliveries, &enqueued_at, name, until, taken);
+                        out.push(d);
+                    }
                 }
-            };
-            if taken.is_empty() {
-                return Ok(None);
             }
-            let deliveries = taken
-                .into_iter()
-                .map(|(record, attempts)| {
-                    let id = record.id;
-                    let receipt = inner.deliveries.deliver(name, id);
-                    if let Some(until) = lease.and_then(|l| now.checked_add(l)) {
-                        inner.deliveries.lease(name, id, until);
-                    }
-                    super::Delivery {
-                        record,
-                        receipt,
-                        attempts,
-                        enqueued_at: inner.arrivals.at(name, id),
-                    }
-                })
-                .collect();
-            Ok(Some(deliveries))
+            Ok((out.len() != 0).then_some(()))
         })?;
-        let logged = logged.map_or(Logged::NOTHING, Logged::at);
-        Ok((delivered.unwrap_or_default(), logged))
+        Ok(logged.map_or(Logged::NOTHING, Logged::at))
     }
 
     /// The next records (up to `n`, within [`Batch`]'s bounds) of a queue with a dead-letter
@@ -532,8 +603,7 @@ impl Store {
             let lsn = self
                 .log_and_apply(&mut inner, &[DeltaRef::RemoveRecord { name, id }])?
                 .1;
-            inner.deliveries.forget(name, id);
-            inner.deliveries.counters_mut(name).acked += 1;
+            inner.deliveries.acked(name, id);
             lsn
         };
         self.after_write(lsn)
@@ -557,7 +627,8 @@ impl Store {
             for &(name, _, _) in items {
                 self.expire(&mut inner, name, now);
             }
-            let mut seen = std::collections::HashSet::new();
+            let mut seen =
+                rustc_hash::FxHashSet::with_capacity_and_hasher(items.len(), Default::default());
             for &(name, id, receipt) in items {
                 if !in_flight(&inner, name, id, receipt)? || !seen.insert((name, id)) {
                     return Err(not_in_flight(&inner, name, id, receipt));
@@ -569,8 +640,7 @@ impl Store {
                 .collect();
             let lsn = self.log_and_apply(&mut inner, &deltas)?.1;
             for &(name, id, _) in items {
-                inner.deliveries.forget(name, id);
-                inner.deliveries.counters_mut(name).acked += 1;
+                inner.deliveries.acked(name, id);
             }
             lsn
         };
@@ -662,5 +732,96 @@ pub(super) fn not_in_flight(inner: &Inner, name: &[u8], id: u64, receipt: Option
         queue: raw_name(name),
         id,
         lease_expired: receipt.is_some_and(|r| inner.deliveries.lease_expired(r)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::rules::QueueRules;
+
+    const SETTINGS: &str = r#"{"DiskFullRatio": 1.0, "SnapshotCreationSegmentsThreshold": 0}"#;
+
+    fn open(base: &std::path::Path) -> Store {
+        Store::open(base, Some(SETTINGS), false).unwrap()
+    }
+
+    #[test]
+    fn a_queue_without_rules_counts_deliveries_in_memory_on_the_single_and_the_batch_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let before = super::super::now_ms();
+        let ids = store
+            .enqueue_many(b"", &[(1, b"a".as_slice()), (2, b"b")])
+            .unwrap();
+        let first = store.deliver(b"", Some(Duration::ZERO), None).unwrap();
+        let first = first.expect("a ready record");
+        assert_eq!((first.record.id, first.attempts), (ids[0], 1));
+        assert!(first.enqueued_at.is_some_and(|t| t >= before));
+        store.nack(b"", ids[0], Some(first.receipt)).unwrap();
+        let both = store
+            .deliver_many(b"", 5, Some(Duration::ZERO), None)
+            .unwrap();
+        let got: Vec<(u64, u32)> = both.iter().map(|d| (d.record.id, d.attempts)).collect();
+        assert_eq!(got, vec![(ids[0], 2), (ids[1], 1)]);
+        assert_ne!(
+            both[0].receipt, first.receipt,
+            "a new delivery, a new receipt"
+        );
+        assert!(
+            matches!(
+                store.ack(b"", ids[0], Some(first.receipt)),
+                Err(Error::NotInFlight { .. })
+            ),
+            "the earlier delivery's receipt settles nothing"
+        );
+        let none = store.deliver(b"", Some(Duration::ZERO), None).unwrap();
+        assert!(none.is_none(), "both in flight");
+    }
+
+    #[test]
+    fn a_lease_rule_without_a_dead_letter_rule_leases_each_delivery() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let rules = QueueRules {
+            lease_ms: Some(50),
+            ..QueueRules::default()
+        };
+        store
+            .create_queue_with_rules(b"q", Default::default(), &rules, false)
+            .unwrap();
+        let id = store.enqueue(b"q", 0, b"job").unwrap();
+        let first = store.deliver(b"q", Some(Duration::ZERO), None).unwrap();
+        assert_eq!(first.map(|d| d.attempts), Some(1));
+        // The lease runs out: the record is ready again, and its next delivery is the second.
+        let again = store.deliver(b"q", Some(Duration::from_secs(5)), None);
+        let again = again.unwrap().expect("back after its lease");
+        assert_eq!((again.record.id, again.attempts), (id, 2));
+        assert_eq!(store.stats(b"q").unwrap().expired, 1);
+    }
+
+    #[test]
+    fn an_ack_many_over_several_queues_counts_each_queues_acks() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.create_queue(b"a", Default::default()).unwrap();
+        store.create_queue(b"b", Default::default()).unwrap();
+        for q in [b"a", b"b"] {
+            let items = [(0, b"1".as_slice()), (0, b"2"), (0, b"3")];
+            store.enqueue_many(q, &items).unwrap();
+        }
+        let take = |q: &'static [u8]| {
+            let d = store
+                .deliver(q, Some(Duration::ZERO), None)
+                .unwrap()
+                .unwrap();
+            (q, d.record.id, Some(d.receipt))
+        };
+        // Interleaved: a, a, b, a (two runs of `a`, one of two records), then b alone.
+        let items = [take(b"a"), take(b"a"), take(b"b"), take(b"a")];
+        store.ack_many(&items).unwrap();
+        store.ack_many(&[take(b"b")]).unwrap();
+        let acked = |q: &[u8]| store.stats(q).unwrap().acked;
+        assert_eq!((acked(b"a"), acked(b"b")), (3, 2));
     }
 }

@@ -16,21 +16,48 @@ struct QueueDeliveries {
     nacks: HashMap<u64, u32>,
     /// The receipt of each in-flight record's current delivery.
     receipt_of: HashMap<u64, u64>,
+    /// What happened to the queue since the store opened (`Store::stats`).
+    counters: super::tasks::Counters,
 }
+
+/// A queue's tables are kept when its last delivery ends (so that the next delivery finds
+/// them, its name not copied again), unless they grew past this many entries: then they are
+/// dropped, and memory follows the deliveries in flight, not the largest burst.
+const KEPT_CAPACITY: usize = 1024;
 
 impl QueueDeliveries {
     fn is_empty(&self) -> bool {
         self.lease_of.is_empty() && self.nacks.is_empty() && self.receipt_of.is_empty()
     }
+
+    /// Releases the tables of a queue with nothing in flight that grew large (see
+    /// [`KEPT_CAPACITY`]).
+    fn release(&mut self) {
+        if self.receipt_of.capacity() > KEPT_CAPACITY && self.is_empty() {
+            let counters = self.counters;
+            *self = QueueDeliveries {
+                counters,
+                ..QueueDeliveries::default()
+            };
+        }
+    }
+
+    /// The delivery of `id` ended: its receipt and lease no longer apply.
+    fn end(&mut self, id: u64) {
+        if !self.lease_of.is_empty() {
+            if let Some(until) = self.lease_of.remove(&id) {
+                self.leases.remove(&(until, id));
+            }
+        }
+        self.receipt_of.remove(&id);
+    }
 }
 
-/// Receipts, leases and nack counts of every queue.
+/// Receipts, leases, nack counts and counters of every queue.
 #[derive(Debug, Default)]
 pub struct Deliveries {
     queues: HashMap<Vec<u8>, QueueDeliveries>,
     expired_receipts: ExpiredReceipts,
-    /// What happened to each queue since the store opened (`Store::stats`).
-    counters: HashMap<Vec<u8>, super::tasks::Counters>,
 }
 
 /// How many receipts of deliveries whose lease ran out are remembered (about 100 KiB at most).
@@ -61,14 +88,14 @@ impl ExpiredReceipts {
 impl Deliveries {
     /// The counters of `queue` (zero when nothing happened to it).
     pub fn counters(&self, queue: &[u8]) -> super::tasks::Counters {
-        self.counters.get(queue).copied().unwrap_or_default()
+        self.queues
+            .get(queue)
+            .map(|q| q.counters)
+            .unwrap_or_default()
     }
 
     pub fn counters_mut(&mut self, queue: &[u8]) -> &mut super::tasks::Counters {
-        if !self.counters.contains_key(queue) {
-            self.counters.insert(queue.to_vec(), Default::default());
-        }
-        self.counters.get_mut(queue).expect("inserted")
+        &mut self.of_mut(queue).counters
     }
 
     /// Record `id` of `queue` was delivered: its new receipt, which settles this delivery
@@ -77,9 +104,18 @@ impl Deliveries {
     /// delivery of one record of one life of a queue of one open store of one owner.
     pub fn deliver(&mut self, queue: &[u8], id: u64) -> u64 {
         let receipt = crate::state::next_incarnation();
-        let q = self.queues.entry(queue.to_vec()).or_default();
-        q.receipt_of.insert(id, receipt);
+        self.of_mut(queue).receipt_of.insert(id, receipt);
         receipt
+    }
+
+    /// The deliveries of `queue`, added when it has none (its name copied only then: this is
+    /// on every delivery's path).
+    fn of_mut(&mut self, queue: &[u8]) -> &mut QueueDeliveries {
+        if !self.queues.contains_key(queue) {
+            self.queues
+                .insert(queue.to_vec(), QueueDeliveries::default());
+        }
+        self.queues.get_mut(queue).expect("inserted")
     }
 
     /// Whether `receipt` is that of the current delivery of record `id` of `queue`.
@@ -92,7 +128,7 @@ impl Deliveries {
 
     /// Record `id` of `queue` goes back by itself at `until` unless settled first.
     pub fn lease(&mut self, queue: &[u8], id: u64, until: Instant) {
-        let q = self.queues.entry(queue.to_vec()).or_default();
+        let q = self.of_mut(queue);
         if let Some(old) = q.lease_of.insert(id, until) {
             q.leases.remove(&(old, id));
         }
@@ -102,27 +138,40 @@ impl Deliveries {
     /// The delivery ended (ack, nack, expiry): its receipt and lease no longer apply.
     pub fn end(&mut self, queue: &[u8], id: u64) {
         if let Some(q) = self.queues.get_mut(queue) {
-            if let Some(until) = q.lease_of.remove(&id) {
-                q.leases.remove(&(until, id));
-            }
-            q.receipt_of.remove(&id);
+            q.end(id);
         }
     }
 
     /// The record left its queue (acked, dead-lettered): forget it entirely.
     pub fn forget(&mut self, queue: &[u8], id: u64) {
-        self.end(queue, id);
         if let Some(q) = self.queues.get_mut(queue) {
-            q.nacks.remove(&id);
-            if q.is_empty() {
-                self.queues.remove(queue);
+            q.end(id);
+            if !q.nacks.is_empty() {
+                q.nacks.remove(&id);
             }
+            q.release();
+        }
+    }
+
+    /// Record `id` of `queue` was acknowledged: [`Deliveries::forget`] it and count the ack,
+    /// with one look-up of the queue.
+    pub fn acked(&mut self, queue: &[u8], id: u64) {
+        match self.queues.get_mut(queue) {
+            Some(q) => {
+                q.counters.acked += 1;
+                q.end(id);
+                if !q.nacks.is_empty() {
+                    q.nacks.remove(&id);
+                }
+                q.release();
+            }
+            None => self.counters_mut(queue).acked += 1,
         }
     }
 
     /// Counts one failed delivery (a nack or an expired lease) of `id`; returns the total.
     pub fn failed(&mut self, queue: &[u8], id: u64) -> u32 {
-        let q = self.queues.entry(queue.to_vec()).or_default();
+        let q = self.of_mut(queue);
         let n = q.nacks.entry(id).or_insert(0);
         *n = n.saturating_add(1);
         *n
@@ -164,7 +213,6 @@ impl Deliveries {
     /// The queue was deleted.
     pub fn drop_queue(&mut self, queue: &[u8]) {
         self.queues.remove(queue);
-        self.counters.remove(queue);
     }
 }
 
@@ -204,6 +252,33 @@ mod tests {
         assert_eq!(d.failed(b"q", 7), 1);
         d.drop_queue(b"q");
         assert_eq!(d.failed(b"q", 7), 1);
+    }
+
+    #[test]
+    fn a_queues_tables_stay_between_deliveries_unless_they_grew_large() {
+        let mut d = Deliveries::default();
+        d.deliver(b"q", 1);
+        d.acked(b"q", 1);
+        assert!(
+            d.queues.contains_key(b"q".as_slice()),
+            "kept for the next delivery"
+        );
+        assert_eq!(d.counters(b"q").acked, 1);
+        for id in 0..=KEPT_CAPACITY as u64 {
+            d.deliver(b"q", id);
+        }
+        for id in 0..=KEPT_CAPACITY as u64 {
+            d.acked(b"q", id);
+        }
+        let q = &d.queues[b"q".as_slice()];
+        assert_eq!(q.receipt_of.capacity(), 0, "a burst's table is dropped");
+        assert_eq!(
+            q.counters.acked,
+            2 + KEPT_CAPACITY as u64,
+            "the counters stay"
+        );
+        d.drop_queue(b"q");
+        assert_eq!(d.counters(b"q").acked, 0);
     }
 
     #[test]
