@@ -216,8 +216,10 @@ def calls(root: Path, n: int, shape: str) -> None:
     """The throughput calls for an instruction count (``valgrind --tool=callgrind``, which
     counts the same on a loaded machine as on a quiet one): ``n`` records enqueued in calls of
     100, then drained as ``shape`` says: ``none`` (not drained: the baseline to subtract),
-    ``single`` (``dequeue`` + ``ack``) or ``many`` (100 ``dequeue`` calls, then ``ack_many``).
-    (Ir of ``shape``) - (Ir of ``none``), divided by ``n``, is the drain's cost per record."""
+    ``single`` (``dequeue`` + ``ack``) or ``many`` (100 ``dequeue`` calls, then ``ack_many``);
+    or, for the enqueue side, ``n`` more records enqueued one at a time (``enqueue``) or in
+    calls of 100 (``enqueue_many``). (Ir of ``shape``) - (Ir of ``none``), divided by ``n``, is
+    the cost per record of what the shape adds."""
     import tflux
 
     body = b"x" * 64
@@ -232,6 +234,12 @@ def calls(root: Path, n: int, shape: str) -> None:
         elif shape == "many":
             for _ in range(n // BATCH):
                 store.ack_many([store.dequeue("q", timeout=0) for _ in range(BATCH)])
+        elif shape == "enqueue":
+            for i in range(n // BATCH * BATCH):
+                store.enqueue("q", i % 8, body)
+        elif shape == "enqueue_many":
+            for _ in range(n // BATCH):
+                store.enqueue_many("q", items)
 
 
 def _child(python: str, *args: str) -> dict:
@@ -300,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("throughput").add_argument("dir", type=Path)
     p = sub.add_parser("calls")
     p.add_argument("n", type=int)
-    p.add_argument("shape", choices=["none", "single", "many"])
+    p.add_argument("shape", choices=["none", "single", "many", "enqueue", "enqueue_many"])
     for name in ("compare", "ab"):
         p = sub.add_parser(name)
         p.add_argument("--old", required=True, help="python of the build before the task queue")
