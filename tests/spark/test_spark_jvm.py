@@ -390,6 +390,31 @@ def test_kind_and_inc_filters_are_applied_in_the_scan(spark, jar, tmp_path):
     assert rows(df) == rows(py.filter("kind != 'add_record'"))
 
 
+def test_a_stream_filtered_on_kind_has_that_kind_only(spark, jar, tmp_path):
+    """A stream is the Python source's (``toMicroBatchStream``), which applies no filter of the
+    JVM scan's: Spark must still filter ``kind`` there (should a Spark push filters into
+    streaming scans, this fails instead of returning every kind)."""
+    base = tmp_path / "stream"
+    with tflux.open(base) as store:
+        store.create_queue("j")
+        store.enqueue_many("j", [(1, b"x")] * 5)
+        store.ack(store.dequeue("j"))
+    query = (
+        spark.readStream.format("tflux")
+        .load(str(base))
+        .filter("kind = 'add_record'")
+        .select("lsn", "kind")
+        .writeStream.format("memory")
+        .queryName("kinds_stream")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    got = sorted(tuple(r) for r in spark.sql("select * from kinds_stream").collect())
+    assert got == [(lsn, "add_record") for lsn in range(1, 6)]
+
+
 def test_replay_filters_its_live_records_in_the_scan(spark, jar, tmp_path):
     """Replay's live records (the adds of the final incarnations) come from the scan with no
     Filter of Spark's: ``kind`` and ``inc IN (...)`` are the reader's."""
