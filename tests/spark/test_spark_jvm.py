@@ -359,6 +359,107 @@ def test_lsn_filters_are_pushed_into_the_scan(spark, jar, tmp_path):
     assert [r.lsn for r in df.collect()] == list(range(11, 21))
 
 
+def spark_filter(plan: str) -> bool:
+    """Whether a physical plan's text has a Filter node (Spark evaluating a filter per row)."""
+    return any(" Filter " in line for line in plan.splitlines())
+
+
+def test_kind_and_inc_filters_are_applied_in_the_scan(spark, jar, tmp_path):
+    """``kind = NAME`` (and ``kind IS NOT NULL``) are applied by the reader, not by Spark on
+    every row (issue 45): the plan has no Filter, the rows are the Python source's, and a
+    count reads the records instead of taking sealed segments from their names."""
+    base = tmp_path / "kinds"
+    random_log(base, 8, 1500)
+    py = spark.read.format("tflux_python").option("rawData", "true").load(str(base))
+    jvm = spark.read.format("tflux").option("rawData", "true").option("splitBytes", "4k")
+    for kind, shown in [
+        ("add_record", "add_record"),
+        ("remove_record", "remove_record"),
+        ("create_queue", "create_queue"),
+        ("no_such_kind", "none"),
+    ]:
+        df = jvm.load(str(base)).filter(f"kind = '{kind}'")
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert f"filtered: kind {shown}" in plan and not spark_filter(plan), plan
+        want = rows(py.filter(f"kind = '{kind}'"))
+        assert rows(df) == want, kind
+        assert df.count() == len(want) and (kind == "no_such_kind") == (not want), kind
+    # Other filters on kind are Spark's, as before.
+    df = jvm.load(str(base)).filter("kind != 'add_record'")
+    assert spark_filter(df._jdf.queryExecution().executedPlan().toString())
+    assert rows(df) == rows(py.filter("kind != 'add_record'"))
+
+
+def test_a_stream_filtered_on_kind_has_that_kind_only(spark, jar, tmp_path):
+    """A stream is the Python source's (``toMicroBatchStream``), which applies no filter of the
+    JVM scan's: Spark must still filter ``kind`` there (should a Spark push filters into
+    streaming scans, this fails instead of returning every kind)."""
+    base = tmp_path / "stream"
+    with tflux.open(base) as store:
+        store.create_queue("j")
+        store.enqueue_many("j", [(1, b"x")] * 5)
+        store.ack(store.dequeue("j"))
+    query = (
+        spark.readStream.format("tflux")
+        .load(str(base))
+        .filter("kind = 'add_record'")
+        .select("lsn", "kind")
+        .writeStream.format("memory")
+        .queryName("kinds_stream")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    got = sorted(tuple(r) for r in spark.sql("select * from kinds_stream").collect())
+    assert got == [(lsn, "add_record") for lsn in range(1, 6)]
+
+
+def test_replay_filters_its_live_records_in_the_scan(spark, jar, tmp_path):
+    """Replay's live records (the adds of the final incarnations) come from the scan with no
+    Filter of Spark's: ``kind`` and ``inc IN (...)`` are the reader's."""
+    base = tmp_path / "store"
+    with tflux.open(base) as store:
+        store.create_queue("jobs")
+        store.enqueue_many("jobs", [(i % 3, b"m%d" % i) for i in range(30)])
+        for _ in range(7):
+            store.ack(store.dequeue("jobs"))
+        store.delete_queue("jobs")
+        store.create_queue("jobs")
+        store.enqueue_many("jobs", [(1, b"again")] * 4)
+    df = tflux.spark.replay(spark, str(base))
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "filtered: kind add_record, inc in" in plan and not spark_filter(plan), plan
+    with tflux.open(base, readonly=True) as store:
+        want = {
+            (q.name, r.id, r.key, r.payload) for q in store.queues() for r in store.records(q.name)
+        }
+    got = {(r.queue, r.record_id, r.key, bytes(r.message)) for r in df.collect()}
+    assert got == want and len(got) == 4
+
+
+def test_queue_adds_after_a_dead_letter_queue_name_counts_that_queue(spark, jar, tmp_path):
+    """A QueueRules delta names a second queue (its dead letter queue): the next AddRecord of
+    that queue is counted as that queue's (the reader skips comparing a name that repeats the
+    one before, but a delta with two names is not one name repeated)."""
+    q = lambda name: bytes([len(name)]) + name  # noqa: E731
+    rules = b"\x01\x01" + q(b"dl") + struct.pack(">i", 3) + b"\x00" * 4
+    deltas = []
+    for i in range(40):
+        deltas.append(b"A" + q(b"work") + struct.pack(">qi", i, 1) + b"w")
+        deltas.append(b"Q" + q(b"work") + rules)
+        deltas.append(b"A" + q(b"dl") + struct.pack(">qi", i, 1) + b"d")
+        deltas.append(b"R" + q(b"dl") + struct.pack(">Q", i + 1))
+    base = tmp_path / "rules"
+    with tflux.Log.open(base / "data" / "log") as log:
+        log.append_many(1, deltas)
+    for fmt in ("tflux", "tflux_python"):
+        df = spark.read.format(fmt).option("addCounts", "true").option("rawData", "true")
+        got = df.load(str(base)).select("lsn", "segment", "data", "queue_adds").collect()
+        want = counted_adds([(r.lsn, r.segment, bytes(r.data)) for r in got])
+        assert [r.queue_adds for r in sorted(got)] == want and max(want) == 40, fmt
+
+
 def test_a_count_takes_sealed_segments_from_their_names_and_reads_only_the_active_one(
     spark, jar, tmp_path
 ):

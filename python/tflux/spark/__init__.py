@@ -9,7 +9,8 @@ Two formats, each with two readers that return the same rows:
 The **JVM reader** (Java sources shipped in ``tflux/spark/jvm``, compiled by :func:`build_jar`
 with the JDK against the installed pyspark's jars) serves both when its jar is on the session's
 class path: start the session with ``.config("spark.jars", tflux.spark.jar_path())``. It reads
-columnar batches with column pruning, LSN-range pushdown and byte-split partitions. Otherwise
+columnar batches with column pruning, LSN-range pushdown, ``kind = '...'`` filters applied in
+the scan (Spark does not compare every row's ``kind`` again) and byte-split partitions. Otherwise
 (no JDK, or a session started without the jar) :func:`register` adds the **Python sources**
 (Spark 4's ``pyspark.sql.datasource``, decoded by the Rust core) under those names. The Python
 sources are always reachable as ``tflux_python`` and ``tflux_snapshot_python``, and serve

@@ -128,7 +128,9 @@ final class Cursor {
           + " bytes left)");
     }
     int at = take(n, "queue name");
-    if (!sameName(at, n)) {
+    namesRead++;
+    repeated = sameName(at, n);
+    if (!repeated) {
       // One bulk copy, then a branch-free range check over the array (the sign bit of either
       // difference is set for a byte outside '!'..'~'); the byte-wise walk only names the bad one.
       buf.get(at, name, 0, n);
@@ -152,6 +154,10 @@ final class Cursor {
     lastLen = n;
     return at;
   }
+
+  /** QueueNames read so far, and whether the last one was the name checked before it. */
+  int namesRead;
+  boolean repeated;
 
   /** The last queue name this cursor checked (a log holds runs of few names). */
   private final byte[] name = new byte[255];

@@ -149,13 +149,26 @@ final class LogColumns {
   private final int present;
   /** Whether any column needs the delta's fields (else only its structure is checked). */
   private final boolean fields;
+  /** The filters this scan applies itself (rows they drop are not returned), or null. */
+  private final RowFilter only;
+  /**
+   * Whether the last lookup in {@link #adds} was for the last name {@link #c} checked: then a
+   * record whose name the cursor found repeated is counted without comparing the name again.
+   */
+  private boolean addsInSync;
 
   LogColumns(StructType readSchema, int capacity) {
     this(readSchema, capacity, null);
   }
 
   LogColumns(StructType readSchema, int capacity, ReplayIds replay) {
+    this(readSchema, capacity, replay, null);
+  }
+
+  /** {@code only}: the filters this scan applies itself ({@link RowFilter}), or null. */
+  LogColumns(StructType readSchema, int capacity, ReplayIds replay, RowFilter only) {
     this.capacity = capacity;
+    this.only = only;
     out = new ColumnVector[readSchema.fields().length];
     ConstantColumnVector src = null;
     ConstantColumnVector seg = null;
@@ -205,8 +218,8 @@ final class LogColumns {
       throw new IllegalArgumentException(
           "tflux: inc, replay_id and replay_key need the replayPlan option");
     }
-    // Removed ranges drop rows whichever columns Spark asked for.
-    ids |= replay != null && replay.hasRanges;
+    // Removed ranges drop rows whichever columns Spark asked for, and so does an inc filter.
+    ids |= replay != null && (replay.hasRanges || (only != null && only.incs != null));
     this.replay = ids ? replay : null;
     adds = vec[QUEUE_ADDS] == null && !ids ? null : new QueueAdds();
     fields = needFields;
@@ -234,6 +247,7 @@ final class LogColumns {
       segment.setUtf8String(UTF8String.fromString(segmentName));
     }
     this.segmentName = segmentName;
+    addsInSync = false; // the reader counted the records before a split without the cursor
     if (replay != null) {
       replayQueues = replay.source(sourceName);
     }
@@ -282,12 +296,16 @@ final class LogColumns {
       data.put(row, buf, at, len);
     }
     if (messages) {
+      if (only != null && !only.kind(-1)) {
+        return false;
+      }
       nulls(row, b(KIND) | b(QUEUE) | b(KEY) | b(RECORD_ID) | b(MESSAGE) | b(IMPLEMENTATION)
           | b(MAX_QUEUE_SIZE) | b(MAX_MESSAGE_SIZE) | b(KEY_MIN) | b(KEY_MAX) | TASK_COLUMNS
           | b(QUEUE_ADDS) | b(INC) | b(REPLAY_ID) | b(REPLAY_KEY));
       return true;
     }
     c.reset(buf, at, at + len, 0);
+    int names = c.namesRead;
     int kind = -1;
     // The delta's fields, decoded before any is written: a dropped row writes no null.
     int impl = 0;
@@ -397,8 +415,24 @@ final class LogColumns {
         default:
           throw c.fail(0, "unknown delta marker " + Cursor.hex2(marker));
       }
+      // Its own name the only one the delta held (a QueueRules' dead letter queue is another),
+      // and the one of the lookup before.
+      boolean own = c.namesRead == names + 1;
+      boolean same = addsInSync && own && c.repeated;
+      if (only != null && !only.kind(kind)) {
+        // Not returned, but decoded and checked above, and an AddRecord counted all the same.
+        if (kind == 2 && adds != null) {
+          adds.add(buf, nameAt, nameLen, same);
+          addsInSync = own;
+        } else {
+          addsInSync = same;
+        }
+        return false;
+      }
       if (adds != null) {
-        long count = kind == 2 ? adds.add(buf, nameAt, nameLen) : adds.get(buf, nameAt, nameLen);
+        long count = kind == 2 ? adds.add(buf, nameAt, nameLen, same)
+            : adds.get(buf, nameAt, nameLen, same);
+        addsInSync = own;
         if (replay != null && !replayIds(row, kind, lsn, count, removed, buf, nameAt, nameLen)) {
           return false;
         }
@@ -508,6 +542,9 @@ final class LogColumns {
       }
       q = r.queue;
       at = q == null ? -1 : q.find(lsn);
+    }
+    if (only != null && only.incs != null && (at < 0 || !only.inc(q.inc[at]))) {
+      return false; // its inc is null or not one asked for
     }
     if (at < 0 || (kind == 2 && !r.hasSegBase)) {
       if (at < 0) {

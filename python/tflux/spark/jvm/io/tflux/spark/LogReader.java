@@ -29,7 +29,8 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
   private LogSource.Chunk chunk;
 
   LogReader(LogSource.Chunk[] chunks, StructType schema, long from, long to, int batchRows,
-      ReplayIds replay, boolean summarize, int summaryRuns, long summaryBits) {
+      ReplayIds replay, boolean summarize, int summaryRuns, long summaryBits,
+      RowFilter rowFilter) {
     this.chunks = new ArrayDeque<>(Arrays.asList(chunks));
     if (summarize) {
       StructType counting = new StructType().add(LogColumns.NAMES[LogColumns.QUEUE_ADDS],
@@ -38,7 +39,7 @@ final class LogReader implements PartitionReader<ColumnarBatch>, SegmentReader.V
       this.summary = new Summary(cols.adds, schema, summaryRuns, summaryBits);
       cols.summary = summary;
     } else {
-      this.cols = new LogColumns(schema, batchRows, replay);
+      this.cols = new LogColumns(schema, batchRows, replay, rowFilter);
       this.summary = null;
     }
     this.from = from;

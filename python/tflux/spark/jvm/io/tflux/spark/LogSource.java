@@ -100,6 +100,8 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     long from;
     long to;
     Filter[] pushed = new Filter[0];
+    /** The filters the reader applies itself (Spark then does not evaluate them). */
+    final RowFilter rowFilter = new RowFilter();
 
     LogScanBuilder(StructType schema, CaseInsensitiveStringMap options) {
       this.options = options;
@@ -117,17 +119,28 @@ public final class LogSource implements TableProvider, DataSourceRegister {
       required = requiredSchema;
     }
 
-    /** Narrows the LSN range by filters on {@code lsn}; Spark still evaluates every filter. */
+    /**
+     * Narrows the LSN range by filters on {@code lsn} (Spark still evaluates them) and takes
+     * those {@link RowFilter} applies in the reader (Spark does not evaluate these again).
+     */
     @Override
     public Filter[] pushFilters(Filter[] filters) {
       List<Filter> used = new ArrayList<>();
+      List<Filter> after = new ArrayList<>();
+      boolean summary = Options.flag(options, "summary", false);
+      boolean plan = Options.get(options, "replayPlan") != null;
       for (Filter f : filters) {
         if (narrow(f)) {
           used.add(f);
+          after.add(f);
+        } else if (!summary && rowFilter.take(f, plan)) {
+          used.add(f);
+        } else {
+          after.add(f);
         }
       }
       pushed = used.toArray(new Filter[0]);
-      return filters;
+      return after.toArray(new Filter[0]);
     }
 
     private boolean narrow(Filter f) {
@@ -182,7 +195,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
 
     @Override
     public Scan build() {
-      return new LogScan(required, options, from, to);
+      return new LogScan(required, options, from, to, rowFilter.isEmpty() ? null : rowFilter);
     }
   }
 
@@ -276,12 +289,16 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     final CaseInsensitiveStringMap options;
     final long from;
     final long to;
+    /** The filters the reader applies (see {@link RowFilter}), or null. */
+    final RowFilter rowFilter;
 
-    LogScan(StructType schema, CaseInsensitiveStringMap options, long from, long to) {
+    LogScan(StructType schema, CaseInsensitiveStringMap options, long from, long to,
+        RowFilter rowFilter) {
       this.schema = schema;
       this.options = options;
       this.from = from;
       this.to = to;
+      this.rowFilter = rowFilter;
     }
 
     @Override
@@ -297,18 +314,19 @@ public final class LogSource implements TableProvider, DataSourceRegister {
       }
       LogScan s = (LogScan) o;
       return schema.equals(s.schema) && options.equals(s.options) && from == s.from
-          && to == s.to;
+          && to == s.to && java.util.Objects.equals(rowFilter, s.rowFilter);
     }
 
     @Override
     public int hashCode() {
-      return java.util.Objects.hash(schema, options, from, to);
+      return java.util.Objects.hash(schema, options, from, to, rowFilter);
     }
 
     @Override
     public String description() {
       return "tflux log " + Options.get(options, "path") + " lsn " + from + ".."
-          + (to == Long.MAX_VALUE ? "" : Long.toString(to));
+          + (to == Long.MAX_VALUE ? "" : Long.toString(to))
+          + (rowFilter == null ? "" : " filtered: " + rowFilter);
     }
 
     @Override
@@ -355,10 +373,11 @@ public final class LogSource implements TableProvider, DataSourceRegister {
           parts.add(new LogPartition(new Chunk[] {whole}, prefer));
           continue;
         }
-        // Removed ranges in a replayPlan drop rows: such a scan reads its records.
+        // Removed ranges in a replayPlan, and the filters the reader applies, drop rows: such
+        // a scan reads its records.
         boolean countOnly = schema.fields().length == 0
             && !Options.flag(options, "summary", false)
-            && Options.get(options, "replayPlan") == null;
+            && Options.get(options, "replayPlan") == null && rowFilter == null;
         List<Chunk> chunks = Planner.chunks(src, from, to, splitBytes, countOnly);
         parts.addAll(Planner.pack(chunks, splitBytes, prefer));
       }
@@ -373,7 +392,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
           1 << 24);
       long bits = Math.min(Options.bytes(options, "summaryBits", Summary.MAX_BITS), 1L << 34);
       return new Factory(schema, from, to, rows, plan == null ? null : ReplayIds.parse(plan),
-          Options.flag(options, "summary", false), runs, bits);
+          Options.flag(options, "summary", false), runs, bits, rowFilter);
     }
   }
 
@@ -387,9 +406,11 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     final boolean summary;
     final int summaryRuns;
     final long summaryBits;
+    final RowFilter rowFilter;
 
     Factory(StructType schema, long from, long to, int batchRows, ReplayIds replay,
-        boolean summary, int summaryRuns, long summaryBits) {
+        boolean summary, int summaryRuns, long summaryBits, RowFilter rowFilter) {
+      this.rowFilter = rowFilter;
       this.summary = summary;
       this.summaryRuns = summaryRuns;
       this.summaryBits = summaryBits;
@@ -413,7 +434,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
       return new LogReader(((LogPartition) partition).chunks, schema, from, to, batchRows,
-          replay, summary, summaryRuns, summaryBits);
+          replay, summary, summaryRuns, summaryBits, rowFilter);
     }
   }
 }

@@ -29,13 +29,26 @@ final class QueueAdds {
 
   /** Counts one AddRecord of the queue named {@code buf[at, at + len)}; returns its count. */
   long add(ByteBuffer buf, int at, int len) {
-    int s = slot(buf, at, len); // first: it may grow the arrays
+    return add(buf, at, len, false);
+  }
+
+  /**
+   * {@link #add(ByteBuffer, int, int)}; {@code same}: the caller knows the name is the one of
+   * the previous lookup (then it is not compared again).
+   */
+  long add(ByteBuffer buf, int at, int len, boolean same) {
+    int s = same && lastSlot >= 0 ? lastSlot : slot(buf, at, len); // first: it may grow
     return ++counts[s];
   }
 
   /** The AddRecords counted so far for the queue named {@code buf[at, at + len)}. */
   long get(ByteBuffer buf, int at, int len) {
-    int s = slot(buf, at, len); // first: it may grow the arrays
+    return get(buf, at, len, false);
+  }
+
+  /** {@link #get(ByteBuffer, int, int)}; {@code same} as for {@link #add}. */
+  long get(ByteBuffer buf, int at, int len, boolean same) {
+    int s = same && lastSlot >= 0 ? lastSlot : slot(buf, at, len); // first: it may grow
     return counts[s];
   }
 
