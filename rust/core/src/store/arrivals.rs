@@ -55,7 +55,8 @@ impl Default for Table {
 }
 
 impl Table {
-    fn note(&mut self, id: u64, now: i64, queue: &Queue) {
+    /// `queue` is looked up only when the table must be compacted (most calls add nothing).
+    fn note<'q>(&mut self, id: u64, now: i64, queue: impl FnOnce() -> Option<&'q Queue>) {
         if let Some(&(last_id, at)) = self.entries.last() {
             // Same grain (or the clock went back): the last entry already covers `id`.
             if id <= last_id || now < at.saturating_add(self.grain) {
@@ -64,7 +65,9 @@ impl Table {
         }
         self.entries.push((id, now));
         if self.entries.len() > self.cap {
-            self.compact(queue);
+            if let Some(queue) = queue() {
+                self.compact(queue);
+            }
         }
     }
 
@@ -122,6 +125,18 @@ pub struct Arrivals {
 impl Arrivals {
     /// Record `id` of `queue` (now holding it) arrived at `now` (unix ms).
     pub fn note(&mut self, name: &[u8], id: u64, now: i64, queue: &Queue) {
+        self.note_lazily(name, id, now, || Some(queue));
+    }
+
+    /// [`Arrivals::note`] with the queue looked up only if its table must be compacted: on
+    /// every enqueue's path, where most calls add no entry.
+    pub fn note_lazily<'q>(
+        &mut self,
+        name: &[u8],
+        id: u64,
+        now: i64,
+        queue: impl FnOnce() -> Option<&'q Queue>,
+    ) {
         match self.queues.get_mut(name) {
             Some(t) => t.note(id, now, queue),
             None => {

@@ -98,6 +98,15 @@ impl Deliveries {
         &mut self.of_mut(queue).counters
     }
 
+    /// Counts `n` records enqueued into `queue`: one look-up when its deliveries exist (this
+    /// is on every enqueue's path; `of_mut` takes two).
+    pub fn count_enqueued(&mut self, queue: &[u8], n: u64) {
+        match self.queues.get_mut(queue) {
+            Some(q) => q.counters.enqueued += n,
+            None => self.of_mut(queue).counters.enqueued += n,
+        }
+    }
+
     /// Record `id` of `queue` was delivered: its new receipt, which settles this delivery
     /// only (a stale ack or nack of an earlier delivery of the same record is refused).
     /// Receipts are unique across processes (`state::next_incarnation`), so one names one

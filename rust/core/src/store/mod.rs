@@ -142,11 +142,11 @@ fn note_arrivals(inner: &mut Inner, deltas: &[DeltaRef<'_>], applied: &[Applied]
         let name = d.name();
         match *a {
             Applied::Added(id) if noted != Some(name) => {
-                let Ok(q) = inner.state.queue(name) else {
-                    continue;
-                };
                 let now = *now.get_or_insert_with(tasks::now_ms);
-                inner.arrivals.note(name, id, now, q);
+                let state = &inner.state;
+                inner
+                    .arrivals
+                    .note_lazily(name, id, now, || state.queue(name).ok());
                 noted = Some(name);
             }
             Applied::Created | Applied::Deleted => {

@@ -101,14 +101,13 @@ impl Store {
     ) -> Result<(Vec<u64>, Logged)> {
         let (ids, lsn) = {
             let mut inner = self.writable()?;
-            inner.state.queue(name)?;
+            let q = inner.state.queue(name)?;
             if items.is_empty() {
                 return Ok((Vec::new(), Logged::NOTHING));
             }
             for (key, message) in items {
                 inner.state.check_enqueue(name, *key, message.len())?;
             }
-            let q = inner.state.queue(name)?;
             if q.last_id().checked_add(items.len() as u64).is_none() {
                 return Err(Error::Policy {
                     queue: raw_name(name),
@@ -152,7 +151,7 @@ impl Store {
                     _ => None,
                 })
                 .collect::<Vec<u64>>();
-            inner.deliveries.counters_mut(name).enqueued += ids.len() as u64;
+            inner.deliveries.count_enqueued(name, ids.len() as u64);
             (ids, lsn)
         };
         self.ready.notify_all();
