@@ -8,6 +8,16 @@ use std::time::Instant;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+/// What happened to one queue since the store opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub enqueued: u64,
+    pub acked: u64,
+    pub nacked: u64,
+    pub expired: u64,
+    pub dead_lettered: u64,
+}
+
 #[derive(Debug, Default)]
 struct QueueDeliveries {
     /// Leases by expiry, then id (the earliest first).
@@ -17,7 +27,7 @@ struct QueueDeliveries {
     /// The receipt of each in-flight record's current delivery.
     receipt_of: HashMap<u64, u64>,
     /// What happened to the queue since the store opened (`Store::stats`).
-    counters: super::tasks::Counters,
+    counters: Counters,
 }
 
 /// A queue's tables are kept when its last delivery ends (so that the next delivery finds
@@ -87,14 +97,14 @@ impl ExpiredReceipts {
 
 impl Deliveries {
     /// The counters of `queue` (zero when nothing happened to it).
-    pub fn counters(&self, queue: &[u8]) -> super::tasks::Counters {
+    pub fn counters(&self, queue: &[u8]) -> Counters {
         self.queues
             .get(queue)
             .map(|q| q.counters)
             .unwrap_or_default()
     }
 
-    pub fn counters_mut(&mut self, queue: &[u8]) -> &mut super::tasks::Counters {
+    pub fn counters_mut(&mut self, queue: &[u8]) -> &mut Counters {
         &mut self.of_mut(queue).counters
     }
 

@@ -51,16 +51,6 @@ pub struct QueueStats {
     pub expired: u64,
 }
 
-/// What happened to one queue since the store opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub enqueued: u64,
-    pub acked: u64,
-    pub nacked: u64,
-    pub expired: u64,
-    pub dead_lettered: u64,
-}
-
 /// A dead-letter rule: the queue and the deliveries N.
 type DeadLetterRule = (Vec<u8>, i32);
 
