@@ -91,7 +91,12 @@ def register(spark: SparkSession) -> SparkSession:
     ``tflux``/``tflux_snapshot``; otherwise the Python sources are registered under those names
     too. A jar cannot be added to a running session's data source lookup: start the session
     with ``spark.jars`` set to :func:`jar_path` to get the JVM reader.
+
+    Registering again in the same session does nothing (replay registers on every call, and a
+    registration sends the sources' classes to the JVM: some 25 py4j round trips).
     """
+    if getattr(spark, "_tflux_registered", False):
+        return spark
     _require_spark()
     from tflux.spark._jvm import jvm_reader_loaded
     from tflux.spark.snapshot_source import (
@@ -105,6 +110,7 @@ def register(spark: SparkSession) -> SparkSession:
     if not jvm_reader_loaded(spark):
         spark.dataSource.register(TfluxDataSource)
         spark.dataSource.register(TfluxSnapshotDataSource)
+    spark._tflux_registered = True
     return spark
 
 

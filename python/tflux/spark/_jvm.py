@@ -268,11 +268,19 @@ def jar_path() -> str | None:
 
 
 def jvm_reader_loaded(spark) -> bool:
-    """Whether the session's driver can load the JVM reader (its jar is on the class path)."""
+    """Whether the session's driver can load the JVM reader (its jar is on the class path).
+
+    A yes is remembered on the session's ``SparkContext`` (a class once loadable stays so; the
+    question costs a dozen py4j round trips, and replay asks it several times); a no is asked
+    again."""
     try:
-        jvm = spark.sparkContext._jvm
+        sc = spark.sparkContext
+        if getattr(sc, "_tflux_jvm_reader", False):
+            return True
+        jvm = sc._jvm
         loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
         jvm.java.lang.Class.forName(PROVIDER, False, loader)
+        sc._tflux_jvm_reader = True
         return True
     except Exception:  # no JVM gateway (Spark Connect), or the class is absent
         return False

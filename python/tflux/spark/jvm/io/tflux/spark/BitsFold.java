@@ -9,16 +9,14 @@ import org.apache.spark.sql.Encoder;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.expressions.Aggregator;
-import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * Replay's removed bitmaps folded on the executors (issue 45): the aggregate {@code
- * tflux_fold_bits(rm_lsn, rm_lo, rm_count, rm_bits, rm_from, rm_to)} over the bitmap rows of the
- * {@code summary} scan ({@link Summary}) of one queue name. Two bitmaps whose LSN intervals
+ * Replay's removed bitmaps folded on the executors (issue 45): the aggregate of {@code (rm_lsn,
+ * rm_lo, rm_count, rm_bits, rm_from, rm_to)} ({@link ReplaySummary#fold}) over the bitmap rows
+ * of the {@code summary} scan ({@link Summary}) of one queue name. Two bitmaps whose LSN intervals
  * ({@code rm_from..rm_to}, where the scan saw no CreateQueue/DeleteQueue of the name) touch or
  * overlap are of one incarnation: they become one bitmap (the OR of both, the smaller {@code
  * rm_lsn}, the sum of {@code rm_count}, the union of the intervals), whatever order Spark merges
@@ -32,8 +30,6 @@ import org.apache.spark.sql.types.StructType;
  */
 public final class BitsFold extends Aggregator<Row, BitsFold.Buf, Row> {
   private static final long serialVersionUID = 1L;
-  /** The name the aggregate is registered under. */
-  public static final String NAME = "tflux_fold_bits";
   static final long MAX_WORDS = (1L << 28) / 64;
   static final StructType INPUT = new StructType().add("rm_lsn", DataTypes.LongType)
       .add("rm_lo", DataTypes.LongType).add("rm_count", DataTypes.LongType)
@@ -44,11 +40,6 @@ public final class BitsFold extends Aggregator<Row, BitsFold.Buf, Row> {
       .add("rm_count", DataTypes.LongType).add("rm_bits", DataTypes.BinaryType);
   static final StructType OUTPUT = new StructType().add("pieces",
       DataTypes.createArrayType(PIECE, false));
-
-  /** Registers the aggregate in {@code spark}'s session (called by {@code rebuild.summaries}). */
-  public static void register(SparkSession spark) {
-    spark.udf().register(NAME, functions.udaf(new BitsFold(), Encoders.row(INPUT)));
-  }
 
   /** One bitmap: bit i of {@code words} is id {@code base + i}; LSNs {@code from..to}. */
   static final class Piece implements Serializable {
