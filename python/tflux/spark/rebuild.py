@@ -200,7 +200,10 @@ class _Frames:
         if log is None:
             log = _small(spark, [], logs_schema(spark))
         add_rows = log.filter(F.col("kind") == "add_record")
-        remove_rows = log.filter(F.col("kind") == "remove_record")
+
+        def remove_rows() -> DataFrame:
+            return log.filter(F.col("kind") == "remove_record")
+
         if plan is not None:
             rkey = [F.col("replay_key").alias("rkey")] if self.keyed else []
             self.adds = add_rows.select(
@@ -213,9 +216,13 @@ class _Frames:
                 F.col("lsn").alias("add_lsn"),
                 *rkey,
             )
-            self.removes = remove_rows.select("source", "queue", "inc", "record_id", "lsn", *rkey)
+            # Built when a join or check() needs it: with the removed ids in the scans, a
+            # replay never reads it (and each DataFrame built costs py4j round trips).
+            removed_cols = ["source", "queue", "inc", "record_id", "lsn", *rkey]
+            self._removes = lambda: remove_rows().select(*removed_cols)
         else:
-            self.adds, self.removes = self._joined(add_rows, remove_rows, seg_rows)
+            self.adds, removes_df = self._joined(add_rows, remove_rows(), seg_rows)
+            self._removes = lambda: removes_df
         self.remove_count = removes  # RemoveRecords in the LSNs both scans read (step 1)
         # Without removes, or with their ranges in the scans, no removes' scan and no join.
         self.join_removes = bool(removes) and self.ranges is None
@@ -240,6 +247,14 @@ class _Frames:
             snap_records = snap_records.withColumn("add_lsn", F.lit(-1).cast("long"))
             records = snap_records.unionByName(records)
         self.records = records
+
+    @property
+    def removes(self) -> DataFrame:
+        """The RemoveRecords with their incarnation (``source``, ``queue``, ``inc``,
+        ``record_id``, ``lsn``, and ``rkey`` when keyed), built on first use."""
+        if not hasattr(self, "_removes_df"):
+            self._removes_df = self._removes()
+        return self._removes_df
 
     def incs(self) -> DataFrame:
         """The incarnations' table, broadcast (built only when a join needs it)."""
@@ -398,12 +413,12 @@ class _Frames:
 
     def live(self) -> DataFrame:
         on = ["rkey"] if self.keyed else ["inc", "record_id"]
-        removes = self.removes.select(*on)
-        if self.broadcast_removes:
-            removes = F.broadcast(removes)
         # In a final incarnation: a set of longs tested in the task, no join.
         live = self.records.filter(F.col("inc").isin(self.final_incs))
         if self.join_removes:  # else no removes, or the scans dropped the removed records
+            removes = self.removes.select(*on)
+            if self.broadcast_removes:
+                removes = F.broadcast(removes)
             live = live.join(removes, on, "left_anti")
         return live.select("source", "queue", "record_id", "key", "message")
 
