@@ -18,7 +18,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * scans. Run by {@code benches/lab/jvm_reader_cost.py}, which compiles this file against the
  * reader's jar and pyspark's jars (it lives in the reader's package to reach its classes).
  *
- * <p>Arguments: LOG_DIR SEGMENTS WARMUP ROUNDS PLAN_FILE|- [summary|live|both]. PLAN_FILE holds
+ * <p>Arguments: LOG_DIR SEGMENTS WARMUP ROUNDS PLAN_FILE|- [summary|live|both|frames|all]
+ * ({@code both}: summary and live; {@code frames}: the framing walks; {@code all}). PLAN_FILE holds
  * replay's {@code replayPlan} text, then a line {@code incs N,N,...} (the live scan's {@code inc
  * IN (...)}); without it only the summary scan runs.
  */
@@ -64,35 +65,42 @@ public final class JvmReaderCost {
       String path = Paths.get(logDir, c.segment).toString();
       SegmentReader r = new SegmentReader(c.dialect(path), path, Sources.startLsn(c.segment),
           c.last, c.start, c.end, c.wantLast).open();
-      long[] n = {0};
       while (r.hasNext()) {
-        r.step(false, (lsn, term, at, len, off) -> n[0]++);
+        r.step(false, null); // no visitor: the scans' call sites see only the reader's
       }
-      records += n[0];
+      records += r.lsn - r.firstLsn;
     }
     System.out.printf("%d segments, %d records%n", chunks.length, records);
     ThreadMXBean mx = ManagementFactory.getThreadMXBean();
-    boolean summary = !which.equals("live");
-    boolean live = plan != null && !which.equals("summary");
-    long[][] cpu = new long[2][rounds];
-    long[] rows = new long[2];
+    boolean summary = !which.equals("live") && !which.equals("frames");
+    boolean live = plan != null && (which.equals("live") || which.equals("both"));
+    boolean frames = which.equals("frames") || which.equals("all");
+    live |= plan != null && which.equals("all");
+    String[] scans = {"summary", "live", "frames", "crc"};
+    long[][] cpu = new long[scans.length][rounds];
+    long[] rows = new long[scans.length];
+    int runs = Math.max(1024, 100_000 / total); // replay's summaryRuns
     for (int round = -warmup; round < rounds; round++) {
-      for (int scan = 0; scan < 2; scan++) {
-        if (scan == 0 ? !summary : !live) {
+      for (int scan = 0; scan < scans.length; scan++) {
+        if (!wanted(scan, summary, live, frames)) {
           continue;
         }
         long c0 = mx.getCurrentThreadCpuTime();
-        LogReader r = scan == 0
-            ? new LogReader(chunks, Summary.schema(), 0, Long.MAX_VALUE, 4096, null, true,
-                1 << 10, 1L << 22, null)
-            : new LogReader(chunks, new StructType(), 0, Long.MAX_VALUE, 4096, plan, false, 0,
-                0, filter);
         long n = 0;
-        while (r.next()) {
-          ColumnarBatch b = r.get();
-          n += b.numRows();
+        if (scan >= 2) {
+          n = walk(chunks, logDir, scan == 3);
+        } else {
+          LogReader r = scan == 0
+              ? new LogReader(chunks, Summary.schema(), 0, Long.MAX_VALUE, 4096, null, true,
+                  runs, 1L << 27, null)
+              : new LogReader(chunks, new StructType(), 0, Long.MAX_VALUE, 4096, plan, false,
+                  0, 0, filter);
+          while (r.next()) {
+            ColumnarBatch b = r.get();
+            n += b.numRows();
+          }
+          r.close();
         }
-        r.close();
         long c1 = mx.getCurrentThreadCpuTime();
         if (round >= 0) {
           cpu[scan][round] = c1 - c0;
@@ -100,15 +108,38 @@ public final class JvmReaderCost {
         }
       }
     }
-    for (int scan = 0; scan < 2; scan++) {
-      if (scan == 0 ? !summary : !live) {
+    for (int scan = 0; scan < scans.length; scan++) {
+      if (!wanted(scan, summary, live, frames)) {
         continue;
       }
       long[] t = cpu[scan].clone();
       Arrays.sort(t);
       double med = t[t.length / 2];
       System.out.printf("%-7s rows %9d  cpu median %7.1f ms  min %7.1f ms  %5.1f ns/record%n",
-          scan == 0 ? "summary" : "live", rows[scan], med / 1e6, t[0] / 1e6, med / records);
+          scans[scan], rows[scan], med / 1e6, t[0] / 1e6, med / records);
     }
+  }
+
+  private static boolean wanted(int scan, boolean summary, boolean live, boolean frames) {
+    return scan == 0 ? summary : scan == 1 ? live : frames;
+  }
+
+  /**
+   * The framing alone ({@code frames}: marker, term, length, padding; {@code crc}: and the
+   * checksum), no delta decoded: what the scans cost before {@link LogColumns}.
+   */
+  private static long walk(LogSource.Chunk[] chunks, String logDir, boolean crc)
+      throws java.io.IOException {
+    long n = 0;
+    for (LogSource.Chunk c : chunks) {
+      String path = Paths.get(logDir, c.segment).toString();
+      SegmentReader r = new SegmentReader(c.dialect(path), path, Sources.startLsn(c.segment),
+          c.last, c.start, c.end, c.wantLast).open();
+      while (r.hasNext()) {
+        r.step(crc, null);
+      }
+      n += r.lsn - r.firstLsn;
+    }
+    return n;
   }
 }

@@ -2,7 +2,7 @@
 Spark job, so that a change to the reader's record loop shows as ns per record rather than in
 the noise of a job on a shared machine.
 
-    python -m benches.lab.jvm_reader_cost BASE [SEGMENTS] [ROUNDS] [summary|live|both]
+    python -m benches.lab.jvm_reader_cost BASE [SEGMENTS] [ROUNDS] [summary|live|both|frames|all]
 
 Compiles ``benches/lab/JvmReaderCost.java`` (a main in the reader's package) against the
 reader's jar (:func:`tflux.spark.build_jar`, built from this checkout's sources) and pyspark's
@@ -11,8 +11,10 @@ jars into a temporary directory, then runs it with ``java -cp``: over the first 
 JIT warm-up, then ROUNDS (default 5) timed rounds of each scan: the ``summary`` option's scan
 (all its columns, ``summaryRuns``/``summaryBits`` as replay passes them) and the live scan
 (``replayPlan``, no columns, filters ``kind = add_record`` and ``inc IN (...)``, as replay's
-``count()``). Prints per scan its rows, the thread's CPU time (median and minimum) and the
-median's ns per record.
+``count()``); ``both`` (the default) runs these two. ``frames`` runs instead two walks over
+the framing alone, no delta decoded (``frames``: markers, terms, lengths, padding; ``crc``: and
+the checksums), the floor under both scans; ``all`` runs the four. Prints per scan its rows,
+the thread's CPU time (median and minimum) and the median's ns per record.
 
 The live scan needs replay's plan (its removed bitmap): the first run on a base derives it
 from one ``tflux.spark.rebuild._Frames`` on ``local[1]`` (a Spark job, once) and keeps it in
@@ -69,7 +71,7 @@ def main() -> None:
         os.environ.get("TFLUX_BENCH_PLAN")
         or os.path.join(tempfile.gettempdir(), f"tflux-plan-{Path(base).name}.txt")
     )
-    if which != "summary" and not plan.exists():
+    if which in ("live", "both", "all") and not plan.exists():
         _plan(base, plan)
     jar = tflux.spark.build_jar()
     jars = str(_jvm._spark_home() / "jars" / "*")
@@ -86,7 +88,7 @@ def main() -> None:
             [
                 *("java", *opts, "-cp", f"{tmp}:{jar}:{jars}", "io.tflux.spark.JvmReaderCost"),
                 *(os.path.join(base, "data", "log"), str(segments), warmup, str(rounds)),
-                *(str(plan) if which != "summary" else "-", which),
+                *(str(plan) if which in ("live", "both", "all") else "-", which),
             ],
             check=True,
         )
