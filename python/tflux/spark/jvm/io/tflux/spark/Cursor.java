@@ -130,30 +130,38 @@ final class Cursor {
     int at = take(n, "queue name");
     namesRead++;
     repeated = sameName(at, n);
-    if (!repeated) {
-      // One bulk copy, then a branch-free range check over the array (the sign bit of either
-      // difference is set for a byte outside '!'..'~'); the byte-wise walk only names the bad one.
-      buf.get(at, name, 0, n);
-      int outside = 0;
-      for (int i = 0; i < n; i++) {
+    if (!repeated && !takeName(at, n)) {
+      for (int i = 0; i < n; i++) { // the byte-wise walk only names the bad byte
         int b = name[i] & 0xFF;
-        outside |= (b - NAME_MIN) | (NAME_MAX - b);
-      }
-      if (outside < 0) {
-        for (int i = 0; i < n; i++) {
-          int b = name[i] & 0xFF;
-          if (b < NAME_MIN || b > NAME_MAX) {
-            nameLen = -1;
-            throw fail(from + i, "queue name byte " + hex2(b) + " at offset "
-                + (base + from + i) + " is not in '!'..'~'");
-          }
+        if (b < NAME_MIN || b > NAME_MAX) {
+          throw fail(from + i, "queue name byte " + hex2(b) + " at offset "
+              + (base + from + i) + " is not in '!'..'~'");
         }
       }
-      nameLen = n;
-      nameWord = n >= 8 ? getLong(name, 0) : prefix(name, n);
     }
     lastLen = n;
     return at;
+  }
+
+  /**
+   * Checks the {@code n} name bytes at {@code at} and keeps them as the last name checked; false
+   * (and no name kept) when a byte lies outside '!'..'~'. One bulk copy, then a branch-free
+   * range check over the array (the sign bit of either difference is set for a byte outside).
+   */
+  private boolean takeName(int at, int n) {
+    buf.get(at, name, 0, n);
+    int outside = 0;
+    for (int i = 0; i < n; i++) {
+      int b = name[i] & 0xFF;
+      outside |= (b - NAME_MIN) | (NAME_MAX - b);
+    }
+    if (outside < 0) {
+      nameLen = -1;
+      return false;
+    }
+    nameLen = n;
+    nameWord = n >= 8 ? getLong(name, 0) : prefix(name, n);
+    return true;
   }
 
   /** QueueNames read so far, and whether the last one was the name checked before it. */
@@ -168,46 +176,50 @@ final class Cursor {
 
   /**
    * The common delta read with few loads (issue 45: the decoder's per-field reads were a quarter
-   * of a scan's CPU): the bytes {@code buf[start, end)} as a whole AddRecord or RemoveRecord of
-   * the queue named as the last name this cursor checked, with no byte left over. Returns {@code
-   * 'A'} or {@code 'R'} with {@link #fastLong} (the key or the record id) and, for an AddRecord,
-   * the message at {@link #fastAt} ({@link #fastLen} bytes) and the name counted as read and
-   * repeated, as {@link #queueName} counts it; else 0, reading nothing, and the caller decodes
-   * the delta field by field (which says what is wrong, if anything). Only a delta the field by
-   * field decoder reads without error is taken here, and to the same values.
+   * of a scan's CPU): the bytes {@code buf[start, end)} as a whole AddRecord or RemoveRecord,
+   * with no byte left over. Returns {@code 'A'} or {@code 'R'} with {@link #fastLong} (the key or
+   * the record id) and, for an AddRecord, the message at {@link #fastAt} ({@link #fastLen}
+   * bytes), its name checked and counted as {@link #queueName} checks and counts it ({@link
+   * #repeated}: the last name checked); else 0, and the caller decodes the delta field by field
+   * (which says what is wrong, if anything). Only a delta the field by field decoder reads
+   * without error is taken here, and to the same values.
    */
   int fastDelta() {
-    int n = end - start;
-    if (n < 2 + 8 || nameLen < 0) {
+    if (end - start < 2 + 8) {
       return 0;
     }
     int head = buf.getShort(start) & 0xFFFF;
     int len = head & 0xFF;
     int after = start + 2 + len; // past the name
-    if (len != nameLen || after + 8 > end) {
+    if (after + 8 > end) {
       return 0;
     }
     int marker = head >>> 8;
+    int m = 0;
     if (marker == 'R') {
-      if (after + 8 != end || !sameName(start + 2, len)) {
+      if (after + 8 != end) {
         return 0;
       }
     } else if (marker == 'A') {
       if (after + 12 > end) {
         return 0;
       }
-      int m = buf.getInt(after + 8);
-      if (m < 0 || after + 12 + m != end || !sameName(start + 2, len)) {
+      m = buf.getInt(after + 8);
+      if (m < 0 || after + 12 + m != end) {
         return 0;
       }
-      fastAt = after + 12;
-      fastLen = m;
     } else {
       return 0;
     }
+    boolean same = sameName(start + 2, len);
+    if (!same && !takeName(start + 2, len)) {
+      return 0; // as queueName leaves it: no name kept
+    }
+    fastAt = after + 12;
+    fastLen = m;
     fastLong = buf.getLong(after);
     namesRead++;
-    repeated = true;
+    repeated = same;
     lastLen = len;
     pos = end;
     return marker;

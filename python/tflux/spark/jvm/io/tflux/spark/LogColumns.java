@@ -294,11 +294,11 @@ final class LogColumns {
     if (lean && !messages) {
       // Small enough to inline into the reader's loop, unlike the decoder below (issue 45).
       int fast = c.reset(buf, at, at + len, 0).fastDelta();
-      if (fast != 0) { // one name, the last one checked: own and repeated
-        return fast == 'A'
-            ? counted(row, 2, lsn, 0, 0, buf, at + 2, c.lastLen, true, addsInSync)
+      if (fast != 0) { // one name: its own
+        boolean same = addsInSync && c.repeated;
+        return fast == 'A' ? counted(row, 2, lsn, 0, 0, buf, at + 2, c.lastLen, true, same)
             : counted(row, 3, lsn, int64(c.fastLong, lsn), 0, buf, at + 2, c.lastLen, true,
-                addsInSync);
+                same);
       }
     }
     return decode(row, lsn, term, buf, at, len, path, dataOffset);
