@@ -149,6 +149,11 @@ final class LogColumns {
   private final int present;
   /** Whether any column needs the delta's fields (else only its structure is checked). */
   private final boolean fields;
+  /**
+   * No column is filled per row but {@code queue_adds} (replay's scans): then {@link #add} takes
+   * the common deltas by {@link Cursor#fastDelta} without the field by field decoder.
+   */
+  private final boolean lean;
   /** The filters this scan applies itself (rows they drop are not returned), or null. */
   private final RowFilter only;
   /**
@@ -223,6 +228,7 @@ final class LogColumns {
     this.replay = ids ? replay : null;
     adds = vec[QUEUE_ADDS] == null && !ids ? null : new QueueAdds();
     fields = needFields;
+    lean = (present & ~b(QUEUE_ADDS)) == 0;
     if (vec[KIND] != null) {
       vec[KIND].setDictionary(new KindDictionary());
     }
@@ -285,6 +291,22 @@ final class LogColumns {
    */
   boolean add(int row, long lsn, int term, ByteBuffer buf, int at, int len, String path,
       long dataOffset) {
+    if (lean && !messages) {
+      // Small enough to inline into the reader's loop, unlike the decoder below (issue 45).
+      int fast = c.reset(buf, at, at + len, 0).fastDelta();
+      if (fast != 0) { // one name: its own
+        boolean same = addsInSync && c.repeated;
+        return fast == 'A' ? counted(row, 2, lsn, 0, 0, buf, at + 2, c.lastLen, true, same)
+            : counted(row, 3, lsn, int64(c.fastLong, lsn), 0, buf, at + 2, c.lastLen, true,
+                same);
+      }
+    }
+    return decode(row, lsn, term, buf, at, len, path, dataOffset);
+  }
+
+  /** {@link #add}, every delta field by field. */
+  private boolean decode(int row, long lsn, int term, ByteBuffer buf, int at, int len,
+      String path, long dataOffset) {
     WritableColumnVector[] v = vec;
     if (v[LSN] != null) {
       v[LSN].putLong(row, lsn);
@@ -323,125 +345,119 @@ final class LogColumns {
     int keptLen = 0;
     String rules = null;
     try {
-      int marker = c.u8("delta marker");
       int nameAt;
       int nameLen;
-      switch (marker) {
-        case 'C': {
-          kind = 0;
-          nameAt = c.queueName();
-          nameLen = c.lastLen;
-          impl = c.i32("implementation");
-          maxQ = c.i32("max queue size");
-          maxM = c.i32("max message size");
-          range = c.bool("key range flag");
-          min = range ? c.i64("key range min") : 0;
-          max = range ? c.i64("key range max") : 0;
-          end(kind);
-          break;
-        }
-        case 'D': {
-          kind = 1;
-          nameAt = c.queueName();
-          nameLen = c.lastLen;
-          end(kind);
-          break;
-        }
-        case 'A': {
-          kind = 2;
-          nameAt = c.queueName();
-          nameLen = c.lastLen;
-          key = c.i64("key");
-          msgAt = c.buffer("message length");
-          msgLen = c.lastLen;
-          end(kind);
-          break;
-        }
-        case 'R': {
-          kind = 3;
-          nameAt = c.queueName();
-          nameLen = c.lastLen;
-          long id = c.i64("record id");
-          end(kind);
-          if (id < 0) {
-            throw new IllegalArgumentException("tflux: record id " + Long.toUnsignedString(id)
-                + " at LSN " + lsn + " exceeds Int64");
+      int fast = c.fastDelta();
+      if (fast == 'A') {
+        kind = 2;
+        nameAt = at + 2;
+        nameLen = c.lastLen;
+        key = c.fastLong;
+        msgAt = c.fastAt;
+        msgLen = c.fastLen;
+      } else if (fast == 'R') {
+        kind = 3;
+        nameAt = at + 2;
+        nameLen = c.lastLen;
+        removed = int64(c.fastLong, lsn);
+      } else {
+        int marker = c.u8("delta marker");
+        switch (marker) {
+          case 'C': {
+            kind = 0;
+            nameAt = c.queueName();
+            nameLen = c.lastLen;
+            impl = c.i32("implementation");
+            maxQ = c.i32("max queue size");
+            maxM = c.i32("max message size");
+            range = c.bool("key range flag");
+            min = range ? c.i64("key range min") : 0;
+            max = range ? c.i64("key range max") : 0;
+            end(kind);
+            break;
           }
-          removed = id;
-          break;
-        }
-        case 'Q': {
-          kind = 4;
-          nameAt = c.queueName();
-          nameLen = c.lastLen;
-          rules = rulesJson();
-          end(kind);
-          break;
-        }
-        case 'L': {
-          kind = 5;
-          nameAt = c.queueName();
-          nameLen = c.lastLen;
-          key = c.i64("key");
-          due = c.i64("not before");
-          msgAt = c.buffer("message length");
-          msgLen = c.lastLen;
-          end(kind);
-          break;
-        }
-        case 'V':
-        case 'F': {
-          kind = marker == 'V' ? 6 : 7;
-          nameAt = c.queueName();
-          nameLen = c.lastLen;
-          long id = c.i64("record id");
-          due = kind == 7 ? c.i64("due") : 0;
-          end(kind);
-          removed = int64(id, lsn);
-          break;
-        }
-        case 'P': {
-          kind = 8;
-          nameAt = c.queueName();
-          nameLen = c.lastLen;
-          keptLen = c.len("kept id count", 8);
-          keptAt = c.take(keptLen * 8, "kept ids");
-          end(kind);
-          for (int i = 0; i < keptLen; i++) {
-            int64(buf.getLong(keptAt + 8 * i), lsn);
+          case 'D': {
+            kind = 1;
+            nameAt = c.queueName();
+            nameLen = c.lastLen;
+            end(kind);
+            break;
           }
-          break;
+          case 'A': {
+            kind = 2;
+            nameAt = c.queueName();
+            nameLen = c.lastLen;
+            key = c.i64("key");
+            msgAt = c.buffer("message length");
+            msgLen = c.lastLen;
+            end(kind);
+            break;
+          }
+          case 'R': {
+            kind = 3;
+            nameAt = c.queueName();
+            nameLen = c.lastLen;
+            long id = c.i64("record id");
+            end(kind);
+            if (id < 0) {
+              throw new IllegalArgumentException("tflux: record id " + Long.toUnsignedString(id)
+                  + " at LSN " + lsn + " exceeds Int64");
+            }
+            removed = id;
+            break;
+          }
+          case 'Q': {
+            kind = 4;
+            nameAt = c.queueName();
+            nameLen = c.lastLen;
+            rules = rulesJson();
+            end(kind);
+            break;
+          }
+          case 'L': {
+            kind = 5;
+            nameAt = c.queueName();
+            nameLen = c.lastLen;
+            key = c.i64("key");
+            due = c.i64("not before");
+            msgAt = c.buffer("message length");
+            msgLen = c.lastLen;
+            end(kind);
+            break;
+          }
+          case 'V':
+          case 'F': {
+            kind = marker == 'V' ? 6 : 7;
+            nameAt = c.queueName();
+            nameLen = c.lastLen;
+            long id = c.i64("record id");
+            due = kind == 7 ? c.i64("due") : 0;
+            end(kind);
+            removed = int64(id, lsn);
+            break;
+          }
+          case 'P': {
+            kind = 8;
+            nameAt = c.queueName();
+            nameLen = c.lastLen;
+            keptLen = c.len("kept id count", 8);
+            keptAt = c.take(keptLen * 8, "kept ids");
+            end(kind);
+            for (int i = 0; i < keptLen; i++) {
+              int64(buf.getLong(keptAt + 8 * i), lsn);
+            }
+            break;
+          }
+          default:
+            throw c.fail(0, "unknown delta marker " + Cursor.hex2(marker));
         }
-        default:
-          throw c.fail(0, "unknown delta marker " + Cursor.hex2(marker));
       }
       // Its own name the only one the delta held (a QueueRules' dead letter queue is another),
       // and the one of the lookup before.
       boolean own = c.namesRead == names + 1;
       boolean same = addsInSync && own && c.repeated;
-      if (only != null && !only.kind(kind)) {
-        // Not returned, but decoded and checked above, and an AddRecord counted all the same.
-        if (kind == 2 && adds != null) {
-          adds.add(buf, nameAt, nameLen, same);
-          addsInSync = own;
-        } else {
-          addsInSync = same;
-        }
+      if (!counted(row, kind, lsn, removed, impl, buf, nameAt, nameLen, own, same)) {
         return false;
-      }
-      if (adds != null) {
-        long count = kind == 2 ? adds.add(buf, nameAt, nameLen, same)
-            : adds.get(buf, nameAt, nameLen, same);
-        addsInSync = own;
-        if (replay != null && !replayIds(row, kind, lsn, count, removed, buf, nameAt, nameLen)) {
-          return false;
-        }
-        if (v[QUEUE_ADDS] != null) {
-          v[QUEUE_ADDS].putLong(row, count);
-        }
-        if (summary != null) {
-          summary.entry(kind, lsn, count, impl, removed, buf, nameAt, nameLen);
-        }
       }
       if (fields) {
         switch (kind) {
@@ -525,9 +541,55 @@ final class LogColumns {
   }
 
   /**
+   * What follows the decoding of a delta of kind {@code kind} (its queue name at {@code nameAt},
+   * {@code own}: the only name it held, {@code same}: and the one of the lookup before): the
+   * filters, the {@code queue_adds} count, the replay columns and the {@code summary} option's
+   * entry. False when the row is not returned (see {@link #add}).
+   */
+  private boolean counted(int row, int kind, long lsn, long removed, int impl, ByteBuffer buf,
+      int nameAt, int nameLen, boolean own, boolean same) {
+    if (only != null && !only.kind(kind)) {
+      // Not returned, but decoded and checked above, and an AddRecord counted all the same.
+      if (kind == 2 && adds != null) {
+        adds.add(buf, nameAt, nameLen, same);
+        addsInSync = own;
+      } else {
+        addsInSync = same;
+      }
+      return false;
+    }
+    if (adds != null) {
+      long count = kind == 2 ? adds.add(buf, nameAt, nameLen, same)
+          : adds.get(buf, nameAt, nameLen, same);
+      addsInSync = own;
+      if (replay != null && !replayIds(row, kind, lsn, count, removed, buf, nameAt, nameLen)) {
+        return false;
+      }
+      if (vec[QUEUE_ADDS] != null) {
+        vec[QUEUE_ADDS].putLong(row, count);
+      }
+      if (summary != null) {
+        summary.entry(kind, lsn, count, impl, removed, buf, nameAt, nameLen);
+      }
+    }
+    return true;
+  }
+
+  /**
    * {@code inc}, {@code replay_id} and {@code replay_key} of row {@code row} (see {@link
    * ReplayIds}); false, writing nothing, for an AddRecord in a removed range of its incarnation.
    */
+  /**
+   * The incarnation {@link #replayIds} found last: its queue and index, the LSNs {@code
+   * [foundFrom, foundTo)} for which {@link ReplayIds.Queue#find} gives it (its interval, up to the
+   * next one's start), and whether the {@code inc} filter returns its rows.
+   */
+  private ReplayIds.Queue foundQueue;
+  private int foundAt;
+  private long foundFrom;
+  private long foundTo;
+  private boolean foundTaken;
+
   private boolean replayIds(int row, int kind, long lsn, long count, long removed,
       ByteBuffer buf, int nameAt, int nameLen) {
     ReplayIds.Queue q = null;
@@ -541,9 +603,20 @@ final class LogColumns {
         adds.setData(slot, r);
       }
       q = r.queue;
-      at = q == null ? -1 : q.find(lsn);
+      if (q != null && q == foundQueue && lsn >= foundFrom && lsn < foundTo) {
+        at = foundAt; // consecutive entries of a queue mostly lie in one incarnation
+      } else {
+        at = q == null ? -1 : q.find(lsn);
+        if (at >= 0) {
+          foundQueue = q;
+          foundAt = at;
+          foundFrom = q.start[at];
+          foundTo = at + 1 < q.start.length ? Math.min(q.end[at], q.start[at + 1]) : q.end[at];
+          foundTaken = only == null || only.incs == null || only.inc(q.inc[at]);
+        }
+      }
     }
-    if (only != null && only.incs != null && (at < 0 || !only.inc(q.inc[at]))) {
+    if (only != null && only.incs != null && (at < 0 || !foundTaken)) {
       return false; // its inc is null or not one asked for
     }
     if (at < 0 || (kind == 2 && !r.hasSegBase)) {
