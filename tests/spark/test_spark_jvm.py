@@ -507,6 +507,35 @@ def test_partitions_come_in_whole_waves_of_the_cores(spark, jar, tmp_path):
         assert rows(df) == want, split
 
 
+def test_replay_scans_take_two_partitions_per_core_unless_the_session_caps_them(
+    spark, jar, tmp_path
+):
+    """Issue 45: replay's scans (option ``summary`` or ``replayPlan``) are cut into two
+    partitions per core, not by Spark's 128 MB cap (each task costs a plan to deserialize and a
+    bitmap row to fold; the reader streams whatever a partition's size). A session that sets
+    ``spark.sql.files.maxPartitionBytes`` gets Spark's rule, as every other scan does."""
+    base = tmp_path / "replay-split"
+    random_log(base, 5, 3000)
+    log_dir = str(base / "data" / "log")
+    assert len(segment_files(log_dir)) == 8
+    cores = spark.sparkContext.defaultParallelism
+    assert cores == 2
+
+    def parts(summary: bool) -> int:
+        reader = spark.read.format("tflux").option("rawData", "true")
+        if summary:
+            reader = spark.read.format("tflux").option("summary", "true")
+        return reader.load(log_dir).rdd.getNumPartitions()
+
+    assert parts(summary=True) == 2 * cores
+    assert parts(summary=False) == cores  # Spark's rule: (data + 8 x 4 MB to open) / 2 cores
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1k")
+    try:
+        assert parts(summary=True) >= 8  # Spark's rule: at least a partition per segment
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+
+
 @pytest.mark.parametrize("split", ["2k", "64k"])
 def test_the_summary_option_gives_the_rows_replay_aggregates_from_every_entry(
     spark, jar, tmp_path, split
