@@ -60,16 +60,7 @@ public final class JvmReaderCost {
       chunks[i] = new LogSource.Chunk(source, logDir, take.get(i), i == total - 1,
           SegmentReader.HEADER_LEN, Long.MAX_VALUE, Long.MIN_VALUE, null);
     }
-    long records = 0;
-    for (LogSource.Chunk c : chunks) {
-      String path = Paths.get(logDir, c.segment).toString();
-      SegmentReader r = new SegmentReader(c.dialect(path), path, Sources.startLsn(c.segment),
-          c.last, c.start, c.end, c.wantLast).open();
-      while (r.hasNext()) {
-        r.step(false, null); // no visitor: the scans' call sites see only the reader's
-      }
-      records += r.lsn - r.firstLsn;
-    }
+    long records = walk(chunks, logDir, false);
     System.out.printf("%d segments, %d records%n", chunks.length, records);
     ThreadMXBean mx = ManagementFactory.getThreadMXBean();
     boolean summary = !which.equals("live") && !which.equals("frames");

@@ -399,11 +399,7 @@ final class LogColumns {
             nameLen = c.lastLen;
             long id = c.i64("record id");
             end(kind);
-            if (id < 0) {
-              throw new IllegalArgumentException("tflux: record id " + Long.toUnsignedString(id)
-                  + " at LSN " + lsn + " exceeds Int64");
-            }
-            removed = id;
+            removed = int64(id, lsn);
             break;
           }
           case 'Q': {
